@@ -1,0 +1,362 @@
+/* detcheck: bit-for-bit reproducibility checks for training runs.
+ *
+ * One public header. Every symbol is prefixed dck_. Handles are opaque,
+ * created by *_create / *_open and released by *_free (which accept NULL).
+ * Functions return dck_status; on failure dck_last_error() holds a message
+ * that names the file and the problem. The library never prints or exits.
+ */
+#ifndef DETCHECK_H
+#define DETCHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DCK_VERSION_MAJOR 0
+#define DCK_VERSION_MINOR 1
+#define DCK_VERSION_PATCH 0
+#define DCK_VERSION_STRING "0.1.0"
+
+/* ------------------------------------------------------------------ status */
+
+typedef enum {
+    DCK_OK = 0,
+    DCK_ERR_INVALID,     /* invalid argument or usage */
+    DCK_ERR_IO,          /* a file could not be opened, read or written */
+    DCK_ERR_TRUNCATED,   /* input ends early */
+    DCK_ERR_FORMAT,      /* input is malformed */
+    DCK_ERR_UNSUPPORTED, /* well-formed input of a kind not supported */
+    DCK_ERR_LIMIT,       /* input exceeds a safety limit */
+    DCK_ERR_LAYOUT,      /* shards overlap, leave gaps or disagree */
+    DCK_ERR_NOMEM,
+    DCK_ERR_NODEVICE,    /* no GPU, or built without CUDA */
+    DCK_ERR_DEVICE,      /* a CUDA or NCCL call failed */
+    DCK_ERR_COMM,        /* an MPI call failed */
+    DCK_ERR_MISMATCH     /* inputs disagree (e.g. config of a resumed run) */
+} dck_status;
+
+const char *dck_strerror(dck_status s);
+/* The detailed message of the last failure on this thread ("" if none). */
+const char *dck_last_error(void);
+/* Sets the thread's last-error message and returns s (for library code and
+ * extensions that report through the same channel). */
+dck_status dck_set_error(dck_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void dck_clear_error(void);
+const char *dck_version(void);
+
+/* ------------------------------------------------------------------ dtypes */
+
+typedef enum {
+    DCK_BOOL = 0,
+    DCK_U8,
+    DCK_I8,
+    DCK_I16,
+    DCK_U16,
+    DCK_F16,
+    DCK_BF16,
+    DCK_I32,
+    DCK_U32,
+    DCK_F32,
+    DCK_F64,
+    DCK_I64,
+    DCK_U64,
+    DCK_F8_E4M3,
+    DCK_F8_E5M2,
+    DCK_DTYPE_COUNT
+} dck_dtype;
+
+/* safetensors name: "BF16", "F32", ... */
+const char *dck_dtype_name(dck_dtype t);
+/* DCK_ERR_FORMAT for unknown names */
+dck_status dck_dtype_from_name(const char *name, dck_dtype *out);
+size_t dck_dtype_size(dck_dtype t);
+int dck_dtype_is_float(dck_dtype t);
+
+#define DCK_MAX_DIMS 16
+
+/* Element count of a shape; DCK_ERR_LIMIT when the product (times elem
+ * size) overflows 64 bits. */
+dck_status dck_shape_bytes(dck_dtype t, const uint64_t *shape, int ndim, uint64_t *nbytes);
+
+/* ------------------------------------------------------------------ digest v1
+ * See man/detcheck-digest.7 (frozen). */
+
+#define DCK_SEGMENT 128u
+
+typedef struct {
+    uint64_t high64; /* printed first */
+    uint64_t low64;
+} dck_digest;
+
+/* Partial lane sums over some set of whole segments (mod 2^64). Partial sums
+ * of disjoint segment sets add up in any order to the same bits. */
+typedef struct {
+    uint64_t lo;
+    uint64_t hi;
+} dck_lanes;
+
+static inline void dck_lanes_add(dck_lanes *acc, dck_lanes x) {
+    acc->lo += x.lo;
+    acc->hi += x.hi;
+}
+
+/* Sum of h_j over the segments of data, which starts at the global segment
+ * boundary first_segment*128. len may end inside a segment only when that is
+ * the tensor's last (short) segment. */
+dck_lanes dck_segments_sum(const void *data, size_t len, uint64_t first_segment);
+
+/* The record R and the final digest from the total lane sums. */
+dck_digest dck_digest_finish(dck_dtype t, const uint64_t *shape, int ndim, dck_lanes total);
+
+/* Digest of a whole tensor held contiguously in memory (row-major,
+ * little-endian). threads <= 0 picks the default. */
+dck_status dck_digest_buffer(dck_dtype t, const uint64_t *shape, int ndim, const void *data,
+                             size_t len, int threads, dck_digest *out);
+
+/* 32 lowercase hex digits + NUL, high64 then low64 (xxhsum -H2 order). */
+void dck_digest_to_hex(dck_digest d, char out[33]);
+dck_status dck_digest_from_hex(const char *hex, dck_digest *out);
+int dck_digest_equal(dck_digest a, dck_digest b);
+
+/* XXH3-128 of a whole buffer, seed 0 (the manifest's file hash). */
+dck_digest dck_xxh128(const void *data, size_t len);
+
+/* Fragments. A fragment is a run of global bytes [offset, offset+length) of
+ * one logical tensor of tensor_bytes bytes. Its partial form holds the lane
+ * sums of the segments wholly inside it and the bytes of the (at most two)
+ * segments it only partly covers; partials from any split, computed anywhere
+ * (threads, GPUs, ranks), combine into the tensor's digest. It is a
+ * fixed-size plain struct so it can be sent over MPI as bytes. */
+typedef struct {
+    uint64_t offset;     /* global byte offset of the fragment */
+    uint64_t length;     /* bytes in the fragment */
+    dck_lanes lanes;     /* sums over whole segments inside */
+    uint32_t head_len;   /* bytes [offset, offset+head_len) of a partial segment */
+    uint32_t tail_len;   /* bytes [offset+length-tail_len, offset+length) */
+    uint8_t head[DCK_SEGMENT];
+    uint8_t tail[DCK_SEGMENT];
+} dck_fragment_partial;
+
+dck_status dck_fragment_partial_compute(uint64_t tensor_bytes, uint64_t offset, const void *data,
+                                        size_t length, dck_fragment_partial *out);
+
+/* Accumulates fragments of one tensor in any order; final checks that they
+ * cover every byte exactly once (DCK_ERR_LAYOUT otherwise). Thread-safe. */
+typedef struct dck_tensor_hasher dck_tensor_hasher;
+dck_status dck_tensor_hasher_create(dck_dtype t, const uint64_t *shape, int ndim,
+                                    dck_tensor_hasher **out);
+/* Raw bytes of a fragment. */
+dck_status dck_tensor_hasher_update(dck_tensor_hasher *h, uint64_t offset, const void *data,
+                                    size_t length);
+/* A fragment already reduced elsewhere (CPU thread, GPU, other rank). */
+dck_status dck_tensor_hasher_add(dck_tensor_hasher *h, const dck_fragment_partial *p);
+dck_status dck_tensor_hasher_final(dck_tensor_hasher *h, dck_digest *out);
+void dck_tensor_hasher_free(dck_tensor_hasher *h);
+
+/* Root digest over named digests (sorted bytewise inside; input order free). */
+dck_digest dck_root_digest(const char *const *names, const dck_digest *digests, size_t n);
+
+/* ------------------------------------------------------------------ names */
+
+typedef enum {
+    DCK_GROUP_WEIGHTS = 0,
+    DCK_GROUP_OPTIMIZER,
+    DCK_GROUP_RNG,
+    DCK_GROUP_OTHER,
+    DCK_GROUP_COUNT
+} dck_group;
+
+const char *dck_group_name(dck_group g);
+dck_status dck_group_from_name(const char *name, dck_group *out);
+/* The documented name rules (man detcheck-hash(1), GROUPS). */
+dck_group dck_group_of_name(const char *tensor_name);
+/* Model order: strcmp except that runs of digits compare as numbers
+ * ("layers.2" < "layers.10"). */
+int dck_name_compare(const char *a, const char *b);
+
+/* ------------------------------------------------------------------ manifest */
+
+typedef struct dck_manifest dck_manifest;
+
+typedef struct {
+    const char *name;
+    dck_group group;
+    dck_dtype dtype;
+    int ndim;
+    uint64_t shape[DCK_MAX_DIMS];
+    dck_digest digest;
+} dck_manifest_tensor;
+
+typedef struct {
+    const char *path; /* relative to the hashed directory; never absolute, never ".." */
+    uint64_t bytes;
+    dck_digest xxh128;
+} dck_manifest_file;
+
+/* A non-tensor leaf that matters for resume (iteration, loss scale...). */
+typedef struct {
+    const char *name;
+    const char *value; /* canonical text */
+} dck_manifest_value;
+
+dck_status dck_manifest_create(dck_manifest **out);
+void dck_manifest_free(dck_manifest *m);
+dck_status dck_manifest_add_tensor(dck_manifest *m, const dck_manifest_tensor *t);
+dck_status dck_manifest_add_file(dck_manifest *m, const dck_manifest_file *f);
+dck_status dck_manifest_add_value(dck_manifest *m, const char *name, const char *value);
+/* Free-form metadata (tool, created, source); kept in order of setting. */
+dck_status dck_manifest_set_meta(dck_manifest *m, const char *key, const char *value);
+const char *dck_manifest_get_meta(const dck_manifest *m, const char *key);
+
+size_t dck_manifest_tensor_count(const dck_manifest *m);
+const dck_manifest_tensor *dck_manifest_tensor_at(const dck_manifest *m, size_t i);
+const dck_manifest_tensor *dck_manifest_find_tensor(const dck_manifest *m, const char *name);
+size_t dck_manifest_file_count(const dck_manifest *m);
+const dck_manifest_file *dck_manifest_file_at(const dck_manifest *m, size_t i);
+size_t dck_manifest_value_count(const dck_manifest *m);
+const dck_manifest_value *dck_manifest_value_at(const dck_manifest *m, size_t i);
+
+/* Sorts tensors (model order), files and values (by name). DCK_ERR_FORMAT on
+ * duplicate tensor names. Computes the root digest. */
+dck_status dck_manifest_finalize(dck_manifest *m);
+dck_digest dck_manifest_root(const dck_manifest *m);
+
+typedef enum { DCK_FORMAT_YAML = 0, DCK_FORMAT_JSON = 1 } dck_format;
+
+dck_status dck_manifest_write(const dck_manifest *m, dck_format fmt, FILE *out);
+/* Written to PATH.tmp.XXXX, fsynced, renamed. */
+dck_status dck_manifest_save(const dck_manifest *m, dck_format fmt, const char *path);
+/* YAML or JSON (detected). Checks version, hex, paths; recomputes and checks
+ * the root digest. */
+dck_status dck_manifest_load(const char *path, dck_manifest **out);
+dck_status dck_manifest_parse(const char *text, size_t len, const char *label, dck_manifest **out);
+
+/* ------------------------------------------------------------------ checkpoints */
+
+typedef struct dck_checkpoint dck_checkpoint;
+
+typedef struct {
+    const char *name;
+    dck_dtype dtype;
+    int ndim;
+    uint64_t shape[DCK_MAX_DIMS]; /* global (logical) shape */
+    dck_group group;
+    uint64_t nbytes;
+    const char *source; /* file it came from (first shard) */
+} dck_tensor_info;
+
+typedef struct {
+    int threads;           /* <= 0: default (online CPUs) */
+    long iteration;        /* Megatron: -1 = latest */
+    int hash_files;        /* 1: also whole-file xxh128 (default 1) */
+    /* Progress, called from the calling thread: done and total bytes. */
+    void (*progress)(void *ctx, uint64_t done, uint64_t total);
+    void *progress_ctx;
+} dck_options;
+
+void dck_options_init(dck_options *o);
+
+/* Opens files or directories of any supported format (detected by content):
+ * safetensors (+ HF index, + detcheck sharded layout), PyTorch .pt, DCP,
+ * Megatron, NumPy, each optionally zstd-compressed. Several paths are merged
+ * as shards of one checkpoint. */
+dck_status dck_checkpoint_open(const char *const *paths, size_t npaths, const dck_options *opt,
+                               dck_checkpoint **out);
+void dck_checkpoint_free(dck_checkpoint *ck);
+size_t dck_checkpoint_tensor_count(const dck_checkpoint *ck);
+/* Tensors in model order. */
+const dck_tensor_info *dck_checkpoint_tensor(const dck_checkpoint *ck, size_t i);
+/* Index by name, or -1. */
+long dck_checkpoint_find(const dck_checkpoint *ck, const char *name);
+/* Logical row-major little-endian bytes [offset, offset+len) of tensor i.
+ * Random access; zstd inputs are decompressed to a temporary file once. */
+dck_status dck_checkpoint_read(dck_checkpoint *ck, size_t i, uint64_t offset, void *buf,
+                               size_t len);
+size_t dck_checkpoint_value_count(const dck_checkpoint *ck);
+const dck_manifest_value *dck_checkpoint_value(const dck_checkpoint *ck, size_t i);
+
+/* Digests every tensor (multithreaded; identical for every thread count)
+ * and, with hash_files, every file; builds a finalized manifest. */
+dck_status dck_checkpoint_hash(dck_checkpoint *ck, const dck_options *opt, dck_manifest **out);
+
+/* Convenience: open + hash. */
+dck_status dck_hash_paths(const char *const *paths, size_t npaths, const dck_options *opt,
+                          dck_manifest **out);
+
+/* ------------------------------------------------------------------ verify */
+
+typedef enum {
+    DCK_CMP_EQUAL = 0,
+    DCK_CMP_DIGEST,      /* same dtype and shape, different bits */
+    DCK_CMP_DTYPE,
+    DCK_CMP_SHAPE,
+    DCK_CMP_MISSING,     /* in golden, not in actual */
+    DCK_CMP_EXTRA,       /* in actual, not in golden */
+    DCK_CMP_FILE,        /* whole-file hash or size differs (with files) */
+    DCK_CMP_VALUE        /* a recorded value differs or is missing/extra */
+} dck_cmp_kind;
+
+typedef struct {
+    const char *name; /* tensor name, file path or value name */
+    dck_cmp_kind kind;
+    const dck_manifest_tensor *golden; /* NULL when absent (or for files/values) */
+    const dck_manifest_tensor *actual;
+} dck_cmp_entry;
+
+typedef struct {
+    size_t n;            /* entries that differ, in model order */
+    dck_cmp_entry *entries;
+    size_t tensors_compared;
+    size_t tensors_equal;
+} dck_cmp_result;
+
+/* Compares by tensor name; with compare_files also whole-file hashes; values
+ * always. Result entries point into golden/actual, which must outlive it. */
+dck_status dck_manifest_compare(const dck_manifest *golden, const dck_manifest *actual,
+                                int compare_files, dck_cmp_result *out);
+void dck_cmp_result_release(dck_cmp_result *r);
+const char *dck_cmp_kind_name(dck_cmp_kind k);
+
+/* ------------------------------------------------------------------ safetensors writer
+ * Used by the trainer, tests and the demo. Written to a temporary name,
+ * fsynced, renamed. With zstd_level > 0 the file is zstd-compressed. */
+
+typedef struct {
+    const char *name;
+    dck_dtype dtype;
+    int ndim;
+    uint64_t shape[DCK_MAX_DIMS];   /* stored (slice) shape */
+    const void *data;               /* row-major little-endian */
+    /* detcheck sharded layout: when global_ndim > 0 the stored tensor is the
+     * slice [offset, offset+shape) of a global tensor of global_shape. */
+    int global_ndim;
+    uint64_t global_shape[DCK_MAX_DIMS];
+    uint64_t offset[DCK_MAX_DIMS];
+} dck_st_tensor;
+
+typedef struct {
+    const char *key;
+    const char *value;
+} dck_kv;
+
+dck_status dck_safetensors_write(const char *path, const dck_st_tensor *tensors, size_t n,
+                                 const dck_kv *meta, size_t nmeta, int zstd_level);
+
+/* ------------------------------------------------------------------ files */
+
+/* Writes data to path via a temporary name in the same directory, fsync,
+ * rename, fsync of the directory. */
+dck_status dck_write_file_atomic(const char *path, const void *data, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DETCHECK_H */

@@ -1,0 +1,47 @@
+/* The detcheck command line: a table of subcommands, one file each. */
+#ifndef DCK_CLI_H
+#define DCK_CLI_H
+
+#include "detcheck.h"
+#include <stdbool.h>
+
+/* Exit codes, as cmp(1) and diff(1): same, different, trouble. */
+enum { DCK_EXIT_SAME = 0, DCK_EXIT_DIFFERENT = 1, DCK_EXIT_TROUBLE = 2 };
+
+typedef struct {
+    const char *name;
+    int (*fn)(int argc, char **argv); /* argv[0] is the subcommand name */
+    const char *help;                 /* one line for `detcheck --help` */
+} dck_command;
+
+int cmd_hash(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_resume_check(int argc, char **argv);
+int cmd_bisect(int argc, char **argv);
+
+/* Messages: "detcheck CMD: ..." on stderr. Under MPI only rank 0 prints
+ * (cli_rank is set by commands that initialise MPI). */
+extern int cli_rank;
+extern bool cli_quiet;
+void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cli_warn(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cli_info(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Library failure: prints dck_last_error() (or dck_strerror) and returns 2. */
+int cli_fail(const char *cmd, dck_status s);
+/* Misuse: message plus "try 'detcheck CMD --help'", returns 2. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Strict number parsing: the whole string, in range. */
+bool cli_parse_long(const char *s, long min, long max, long *out);
+bool cli_parse_double(const char *s, double *out);
+
+/* Progress bar on stderr when it is a terminal (and not quiet). */
+void cli_progress(void *ctx, uint64_t done, uint64_t total);
+void cli_progress_end(void);
+
+/* Terminal colour for stdout (isatty and NO_COLOR unset). */
+bool cli_color(void);
+
+#endif
