@@ -356,6 +356,197 @@ dck_status dck_safetensors_write(const char *path, const dck_st_tensor *tensors,
  * rename, fsync of the directory. */
 dck_status dck_write_file_atomic(const char *path, const void *data, size_t len);
 
+/* ---- diff ---- (issue 5; see man detcheck-diff(1))
+ * Two checkpoints are compared tensor by tensor (as logical tensors, by
+ * name): digests first, then, for tensors whose digests differ, element by
+ * element in fixed 1 MiB chunks reduced in chunk order, so every number is
+ * identical for every thread count. When either side is a manifest only
+ * digests are compared. */
+
+typedef enum {
+    DCK_DIFF_EQUAL = 0,        /* same dtype, shape and bits */
+    DCK_DIFF_WITHIN_TOLERANCE, /* bits differ; every difference within the tolerances */
+    DCK_DIFF_DIFFER,           /* bits differ (beyond the tolerances, when given) */
+    DCK_DIFF_MISSING_IN_A,
+    DCK_DIFF_MISSING_IN_B,
+    DCK_DIFF_DTYPE_MISMATCH,
+    DCK_DIFF_SHAPE_MISMATCH,   /* same dtype, different shape */
+    DCK_DIFF_STATUS_COUNT
+} dck_diff_status;
+
+/* "equal", "within_tolerance", "differ", "missing_in_a", ... */
+const char *dck_diff_status_name(dck_diff_status s);
+
+/* Tolerances; a negative value means "not given". An element pair whose
+ * bits differ is within tolerance when neither side is NaN or infinite and
+ * |a-b| <= atol + rtol*max(|a|,|b|) (when atol or rtol is given) or its ULP
+ * distance is <= ulp (when ulp is given). */
+typedef struct {
+    double atol;
+    double rtol;
+    int64_t ulp;
+} dck_diff_tolerance;
+
+void dck_diff_tolerance_init(dck_diff_tolerance *t); /* nothing given */
+int dck_diff_tolerance_given(const dck_diff_tolerance *t);
+
+/* Element statistics of two tensors of one dtype and shape. Numeric fields
+ * are over the pairs whose bits differ and where neither side is NaN. */
+typedef struct {
+    uint64_t count;         /* elements compared */
+    uint64_t diff_count;    /* elements whose bits differ */
+    uint64_t beyond_count;  /* of those, beyond the tolerances (all, when none given) */
+    uint64_t first_flat;    /* row-major index of the first differing element; UINT64_MAX none */
+    double max_abs;         /* max |a-b| (infinite when an infinity is involved) */
+    double max_rel;         /* max |a-b| / max(|a|,|b|) */
+    uint64_t max_ulp;       /* ULP distance on the dtype's grid; integers: |a-b| */
+    uint64_t nan_a, nan_b;  /* NaN elements in each side */
+    uint64_t inf_a, inf_b;  /* infinite elements in each side */
+    uint64_t nan_vs_number; /* one side NaN, the other not */
+    uint64_t nan_payload;   /* both NaN, with different bits (payload or sign) */
+    double sum_sq_diff;     /* sum (a-b)^2 over pairs where both are finite */
+    double sum_sq_a, sum_sq_b;
+} dck_diff_stats;
+
+void dck_diff_stats_init(dck_diff_stats *s);
+/* Accumulates n element pairs of dtype t; a[0] and b[0] are element number
+ * first_flat of the tensor. */
+void dck_diff_elements(dck_dtype t, const void *a, const void *b, size_t n, uint64_t first_flat,
+                       const dck_diff_tolerance *tol, dck_diff_stats *acc);
+/* Folds part (covering later elements) into acc. Merging in a fixed order
+ * gives the same bits whatever computed the parts. */
+void dck_diff_stats_merge(dck_diff_stats *acc, const dck_diff_stats *part);
+/* ||a-b|| / max(||a||, ||b||) over the finite pairs; 0 when both are zero. */
+double dck_diff_rel_l2(const dck_diff_stats *s);
+
+/* One element of dtype t as a double (exact for every float dtype). */
+double dck_element_to_double(dck_dtype t, const void *p);
+/* ULP distance between two elements of a float dtype on its own grid (the
+ * number of representable values from a to b; +0 and -0 are 0 apart, the
+ * largest finite value and infinity 1); integers: |a-b|. Returns 0 and sets
+ * *out = 0 when either is NaN, 1 otherwise. */
+int dck_ulp_distance(dck_dtype t, const void *a, const void *b, uint64_t *out);
+
+typedef struct {
+    int threads;             /* <= 0: default */
+    dck_diff_tolerance tol;
+    unsigned groups;         /* bit mask of 1u << dck_group; 0: every group */
+    void (*progress)(void *ctx, uint64_t done, uint64_t total);
+    void *progress_ctx;      /* progress is called from the calling thread */
+} dck_diff_options;
+
+void dck_diff_options_init(dck_diff_options *o);
+
+typedef struct {
+    const char *name;
+    dck_diff_status status;
+    dck_group group;
+    const char *layer;       /* "layers.12", "h.3"; NULL when the name has no numeric part */
+    int in_a, in_b;
+    dck_dtype dtype_a, dtype_b;
+    int ndim_a, ndim_b;
+    uint64_t shape_a[DCK_MAX_DIMS], shape_b[DCK_MAX_DIMS];
+    int has_digest_a, has_digest_b; /* two checkpoints: only for tensors not equal */
+    dck_digest digest_a, digest_b;
+    int has_stats;           /* element statistics below are valid */
+    dck_diff_stats stats;
+    uint64_t first_index[DCK_MAX_DIMS]; /* stats.first_flat as an index (ndim_a entries) */
+    double rel_l2;
+} dck_diff_tensor;
+
+typedef struct {
+    const char *layer;
+    size_t tensors;
+    size_t differing;        /* tensors not equal (within_tolerance included) */
+    size_t first_differing;  /* index into tensors of its first differing one */
+    uint64_t max_ulp;
+} dck_diff_layer;
+
+typedef struct {
+    const char *name;
+    const char *a, *b;       /* NULL when absent from that side */
+} dck_diff_value;
+
+typedef struct {
+    int digest_only;         /* a manifest was involved: no element statistics */
+    int equal;               /* every tensor and value has the same bits */
+    int ok;                  /* equal, or every difference within the tolerances */
+    size_t ntensors;
+    dck_diff_tensor *tensors; /* union of both sides, model order */
+    size_t count[DCK_DIFF_STATUS_COUNT];
+    long first_tensor;       /* first tensor not equal, model order; -1 none */
+    size_t nlayers;
+    dck_diff_layer *layers;  /* layers with a numeric part, in model order */
+    long first_layer;        /* first layer with a tensor not equal; -1 none */
+    size_t group_tensors[DCK_GROUP_COUNT];
+    size_t group_differing[DCK_GROUP_COUNT];
+    size_t nvalues;
+    dck_diff_value *values;  /* recorded values that differ */
+    uint64_t bytes_compared; /* bytes read element by element, each side */
+} dck_diff_result;
+
+dck_status dck_diff_checkpoints(dck_checkpoint *a, dck_checkpoint *b, const dck_diff_options *o,
+                                dck_diff_result *out);
+dck_status dck_diff_manifests(const dck_manifest *a, const dck_manifest *b,
+                              const dck_diff_options *o, dck_diff_result *out);
+/* Opens each path as a manifest (YAML/JSON) or a checkpoint; with a manifest
+ * on either side the checkpoint side is hashed and digests compared. Errors
+ * name the path that failed. */
+dck_status dck_diff_paths(const char *a, const char *b, const dck_diff_options *o,
+                          dck_diff_result *out);
+void dck_diff_result_release(dck_diff_result *r);
+/* "layers.12" for "model.layers.12.mlp.weight": a numeric name component
+ * and the one before it. NULL when none. malloc'd. */
+char *dck_layer_of_name(const char *tensor_name);
+
+/* ---- GPU ---- (issue 6)
+ * Digests of tensors that live in CUDA device memory, bit-identical to the
+ * CPU's: the kernels compute the same segment lane sums (integer adds, so any
+ * grid and any order give the same bits). Partials from the GPU combine with
+ * partials from the CPU and other ranks (dck_lanes_add, dck_tensor_hasher_add).
+ * Built without CUDA (make CUDA=0) or on a machine without a GPU, every
+ * function returns DCK_ERR_NODEVICE. A device pointer may be device or
+ * managed memory of any device (the call runs on that device) and at any
+ * byte alignment. stream is a cudaStream_t (NULL: the legacy default
+ * stream); the synchronous calls wait for their own work on it. */
+
+typedef void *dck_cuda_stream;
+
+/* Usable CUDA devices (0 with DCK_ERR_NODEVICE and a message saying why). */
+dck_status dck_gpu_device_count(int *count);
+
+/* Lane sums of the segments of a device buffer that starts at the global
+ * segment boundary first_segment*128 (as dck_segments_sum). */
+dck_status dck_gpu_segments_sum(const void *dev_data, size_t len, uint64_t first_segment,
+                                dck_cuda_stream stream, dck_lanes *out);
+
+/* The same, asynchronous: adds the sums to dev_lanes, two uint64 (lo, hi)
+ * in device memory, without waiting. Many tensors can be summed into one
+ * array (or into an array of lanes) and read back, or reduced with NCCL on
+ * uint64, once. */
+dck_status dck_gpu_segments_sum_async(const void *dev_data, size_t len, uint64_t first_segment,
+                                      uint64_t *dev_lanes, dck_cuda_stream stream);
+
+/* A fragment [offset, offset+length) of a tensor of tensor_bytes bytes whose
+ * bytes are at dev_data: the same partial as dck_fragment_partial_compute
+ * (offset need not be segment-aligned). */
+dck_status dck_gpu_fragment_partial(uint64_t tensor_bytes, uint64_t offset, const void *dev_data,
+                                    size_t length, dck_cuda_stream stream,
+                                    dck_fragment_partial *out);
+
+/* Digest of a whole tensor held contiguously in device memory (row-major,
+ * little-endian): the same bits as dck_digest_buffer on the host. */
+dck_status dck_gpu_digest(dck_dtype t, const uint64_t *shape, int ndim, const void *dev_data,
+                          size_t len, dck_cuda_stream stream, dck_digest *out);
+
+/* Where checkpoint hashing runs (detcheck hash --device). */
+typedef enum { DCK_DEVICE_CPU = 0, DCK_DEVICE_CUDA, DCK_DEVICE_AUTO } dck_device;
+const char *dck_device_name(dck_device d);
+/* "cpu", "cuda", "auto"; DCK_ERR_INVALID otherwise. */
+dck_status dck_device_from_name(const char *name, dck_device *out);
+
+/* ---- end GPU ---- */
+
 #ifdef __cplusplus
 }
 #endif

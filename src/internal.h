@@ -46,6 +46,7 @@ typedef struct dck_file {
     const uint8_t *map;
     uint64_t map_len;
     int tmp_fd;        /* decompressed temporary for zstd, -1 otherwise */
+    bool mapped;       /* dck_file_map done (map may be NULL for empty files) */
 } dck_file;
 
 dck_status dck_file_open(const char *path, const char *relpath, dck_file **out);
@@ -61,13 +62,29 @@ dck_status dck_file_read_prefix(dck_file *f, void *buf, size_t len, size_t *got)
 
 /* Sequential window stream over decompressed contents, for hashing. */
 typedef struct dck_stream dck_stream;
-dck_status dck_stream_open(dck_file *f, size_t window, dck_stream **out);
+dck_status dck_stream_open(dck_file *f, size_t window, bool hash_file, dck_stream **out);
 /* Next window: *data points to bytes [*off, *off + *len). *len = 0 at end.
- * Valid until the next call. Also feeds the on-disk bytes into the file
- * hash state (whole-file xxh128 of the stored bytes). */
+ * Valid until the next call. With hash_file set at open, the stored bytes
+ * are fed to the whole-file xxh128: for zstd files inside next() (the
+ * compressed input), for raw files by dck_stream_hash_window(), which the
+ * caller runs once per window, on any thread, concurrently with its own
+ * work on the window, before the next call of next(). */
 dck_status dck_stream_next(dck_stream *s, const uint8_t **data, uint64_t *off, size_t *len);
+void dck_stream_hash_window(dck_stream *s);
 /* After the stream ended: the stored file's xxh128 (what xxhsum -H2 prints). */
 dck_digest dck_stream_file_hash(dck_stream *s);
+
+/* Atomic output: a temporary file beside path; commit fsyncs, renames and
+ * fsyncs the directory; abort removes the temporary. */
+typedef struct {
+    int fd;
+    char *path;
+    char *tmp;
+} dck_atomic_file;
+dck_status dck_atomic_open(const char *path, dck_atomic_file *af);
+dck_status dck_atomic_write(dck_atomic_file *af, const void *data, size_t len);
+dck_status dck_atomic_commit(dck_atomic_file *af);
+void dck_atomic_abort(dck_atomic_file *af);
 void dck_stream_close(dck_stream *s);
 
 /* ------------------------------------------------------------------ checkpoint.c

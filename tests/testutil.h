@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include "detcheck.h"
 
 /* A fresh temporary directory (removed by rm -rf at tmpdir_free). */

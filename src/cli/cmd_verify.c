@@ -1,0 +1,194 @@
+/* detcheck verify: compare a checkpoint (or a manifest) with a golden
+ * manifest. Exit 0 same, 1 different, 2 trouble. */
+#include "cli.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char verify_help[] =
+    "usage: detcheck verify --golden MANIFEST PATH... [--files] [--json] [--threads N] [-q]\n"
+    "\n"
+    "Hashes PATH (a checkpoint in any format detcheck reads, or a manifest) and\n"
+    "compares it with the golden manifest, tensor by tensor, by name: dtype,\n"
+    "shape and digest must match, no tensor may be missing or extra, recorded\n"
+    "values must be equal. Differences are listed in model order and the first\n"
+    "one is called out.\n"
+    "\n"
+    "Options:\n"
+    "  -g, --golden FILE  the golden manifest (YAML or JSON)\n"
+    "      --files        also compare whole-file hashes and sizes\n"
+    "      --json         a JSON report on stdout\n"
+    "  -t, --threads N    worker threads for hashing\n"
+    "  -q, --quiet        print nothing; the exit status says it all\n"
+    "  -h, --help         this help\n"
+    "\n"
+    "Exit status: 0 same, 1 different, 2 trouble.\n";
+
+static void fmt_shape(char *b, size_t n, const dck_manifest_tensor *t) {
+    size_t k = (size_t)snprintf(b, n, "[");
+    for (int i = 0; i < t->ndim && k < n; i++)
+        k += (size_t)snprintf(b + k, n - k, "%s%llu", i ? ", " : "", (unsigned long long)t->shape[i]);
+    if (k < n) snprintf(b + k, n - k, "]");
+}
+
+static json_t *tensor_json(const dck_manifest_tensor *t) {
+    if (!t) return json_null();
+    json_t *o = json_object(), *sh = json_array();
+    char hex[33];
+    dck_digest_to_hex(t->digest, hex);
+    json_object_set_new(o, "dtype", json_string(dck_dtype_name(t->dtype)));
+    for (int i = 0; i < t->ndim; i++) json_array_append_new(sh, json_integer((json_int_t)t->shape[i]));
+    json_object_set_new(o, "shape", sh);
+    json_object_set_new(o, "digest", json_string(hex));
+    return o;
+}
+
+/* A PATH that is itself a manifest (YAML starting with "detcheck:" or JSON
+ * with a "detcheck" key) is compared as is. */
+static int looks_like_manifest(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char b[256];
+    size_t n = fread(b, 1, sizeof b - 1, f);
+    fclose(f);
+    b[n] = 0;
+    char *p = b;
+    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t') p++;
+    if (!strncmp(p, "---", 3)) {
+        p += 3;
+        while (*p == ' ' || *p == '\n' || *p == '\r') p++;
+    }
+    return !strncmp(p, "detcheck:", 9) || (*p == '{' && strstr(p, "\"detcheck\""));
+}
+
+int cmd_verify(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"golden", required_argument, NULL, 'g'}, {"files", no_argument, NULL, 'F'},
+        {"json", no_argument, NULL, 'j'},         {"threads", required_argument, NULL, 't'},
+        {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    const char *golden_path = NULL;
+    int files = 0, json = 0;
+    dck_options o;
+    dck_options_init(&o);
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "+g:t:qh", opts, NULL)) != -1) {
+        long v;
+        switch (c) {
+        case 'g': golden_path = optarg; break;
+        case 'F': files = 1; break;
+        case 'j': json = 1; break;
+        case 't':
+            if (!cli_parse_long(optarg, 1, 1024, &v))
+                return cli_usage_error("verify", "--threads wants an integer 1..1024, not '%s'", optarg);
+            o.threads = (int)v;
+            break;
+        case 'q': cli_quiet = true; break;
+        case 'h': fputs(verify_help, stdout); return 0;
+        default:
+            return cli_usage_error("verify", "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (!golden_path) return cli_usage_error("verify", "--golden MANIFEST is required");
+    if (optind >= argc) return cli_usage_error("verify", "no PATH given");
+    dck_manifest *golden = NULL, *actual = NULL;
+    dck_status s = dck_manifest_load(golden_path, &golden);
+    if (s) return cli_fail("verify", s);
+    if (argc - optind == 1 && looks_like_manifest(argv[optind])) {
+        s = dck_manifest_load(argv[optind], &actual);
+    } else {
+        o.progress = cli_progress;
+        o.hash_files = files;
+        s = dck_hash_paths((const char *const *)argv + optind, (size_t)(argc - optind), &o, &actual);
+        cli_progress_end();
+    }
+    if (s) {
+        dck_manifest_free(golden);
+        return cli_fail("verify", s);
+    }
+    dck_cmp_result r;
+    s = dck_manifest_compare(golden, actual, files, &r);
+    if (s) {
+        dck_manifest_free(golden);
+        dck_manifest_free(actual);
+        return cli_fail("verify", s);
+    }
+    int rc = r.n ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
+    char hg[33], ha[33];
+    dck_digest_to_hex(dck_manifest_root(golden), hg);
+    dck_digest_to_hex(dck_manifest_root(actual), ha);
+    const char *first = NULL;
+    for (size_t i = 0; i < r.n && !first; i++)
+        if (r.entries[i].kind <= DCK_CMP_EXTRA) first = r.entries[i].name;
+    if (!first && r.n) first = r.entries[0].name;
+    if (json) {
+        json_t *doc = json_object(), *diffs = json_array();
+        json_object_set_new(doc, "equal", json_boolean(r.n == 0));
+        json_object_set_new(doc, "golden", json_string(golden_path));
+        json_object_set_new(doc, "root_golden", json_string(hg));
+        json_object_set_new(doc, "root_actual", json_string(ha));
+        json_object_set_new(doc, "tensors_golden", json_integer((json_int_t)dck_manifest_tensor_count(golden)));
+        json_object_set_new(doc, "tensors_actual", json_integer((json_int_t)dck_manifest_tensor_count(actual)));
+        json_object_set_new(doc, "tensors_equal", json_integer((json_int_t)r.tensors_equal));
+        json_object_set_new(doc, "first_difference", first ? json_string(first) : json_null());
+        for (size_t i = 0; i < r.n; i++) {
+            json_t *e = json_object();
+            json_object_set_new(e, "name", json_string(r.entries[i].name));
+            json_object_set_new(e, "kind", json_string(dck_cmp_kind_name(r.entries[i].kind)));
+            if (r.entries[i].kind <= DCK_CMP_EXTRA) {
+                json_object_set_new(e, "golden", tensor_json(r.entries[i].golden));
+                json_object_set_new(e, "actual", tensor_json(r.entries[i].actual));
+            }
+            json_array_append_new(diffs, e);
+        }
+        json_object_set_new(doc, "differences", diffs);
+        if (!cli_quiet) {
+            char *t = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+            if (t) puts(t);
+            free(t);
+        }
+        json_decref(doc);
+    } else if (!cli_quiet) {
+        if (!r.n) {
+            printf("OK: %zu tensors identical to %s (root %s)\n", r.tensors_equal, golden_path, ha);
+        } else {
+            printf("DIFFERENT: %zu difference%s against %s; first: %s\n", r.n, r.n == 1 ? "" : "s",
+                   golden_path, first);
+            for (size_t i = 0; i < r.n; i++) {
+                const dck_cmp_entry *e = &r.entries[i];
+                char a[33], b[33], sa[256], sb[256];
+                switch (e->kind) {
+                case DCK_CMP_DIGEST:
+                    dck_digest_to_hex(e->golden->digest, a);
+                    dck_digest_to_hex(e->actual->digest, b);
+                    printf("  differs  %s: digest %s, golden %s\n", e->name, b, a);
+                    break;
+                case DCK_CMP_DTYPE:
+                    printf("  dtype    %s: %s, golden %s\n", e->name, dck_dtype_name(e->actual->dtype),
+                           dck_dtype_name(e->golden->dtype));
+                    break;
+                case DCK_CMP_SHAPE:
+                    fmt_shape(sa, sizeof sa, e->actual);
+                    fmt_shape(sb, sizeof sb, e->golden);
+                    printf("  shape    %s: %s, golden %s\n", e->name, sa, sb);
+                    break;
+                case DCK_CMP_MISSING: printf("  missing  %s (in golden, not in checkpoint)\n", e->name); break;
+                case DCK_CMP_EXTRA: printf("  extra    %s (in checkpoint, not in golden)\n", e->name); break;
+                case DCK_CMP_FILE: printf("  file     %s: size or xxh128 differs, or file missing/extra\n", e->name); break;
+                case DCK_CMP_VALUE: printf("  value    %s differs, or missing/extra\n", e->name); break;
+                default: break;
+                }
+            }
+            printf("%zu of %zu golden tensors identical\n", r.tensors_equal, dck_manifest_tensor_count(golden));
+        }
+    }
+    dck_cmp_result_release(&r);
+    dck_manifest_free(golden);
+    dck_manifest_free(actual);
+    return rc;
+}

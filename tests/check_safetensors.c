@@ -1,0 +1,439 @@
+/* safetensors reader and writer, detcheck's sharded layout (stitching of
+ * slices along any dim, 1 to 4 ways, on and off segment edges), zstd, and
+ * every kind of bad input the foundation issue lists. */
+#include "testutil.h"
+#include "internal.h"
+
+#include <zstd.h>
+
+static char *dir;
+
+static void setup(void) { dir = tu_tmpdir(); }
+static void teardown(void) { tu_tmpdir_free(dir); dir = NULL; }
+
+static float *make_f32(size_t n, unsigned seed) {
+    float *v = malloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++) v[i] = (float)((i * 2654435761u + seed) % 100003) * 0.001f - 7.5f;
+    return v;
+}
+
+/* Writes a raw safetensors file: header text + data bytes of length dlen. */
+static char *raw_st(const char *name, const char *hdr, size_t dlen, uint64_t fake_len) {
+    char *p = tu_path(dir, name);
+    FILE *f = fopen(p, "wb");
+    uint64_t n = fake_len ? fake_len : strlen(hdr);
+    uint8_t lb[8];
+    for (int i = 0; i < 8; i++) lb[i] = (uint8_t)(n >> (8 * i));
+    fwrite(lb, 1, 8, f);
+    fwrite(hdr, 1, strlen(hdr), f);
+    for (size_t i = 0; i < dlen; i++) fputc((int)(i & 0xff), f);
+    fclose(f);
+    return p;
+}
+
+static dck_status hash1(const char *path, dck_manifest **m) {
+    const char *ps[] = {path};
+    return dck_hash_paths(ps, 1, NULL, m);
+}
+
+START_TEST(test_roundtrip_single) {
+    float *a = make_f32(300, 1);
+    int64_t step = 42;
+    dck_st_tensor t[2] = {
+        {.name = "model.layers.0.weight", .dtype = DCK_F32, .ndim = 2, .shape = {3, 100}, .data = a},
+        {.name = "train.step", .dtype = DCK_I64, .ndim = 0, .data = &step},
+    };
+    char *p = tu_path(dir, "a.safetensors");
+    ck_assert_int_eq(dck_safetensors_write(p, t, 2, NULL, 0, 0), DCK_OK);
+    dck_manifest *m;
+    ck_assert_int_eq(hash1(p, &m), DCK_OK);
+    ck_assert_uint_eq(dck_manifest_tensor_count(m), 2);
+    const dck_manifest_tensor *w = dck_manifest_find_tensor(m, "model.layers.0.weight");
+    ck_assert_ptr_nonnull(w);
+    dck_digest want;
+    dck_digest_buffer(DCK_F32, t[0].shape, 2, a, 1200, 1, &want);
+    ck_assert(dck_digest_equal(want, w->digest));
+    ck_assert_int_eq(w->group, DCK_GROUP_WEIGHTS);
+    ck_assert_int_eq(dck_manifest_find_tensor(m, "train.step")->group, DCK_GROUP_OTHER);
+    ck_assert_uint_eq(dck_manifest_file_count(m), 1);
+    ck_assert_str_eq(dck_manifest_file_at(m, 0)->path, "a.safetensors");
+    dck_manifest_free(m);
+    free(p);
+    free(a);
+}
+END_TEST
+
+/* Splits a [R, C] tensor into k slices along dim, at uneven cut points, each
+ * slice a shard file; the sharded digest must equal the unsharded one. */
+static void check_split(dck_dtype dt, uint64_t R, uint64_t C, int dim, int k, int zstd) {
+    size_t es = dck_dtype_size(dt);
+    size_t nb = (size_t)(R * C * es);
+    uint8_t *full = malloc(nb);
+    for (size_t i = 0; i < nb; i++) full[i] = (uint8_t)(i * 131 + R + C + (size_t)k);
+    uint64_t gshape[2] = {R, C};
+    dck_digest want;
+    ck_assert_int_eq(dck_digest_buffer(dt, gshape, 2, full, nb, 1, &want), DCK_OK);
+    uint64_t extent = dim == 0 ? R : C;
+    uint64_t cuts[6];
+    cuts[0] = 0;
+    for (int i = 1; i < k; i++) cuts[i] = extent * (uint64_t)i / (uint64_t)k + (i % 2); /* uneven */
+    cuts[k] = extent;
+    char sub[64];
+    snprintf(sub, sizeof sub, "split_%d_%d_%llu_%llu_%d", dim, k, (unsigned long long)R, (unsigned long long)C, zstd);
+    char *sd = tu_path(dir, sub);
+    mkdir(sd, 0755);
+    const char *paths[6];
+    for (int s = 0; s < k; s++) {
+        uint64_t a = cuts[s], b = cuts[s + 1];
+        uint64_t rows = dim == 0 ? b - a : R, cols = dim == 0 ? C : b - a;
+        uint8_t *slice = malloc((size_t)(rows * cols * es) + 1);
+        for (uint64_t r = 0; r < rows; r++)
+            for (uint64_t c = 0; c < cols; c++) {
+                uint64_t gr = dim == 0 ? a + r : r, gc = dim == 0 ? c : a + c;
+                memcpy(slice + (r * cols + c) * es, full + (gr * C + gc) * es, es);
+            }
+        dck_st_tensor t = {.name = "w", .dtype = dt, .ndim = 2, .shape = {rows, cols}, .data = slice,
+                           .global_ndim = 2, .global_shape = {R, C}};
+        t.offset[dim] = a;
+        char fn[64];
+        snprintf(fn, sizeof fn, "shard%d.safetensors%s", s, zstd ? ".zst" : "");
+        char *p = tu_path(sd, fn);
+        ck_assert_int_eq(dck_safetensors_write(p, &t, 1, NULL, 0, zstd ? 3 : 0), DCK_OK);
+        paths[s] = p;
+        free(slice);
+    }
+    /* as a list of files, in reverse order */
+    const char *rev[6];
+    for (int s = 0; s < k; s++) rev[s] = paths[k - 1 - s];
+    for (int threads = 1; threads <= 3; threads += 2) {
+        dck_options o;
+        dck_options_init(&o);
+        o.threads = threads;
+        dck_manifest *m;
+        ck_assert_msg(dck_hash_paths(rev, (size_t)k, &o, &m) == DCK_OK, "%s", dck_last_error());
+        ck_assert_msg(dck_digest_equal(dck_manifest_tensor_at(m, 0)->digest, want),
+                      "split dim %d k %d R %llu C %llu", dim, k, (unsigned long long)R, (unsigned long long)C);
+        ck_assert_uint_eq(dck_manifest_tensor_at(m, 0)->shape[0], R);
+        dck_manifest_free(m);
+    }
+    /* as a directory */
+    dck_manifest *m;
+    ck_assert_int_eq(hash1(sd, &m), DCK_OK);
+    ck_assert(dck_digest_equal(dck_manifest_tensor_at(m, 0)->digest, want));
+    ck_assert_uint_eq(dck_manifest_file_count(m), (size_t)k);
+    dck_manifest_free(m);
+    /* logical reads give the full tensor back */
+    dck_checkpoint *ck;
+    ck_assert_int_eq(dck_checkpoint_open(paths, (size_t)k, NULL, &ck), DCK_OK);
+    uint8_t *back = malloc(nb + 1);
+    ck_assert_int_eq(dck_checkpoint_read(ck, 0, 0, back, nb), DCK_OK);
+    ck_assert(memcmp(back, full, nb) == 0);
+    if (nb > 10) {
+        ck_assert_int_eq(dck_checkpoint_read(ck, 0, 3, back, nb - 7), DCK_OK);
+        ck_assert(memcmp(back, full + 3, nb - 7) == 0);
+    }
+    dck_checkpoint_free(ck);
+    free(back);
+    for (int s = 0; s < k; s++) free((char *)paths[s]);
+    free(sd);
+    free(full);
+}
+
+START_TEST(test_sharded_dim0) {
+    for (int k = 1; k <= 4; k++) {
+        check_split(DCK_F32, 7, 100, 0, k, 0);  /* 400-byte rows: cuts off segment edges */
+        check_split(DCK_BF16, 8, 64, 0, k, 0);  /* 128-byte rows: cuts on edges */
+        check_split(DCK_U8, 33, 5, 0, k, 0);
+    }
+}
+END_TEST
+
+START_TEST(test_sharded_lastdim) {
+    for (int k = 1; k <= 4; k++) {
+        check_split(DCK_F32, 7, 100, 1, k, 0);
+        check_split(DCK_BF16, 6, 256, 1, k, 0); /* 64-element pieces: whole segments */
+        check_split(DCK_F64, 5, 9, 1, k, 0);
+    }
+}
+END_TEST
+
+START_TEST(test_sharded_zstd) {
+    check_split(DCK_F32, 50, 70, 0, 3, 1);
+    check_split(DCK_F32, 50, 70, 1, 2, 1);
+}
+END_TEST
+
+START_TEST(test_sharded_errors) {
+    float a[8] = {0};
+    /* overlap: two slices [0,3) and [2,4) of a [4, 2] tensor */
+    dck_st_tensor t1 = {.name = "w", .dtype = DCK_F32, .ndim = 2, .shape = {3, 2}, .data = a,
+                        .global_ndim = 2, .global_shape = {4, 2}};
+    dck_st_tensor t2 = t1;
+    t2.shape[0] = 2;
+    t2.offset[0] = 2;
+    char *p1 = tu_path(dir, "o1.safetensors"), *p2 = tu_path(dir, "o2.safetensors");
+    dck_safetensors_write(p1, &t1, 1, NULL, 0, 0);
+    dck_safetensors_write(p2, &t2, 1, NULL, 0, 0);
+    const char *ps[] = {p1, p2};
+    dck_manifest *m;
+    ck_assert_int_eq(dck_hash_paths(ps, 2, NULL, &m), DCK_ERR_LAYOUT);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "overlap"));
+    /* gap: [0,1) and [2,4) */
+    t1.shape[0] = 1;
+    dck_safetensors_write(p1, &t1, 1, NULL, 0, 0);
+    ck_assert_int_eq(dck_hash_paths(ps, 2, NULL, &m), DCK_ERR_LAYOUT);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "gap"));
+    /* global shapes disagree */
+    t1.shape[0] = 2;
+    t1.global_shape[0] = 5;
+    dck_safetensors_write(p1, &t1, 1, NULL, 0, 0);
+    ck_assert_int_eq(dck_hash_paths(ps, 2, NULL, &m), DCK_ERR_LAYOUT);
+    /* slice outside the global tensor */
+    char *bad = raw_st("slice_oob.safetensors",
+                       "{\"__metadata__\":{\"detcheck.slice.w\":\"{\\\"global_shape\\\":[4],\\\"offset\\\":[3]}\"},"
+                       "\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, 0);
+    ck_assert_int_eq(hash1(bad, &m), DCK_ERR_LAYOUT);
+    free(bad);
+    bad = raw_st("slice_bad.safetensors",
+                 "{\"__metadata__\":{\"detcheck.slice.w\":\"{nope\"},"
+                 "\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, 0);
+    ck_assert_int_eq(hash1(bad, &m), DCK_ERR_FORMAT);
+    free(bad);
+    free(p1);
+    free(p2);
+}
+END_TEST
+
+START_TEST(test_duplicate_across_shards) {
+    float a[4] = {1, 2, 3, 4};
+    dck_st_tensor t = {.name = "w", .dtype = DCK_F32, .ndim = 1, .shape = {4}, .data = a};
+    char *p1 = tu_path(dir, "d1.safetensors"), *p2 = tu_path(dir, "d2.safetensors");
+    dck_safetensors_write(p1, &t, 1, NULL, 0, 0);
+    dck_safetensors_write(p2, &t, 1, NULL, 0, 0);
+    const char *ps[] = {p1, p2};
+    dck_manifest *m;
+    ck_assert_int_eq(dck_hash_paths(ps, 2, NULL, &m), DCK_ERR_LAYOUT);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "duplicate tensor name w"));
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "d1.safetensors"));
+    free(p1);
+    free(p2);
+}
+END_TEST
+
+#define EXPECT_BAD(path, status, text)                                                        \
+    do {                                                                                     \
+        dck_manifest *m_ = NULL;                                                             \
+        dck_status s_ = hash1(path, &m_);                                                    \
+        ck_assert_msg(s_ == (status), "%s: got %d (%s)", path, s_, dck_last_error());        \
+        ck_assert_msg(strstr(dck_last_error(), text) != NULL, "message '%s' lacks '%s'",     \
+                      dck_last_error(), text);                                               \
+        ck_assert_ptr_nonnull(strstr(dck_last_error(), path));                               \
+        dck_manifest_free(m_);                                                               \
+    } while (0)
+
+START_TEST(test_bad_inputs) {
+    char *p;
+    p = raw_st("t1.safetensors", "", 0, 0);
+    /* a 3-byte file */
+    FILE *f = fopen(p, "wb");
+    fwrite("abc", 1, 3, f);
+    fclose(f);
+    { dck_manifest *m; ck_assert_int_ne(hash1(p, &m), DCK_OK); }
+    free(p);
+    /* truncated file: data shorter than offsets say */
+    p = raw_st("trunc.safetensors", "{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 10, 0);
+    EXPECT_BAD(p, DCK_ERR_FORMAT, "out of bounds");
+    free(p);
+    /* header length beyond the file */
+    p = raw_st("hl.safetensors", "{}", 0, 5000);
+    EXPECT_BAD(p, DCK_ERR_TRUNCATED, "beyond the file");
+    free(p);
+    /* header over 100 MB */
+    p = raw_st("huge.safetensors", "{}", 0, 200000000ull);
+    EXPECT_BAD(p, DCK_ERR_LIMIT, "limit");
+    free(p);
+    /* invalid JSON */
+    p = raw_st("json.safetensors", "{\"w\": {\"dtype\": ", 0, 0);
+    EXPECT_BAD(p, DCK_ERR_FORMAT, "invalid JSON");
+    free(p);
+    /* unknown dtype */
+    p = raw_st("dt.safetensors", "{\"w\":{\"dtype\":\"F128\",\"shape\":[1],\"data_offsets\":[0,16]}}", 16, 0);
+    EXPECT_BAD(p, DCK_ERR_UNSUPPORTED, "unknown dtype F128");
+    free(p);
+    /* shape product overflow */
+    p = raw_st("ovf.safetensors",
+               "{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],\"data_offsets\":[0,4]}}", 4, 0);
+    EXPECT_BAD(p, DCK_ERR_LIMIT, "overflow");
+    free(p);
+    /* offsets not matching shape x dtype */
+    p = raw_st("size.safetensors", "{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,16]}}", 16, 0);
+    EXPECT_BAD(p, DCK_ERR_FORMAT, "shape x dtype size");
+    free(p);
+    /* overlapping */
+    p = raw_st("ovl.safetensors",
+               "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+               "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, 0);
+    EXPECT_BAD(p, DCK_ERR_FORMAT, "overlap");
+    free(p);
+    /* non-contiguous */
+    p = raw_st("hole.safetensors",
+               "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+               "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}", 20, 0);
+    EXPECT_BAD(p, DCK_ERR_FORMAT, "not contiguous");
+    free(p);
+    /* trailing bytes */
+    p = raw_st("trail.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 12, 0);
+    EXPECT_BAD(p, DCK_ERR_FORMAT, "trailing");
+    free(p);
+    /* duplicate keys in the header */
+    p = raw_st("dupkey.safetensors",
+               "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+               "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, 0);
+    EXPECT_BAD(p, DCK_ERR_FORMAT, "invalid JSON");
+    free(p);
+    /* missing fields */
+    p = raw_st("fields.safetensors", "{\"a\":{\"dtype\":\"F32\"}}", 0, 0);
+    EXPECT_BAD(p, DCK_ERR_FORMAT, "data_offsets");
+    free(p);
+    /* not a checkpoint */
+    p = tu_path(dir, "text.txt");
+    tu_write(p, "hello world, this is not a checkpoint", 37);
+    EXPECT_BAD(p, DCK_ERR_UNSUPPORTED, "not a checkpoint");
+    free(p);
+    /* missing path */
+    p = tu_path(dir, "nope.safetensors");
+    EXPECT_BAD(p, DCK_ERR_IO, "No such file");
+    free(p);
+}
+END_TEST
+
+START_TEST(test_zstd_stream_and_corrupt) {
+    float *a = make_f32(100000, 3);
+    dck_st_tensor t = {.name = "w", .dtype = DCK_F32, .ndim = 1, .shape = {100000}, .data = a};
+    char *p = tu_path(dir, "z.safetensors"), *pz = tu_path(dir, "z.safetensors.zst");
+    dck_safetensors_write(p, &t, 1, NULL, 0, 0);
+    dck_safetensors_write(pz, &t, 1, NULL, 0, 5);
+    dck_manifest *m1, *m2;
+    ck_assert_int_eq(hash1(p, &m1), DCK_OK);
+    ck_assert_int_eq(hash1(pz, &m2), DCK_OK);
+    ck_assert(dck_digest_equal(dck_manifest_root(m1), dck_manifest_root(m2)));
+    /* file hash is of the stored (compressed) bytes */
+    FILE *f = fopen(pz, "rb");
+    fseek(f, 0, SEEK_END);
+    long zl = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *zb = malloc((size_t)zl);
+    ck_assert_int_eq(fread(zb, 1, (size_t)zl, f), zl);
+    fclose(f);
+    ck_assert(dck_digest_equal(dck_manifest_file_at(m2, 0)->xxh128, dck_xxh128(zb, (size_t)zl)));
+    ck_assert_uint_eq(dck_manifest_file_at(m2, 0)->bytes, (uint64_t)zl);
+    dck_manifest_free(m1);
+    dck_manifest_free(m2);
+    /* corrupt frame: flip bytes in the middle */
+    for (long i = zl / 2; i < zl / 2 + 16; i++) zb[i] ^= 0x5a;
+    tu_write(pz, zb, (size_t)zl);
+    EXPECT_BAD(pz, DCK_ERR_FORMAT, "corrupt zstd frame");
+    /* truncated frame */
+    for (long i = zl / 2; i < zl / 2 + 16; i++) zb[i] ^= 0x5a;
+    tu_write(pz, zb, (size_t)zl - 100);
+    { dck_manifest *m; dck_status s = hash1(pz, &m); ck_assert_int_ne(s, DCK_OK); ck_assert_ptr_nonnull(strstr(dck_last_error(), pz)); }
+    free(zb);
+    free(p);
+    free(pz);
+    free(a);
+}
+END_TEST
+
+START_TEST(test_hf_index) {
+    float *a = make_f32(64, 1), *b = make_f32(32, 2);
+    dck_st_tensor t1 = {.name = "model.layers.10.w", .dtype = DCK_F32, .ndim = 1, .shape = {64}, .data = a};
+    dck_st_tensor t2 = {.name = "model.layers.2.w", .dtype = DCK_F32, .ndim = 1, .shape = {32}, .data = b};
+    char *p1 = tu_path(dir, "model-00001-of-00002.safetensors");
+    char *p2 = tu_path(dir, "model-00002-of-00002.safetensors");
+    dck_safetensors_write(p1, &t1, 1, NULL, 0, 0);
+    dck_safetensors_write(p2, &t2, 1, NULL, 0, 0);
+    const char *idx = "{\"metadata\":{\"total_size\":384},\"weight_map\":{"
+                      "\"model.layers.10.w\":\"model-00001-of-00002.safetensors\","
+                      "\"model.layers.2.w\":\"model-00002-of-00002.safetensors\"}}";
+    char *pi = tu_path(dir, "model.safetensors.index.json");
+    tu_write(pi, idx, strlen(idx));
+    dck_manifest *m;
+    ck_assert_int_eq(hash1(pi, &m), DCK_OK);
+    ck_assert_uint_eq(dck_manifest_tensor_count(m), 2);
+    /* model order: layers.2 before layers.10 */
+    ck_assert_str_eq(dck_manifest_tensor_at(m, 0)->name, "model.layers.2.w");
+    dck_digest r = dck_manifest_root(m);
+    dck_manifest_free(m);
+    /* the directory uses the index too */
+    ck_assert_int_eq(hash1(dir, &m), DCK_OK);
+    ck_assert(dck_digest_equal(r, dck_manifest_root(m)));
+    dck_manifest_free(m);
+    /* an index naming a tensor no shard holds */
+    const char *bad = "{\"weight_map\":{\"x\":\"model-00001-of-00002.safetensors\","
+                      "\"model.layers.10.w\":\"model-00001-of-00002.safetensors\"}}";
+    tu_write(pi, bad, strlen(bad));
+    EXPECT_BAD(pi, DCK_ERR_FORMAT, "in no shard");
+    const char *evil = "{\"weight_map\":{\"x\":\"../../etc/passwd\"}}";
+    tu_write(pi, evil, strlen(evil));
+    EXPECT_BAD(pi, DCK_ERR_FORMAT, "relative");
+    free(p1);
+    free(p2);
+    free(pi);
+    free(a);
+    free(b);
+}
+END_TEST
+
+START_TEST(test_threads_and_large) {
+    /* > one 64 MiB window, several tensors, unaligned sizes */
+    size_t n1 = 20 * 1024 * 1024 + 3, n2 = 999, n3 = 5 * 1024 * 1024 + 1;
+    float *a = make_f32(n1, 1), *b = make_f32(n2, 2), *c = make_f32(n3, 3);
+    dck_st_tensor t[3] = {
+        {.name = "a", .dtype = DCK_F32, .ndim = 1, .shape = {n1}, .data = a},
+        {.name = "b", .dtype = DCK_F32, .ndim = 1, .shape = {n2}, .data = b},
+        {.name = "c", .dtype = DCK_F32, .ndim = 1, .shape = {n3}, .data = c},
+    };
+    char *p = tu_path(dir, "big.safetensors");
+    ck_assert_int_eq(dck_safetensors_write(p, t, 3, NULL, 0, 0), DCK_OK);
+    dck_digest want[3];
+    for (int i = 0; i < 3; i++)
+        dck_digest_buffer(DCK_F32, t[i].shape, 1, t[i].data, t[i].shape[0] * 4, 1, &want[i]);
+    dck_digest root0 = {0, 0};
+    for (int th = 1; th <= 4; th++) {
+        dck_options o;
+        dck_options_init(&o);
+        o.threads = th;
+        const char *ps[] = {p};
+        dck_manifest *m;
+        ck_assert_int_eq(dck_hash_paths(ps, 1, &o, &m), DCK_OK);
+        for (int i = 0; i < 3; i++)
+            ck_assert(dck_digest_equal(dck_manifest_tensor_at(m, (size_t)i)->digest, want[i]));
+        if (th == 1) root0 = dck_manifest_root(m);
+        ck_assert(dck_digest_equal(root0, dck_manifest_root(m)));
+        dck_manifest_free(m);
+    }
+    free(p);
+    free(a);
+    free(b);
+    free(c);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("safetensors");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_roundtrip_single);
+    tcase_add_test(tc, test_sharded_dim0);
+    tcase_add_test(tc, test_sharded_lastdim);
+    tcase_add_test(tc, test_sharded_zstd);
+    tcase_add_test(tc, test_sharded_errors);
+    tcase_add_test(tc, test_duplicate_across_shards);
+    tcase_add_test(tc, test_bad_inputs);
+    tcase_add_test(tc, test_zstd_stream_and_corrupt);
+    tcase_add_test(tc, test_hf_index);
+    tcase_add_test(tc, test_threads_and_large);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
