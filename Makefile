@@ -27,7 +27,7 @@ CUDA    ?= 1
 endif
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 
-PKGS    := libxxhash libzstd yaml-0.1 jansson
+PKGS    := libxxhash libzstd yaml-0.1 jansson zlib
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
 
@@ -60,9 +60,14 @@ TEST_SRC := $(wildcard tests/check_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
-.PHONY: all lib check test unit-tests cli-tests demo bench fuzz install uninstall deps ensure-deps clean
+.PHONY: gpu-tests all lib check test unit-tests cli-tests demo bench fuzz install uninstall deps ensure-deps clean
 
-all: $(BUILD)/detcheck $(BUILD)/libdetcheck.a $(BUILD)/libdetcheck.so
+all: $(BUILD)/detcheck $(BUILD)/libdetcheck.a $(BUILD)/libdetcheck.so $(BUILD)/ldlibs.txt
+
+# What a program linking libdetcheck.a needs (used by the demo and benches).
+$(BUILD)/ldlibs.txt: Makefile
+	@mkdir -p $(BUILD)
+	@echo '$(LDFLAGS) $(LDLIBS)' > $@
 
 lib: $(BUILD)/libdetcheck.a $(BUILD)/libdetcheck.so
 
@@ -99,6 +104,21 @@ check: ensure-deps
 tests-built: $(TEST_BIN)
 
 test: check
+
+# ---------------------------------------------------------------- GPU-only programs
+# tests/gpu/*.c need a GPU: never part of `make check`; ci/gpu-check.sh builds
+# them with `make gpu-tests` and runs them on a machine that has one.
+GPU_TEST_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/*.c)) \
+                $(BUILD)/tests/gpu/gpu_hash
+gpu-tests: $(BUILD)/detcheck $(BUILD)/libdetcheck.so $(GPU_TEST_BIN)
+
+$(BUILD)/tests/gpu/%: tests/gpu/%.c $(BUILD)/libdetcheck.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libdetcheck.a $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/tests/gpu/gpu_hash: examples/gpu_hash.c $(BUILD)/libdetcheck.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libdetcheck.a $(LDFLAGS) $(LDLIBS)
 
 # ---------------------------------------------------------------- demo, bench, fuzz
 demo: ensure-deps

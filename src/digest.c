@@ -281,7 +281,7 @@ static int cmp_pending(const void *a, const void *b) {
 
 dck_status dck_tensor_hasher_final(dck_tensor_hasher *h, dck_digest *out) {
     if (h->failed) return h->failed;
-    qsort(h->iv, h->niv, sizeof *h->iv, cmp_interval);
+    dck_qsort(h->iv, h->niv, sizeof *h->iv, cmp_interval);
     uint64_t pos = 0;
     for (size_t i = 0; i < h->niv; i++) {
         if (h->iv[i].start < pos)
@@ -297,7 +297,7 @@ dck_status dck_tensor_hasher_final(dck_tensor_hasher *h, dck_digest *out) {
                              (unsigned long long)pos, (unsigned long long)h->nbytes);
     /* Stitch the partial segments in offset order. Coverage was checked
      * above, so the pieces of each segment tile it exactly. */
-    qsort(h->pend, h->npend, sizeof *h->pend, cmp_pending);
+    dck_qsort(h->pend, h->npend, sizeof *h->pend, cmp_pending);
     uint64_t lo = h->lo, hi = h->hi;
     for (size_t i = 0; i < h->npend;) {
         uint8_t seg[DCK_SEGMENT];
@@ -340,7 +340,7 @@ dck_digest dck_root_digest(const char *const *names, const dck_digest *digests, 
     XXH3_128bits_reset(&st);
     if (v) {
         for (size_t i = 0; i < n; i++) v[i] = (named_digest){names[i], digests[i]};
-        qsort(v, n, sizeof *v, cmp_named);
+        dck_qsort(v, n, sizeof *v, cmp_named);
         for (size_t i = 0; i < n; i++) {
             uint32_t len = (uint32_t)strlen(v[i].name);
             uint8_t lb[4] = {(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16),

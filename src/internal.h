@@ -24,6 +24,8 @@ int dck_default_threads(void);
 /* Growable array helper: ensures capacity for need elements of size sz. */
 dck_status dck_grow(void **ptr, size_t *cap, size_t need, size_t sz);
 int dck_has_suffix(const char *s, const char *suffix);
+/* qsort that accepts (NULL, 0): qsort's pointer must be non-null even then. */
+void dck_qsort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
 
 /* ------------------------------------------------------------------ pool.c
  * Runs fn(ctx, i, worker) for i in [0, n) on `threads` threads (the caller is
@@ -145,6 +147,11 @@ typedef struct {
 /* The reader table (checkpoint.c). Readers of later issues register here. */
 extern const dck_reader dck_reader_safetensors;
 extern const dck_reader dck_reader_st_index;   /* *.safetensors.index.json */
+extern const dck_reader dck_reader_megatron;   /* Megatron-LM checkpoint roots and iter_N dirs */
+extern const dck_reader dck_reader_dcp;        /* torch.distributed.checkpoint directories */
+extern const dck_reader dck_reader_npz;        /* NumPy .npz */
+extern const dck_reader dck_reader_pt;         /* torch.save: zip, legacy, tar */
+extern const dck_reader dck_reader_npy;        /* NumPy .npy */
 
 /* safetensors.c: parse one file's header into pieces. */
 dck_status dck_safetensors_open_file(dck_checkpoint *ck, const char *path, const char *relpath);

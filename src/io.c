@@ -354,7 +354,7 @@ dck_status dck_stream_next(dck_stream *s, const uint8_t **data, uint64_t *off, s
     }
     uint64_t n = s->f->size - s->pos;
     if (n > s->window) n = s->window;
-    void *m = mmap(NULL, (size_t)n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, s->f->fd, (off_t)s->pos);
+    void *m = mmap(NULL, (size_t)n, PROT_READ, MAP_PRIVATE, s->f->fd, (off_t)s->pos);
     if (m == MAP_FAILED)
         return dck_set_error(DCK_ERR_IO, "%s: cannot map: %s", s->f->path, strerror(errno));
     madvise(m, (size_t)n, MADV_SEQUENTIAL);

@@ -173,9 +173,9 @@ static int cmp_mv(const void *a, const void *b) {
 }
 
 dck_status dck_manifest_finalize(dck_manifest *m) {
-    qsort(m->t, m->nt, sizeof *m->t, cmp_mt);
-    qsort(m->f, m->nf, sizeof *m->f, cmp_mf);
-    qsort(m->v, m->nv, sizeof *m->v, cmp_mv);
+    dck_qsort(m->t, m->nt, sizeof *m->t, cmp_mt);
+    dck_qsort(m->f, m->nf, sizeof *m->f, cmp_mf);
+    dck_qsort(m->v, m->nv, sizeof *m->v, cmp_mv);
     for (size_t i = 1; i < m->nt; i++)
         if (!strcmp(m->t[i - 1].name, m->t[i].name))
             return dck_set_error(DCK_ERR_FORMAT, "duplicate tensor name %s", m->t[i].name);

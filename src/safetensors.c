@@ -178,7 +178,7 @@ dck_status dck_safetensors_parse_header(dck_checkpoint *ck, uint32_t file, const
         p.file_offset = 8 + json_len + b0;
         if ((s = dck_ck_add_piece(ck, key, dtype, gshape, (int)nd, &p))) goto done;
     }
-    qsort(ranges, nr, sizeof *ranges, cmp_range);
+    dck_qsort(ranges, nr, sizeof *ranges, cmp_range);
     uint64_t pos = 0;
     for (size_t i = 0; i < nr; i++) {
         if (ranges[i].begin < pos) {
@@ -319,7 +319,7 @@ static dck_status open_index(dck_checkpoint *ck, const char *index_path, const c
             if (!strcmp(files[i], fn)) break;
         if (i == nf) files[nf++] = (char *)fn;
     }
-    qsort(files, nf, sizeof *files, cmp_cstr);
+    dck_qsort(files, nf, sizeof *files, cmp_cstr);
     size_t before = ck->ntensors;
     for (size_t i = 0; i < nf && !s; i++) {
         char *p = dck_path_join(dir, files[i]);

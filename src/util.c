@@ -94,6 +94,10 @@ dck_status dck_grow(void **ptr, size_t *cap, size_t need, size_t sz) {
     return DCK_OK;
 }
 
+void dck_qsort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+    if (n > 1) qsort(base, n, size, cmp);
+}
+
 int dck_has_suffix(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
     return a >= b && !strcmp(s + a - b, suffix);
@@ -231,6 +235,7 @@ dck_group dck_group_of_name(const char *name) {
         size_t n = strcspn(s, "./:");
         if (n) {
             if (comp_eq(s, n, "optimizer") || comp_eq(s, n, "optim") ||
+                comp_eq(s, n, "distrib_optim") || /* Megatron's distributed optimizer file */
                 comp_eq(s, n, "optimizer_state") || comp_eq(s, n, "param_groups") ||
                 comp_eq(s, n, "master") || comp_has(s, n, "exp_avg") ||
                 comp_has(s, n, "momentum") || comp_has(s, n, "adam") ||

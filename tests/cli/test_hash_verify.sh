@@ -1,0 +1,139 @@
+# CLI: hash and verify on safetensors, exit codes, messages, --json, -o,
+# sharded directories, zstd, bad input.
+. "$DCK_TOP/tests/cli/lib.sh"
+
+# A small checkpoint written with Python's struct, independent of detcheck.
+mk() { # mk FILE BYTE_SEED
+python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+path, seed = sys.argv[1], int(sys.argv[2])
+tensors = [("model.layers.10.mlp.weight", "BF16", [4, 64]),
+           ("model.layers.2.mlp.weight", "F32", [3, 5]),
+           ("optimizer.state.0.exp_avg", "F32", [15]),
+           ("rng.torch_state", "U8", [16])]
+sizes = {"BF16": 2, "F32": 4, "U8": 1}
+hdr, data, pos = {}, bytearray(), 0
+for name, dt, shape in tensors:
+    n = sizes[dt]
+    for d in shape: n *= d
+    hdr[name] = {"dtype": dt, "shape": shape, "data_offsets": [pos, pos + n]}
+    data += bytes(((i * 7 + seed) & 0xff) for i in range(pos, pos + n))
+    pos += n
+h = json.dumps(hdr).encode()
+open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
+PY
+}
+
+mk a.safetensors 1
+cp a.safetensors b.safetensors
+
+# help and version
+expect_exit 0 "$DETCHECK" --help
+expect_grep "verify" out.txt
+expect_exit 0 "$DETCHECK" hash --help
+expect_grep "usage: detcheck hash" out.txt
+expect_exit 0 "$DETCHECK" verify --help
+expect_exit 0 "$DETCHECK" --version
+expect_grep "detcheck 0" out.txt
+expect_exit 2 "$DETCHECK" frobnicate
+expect_grep "unknown command" err.txt
+expect_exit 2 "$DETCHECK"
+
+# hash to stdout and to a file
+expect_exit 0 "$DETCHECK" hash a.safetensors
+expect_grep "^detcheck: 1" out.txt
+expect_grep "root: " out.txt
+expect_grep "name: model.layers.2.mlp.weight, group: weights, dtype: F32, shape: \[3, 5\]" out.txt
+expect_grep "group: optimizer" out.txt
+expect_grep "group: rng" out.txt
+# model order: layers.2 before layers.10
+[ "$(grep -n 'layers.2.mlp' out.txt | cut -d: -f1)" -lt "$(grep -n 'layers.10.mlp' out.txt | cut -d: -f1)" ] || fail "model order"; ok
+# the file hash is what xxhsum -H2 prints
+if command -v xxhsum >/dev/null; then
+    x=$(xxhsum -H2 a.safetensors | cut -d' ' -f1)
+    expect_grep "xxh128: $x" out.txt
+fi
+expect_exit 0 "$DETCHECK" hash -q -o golden.yaml a.safetensors
+[ -s golden.yaml ] || fail "no golden.yaml"; ok
+[ "$(ls golden.yaml.tmp.* 2>/dev/null | wc -l)" -eq 0 ] || fail "temporary left"; ok
+expect_exit 0 "$DETCHECK" hash --json a.safetensors
+expect_grep '"detcheck": 1' out.txt
+python3 -c "import json,sys; d=json.load(open('out.txt')); assert len(d['tensors'])==4" || fail "json"; ok
+# thread counts give the same manifest
+"$DETCHECK" hash -t 1 --no-files a.safetensors | grep -v created > t1.txt
+"$DETCHECK" hash -t 4 --no-files a.safetensors | grep -v created > t4.txt
+cmp t1.txt t4.txt || fail "threads differ"; ok
+
+# verify: same
+expect_exit 0 "$DETCHECK" verify --golden golden.yaml b.safetensors
+expect_grep "^OK: 4 tensors identical" out.txt
+# --files compares whole-file hashes by relative path
+mkdir d1 d2
+cp a.safetensors d1/model.safetensors
+cp a.safetensors d2/model.safetensors
+"$DETCHECK" hash -q -o d1.yaml d1
+expect_exit 0 "$DETCHECK" verify --golden d1.yaml --files d2
+# verify: one element changed -> exit 1, names the tensor
+python3 - <<'PY'
+import struct
+b = bytearray(open("b.safetensors", "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+b[8 + n + 300] ^= 0x01          # inside model.layers.2.mlp.weight? offsets: BF16 512 first
+open("b.safetensors", "wb").write(b)
+PY
+expect_exit 1 "$DETCHECK" verify --golden golden.yaml b.safetensors
+expect_grep "^DIFFERENT: 1 difference" out.txt
+expect_grep "differs  model.layers.10.mlp.weight" out.txt
+expect_exit 1 "$DETCHECK" verify --golden golden.yaml --json b.safetensors
+expect_grep '"equal": false' out.txt
+expect_grep '"first_difference": "model.layers.10.mlp.weight"' out.txt
+expect_exit 1 "$DETCHECK" verify -q --golden golden.yaml b.safetensors
+[ ! -s out.txt ] || fail "-q printed"; ok
+# same tensors, different bytes on disk (header key order): equal, but not with --files
+python3 - <<'PY'
+import json, struct
+b = open("d2/model.safetensors", "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h2 = json.dumps(dict(reversed(list(h.items())))).encode()
+open("d2/model.safetensors", "wb").write(struct.pack("<Q", len(h2)) + h2 + b[8 + n:])
+PY
+expect_exit 0 "$DETCHECK" verify --golden d1.yaml d2
+expect_exit 1 "$DETCHECK" verify --golden d1.yaml --files d2
+expect_grep "file     model.safetensors" out.txt
+# verify a manifest against a manifest
+"$DETCHECK" hash -q -o b.yaml b.safetensors
+expect_exit 1 "$DETCHECK" verify --golden golden.yaml b.yaml
+expect_exit 0 "$DETCHECK" verify --golden golden.yaml golden.yaml
+
+# zstd: the same digests
+zstd -q -f a.safetensors -o a.safetensors.zst
+expect_exit 0 "$DETCHECK" verify --golden golden.yaml a.safetensors.zst
+
+# trouble: exit 2 with the file named
+expect_exit 2 "$DETCHECK" verify --golden missing.yaml a.safetensors
+expect_grep "missing.yaml" err.txt
+expect_exit 2 "$DETCHECK" verify a.safetensors
+expect_grep "golden" err.txt
+expect_exit 2 "$DETCHECK" hash
+expect_grep "no PATH" err.txt
+expect_exit 2 "$DETCHECK" hash --threads zero a.safetensors
+expect_grep "threads" err.txt
+expect_exit 2 "$DETCHECK" hash --bogus a.safetensors
+expect_grep "bogus" err.txt
+head -c 100 a.safetensors > trunc.safetensors
+expect_exit 2 "$DETCHECK" hash trunc.safetensors
+expect_grep "trunc.safetensors" err.txt
+echo "not: [yaml" > bad.yaml
+expect_exit 2 "$DETCHECK" verify --golden bad.yaml a.safetensors
+expect_grep "bad.yaml" err.txt
+sed 's/^detcheck: 1/detcheck: 9/' golden.yaml > v9.yaml
+expect_exit 2 "$DETCHECK" verify --golden v9.yaml a.safetensors
+expect_grep "unknown manifest version 9" err.txt
+head -c 200 a.safetensors.zst > t.safetensors.zst
+expect_exit 2 "$DETCHECK" hash t.safetensors.zst
+expect_grep "t.safetensors.zst" err.txt
+# -o into a missing directory: exit 2, nothing written
+expect_exit 2 "$DETCHECK" hash -o nodir/m.yaml a.safetensors
+expect_grep "nodir/m.yaml" err.txt
+done_ok
