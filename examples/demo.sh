@@ -13,19 +13,19 @@ trap 'rm -rf "$work"' EXIT
 cc -std=c11 -O2 -I"$top/include" -o "$work/sample_checkpoint" "$top/examples/sample_checkpoint.c" \
     "$top/$BUILD/libdetcheck.a" $(cat "$top/$BUILD/ldlibs.txt")
 cd "$work"
-run() { echo "\$ $*"; "$@"; }
+run() { echo "\$ detcheck $*"; "$D" "$@"; }
 
 echo "== 1. a sample checkpoint: 2 layers of BF16 weights, AdamW moments, an RNG state"
 ./sample_checkpoint ckpt
 ls -l ckpt ckpt/sharded | sed 's/^/   /'
 echo
 echo "== 2. hash it into a golden manifest"
-run "$D" hash -o golden.yaml ckpt/model.safetensors
+run hash -o golden.yaml ckpt/model.safetensors
 sed -n '1,12p' golden.yaml
 echo "   ..."
 echo
 echo "== 3. the same tensors sharded 2 ways give the same digests"
-run "$D" verify --golden golden.yaml ckpt/sharded
+run verify --golden golden.yaml ckpt/sharded
 echo
 echo "== 4. flip one bit of one element in a copy"
 cp ckpt/model.safetensors changed.safetensors
@@ -35,7 +35,7 @@ off=$((8 + hl + 5000))
 b=$(od -An -tu1 -j $off -N1 changed.safetensors | tr -d ' ')
 printf "$(printf '\\%03o' $((b ^ 1)))" | dd of=changed.safetensors bs=1 seek=$off conv=notrunc 2>/dev/null
 set +e
-run "$D" verify --golden golden.yaml changed.safetensors
+run verify --golden golden.yaml changed.safetensors
 rc=$?
 set -e
 echo "   (exit status $rc: 0 same, 1 different, 2 trouble)"

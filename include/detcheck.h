@@ -358,10 +358,11 @@ dck_status dck_write_file_atomic(const char *path, const void *data, size_t len)
 
 /* ---- diff ---- (issue 5; see man detcheck-diff(1))
  * Two checkpoints are compared tensor by tensor (as logical tensors, by
- * name): digests first, then, for tensors whose digests differ, element by
- * element in fixed 1 MiB chunks reduced in chunk order, so every number is
- * identical for every thread count. When either side is a manifest only
- * digests are compared. */
+ * name): bytes first (equal bytes, equal digests: reported equal with no
+ * element work), then, for tensors whose bytes differ, element by element in
+ * fixed 1 MiB chunks reduced in chunk order, so every number is identical
+ * for every thread count. When either side is a manifest only digests are
+ * compared. */
 
 typedef enum {
     DCK_DIFF_EQUAL = 0,        /* same dtype, shape and bits */

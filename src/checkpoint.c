@@ -18,6 +18,11 @@
 static const dck_reader *const readers[] = {
     &dck_reader_st_index,
     &dck_reader_safetensors,
+    &dck_reader_megatron,
+    &dck_reader_dcp,
+    &dck_reader_npz,
+    &dck_reader_pt,
+    &dck_reader_npy,
 };
 
 void dck_options_init(dck_options *o) {
@@ -271,7 +276,7 @@ dck_status dck_ck_validate(dck_checkpoint *ck) {
                                  "tensor %s: shards cover %llu of its %llu elements (gap)",
                                  t->info.name, (unsigned long long)covered, (unsigned long long)total);
     }
-    qsort(ck->tensors, ck->ntensors, sizeof *ck->tensors, cmp_tensor);
+    dck_qsort(ck->tensors, ck->ntensors, sizeof *ck->tensors, cmp_tensor);
     size_t cap = 64;
     while (cap < ck->ntensors * 2) cap *= 2;
     return index_rebuild(ck, cap);
@@ -316,7 +321,7 @@ static dck_status open_dir(dck_checkpoint *ck, const char *path) {
         n++;
     }
     closedir(d);
-    if (!s) qsort(names, n, sizeof *names, cmp_str);
+    if (!s) dck_qsort(names, n, sizeof *names, cmp_str);
     size_t opened = 0;
     for (size_t i = 0; i < n && !s; i++) {
         char *p = dck_path_join(path, names[i]);
@@ -751,12 +756,50 @@ static const char *iso_time(char *buf, size_t n) {
     return buf;
 }
 
+dck_status dck_ck_build_manifest(dck_checkpoint *ck, const dck_digest *tensor_digests,
+                                 const dck_digest *file_hashes, dck_manifest **out) {
+    dck_manifest *m;
+    *out = NULL;
+    dck_status s = dck_manifest_create(&m);
+    if (s) return s;
+    char tbuf[64];
+    dck_manifest_set_meta(m, "tool", "detcheck " DCK_VERSION_STRING);
+    dck_manifest_set_meta(m, "created", iso_time(tbuf, sizeof tbuf));
+    for (size_t ti = 0; ti < ck->ntensors && !s; ti++) {
+        dck_tensor_entry *t = &ck->tensors[ti];
+        dck_manifest_tensor mt;
+        memset(&mt, 0, sizeof mt);
+        mt.name = t->info.name;
+        mt.group = t->info.group;
+        mt.dtype = t->info.dtype;
+        mt.ndim = t->info.ndim;
+        memcpy(mt.shape, t->info.shape, sizeof mt.shape);
+        mt.digest = tensor_digests[ti];
+        s = dck_manifest_add_tensor(m, &mt);
+    }
+    if (ck->opt.hash_files)
+        for (size_t fi = 0; fi < ck->nfiles && !s; fi++) {
+            if (!ck->files[fi]->relpath) continue; /* bytes a reader decoded, not a file */
+            dck_manifest_file mf = {ck->files[fi]->relpath, ck->files[fi]->size, file_hashes[fi]};
+            s = dck_manifest_add_file(m, &mf);
+        }
+    for (size_t vi = 0; vi < ck->nvalues && !s; vi++)
+        s = dck_manifest_add_value(m, ck->values[vi].name, ck->values[vi].value);
+    if (!s) s = dck_manifest_finalize(m);
+    if (s) {
+        dck_manifest_free(m);
+        return s;
+    }
+    *out = m;
+    return DCK_OK;
+}
+
 dck_status dck_checkpoint_hash(dck_checkpoint *ck, const dck_options *optin, dck_manifest **out) {
     *out = NULL;
     if (optin) ck->opt = *optin;
     int threads = ck->opt.threads > 0 ? ck->opt.threads : dck_default_threads();
     dck_tensor_hasher **h = calloc(ck->ntensors ? ck->ntensors : 1, sizeof *h);
-    dck_digest *fh = calloc(ck->nfiles ? ck->nfiles : 1, sizeof *fh);
+    dck_digest *fh = calloc(ck->nfiles ? ck->nfiles : 1, sizeof *fh), *td = NULL;
     span *sp = NULL;
     size_t nsp = 0, cap = 0;
     dck_manifest *m = NULL;
@@ -786,7 +829,7 @@ dck_status dck_checkpoint_hash(dck_checkpoint *ck, const dck_options *optin, dck
             }
         }
         if (s) break;
-        qsort(sp, nsp, sizeof *sp, cmp_span);
+        dck_qsort(sp, nsp, sizeof *sp, cmp_span);
         s = hash_file_stream(ck, fi, sp, nsp, threads, &fh[fi], &done_bytes, total);
     }
     for (size_t ti = 0; ti < ck->ntensors && !s; ti++) {
@@ -796,39 +839,22 @@ dck_status dck_checkpoint_hash(dck_checkpoint *ck, const dck_options *optin, dck
                 s = hash_strided(ck, t, h[ti], &t->pieces[pi]);
     }
     if (s) goto done;
-    if ((s = dck_manifest_create(&m))) goto done;
-    char tbuf[64];
-    dck_manifest_set_meta(m, "tool", "detcheck " DCK_VERSION_STRING);
-    dck_manifest_set_meta(m, "created", iso_time(tbuf, sizeof tbuf));
-    for (size_t ti = 0; ti < ck->ntensors && !s; ti++) {
-        dck_tensor_entry *t = &ck->tensors[ti];
-        dck_manifest_tensor mt;
-        memset(&mt, 0, sizeof mt);
-        mt.name = t->info.name;
-        mt.group = t->info.group;
-        mt.dtype = t->info.dtype;
-        mt.ndim = t->info.ndim;
-        memcpy(mt.shape, t->info.shape, sizeof mt.shape);
-        s = dck_tensor_hasher_final(h[ti], &mt.digest);
-        if (s) {
-            s = dck_set_error(s, "tensor %s (%s): %s", t->info.name, t->info.source, dck_last_error());
-            break;
-        }
-        s = dck_manifest_add_tensor(m, &mt);
+    td = calloc(ck->ntensors ? ck->ntensors : 1, sizeof *td);
+    if (!td) {
+        s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        goto done;
     }
-    if (ck->opt.hash_files)
-        for (size_t fi = 0; fi < ck->nfiles && !s; fi++) {
-            dck_manifest_file mf = {ck->files[fi]->relpath, ck->files[fi]->size, fh[fi]};
-            s = dck_manifest_add_file(m, &mf);
-        }
-    for (size_t vi = 0; vi < ck->nvalues && !s; vi++)
-        s = dck_manifest_add_value(m, ck->values[vi].name, ck->values[vi].value);
-    if (!s) s = dck_manifest_finalize(m);
+    for (size_t ti = 0; ti < ck->ntensors && !s; ti++)
+        if ((s = dck_tensor_hasher_final(h[ti], &td[ti])))
+            s = dck_set_error(s, "tensor %s (%s): %s", ck->tensors[ti].info.name,
+                              ck->tensors[ti].info.source, dck_last_error());
+    if (!s) s = dck_ck_build_manifest(ck, td, fh, &m);
 done:
     if (h)
         for (size_t i = 0; i < ck->ntensors; i++) dck_tensor_hasher_free(h[i]);
     free(h);
     free(fh);
+    free(td);
     free(sp);
     if (s) {
         dck_manifest_free(m);

@@ -133,6 +133,11 @@ dck_status dck_ck_add_value(dck_checkpoint *ck, const char *name, const char *va
 /* Checks every tensor's pieces: inside bounds, disjoint, covering it. Sorts
  * tensors in model order and fills info (group, nbytes, source). */
 dck_status dck_ck_validate(dck_checkpoint *ck);
+/* The manifest of a hashed checkpoint: tensor_digests in tensor order,
+ * file_hashes (whole-file xxh128) in file order; tool and created metadata,
+ * values; finalized. Every hashing path (CPU, GPU, distributed) uses it. */
+dck_status dck_ck_build_manifest(dck_checkpoint *ck, const dck_digest *tensor_digests,
+                                 const dck_digest *file_hashes, dck_manifest **out);
 
 /* Readers: each fills ck from one path (a file or a directory). They are
  * tried by dck_checkpoint_open in turn on content sniffing. */

@@ -15,6 +15,10 @@ typedef struct {
 } dck_command;
 
 int cmd_hash(int argc, char **argv);
+/* hash --device / --distributed (cmd_hash_plan.c) */
+int cmd_hash_planned(int argc, char **argv, const char *const *paths, size_t npaths,
+                     const dck_options *o, dck_format fmt, const char *output, dck_device device,
+                     int distributed);
 int cmd_verify(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_train(int argc, char **argv);

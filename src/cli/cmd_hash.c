@@ -8,6 +8,7 @@
 
 static const char hash_help[] =
     "usage: detcheck hash PATH... [-o MANIFEST] [--json] [--threads N] [-q]\n"
+    "                    [--device cpu|cuda|auto] [--distributed]\n"
     "\n"
     "Digests every tensor (weights, optimizer state, RNG state) of a checkpoint\n"
     "with tensor digest v1 and writes a manifest: YAML, or JSON with --json.\n"
@@ -22,6 +23,14 @@ static const char hash_help[] =
     "  -t, --threads N    worker threads (default: online CPUs); the digests are\n"
     "                     the same for every N\n"
     "      --no-files     omit whole-file hashes\n"
+    "      --device DEV   cpu (default), cuda (stream the data to the GPU; exit 2\n"
+    "                     without one) or auto (the GPU when there is one); the\n"
+    "                     digests are the same on every device\n"
+    "      --distributed  under mpirun: split the work over the ranks (integer\n"
+    "                     reductions, NCCL with --device cuda); rank 0 writes\n"
+    "                     the same manifest as a single process\n"
+    "      --iteration N  Megatron-LM checkpoint root: read iter_N instead of the\n"
+    "                     latest iteration\n"
     "  -q, --quiet        no progress or notes on stderr\n"
     "  -h, --help         this help\n"
     "\n"
@@ -32,11 +41,15 @@ int cmd_hash(int argc, char **argv) {
         {"output", required_argument, NULL, 'o'}, {"json", no_argument, NULL, 'j'},
         {"threads", required_argument, NULL, 't'}, {"no-files", no_argument, NULL, 'F'},
         {"quiet", no_argument, NULL, 'q'},         {"help", no_argument, NULL, 'h'},
+        {"iteration", required_argument, NULL, 'I'},
+        {"device", required_argument, NULL, 'D'},  {"distributed", no_argument, NULL, 'M'},
         {NULL, 0, NULL, 0}};
     const char *output = NULL;
     dck_format fmt = DCK_FORMAT_YAML;
     dck_options o;
     dck_options_init(&o);
+    dck_device device = DCK_DEVICE_CPU;
+    int distributed = 0;
     optind = 1;
     opterr = 0;
     int c;
@@ -52,12 +65,25 @@ int cmd_hash(int argc, char **argv) {
             break;
         case 'F': o.hash_files = 0; break;
         case 'q': cli_quiet = true; break;
+        case 'I': /* Megatron checkpoint roots: which iter_N directory */
+            if (!cli_parse_long(optarg, 0, 999999999, &v))
+                return cli_usage_error("hash", "--iteration wants an integer 0..999999999, not '%s'", optarg);
+            o.iteration = v;
+            break;
+        case 'D':
+            if (dck_device_from_name(optarg, &device))
+                return cli_usage_error("hash", "--device wants cpu, cuda or auto, not '%s'", optarg);
+            break;
+        case 'M': distributed = 1; break;
         case 'h': fputs(hash_help, stdout); return 0;
         default:
             return cli_usage_error("hash", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
     if (optind >= argc) return cli_usage_error("hash", "no PATH given");
+    if (device != DCK_DEVICE_CPU || distributed)
+        return cmd_hash_planned(argc, argv, (const char *const *)argv + optind,
+                                (size_t)(argc - optind), &o, fmt, output, device, distributed);
     o.progress = cli_progress;
     dck_manifest *m;
     dck_status s = dck_hash_paths((const char *const *)argv + optind, (size_t)(argc - optind), &o, &m);

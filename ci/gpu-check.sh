@@ -1,0 +1,226 @@
+#!/bin/sh
+# ci/gpu-check.sh: the GPU check of detcheck. Under 5 minutes on one H200.
+#
+#   1. the CUDA test suite (tests/gpu/check_cuda): GPU digests bit-equal to
+#      the CPU digest for every dtype, every length 0..64 KiB and the lengths
+#      around every segment edge up to 1 MiB (at rotating misalignments),
+#      random fragment offsets (GPU and CPU partials mixed), 8 GiB tensors;
+#      the C example (examples/gpu_hash.c) and, when PyTorch is there, the
+#      ctypes example on live CUDA tensors (examples/torch_cuda_hash.py --check)
+#   2. `detcheck hash --device cuda` against the CPU path: identical manifests
+#      (a small mixed checkpoint, the CLI tests, a 4 GiB file)
+#   3. the benchmark, in one run: digest throughput over an 8 GiB device
+#      buffer vs a kernel that only reads it as 64-bit words (goal >= 0.8);
+#      and `hash --device cuda` vs the CPU path on a 4 GiB file in the page
+#      cache.
+#
+# The GPU machine may have no package registry and not the -dev libraries
+# detcheck builds against, so the check has two phases:
+#
+#   sh ci/gpu-check.sh build   on a development machine (nvcc + the -dev
+#                              packages; CUDA 13, sm_90): builds $B (default
+#                              build-gpucheck/) with CUDA: library, CLI,
+#                              tests/gpu programs; copies the shared libraries
+#                              they load (xxhash, zstd, yaml, jansson, Open MPI,
+#                              cudart, ...) into $B/lib, leaving out glibc,
+#                              libstdc++, the driver and NCCL (218 MB; the GPU
+#                              machine has its own, found at run time).
+#   sh ci/gpu-check.sh run     on the GPU machine, from the carried $B: runs
+#                              1-3 with LD_LIBRARY_PATH=$B/lib (+ NCCL's dir).
+#   sh ci/gpu-check.sh         both, on a machine that has everything.
+#
+# With the device tool of this workspace: `sh ci/gpu-check.sh build` here,
+# then one call: run(command="sh ci/gpu-check.sh run", carry=["build-gpucheck"]).
+# The log is also written to $OUT/gpu-check.log when $OUT is set.
+# Exit: 0 all passed and the goal met; 1 a test failed; 3 only the speed
+# goal missed; 77 no GPU (nothing run, says why).
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+B=${B:-build-gpucheck}
+phase=${1:-all}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+build() {
+    nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null) ||
+        { echo "gpu-check build: no nvcc"; exit 2; }
+    make BUILD="$B" CUDA=1 NVCC="$nvcc" -j"$(nproc)" all gpu-tests || exit 2
+    mkdir -p "$B/lib"
+    for f in "$B/detcheck" "$B/libdetcheck.so" "$B"/tests/gpu/*; do ldd "$f"; done |
+        awk '/=> \// {print $3}' | sort -u | while read -r lib; do
+            case $(basename "$lib") in
+            libc.so* | libm.so* | libpthread* | libdl.so* | librt.so* | libgcc_s* | \
+                libstdc++* | ld-linux* | libnccl* | libcuda.so*) ;;
+            *) cp -L "$lib" "$B/lib/" ;;
+            esac
+        done
+    echo "gpu-check build: $B ready ($(du -sh "$B" | cut -f1)); carry it to the GPU machine"
+}
+
+# Where NCCL lives on the GPU machine: the loader's cache, the CUDA toolkit,
+# or PyTorch's pip wheel (nvidia-nccl-cu*).
+nccl_dir() {
+    p=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 / {print $NF; exit}')
+    [ -n "$p" ] && { dirname "$p"; return; }
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
+        [ -e "$d/libnccl.so.2" ] && { echo "$d"; return; }
+    done
+    python3 - 2>/dev/null <<'PY'
+import glob, os, site, sys
+for s in site.getsitepackages() + [site.getusersitepackages()]:
+    for p in glob.glob(os.path.join(s, "nvidia", "nccl", "lib", "libnccl.so*")):
+        print(os.path.dirname(p)); sys.exit(0)
+PY
+}
+
+results=""
+status=0
+note() { results="$results
+$*"; }
+pass() { note "PASS  $*"; }
+failed() { note "FAIL  $*"; status=1; }
+secs() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(secs)" 'BEGIN {printf "%.2f", b - a}'; }
+
+run_checks() {
+    [ -x "$B/detcheck" ] || { echo "gpu-check run: no $B/detcheck: run 'sh ci/gpu-check.sh build' first"; exit 2; }
+    nd=$(nccl_dir)
+    LD_LIBRARY_PATH="$top/$B/lib${nd:+:$nd}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export LD_LIBRARY_PATH
+    echo "== machine"
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null ||
+        echo "(no nvidia-smi)"
+    echo "nproc $(nproc), NCCL from: ${nd:-not found}"
+    if ldd "$B/detcheck" | grep -q "not found"; then
+        ldd "$B/detcheck" | grep "not found"
+        echo "gpu-check: shared libraries missing on this machine (see above)"
+        exit 2
+    fi
+    D="$top/$B/detcheck"
+    gpu=$("$D" hash --device cuda "$top/$B/gpu-probe-none" 2>&1)
+    case $gpu in *"no CUDA device"*)
+        echo "gpu-check: skipped: $gpu"
+        exit 77 ;;
+    esac
+    work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")
+    trap 'rm -rf "$work"' EXIT
+
+    echo "== 1. CUDA test suite"
+    t=$(secs)
+    if timeout 240 "$B/tests/gpu/check_cuda"; then pass "CUDA suite ($(elapsed "$t") s)"
+    else failed "CUDA suite"; fi
+    if "$B/tests/gpu/gpu_hash"; then pass "C example examples/gpu_hash.c"
+    else failed "C example examples/gpu_hash.c"; fi
+    if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+        if timeout 120 python3 examples/torch_cuda_hash.py --lib "$B/libdetcheck.so" --check; then
+            pass "PyTorch ctypes example (--check)"
+        else failed "PyTorch ctypes example (--check)"; fi
+    else note "SKIP  PyTorch ctypes example: no PyTorch with CUDA here"; fi
+
+    echo "== 2. hash --device cuda against the CPU path"
+    # mpirun tests need the Open MPI runtime this build links (plugins, helpers)
+    mpi_lib=$(ldd "$B/detcheck" | awk '/libmpi\.so/ {print $3}')
+    if ! command -v mpirun > /dev/null || [ ! -d "$(dirname "$(readlink -f /usr/lib/x86_64-linux-gnu/libmpi.so.40 2>/dev/null || echo /nonexistent/x)")/openmpi" ]; then
+        DCK_NO_MPI_TESTS="no Open MPI runtime matching the build here (libmpi: ${mpi_lib:-?})"
+        export DCK_NO_MPI_TESTS
+        note "SKIP  mpirun tests: $DCK_NO_MPI_TESTS"
+    fi
+    if sh tests/run.sh "$B" distributed; then pass "CLI tests test_distributed* (GPU branches)"
+    else failed "CLI tests test_distributed*"; fi
+    (cd "$work" && python3 - <<'PY'
+import json, struct, random
+rnd = random.Random(1)
+sizes = {"F32": 4, "BF16": 2, "U8": 1, "F64": 8, "F16": 2}
+for f in range(3):
+    hdr, data = {}, bytearray()
+    for i in range(40):
+        dt = rnd.choice(list(sizes))
+        shape = [rnd.randint(1, 300), rnd.randint(1, 3000 if i % 7 == 0 else 70)]
+        n = sizes[dt] * shape[0] * shape[1]
+        hdr["model.layers.%d.t%d" % (f, i)] = {"dtype": dt, "shape": shape,
+                                               "data_offsets": [len(data), len(data) + n]}
+        data += rnd.randbytes(n)
+    h = json.dumps(hdr).encode()
+    open("mixed%d.safetensors" % f, "wb").write(struct.pack("<Q", len(h)) + h + bytes(data))
+PY
+    )
+    export SOURCE_DATE_EPOCH=1700000000
+    "$D" hash -o "$work/mixed-cpu.yaml" "$work"/mixed*.safetensors &&
+        DETCHECK_GPU_BUFFER_MIB=4 "$D" hash --device cuda -o "$work/mixed-gpu.yaml" "$work"/mixed*.safetensors &&
+        cmp "$work/mixed-cpu.yaml" "$work/mixed-gpu.yaml" &&
+        pass "mixed checkpoint: --device cuda manifest == CPU manifest (4 MiB staging buffers)" ||
+        failed "mixed checkpoint: --device cuda manifest differs from the CPU's"
+
+    echo "== 3. benchmark"
+    "$B/tests/gpu/bench_gpu" 8
+    rc=$?
+    case $rc in
+    0) pass "digest throughput >= 0.8 of the read-only peer (8 GiB)" ;;
+    3) note "GOAL  digest throughput below 0.8 of the read-only peer (8 GiB)"
+       [ $status -eq 0 ] && status=3 ;;
+    *) failed "bench_gpu (exit $rc)" ;;
+    esac
+    # a 4 GiB file: 16 BF16 tensors of 256 MiB (a 64 MiB random block repeated)
+    (cd "$work" && python3 - <<'PY'
+import json, os, struct
+block = os.urandom(64 << 20)
+hdr, n = {}, 256 << 20
+for i in range(16):
+    hdr["model.layers.%d.weight" % i] = {"dtype": "BF16", "shape": [n // 2 // 4096, 4096],
+                                         "data_offsets": [i * n, (i + 1) * n]}
+h = json.dumps(hdr).encode()
+with open("big.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h)
+    for _ in range(64):
+        f.write(block)
+PY
+    )
+    cat "$work/big.safetensors" > /dev/null # into the page cache
+    best() { # best of 2 wall times of a command
+        b=""
+        for i in 1 2; do
+            t=$(secs)
+            "$@" > /dev/null || return 1
+            e=$(elapsed "$t")
+            b=$(awk -v a="$e" -v b="${b:-1e9}" 'BEGIN {print (a < b) ? a : b}')
+        done
+        echo "$b"
+    }
+    tc=$(best "$D" hash -o "$work/big-cpu.yaml" "$work/big.safetensors") || failed "4 GiB CPU hash"
+    tg=$(best "$D" hash --device cuda -o "$work/big-gpu.yaml" "$work/big.safetensors") || failed "4 GiB GPU hash"
+    tcn=$(best "$D" hash --no-files -o "$work/big-cpu-nf.yaml" "$work/big.safetensors") || failed "4 GiB CPU hash"
+    tgn=$(best "$D" hash --no-files --device cuda -o "$work/big-gpu-nf.yaml" "$work/big.safetensors") || failed "4 GiB GPU hash"
+    if cmp "$work/big-cpu.yaml" "$work/big-gpu.yaml" && cmp "$work/big-cpu-nf.yaml" "$work/big-gpu-nf.yaml"; then
+        pass "4 GiB file: --device cuda manifest == CPU manifest"
+    else failed "4 GiB file: manifests differ"; fi
+    awk -v c="$tc" -v g="$tg" -v cn="$tcn" -v gn="$tgn" 'BEGIN {
+        printf "  hash 4 GiB file (page cache), %d CPU threads\n", '"$(nproc)"'
+        printf "    CPU path            %6.2f s  %6.2f GB/s\n", c, 4.294967296 / c
+        printf "    --device cuda       %6.2f s  %6.2f GB/s  (x%.2f vs CPU)\n", g, 4.294967296 / g, c / g
+        printf "    CPU, --no-files     %6.2f s  %6.2f GB/s\n", cn, 4.294967296 / cn
+        printf "    cuda, --no-files    %6.2f s  %6.2f GB/s  (x%.2f vs CPU)\n", gn, 4.294967296 / gn, cn / gn
+    }'
+    note "INFO  4 GiB file: CPU ${tc}s, --device cuda ${tg}s (with file hashes); ${tcn}s / ${tgn}s without"
+    echo
+    echo "== summary$results"
+    exit $status
+}
+
+main() {
+    case $phase in
+    build) build ;;
+    run) run_checks ;;
+    all)
+        [ -x "$B/detcheck" ] || build
+        run_checks
+        ;;
+    *) echo "usage: ci/gpu-check.sh [build|run]"; exit 2 ;;
+    esac
+}
+
+log=${OUT:-${TMPDIR:-/tmp}}/gpu-check.log
+rcfile=$(mktemp "${TMPDIR:-/tmp}/gpu-check-rc.XXXXXX")
+( (main); echo $? > "$rcfile" ) 2>&1 | tee "$log"
+rc=$(cat "$rcfile")
+rm -f "$rcfile"
+exit "${rc:-1}"

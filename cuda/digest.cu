@@ -1,0 +1,153 @@
+// Digest v1 on the GPU: the segment-sum kernel and the benchmark's peer.
+//
+// Each segment j of a region is hashed with XXH3-128 seeded with its global
+// index; the kernel adds the halves into two 64-bit lanes per thread, then per
+// block (warp shuffles), then into the caller's device lanes with 64-bit
+// atomics. Integer addition mod 2^64 is associative and commutative, so the
+// bits do not depend on the grid, the scheduling or the order of the atomics,
+// and they equal the CPU's (src/digest.c). The hash and the tile geometry are
+// in src/gpu_xxh3.h, shared with the CPU twin (src/gpu_twin.c).
+#include "gpu_internal.h"
+#include "gpu_xxh3.h"
+
+#include <cuda_runtime.h>
+
+namespace {
+
+__device__ __forceinline__ void add_block_lanes(uint64_t lo, uint64_t hi,
+                                                unsigned long long *dev_lanes) {
+    __shared__ unsigned long long warp_lo[DCK_KERNEL_THREADS / 32];
+    __shared__ unsigned long long warp_hi[DCK_KERNEL_THREADS / 32];
+    for (int d = 16; d > 0; d >>= 1) {
+        lo += __shfl_down_sync(0xffffffffu, (unsigned long long)lo, d);
+        hi += __shfl_down_sync(0xffffffffu, (unsigned long long)hi, d);
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) {
+        warp_lo[warp] = lo;
+        warp_hi[warp] = hi;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long l = 0, h = 0;
+        for (int w = 0; w < DCK_KERNEL_THREADS / 32; w++) {
+            l += warp_lo[w];
+            h += warp_hi[w];
+        }
+        if (l | h) {
+            atomicAdd(&dev_lanes[0], l);
+            atomicAdd(&dev_lanes[1], h);
+        }
+    }
+}
+
+// Whole segments [0, nseg) of data (segment k has global index
+// first_segment + k), then, when tail_len > 0, the short segment after them.
+__global__ void __launch_bounds__(DCK_KERNEL_THREADS)
+    segments_sum_kernel(const uint8_t *data, uint64_t nseg, uint32_t tail_len,
+                        uint64_t first_segment, unsigned long long *dev_lanes) {
+    __shared__ uint64_t stage[DCK_STAGE_SLOTS];
+    uint64_t lo = 0, hi = 0;
+    const uint64_t ntiles = (nseg + DCK_TILE_SEGMENTS - 1) / DCK_TILE_SEGMENTS;
+    const uint32_t shift = (uint32_t)(((uintptr_t)data & 7) * 8);
+    for (uint64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
+        uint64_t f;
+        uint32_t count;
+        dck_tile_range(t, nseg, &f, &count);
+        const uint64_t start = (uint64_t)(uintptr_t)data + f * 128;
+        const unsigned long long *words =
+            reinterpret_cast<const unsigned long long *>(start & ~(uint64_t)7);
+        const uint32_t nwords = dck_tile_words(start, count);
+        // Streaming loads: every byte is read once.
+#pragma unroll 4
+        for (uint32_t q = threadIdx.x; q < nwords; q += DCK_KERNEL_THREADS)
+            stage[dck_stage_slot(q)] = __ldcs(words + q);
+        __syncthreads();
+        if (threadIdx.x < count) {
+            uint64_t w[16], l, h;
+            dck_stage_segment(stage, threadIdx.x, shift, w);
+            dck_xxh3_128_seg128(w, first_segment + f + threadIdx.x, &l, &h);
+            lo += l;
+            hi += h;
+        }
+        __syncthreads();
+    }
+    if (tail_len && blockIdx.x == 0 && threadIdx.x == 0) {
+        uint64_t l, h;
+        dck_xxh3_128_upto128(data + nseg * 128, tail_len, first_segment + nseg, &l, &h);
+        lo += l;
+        hi += h;
+    }
+    add_block_lanes(lo, hi, dev_lanes);
+}
+
+// The peer of the benchmark: reads every 64-bit word once and sums them.
+__global__ void __launch_bounds__(DCK_KERNEL_THREADS)
+    word_sum_kernel(const unsigned long long *data, uint64_t nwords,
+                    unsigned long long *dev_out) {
+    uint64_t s = 0;
+    const uint64_t stride = (uint64_t)gridDim.x * DCK_KERNEL_THREADS;
+#pragma unroll 4
+    for (uint64_t i = (uint64_t)blockIdx.x * DCK_KERNEL_THREADS + threadIdx.x; i < nwords;
+         i += stride)
+        s += __ldcs(data + i);
+    add_block_lanes(s, 0, dev_out);
+}
+
+// Blocks that keep every SM busy (resident blocks per SM x SMs), found once
+// per device and kernel (racing threads store the same value).
+template <typename K>
+cudaError_t fill_grid(K kernel, int which, uint64_t work_blocks, uint32_t want, uint32_t *grid) {
+    static uint32_t cache[2][64];
+    if (want == 0) {
+        int dev = 0, sms = 0, per_sm = 0;
+        cudaError_t e = cudaGetDevice(&dev);
+        if (e != cudaSuccess) return e;
+        uint32_t *slot = dev >= 0 && dev < 64 ? &cache[which][dev] : NULL;
+        if (slot && *slot) {
+            want = *slot;
+        } else {
+            e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+            if (e == cudaSuccess)
+                e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel,
+                                                                  DCK_KERNEL_THREADS, 0);
+            if (e != cudaSuccess) return e;
+            want = (uint32_t)(sms > 0 ? sms : 1) * (uint32_t)(per_sm > 0 ? per_sm : 1);
+            if (slot) *slot = want;
+        }
+    }
+    if (work_blocks < want) want = (uint32_t)(work_blocks ? work_blocks : 1);
+    *grid = want;
+    return cudaSuccess;
+}
+
+} // namespace
+
+extern "C" int dck_cuda_segments_sum_launch(const void *data, uint64_t len,
+                                            uint64_t first_segment, uint64_t *dev_lanes,
+                                            uint32_t nblocks, void *stream) {
+    if (len == 0) return (int)cudaSuccess;
+    const uint64_t nseg = len / 128;
+    const uint32_t tail_len = (uint32_t)(len % 128);
+    uint32_t grid = 0;
+    cudaError_t e = fill_grid(segments_sum_kernel, 0, (nseg + DCK_TILE_SEGMENTS - 1) / DCK_TILE_SEGMENTS,
+                              nblocks, &grid);
+    if (e != cudaSuccess) return (int)e;
+    segments_sum_kernel<<<grid, DCK_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
+        (const uint8_t *)data, nseg, tail_len, first_segment,
+        reinterpret_cast<unsigned long long *>(dev_lanes));
+    return (int)cudaGetLastError();
+}
+
+extern "C" int dck_cuda_word_sum_launch(const uint64_t *data, uint64_t nwords, uint64_t *dev_out,
+                                        uint32_t nblocks, void *stream) {
+    if (nwords == 0) return (int)cudaSuccess;
+    uint32_t grid = 0;
+    cudaError_t e = fill_grid(word_sum_kernel, 1, (nwords + DCK_KERNEL_THREADS - 1) / DCK_KERNEL_THREADS,
+                              nblocks, &grid);
+    if (e != cudaSuccess) return (int)e;
+    word_sum_kernel<<<grid, DCK_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
+        reinterpret_cast<const unsigned long long *>(data), nwords,
+        reinterpret_cast<unsigned long long *>(dev_out));
+    return (int)cudaGetLastError();
+}
