@@ -40,6 +40,13 @@ rc=$?
 set -e
 echo "   (exit status $rc: 0 same, 1 different, 2 trouble)"
 [ "$rc" -eq 1 ] || { echo "demo: verify did not catch the change" >&2; exit 1; }
+echo
+echo "== 5. where, and by how much: diff the two layer by layer"
+set +e
+run diff ckpt/sharded changed.safetensors
+rc=$?
+set -e
+[ "$rc" -eq 1 ] || { echo "demo: diff did not report the change" >&2; exit 1; }
 if [ -x "$top/examples/demo_train.sh" ] || [ -f "$top/examples/demo_train.sh" ]; then
     echo
     sh "$top/examples/demo_train.sh" "$D" "$work"

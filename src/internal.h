@@ -4,6 +4,7 @@
 
 #include "detcheck.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
@@ -49,6 +50,7 @@ typedef struct dck_file {
     uint64_t map_len;
     int tmp_fd;        /* decompressed temporary for zstd, -1 otherwise */
     bool mapped;       /* dck_file_map done (map may be NULL for empty files) */
+    pthread_mutex_t map_mu; /* makes the first dck_file_map thread-safe */
 } dck_file;
 
 dck_status dck_file_open(const char *path, const char *relpath, dck_file **out);

@@ -54,6 +54,7 @@ dck_status dck_file_open(const char *path, const char *relpath, dck_file **out) 
     }
     f->fd = fd;
     f->tmp_fd = -1;
+    pthread_mutex_init(&f->map_mu, NULL);
     f->path = dck_strdup(path);
     f->relpath = dck_strdup(relpath ? relpath : path);
     f->size = (uint64_t)st.st_size;
@@ -84,6 +85,7 @@ void dck_file_close(dck_file *f) {
     if (f->map && f->map_len) munmap((void *)f->map, f->map_len);
     if (f->fd >= 0) close(f->fd);
     if (f->tmp_fd >= 0) close(f->tmp_fd);
+    pthread_mutex_destroy(&f->map_mu);
     free(f->path);
     free(f->relpath);
     free(f);
@@ -159,7 +161,18 @@ done:
     return s;
 }
 
+static dck_status file_map_locked(dck_file *f, const uint8_t **data, uint64_t *len);
+
+/* Threads may ask for the same file's map at once (diff workers, strided
+ * pieces); the first one maps or decompresses, the others wait. */
 dck_status dck_file_map(dck_file *f, const uint8_t **data, uint64_t *len) {
+    pthread_mutex_lock(&f->map_mu);
+    dck_status s = file_map_locked(f, data, len);
+    pthread_mutex_unlock(&f->map_mu);
+    return s;
+}
+
+static dck_status file_map_locked(dck_file *f, const uint8_t **data, uint64_t *len) {
     if (f->mapped) {
         *data = f->map;
         *len = f->map_len;

@@ -1,9 +1,261 @@
-/* detcheck bisect: placeholder until its issue lands. */
-#include "cli.h"
+/* detcheck bisect: where two runs of `detcheck train` part. The first step
+ * whose trajectory records differ; with checkpoints, the last one where both
+ * runs agree, the tensors that differ at the first one after (model order),
+ * and the command that replays the divergence from the agreeing checkpoint.
+ * See man/detcheck-bisect.1. */
+#include "train_cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define CMD "bisect"
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: detcheck bisect [OPTIONS] RUN_A RUN_B\n"
+            "\n"
+            "RUN_A and RUN_B are --out directories of `detcheck train`. Prints the first\n"
+            "step where their trajectories (loss, gradient norm, LR, root digest of the\n"
+            "model and optimizer state) differ; when both have checkpoints, the last\n"
+            "checkpoint where they agree, the tensors that differ at the first checkpoint\n"
+            "after it, and a command that replays run A from the agreeing checkpoint.\n"
+            "\n"
+            "Options:\n"
+            "  --json        machine-readable result\n"
+            "  --limit N     list at most N differing tensors (default 20, 0 = all)\n"
+            "  -q, --quiet   only the first differing step\n"
+            "\n"
+            "Exit status: 0 identical, 1 different, 2 trouble.\n");
+}
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+static dck_status load_manifest(const char *run, long step, dck_manifest **out) {
+    char *d = dck_ckpt_dir(run, step);
+    char *p = d ? dck_path_join(d, DCK_CKPT_MANIFEST) : NULL;
+    dck_status s = p ? dck_manifest_load(p, out) : dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    free(d);
+    free(p);
+    return s;
+}
+
+/* The flags of run A's config, read from a checkpoint's config.train. */
+static char *replay_flags(const char *run, long step) {
+    char *dir = dck_ckpt_dir(run, step);
+    char **shards = NULL;
+    size_t ns = 0;
+    dck_checkpoint *ck = NULL;
+    char *json = NULL, *flags = NULL;
+    dck_options opt;
+    dck_options_init(&opt);
+    opt.hash_files = 0;
+    if (dir && !dck_ckpt_shards(dir, &shards, &ns) &&
+        !dck_checkpoint_open((const char *const *)shards, ns, &opt, &ck)) {
+        long i = dck_checkpoint_find(ck, "config.train");
+        const dck_tensor_info *ti = i >= 0 ? dck_checkpoint_tensor(ck, (size_t)i) : NULL;
+        if (ti && ti->dtype == DCK_U8 && ti->shape[0] < (1u << 20) &&
+            (json = calloc(ti->shape[0] + 1, 1)) &&
+            !dck_checkpoint_read(ck, (size_t)i, 0, json, ti->shape[0])) {
+            dck_train_config c;
+            dck_train_config_init(&c);
+            if (!dck_train_config_from_json(&c, json, dir)) flags = dck_train_config_flags(&c);
+        }
+    }
+    free(json);
+    dck_checkpoint_free(ck);
+    dck_free_strings(shards, ns);
+    free(dir);
+    return flags;
+}
 
 int cmd_bisect(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    cli_error("bisect", "not implemented yet");
-    return DCK_EXIT_TROUBLE;
+    bool json = false;
+    long limit = 20;
+    const char *runs[2] = {NULL, NULL};
+    int nruns = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            cli_quiet = true;
+        } else if (!strcmp(a, "--limit")) {
+            if (i + 1 >= argc || !cli_parse_long(argv[++i], 0, 1000000000, &limit))
+                return cli_usage_error(CMD, "--limit needs a number");
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error(CMD, "unknown option '%s'", a);
+        } else if (nruns < 2) {
+            runs[nruns++] = a;
+        } else {
+            return cli_usage_error(CMD, "unexpected argument '%s'", a);
+        }
+    }
+    if (nruns != 2) return cli_usage_error(CMD, "needs two run directories");
+
+    dck_traj_rec *tr[2] = {NULL, NULL};
+    size_t nt[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        struct stat st;
+        if (stat(runs[k], &st) != 0 || !S_ISDIR(st.st_mode)) {
+            cli_error(CMD, "%s: not a directory", runs[k]);
+            free(tr[0]);
+            return DCK_EXIT_TROUBLE;
+        }
+        char *p = dck_path_join(runs[k], DCK_TRAJECTORY);
+        dck_status s = dck_traj_load(p, &tr[k], &nt[k]);
+        free(p);
+        if (s) {
+            free(tr[0]);
+            return cli_fail(CMD, s);
+        }
+    }
+    long step = -1;
+    char what[1024] = "";
+    int traj_diff = dck_traj_compare(tr[0], nt[0], tr[1], nt[1], &step, what, sizeof what);
+    long last[2] = {nt[0] ? tr[0][nt[0] - 1].step : 0, nt[1] ? tr[1][nt[1] - 1].step : 0};
+    free(tr[0]);
+    free(tr[1]);
+
+    /* checkpoints in both runs, ascending */
+    long *cs[2] = {NULL, NULL};
+    size_t nc[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        dck_status s = dck_ckpt_list(runs[k], &cs[k], &nc[k], NULL, NULL);
+        if (s) {
+            free(cs[0]);
+            return cli_fail(CMD, s);
+        }
+    }
+    long common[4096];
+    size_t ncommon = 0;
+    for (size_t i = 0, j = 0; i < nc[0] && j < nc[1] && ncommon < 4096;) {
+        if (cs[0][i] < cs[1][j])
+            i++;
+        else if (cs[1][j] < cs[0][i])
+            j++;
+        else {
+            common[ncommon++] = cs[0][i];
+            i++;
+            j++;
+        }
+    }
+    free(cs[0]);
+    free(cs[1]);
+    /* walk the common checkpoints: the last agreeing one before the
+     * divergence, the first differing one at or after it */
+    long agree = -1, differ = -1;
+    dck_manifest *ma = NULL, *mb = NULL;
+    dck_cmp_result diff;
+    memset(&diff, 0, sizeof diff);
+    int rc = DCK_EXIT_SAME;
+    for (size_t i = 0; i < ncommon; i++) {
+        dck_manifest *a = NULL, *b = NULL;
+        dck_status s = load_manifest(runs[0], common[i], &a);
+        if (!s) s = load_manifest(runs[1], common[i], &b);
+        dck_cmp_result r;
+        if (!s) s = dck_manifest_compare(a, b, 0, &r);
+        if (s) {
+            dck_manifest_free(a);
+            dck_manifest_free(b);
+            rc = cli_fail(CMD, s);
+            goto out;
+        }
+        if (r.n == 0) {
+            dck_cmp_result_release(&r);
+            dck_manifest_free(a);
+            dck_manifest_free(b);
+            if (traj_diff && common[i] >= step) continue; /* bits agree, trajectory does not */
+            agree = common[i];
+            continue;
+        }
+        differ = common[i];
+        ma = a;
+        mb = b;
+        diff = r;
+        break;
+    }
+    bool different = traj_diff || differ >= 0;
+    char *flags = NULL, replay[8192] = "";
+    if (different) {
+        long target = differ >= 0 ? differ : step;
+        if (agree >= 0 && (flags = replay_flags(runs[0], agree))) {
+            char *d = dck_ckpt_dir(runs[0], agree);
+            snprintf(replay, sizeof replay,
+                     "detcheck train %s --resume-from %s --steps %ld --ckpt-every 1 --out REPLAY_DIR",
+                     flags, d, target);
+            free(d);
+        } else if (differ >= 0 && (flags = replay_flags(runs[0], differ))) {
+            snprintf(replay, sizeof replay,
+                     "detcheck train %s --steps %ld --ckpt-every 1 --out REPLAY_DIR", flags, target);
+        }
+        free(flags);
+    }
+    if (json) {
+        printf("{\"identical\":%s,\"steps\":[%ld,%ld],\"first_step\":", different ? "false" : "true",
+               last[0], last[1]);
+        if (traj_diff)
+            printf("%ld,\"detail\":", step), json_str(what);
+        else
+            printf("null,\"detail\":null");
+        printf(",\"checkpoints_in_both\":%zu,\"last_agreeing_checkpoint\":", ncommon);
+        if (agree >= 0) printf("%ld", agree); else printf("null");
+        printf(",\"first_differing_checkpoint\":");
+        if (differ >= 0) printf("%ld", differ); else printf("null");
+        printf(",\"tensors\":[");
+        for (size_t i = 0; differ >= 0 && i < diff.n; i++) {
+            if (i) putchar(',');
+            printf("{\"name\":");
+            json_str(diff.entries[i].name);
+            printf(",\"kind\":\"%s\"}", dck_cmp_kind_name(diff.entries[i].kind));
+        }
+        printf("],\"replay\":");
+        if (replay[0]) json_str(replay); else printf("null");
+        printf("}\n");
+    } else if (!different) {
+        printf("identical: %ld and %ld steps agree bit for bit", last[0], last[1]);
+        if (last[0] != last[1]) printf(" (over the %ld steps both ran)", last[0] < last[1] ? last[0] : last[1]);
+        printf("; %zu checkpoint%s in both agree\n", ncommon, ncommon == 1 ? "" : "s");
+    } else {
+        if (traj_diff)
+            printf("first differing step: %ld (%s)\n", step, what);
+        else
+            printf("trajectories agree; the checkpoints do not\n");
+        if (!cli_quiet) {
+            printf("checkpoints in both: %zu\n", ncommon);
+            if (agree >= 0)
+                printf("last agreeing checkpoint: step %ld\n", agree);
+            else if (ncommon)
+                printf("last agreeing checkpoint: none\n");
+            if (differ >= 0) {
+                printf("first differing checkpoint: step %ld, %zu of %zu tensors differ:\n", differ,
+                       diff.n, diff.tensors_compared);
+                for (size_t i = 0; i < diff.n && (limit == 0 || i < (size_t)limit); i++)
+                    printf("  %s (%s)\n", diff.entries[i].name, dck_cmp_kind_name(diff.entries[i].kind));
+                if (limit && diff.n > (size_t)limit) printf("  ... %zu more\n", diff.n - (size_t)limit);
+            }
+            if (replay[0]) printf("replay: %s\n", replay);
+        }
+    }
+    rc = different ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
+out:
+    if (differ >= 0) dck_cmp_result_release(&diff);
+    dck_manifest_free(ma);
+    dck_manifest_free(mb);
+    return rc;
 }

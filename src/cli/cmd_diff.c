@@ -1,9 +1,580 @@
-/* detcheck diff: placeholder until its issue lands. */
+/* detcheck diff: compare two checkpoints (or manifests) layer by layer.
+ * The library computes (dck_diff_*); this file only parses flags and prints
+ * the table or the JSON document. */
 #include "cli.h"
 
+#include <getopt.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const CMD = "diff";
+
+static void help(void) {
+    printf("usage: detcheck diff [OPTIONS] A B\n"
+           "\n"
+           "Compares two checkpoints tensor by tensor (as logical tensors, by name,\n"
+           "whatever their formats or sharding). Tensors whose bytes are equal are\n"
+           "reported equal; the others element by element: count of differing elements,\n"
+           "max abs/rel difference, max ULP distance on the dtype's grid, first differing\n"
+           "index, NaN/Inf counts, relative L2 norm. With a manifest on either side only\n"
+           "digests are compared.\n"
+           "\n"
+           "Options:\n"
+           "  --atol X        within tolerance when |a-b| <= X + rtol*max(|a|,|b|)\n"
+           "  --rtol Y        relative tolerance (with or without --atol)\n"
+           "  --ulp N         within tolerance when at most N ULPs apart\n"
+           "                  (a pair passes when it meets any tolerance given;\n"
+           "                  NaN and infinity differences never do)\n"
+           "  --group G       only tensors of group G: weights, optimizer, rng, other\n"
+           "                  (repeatable, or comma-separated)\n"
+           "  --top K         also list the K worst tensors by max ULP\n"
+           "  -v, --verbose   list equal tensors too\n"
+           "  --json          print a JSON document instead of the table\n"
+           "  --color WHEN    auto (default), always, never\n"
+           "  -t, --threads N worker threads (default: online CPUs); no result\n"
+           "                  depends on it\n"
+           "  -q, --quiet     no progress bar\n"
+           "  -h, --help      this help\n"
+           "\n"
+           "Exit status: 0 equal (or every difference within the tolerances),\n"
+           "1 different, 2 trouble. See detcheck-diff(1).\n");
+}
+
+/* ------------------------------------------------------------------ formatting */
+
+static const char *C_RED = "\033[31m", *C_GREEN = "\033[32m", *C_YELLOW = "\033[33m",
+                  *C_BOLD = "\033[1m", *C_OFF = "\033[0m";
+static int use_color;
+
+static const char *status_color(dck_diff_status s) {
+    if (!use_color) return "";
+    if (s == DCK_DIFF_EQUAL) return C_GREEN;
+    if (s == DCK_DIFF_WITHIN_TOLERANCE) return C_YELLOW;
+    return C_RED;
+}
+
+static const char *off(void) { return use_color ? C_OFF : ""; }
+
+static void fmt_shape(char *out, size_t cap, const uint64_t *shape, int ndim) {
+    size_t k = 0;
+    k += (size_t)snprintf(out + k, cap - k, "[");
+    for (int d = 0; d < ndim && k < cap; d++)
+        k += (size_t)snprintf(out + k, cap - k, "%s%llu", d ? "," : "",
+                              (unsigned long long)shape[d]);
+    if (k < cap) snprintf(out + k, cap - k, "]");
+}
+
+static void fmt_num(char *out, size_t cap, double v) {
+    if (isinf(v)) snprintf(out, cap, "inf");
+    else if (v == 0) snprintf(out, cap, "0");
+    else snprintf(out, cap, "%.3g", v);
+}
+
+/* dtype and shape columns: one side, or "A/B" when they disagree. */
+static void fmt_type(const dck_diff_tensor *t, char *dt, size_t dcap, char *sh, size_t scap) {
+    char sa[256], sb[256];
+    if (t->in_a) fmt_shape(sa, sizeof sa, t->shape_a, t->ndim_a);
+    if (t->in_b) fmt_shape(sb, sizeof sb, t->shape_b, t->ndim_b);
+    if (t->in_a && t->in_b && t->dtype_a != t->dtype_b)
+        snprintf(dt, dcap, "%s/%s", dck_dtype_name(t->dtype_a), dck_dtype_name(t->dtype_b));
+    else snprintf(dt, dcap, "%s", dck_dtype_name(t->in_a ? t->dtype_a : t->dtype_b));
+    if (t->in_a && t->in_b && strcmp(sa, sb) != 0) snprintf(sh, scap, "%s/%s", sa, sb);
+    else snprintf(sh, scap, "%s", t->in_a ? sa : sb);
+}
+
+static int has_nonfinite_news(const dck_diff_stats *s) {
+    return s->nan_a != s->nan_b || s->inf_a != s->inf_b || s->nan_payload || s->nan_vs_number;
+}
+
+/* Rank for --top: tensors with NaN differences first (no finite distance),
+ * then by max ULP, then model order. */
+static const dck_diff_result *top_r;
+static int cmp_top(const void *x, const void *y) {
+    const dck_diff_tensor *a = &top_r->tensors[*(const size_t *)x];
+    const dck_diff_tensor *b = &top_r->tensors[*(const size_t *)y];
+    int na = a->stats.nan_payload + a->stats.nan_vs_number > 0;
+    int nb = b->stats.nan_payload + b->stats.nan_vs_number > 0;
+    if (na != nb) return nb - na;
+    if (a->stats.max_ulp != b->stats.max_ulp) return a->stats.max_ulp < b->stats.max_ulp ? 1 : -1;
+    return *(const size_t *)x < *(const size_t *)y ? -1 : 1;
+}
+
+enum { NCOL = 10 };
+
+typedef struct {
+    char *cell[NCOL];
+    const dck_diff_tensor *t;
+} row;
+
+static char *dupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *dupf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *p = NULL;
+    if (vasprintf(&p, fmt, ap) < 0) p = NULL;
+    va_end(ap);
+    return p;
+}
+
+/* One table row per listed tensor; widths from the cells, so long names and
+ * shapes never break the alignment. */
+static void print_rows(const dck_diff_result *r, int verbose, size_t *name_w) {
+    static const char *const head_el[NCOL] = {"STATUS",  "TENSOR",  "DTYPE",  "SHAPE",
+                                              "DIFFER",  "MAX_ABS", "MAX_REL", "REL_L2",
+                                              "MAX_ULP", "FIRST"};
+    static const char *const head_dg[NCOL] = {"STATUS", "TENSOR", "DTYPE", "SHAPE", "DIGEST_A",
+                                              "DIGEST_B"};
+    static const int right_el[NCOL] = {0, 0, 0, 0, 1, 1, 1, 1, 1, 0}, right_dg[NCOL] = {0};
+    const char *const *head = r->digest_only ? head_dg : head_el;
+    const int *right = r->digest_only ? right_dg : right_el;
+    int ncol = r->digest_only ? 6 : NCOL;
+    size_t n = 0;
+    for (size_t i = 0; i < r->ntensors; i++) n += verbose || r->tensors[i].status != DCK_DIFF_EQUAL;
+    *name_w = 6;
+    if (!n) return;
+    row *rows = calloc(n, sizeof *rows);
+    if (!rows) return;
+    size_t w[NCOL] = {0}, k = 0;
+    for (size_t i = 0; i < r->ntensors; i++) {
+        const dck_diff_tensor *t = &r->tensors[i];
+        if (!verbose && t->status == DCK_DIFF_EQUAL) continue;
+        row *rw = &rows[k++];
+        rw->t = t;
+        char dt[64], sh[600];
+        fmt_type(t, dt, sizeof dt, sh, sizeof sh);
+        rw->cell[0] = dupf("%s", dck_diff_status_name(t->status));
+        rw->cell[1] = dupf("%s", t->name);
+        rw->cell[2] = dupf("%s", dt);
+        rw->cell[3] = dupf("%s", sh);
+        if (r->digest_only) {
+            char ha[33] = "-", hb[33] = "-";
+            if (t->has_digest_a) dck_digest_to_hex(t->digest_a, ha);
+            if (t->has_digest_b) dck_digest_to_hex(t->digest_b, hb);
+            rw->cell[4] = dupf("%s", ha);
+            rw->cell[5] = dupf("%s", hb);
+        } else if (t->has_stats) {
+            const dck_diff_stats *st = &t->stats;
+            char ma[32], mr[32], l2[32], first[600];
+            fmt_num(ma, sizeof ma, st->max_abs);
+            fmt_num(mr, sizeof mr, st->max_rel);
+            fmt_num(l2, sizeof l2, t->rel_l2);
+            if (st->first_flat != UINT64_MAX)
+                fmt_shape(first, sizeof first, t->first_index, t->ndim_a);
+            else snprintf(first, sizeof first, "-");
+            rw->cell[4] = dupf("%llu/%llu", (unsigned long long)st->diff_count,
+                               (unsigned long long)st->count);
+            rw->cell[5] = dupf("%s", ma);
+            rw->cell[6] = dupf("%s", mr);
+            rw->cell[7] = dupf("%s", l2);
+            rw->cell[8] = dupf("%llu", (unsigned long long)st->max_ulp);
+            rw->cell[9] = dupf("%s", first);
+        }
+    }
+    for (int c = 0; c < ncol; c++) {
+        w[c] = strlen(head[c]);
+        for (size_t i = 0; i < n; i++)
+            if (rows[i].cell[c] && strlen(rows[i].cell[c]) > w[c]) w[c] = strlen(rows[i].cell[c]);
+    }
+    *name_w = w[1];
+    /* last column that any row fills: no trailing blanks */
+    int last = 3;
+    for (int c = ncol - 1; c > 3; c--) {
+        int any = 0;
+        for (size_t i = 0; i < n && !any; i++) any = rows[i].cell[c] != NULL;
+        if (any) {
+            last = c;
+            break;
+        }
+    }
+    printf("%s", use_color ? C_BOLD : "");
+    for (int c = 0; c <= last; c++) {
+        const char *sep = c ? "  " : "";
+        if (right[c]) printf("%s%*s", sep, (int)w[c], head[c]);
+        else if (c == last) printf("%s%s", sep, head[c]);
+        else printf("%s%-*s", sep, (int)w[c], head[c]);
+    }
+    printf("%s\n", off());
+    for (size_t i = 0; i < n; i++) {
+        row *rw = &rows[i];
+        int lastc = 3;
+        for (int c = last; c > 3; c--)
+            if (rw->cell[c]) {
+                lastc = c;
+                break;
+            }
+        printf("%s%-*s%s", status_color(rw->t->status), (int)w[0], rw->cell[0], off());
+        for (int c = 1; c <= lastc; c++) {
+            const char *v = rw->cell[c] ? rw->cell[c] : "";
+            if (right[c]) printf("  %*s", (int)w[c], v);
+            else if (c == lastc) printf("  %s", v);
+            else printf("  %-*s", (int)w[c], v);
+        }
+        printf("\n");
+        if (rw->t->has_stats && has_nonfinite_news(&rw->t->stats)) {
+            const dck_diff_stats *st = &rw->t->stats;
+            printf("%*s  NaN: A %llu, B %llu; Inf: A %llu, B %llu; NaN vs number: %llu; "
+                   "NaN payloads differ: %llu\n",
+                   (int)w[0], "", (unsigned long long)st->nan_a, (unsigned long long)st->nan_b,
+                   (unsigned long long)st->inf_a, (unsigned long long)st->inf_b,
+                   (unsigned long long)st->nan_vs_number, (unsigned long long)st->nan_payload);
+        }
+        for (int c = 0; c < NCOL; c++) free(rw->cell[c]);
+    }
+    free(rows);
+}
+
+/* Tensors with differing elements, worst first (malloc'd; NULL when out of
+ * memory). */
+static size_t *top_indices(const dck_diff_result *r, size_t *n) {
+    size_t *idx = malloc((r->ntensors ? r->ntensors : 1) * sizeof *idx);
+    *n = 0;
+    if (!idx) return NULL;
+    for (size_t i = 0; i < r->ntensors; i++)
+        if (r->tensors[i].has_stats && r->tensors[i].stats.diff_count) idx[(*n)++] = i;
+    top_r = r;
+    qsort(idx, *n, sizeof *idx, cmp_top);
+    return idx;
+}
+
+static void print_table(const dck_diff_result *r, const char *pa, const char *pb, int verbose,
+                        long top, const dck_diff_tolerance *tol) {
+    printf("A: %s\nB: %s\n", pa, pb);
+    if (r->digest_only)
+        printf("(a manifest is involved: digests compared, no element statistics)\n");
+    printf("\n");
+    size_t w, shown = 0;
+    for (size_t i = 0; i < r->ntensors; i++) shown += verbose || r->tensors[i].status != DCK_DIFF_EQUAL;
+    print_rows(r, verbose, &w);
+    size_t neq = r->count[DCK_DIFF_EQUAL];
+    if (!verbose && neq)
+        printf("%s(%zu equal tensor%s not shown; -v lists them)\n", shown ? "\n" : "", neq,
+               neq == 1 ? "" : "s");
+
+    if (top > 0 && !r->digest_only) {
+        size_t n = 0, *idx = top_indices(r, &n);
+        if (idx) {
+            printf("\nTop %ld by max ULP:\n", top);
+            for (size_t k = 0; k < n && k < (size_t)top; k++) {
+                const dck_diff_tensor *t = &r->tensors[idx[k]];
+                char ma[32];
+                fmt_num(ma, sizeof ma, t->stats.max_abs);
+                printf("  %2zu. %-*s  max_ulp %llu  max_abs %s  differ %llu%s\n", k + 1, (int)w,
+                       t->name, (unsigned long long)t->stats.max_ulp, ma,
+                       (unsigned long long)t->stats.diff_count,
+                       t->stats.nan_payload + t->stats.nan_vs_number ? "  (NaN differences)" : "");
+            }
+            if (!n) printf("  (no tensor has differing elements)\n");
+            free(idx);
+        }
+    }
+
+    printf("\n");
+    size_t nd = 0;
+    for (size_t i = 0; i < r->nlayers; i++) nd += r->layers[i].differing > 0;
+    if (r->nlayers) {
+        printf("Layers: %zu of %zu differ", nd, r->nlayers);
+        if (r->first_layer >= 0) {
+            const dck_diff_layer *L = &r->layers[r->first_layer];
+            printf("; first differing layer: %s%s%s (%s)", use_color ? C_BOLD : "", L->layer,
+                   off(), r->tensors[L->first_differing].name);
+        }
+        printf("\n");
+        for (size_t i = 0; i < r->nlayers && nd; i++) {
+            const dck_diff_layer *L = &r->layers[i];
+            if (!L->differing) continue;
+            printf("  %-20s %zu/%zu tensors differ", L->layer, L->differing, L->tensors);
+            if (!r->digest_only) printf(", max ULP %llu", (unsigned long long)L->max_ulp);
+            printf("\n");
+        }
+    }
+    if (r->first_tensor >= 0)
+        printf("First differing tensor: %s\n", r->tensors[r->first_tensor].name);
+    printf("Groups:");
+    int gshown = 0;
+    for (int g = 0; g < DCK_GROUP_COUNT; g++)
+        if (r->group_tensors[g])
+            printf("%s %s %zu/%zu differ", gshown++ ? "," : "", dck_group_name((dck_group)g),
+                   r->group_differing[g], r->group_tensors[g]);
+    printf("%s\n", gshown ? "" : " none");
+    for (size_t i = 0; i < r->nvalues; i++)
+        printf("Value %s: A %s, B %s\n", r->values[i].name,
+               r->values[i].a ? r->values[i].a : "(absent)",
+               r->values[i].b ? r->values[i].b : "(absent)");
+    if (r->digest_only && dck_diff_tolerance_given(tol) && !r->equal)
+        printf("(tolerances need element statistics; digests that differ are differences)\n");
+
+    const char *verdict = r->equal ? "equal" : r->ok ? "within tolerance" : "different";
+    printf("Result: %s%s%s (%zu tensors", use_color ? (r->equal ? C_GREEN : r->ok ? C_YELLOW : C_RED) : "",
+           verdict, off(), r->ntensors);
+    for (int s = 0; s < DCK_DIFF_STATUS_COUNT; s++)
+        if (r->count[s]) printf(", %zu %s", r->count[s], dck_diff_status_name((dck_diff_status)s));
+    if (r->nvalues) printf(", %zu value%s", r->nvalues, r->nvalues == 1 ? " differs" : "s differ");
+    printf(")\n");
+}
+
+/* ------------------------------------------------------------------ JSON */
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", f);
+        else if (*p == '\t') fputs("\\t", f);
+        else if (*p == '\r') fputs("\\r", f);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+/* Exact (round-trip) doubles; infinity as the string "inf". */
+static void json_num(FILE *f, double v) {
+    if (isinf(v)) fputs(v > 0 ? "\"inf\"" : "\"-inf\"", f);
+    else if (isnan(v)) fputs("\"nan\"", f);
+    else fprintf(f, "%.17g", v);
+}
+
+static void json_shape(FILE *f, const uint64_t *shape, int ndim) {
+    fputc('[', f);
+    for (int d = 0; d < ndim; d++) fprintf(f, "%s%llu", d ? ", " : "", (unsigned long long)shape[d]);
+    fputc(']', f);
+}
+
+static void json_tol(FILE *f, const char *key, double v, int last) {
+    fprintf(f, "\"%s\": ", key);
+    if (v < 0) fputs("null", f);
+    else json_num(f, v);
+    fputs(last ? "" : ", ", f);
+}
+
+static void print_json(const dck_diff_result *r, const char *pa, const char *pb,
+                       const dck_diff_tolerance *tol, long top) {
+    FILE *f = stdout;
+    fputs("{\n  \"a\": ", f);
+    json_str(f, pa);
+    fputs(",\n  \"b\": ", f);
+    json_str(f, pb);
+    fprintf(f, ",\n  \"mode\": \"%s\",\n", r->digest_only ? "digests" : "elements");
+    fprintf(f, "  \"equal\": %s,\n  \"ok\": %s,\n", r->equal ? "true" : "false",
+            r->ok ? "true" : "false");
+    fputs("  \"tolerance\": {", f);
+    json_tol(f, "atol", tol->atol, 0);
+    json_tol(f, "rtol", tol->rtol, 0);
+    fputs("\"ulp\": ", f);
+    if (tol->ulp < 0) fputs("null", f);
+    else fprintf(f, "%lld", (long long)tol->ulp);
+    fputs("},\n", f);
+    fprintf(f, "  \"summary\": {\"tensors\": %zu", r->ntensors);
+    for (int s = 0; s < DCK_DIFF_STATUS_COUNT; s++)
+        fprintf(f, ", \"%s\": %zu", dck_diff_status_name((dck_diff_status)s), r->count[s]);
+    fputs(", \"first_differing_tensor\": ", f);
+    if (r->first_tensor >= 0) json_str(f, r->tensors[r->first_tensor].name);
+    else fputs("null", f);
+    fputs(", \"first_differing_layer\": ", f);
+    if (r->first_layer >= 0) json_str(f, r->layers[r->first_layer].layer);
+    else fputs("null", f);
+    fputs(",\n    \"groups\": {", f);
+    for (int g = 0; g < DCK_GROUP_COUNT; g++)
+        fprintf(f, "%s\"%s\": {\"tensors\": %zu, \"differing\": %zu}", g ? ", " : "",
+                dck_group_name((dck_group)g), r->group_tensors[g], r->group_differing[g]);
+    fprintf(f, "},\n    \"bytes_compared\": %llu},\n", (unsigned long long)r->bytes_compared);
+
+    fputs("  \"layers\": [", f);
+    for (size_t i = 0; i < r->nlayers; i++) {
+        const dck_diff_layer *L = &r->layers[i];
+        fputs(i ? ",\n    {\"layer\": " : "\n    {\"layer\": ", f);
+        json_str(f, L->layer);
+        fprintf(f, ", \"tensors\": %zu, \"differing\": %zu", L->tensors, L->differing);
+        if (!r->digest_only) fprintf(f, ", \"max_ulp\": %llu", (unsigned long long)L->max_ulp);
+        fputs(", \"first_differing_tensor\": ", f);
+        if (L->differing) json_str(f, r->tensors[L->first_differing].name);
+        else fputs("null", f);
+        fputc('}', f);
+    }
+    fputs(r->nlayers ? "\n  ],\n" : "],\n", f);
+
+    if (top > 0 && !r->digest_only) {
+        size_t n = 0, *idx = top_indices(r, &n);
+        fputs("  \"top\": [", f);
+        for (size_t k = 0; idx && k < n && k < (size_t)top; k++) {
+            fputs(k ? ", " : "", f);
+            json_str(f, r->tensors[idx[k]].name);
+        }
+        fputs("],\n", f);
+        free(idx);
+    }
+    fputs("  \"values\": [", f);
+    for (size_t i = 0; i < r->nvalues; i++) {
+        fputs(i ? ",\n    {\"name\": " : "\n    {\"name\": ", f);
+        json_str(f, r->values[i].name);
+        fputs(", \"a\": ", f);
+        if (r->values[i].a) json_str(f, r->values[i].a);
+        else fputs("null", f);
+        fputs(", \"b\": ", f);
+        if (r->values[i].b) json_str(f, r->values[i].b);
+        else fputs("null", f);
+        fputc('}', f);
+    }
+    fputs(r->nvalues ? "\n  ],\n" : "],\n", f);
+
+    fputs("  \"tensors\": [", f);
+    for (size_t i = 0; i < r->ntensors; i++) {
+        const dck_diff_tensor *t = &r->tensors[i];
+        fputs(i ? ",\n    {\"name\": " : "\n    {\"name\": ", f);
+        json_str(f, t->name);
+        fprintf(f, ", \"status\": \"%s\", \"group\": \"%s\", \"layer\": ",
+                dck_diff_status_name(t->status), dck_group_name(t->group));
+        if (t->layer) json_str(f, t->layer);
+        else fputs("null", f);
+        fprintf(f, ", \"dtype\": \"%s\", \"shape\": ",
+                dck_dtype_name(t->in_a ? t->dtype_a : t->dtype_b));
+        if (t->in_a) json_shape(f, t->shape_a, t->ndim_a);
+        else json_shape(f, t->shape_b, t->ndim_b);
+        if (t->status == DCK_DIFF_DTYPE_MISMATCH || t->status == DCK_DIFF_SHAPE_MISMATCH) {
+            fprintf(f, ", \"dtype_b\": \"%s\", \"shape_b\": ", dck_dtype_name(t->dtype_b));
+            json_shape(f, t->shape_b, t->ndim_b);
+        }
+        char h[33];
+        if (t->has_digest_a) {
+            dck_digest_to_hex(t->digest_a, h);
+            fprintf(f, ", \"digest_a\": \"%s\"", h);
+        }
+        if (t->has_digest_b) {
+            dck_digest_to_hex(t->digest_b, h);
+            fprintf(f, ", \"digest_b\": \"%s\"", h);
+        }
+        if (t->has_stats) {
+            const dck_diff_stats *s = &t->stats;
+            fprintf(f, ",\n     \"count\": %llu, \"diff_count\": %llu, \"beyond_tolerance\": %llu",
+                    (unsigned long long)s->count, (unsigned long long)s->diff_count,
+                    (unsigned long long)s->beyond_count);
+            fputs(", \"max_abs\": ", f);
+            json_num(f, s->max_abs);
+            fputs(", \"max_rel\": ", f);
+            json_num(f, s->max_rel);
+            fprintf(f, ", \"max_ulp\": %llu, \"first_index\": ", (unsigned long long)s->max_ulp);
+            if (s->first_flat != UINT64_MAX) json_shape(f, t->first_index, t->ndim_a);
+            else fputs("null", f);
+            fputs(", \"rel_l2\": ", f);
+            json_num(f, t->rel_l2);
+            fprintf(f,
+                    ",\n     \"nan_a\": %llu, \"nan_b\": %llu, \"inf_a\": %llu, \"inf_b\": %llu, "
+                    "\"nan_vs_number\": %llu, \"nan_payload\": %llu",
+                    (unsigned long long)s->nan_a, (unsigned long long)s->nan_b,
+                    (unsigned long long)s->inf_a, (unsigned long long)s->inf_b,
+                    (unsigned long long)s->nan_vs_number, (unsigned long long)s->nan_payload);
+        }
+        fputc('}', f);
+    }
+    fputs(r->ntensors ? "\n  ]\n}\n" : "]\n}\n", f);
+}
+
+/* ------------------------------------------------------------------ main */
+
+static int parse_groups(const char *arg, unsigned *mask) {
+    char buf[256];
+    if (strlen(arg) >= sizeof buf) return 0;
+    snprintf(buf, sizeof buf, "%s", arg);
+    int n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save), n++) {
+        dck_group g;
+        if (dck_group_from_name(tok, &g) != DCK_OK) return 0;
+        *mask |= 1u << g;
+    }
+    return n > 0;
+}
+
 int cmd_diff(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    cli_error("diff", "not implemented yet");
-    return DCK_EXIT_TROUBLE;
+    enum { OPT_ATOL = 256, OPT_RTOL, OPT_ULP, OPT_TOP, OPT_GROUP, OPT_JSON, OPT_COLOR };
+    static const struct option longopts[] = {
+        {"atol", required_argument, 0, OPT_ATOL},   {"rtol", required_argument, 0, OPT_RTOL},
+        {"ulp", required_argument, 0, OPT_ULP},     {"top", required_argument, 0, OPT_TOP},
+        {"group", required_argument, 0, OPT_GROUP}, {"json", no_argument, 0, OPT_JSON},
+        {"color", required_argument, 0, OPT_COLOR}, {"verbose", no_argument, 0, 'v'},
+        {"threads", required_argument, 0, 't'},     {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},              {0, 0, 0, 0}};
+    dck_diff_options opt;
+    dck_diff_options_init(&opt);
+    int json = 0, verbose = 0, color = -1;
+    long top = 0;
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":vt:j:qh", longopts, NULL)) != -1) {
+        long v;
+        double d;
+        switch (c) {
+        case OPT_ATOL:
+        case OPT_RTOL:
+            if (!cli_parse_double(optarg, &d) || d < 0 || isinf(d))
+                return cli_usage_error(CMD, "--%s wants a finite number >= 0, not '%s'",
+                                       c == OPT_ATOL ? "atol" : "rtol", optarg);
+            if (c == OPT_ATOL) opt.tol.atol = d;
+            else opt.tol.rtol = d;
+            break;
+        case OPT_ULP:
+            if (!cli_parse_long(optarg, 0, INT64_MAX, &v))
+                return cli_usage_error(CMD, "--ulp wants an integer >= 0, not '%s'", optarg);
+            opt.tol.ulp = v;
+            break;
+        case OPT_TOP:
+            if (!cli_parse_long(optarg, 1, 1000000, &v))
+                return cli_usage_error(CMD, "--top wants a count >= 1, not '%s'", optarg);
+            top = v;
+            break;
+        case OPT_GROUP:
+            if (!parse_groups(optarg, &opt.groups))
+                return cli_usage_error(CMD,
+                                       "--group wants weights, optimizer, rng or other, not '%s'",
+                                       optarg);
+            break;
+        case OPT_JSON: json = 1; break;
+        case OPT_COLOR:
+            if (!strcmp(optarg, "auto")) color = -1;
+            else if (!strcmp(optarg, "always")) color = 1;
+            else if (!strcmp(optarg, "never")) color = 0;
+            else return cli_usage_error(CMD, "--color wants auto, always or never, not '%s'", optarg);
+            break;
+        case 'v': verbose = 1; break;
+        case 't':
+        case 'j': /* make(1) habit */
+            if (!cli_parse_long(optarg, 1, 4096, &v))
+                return cli_usage_error(CMD, "--threads wants a count >= 1, not '%s'", optarg);
+            opt.threads = (int)v;
+            break;
+        case 'q': cli_quiet = true; break;
+        case 'h': help(); return DCK_EXIT_SAME;
+        case ':': return cli_usage_error(CMD, "option '%s' needs a value", argv[optind - 1]);
+        default: return cli_usage_error(CMD, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (argc - optind != 2)
+        return cli_usage_error(CMD, "wants two checkpoints or manifests, A and B (got %d)",
+                               argc - optind);
+    const char *pa = argv[optind], *pb = argv[optind + 1];
+    use_color = !json && (color == 1 || (color == -1 && cli_color()));
+    if (!json) {
+        opt.progress = cli_progress;
+        opt.progress_ctx = NULL;
+    }
+    dck_diff_result r;
+    dck_status s = dck_diff_paths(pa, pb, &opt, &r);
+    cli_progress_end();
+    if (s != DCK_OK) return cli_fail(CMD, s);
+    if (json) print_json(&r, pa, pb, &opt.tol, top);
+    else print_table(&r, pa, pb, verbose, top, &opt.tol);
+    if (r.digest_only && dck_diff_tolerance_given(&opt.tol) && json)
+        cli_warn(CMD, "tolerances need element statistics; a manifest holds digests only");
+    int rc = r.ok ? DCK_EXIT_SAME : DCK_EXIT_DIFFERENT;
+    fflush(stdout);
+    if (ferror(stdout)) {
+        cli_error(CMD, "cannot write the report to stdout");
+        rc = DCK_EXIT_TROUBLE;
+    }
+    dck_diff_result_release(&r);
+    return rc;
 }

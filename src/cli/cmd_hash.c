@@ -53,7 +53,7 @@ int cmd_hash(int argc, char **argv) {
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "+o:t:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "o:t:qh", opts, NULL)) != -1) {
         long v;
         switch (c) {
         case 'o': output = optarg; break;

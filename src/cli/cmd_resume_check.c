@@ -1,9 +1,557 @@
-/* detcheck resume-check: placeholder until its issue lands. */
-#include "cli.h"
+/* detcheck resume-check: proves that killing a run and resuming it (on the
+ * same or another number of ranks) reproduces the uninterrupted run bit for
+ * bit. It drives `detcheck train` as child processes: a reference run; per
+ * kill point K a run SIGKILLed right after its checkpoint K and one
+ * SIGKILLed while writing the next checkpoint (a torn one, which the resume
+ * must skip); the resumes of both; then it compares trajectories and final
+ * checkpoint manifests. See man/detcheck-resume-check.1. */
+#define _XOPEN_SOURCE 700
+#include "train_cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CMD "resume-check"
+
+typedef struct {
+    char **v;
+    int n, cap;
+} strv;
+
+static int sv_add(strv *s, const char *x) {
+    if (s->n + 2 > s->cap) {
+        int cap = s->cap ? s->cap * 2 : 32;
+        char **v = realloc(s->v, sizeof *v * (size_t)cap);
+        if (!v) return -1;
+        s->v = v;
+        s->cap = cap;
+    }
+    if (!(s->v[s->n] = strdup(x))) return -1;
+    s->n++;
+    s->v[s->n] = NULL;
+    return 0;
+}
+
+static int sv_addf(strv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int sv_addf(strv *s, const char *fmt, ...) {
+    char buf[DCK_TRAIN_PATH + 64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return sv_add(s, buf);
+}
+
+static void sv_free(strv *s) {
+    for (int i = 0; i < s->n; i++) free(s->v[i]);
+    free(s->v);
+    memset(s, 0, sizeof *s);
+}
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: detcheck resume-check --steps N --at K[,K...] [OPTIONS] [TRAIN OPTIONS]\n"
+            "\n"
+            "Runs `detcheck train` N steps uninterrupted; then, for each K, a run killed\n"
+            "(SIGKILL) right after its checkpoint at step K and a run killed while writing\n"
+            "its next checkpoint; resumes both; compares every trajectory record and the\n"
+            "final checkpoint manifests with the reference, bit for bit.\n"
+            "\n"
+            "Options:\n"
+            "  --steps N                 length of every run\n"
+            "  --at K[,K...]             kill points (1 <= K < N)\n"
+            "  --ckpt-every E            checkpoint interval (default: K itself); K must be\n"
+            "                            a multiple of E\n"
+            "  --launcher \"CMD ...\"      prefix of every run, e.g. \"mpirun -np 2\"\n"
+            "  --resume-launcher \"...\"   prefix of the resumed runs (default: --launcher),\n"
+            "                            e.g. another number of ranks\n"
+            "  --workdir DIR             keep the runs in DIR (default: a temporary directory,\n"
+            "                            removed when everything is identical)\n"
+            "  --keep                    keep the temporary directory\n"
+            "  --timeout SECONDS         per run (default 600)\n"
+            "  --json                    machine-readable result\n"
+            "  -q, --quiet               no progress lines\n"
+            "  --resume-flip-bit STEP:TENSOR:INDEX\n"
+            "                            testing hook: corrupt the resumed runs on purpose\n"
+            "Every other option is a `detcheck train` option (model size, seed,\n"
+            "precision, threads...) passed to every run.\n"
+            "\n"
+            "Exit status: 0 identical, 1 different (first step and tensor printed), 2 trouble.\n");
+}
+
+typedef struct {
+    bool help, json, keep;
+    char *at, *launcher, *resume_launcher, *workdir, *flip;
+    long timeout;
+    int bad;
+} rc_flags;
+
+static int rc_extra(void *ctx, const char *a, const char *next, int *used) {
+    rc_flags *f = ctx;
+    *used = 0;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) return f->help = true, 1;
+    if (!strcmp(a, "--json")) return f->json = true, 1;
+    if (!strcmp(a, "--keep")) return f->keep = true, 1;
+    if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) return cli_quiet = true, 1;
+    static const char *valued[] = {"--at", "--launcher", "--resume-launcher", "--workdir",
+                                   "--timeout", "--resume-flip-bit"};
+    for (size_t i = 0; i < sizeof valued / sizeof valued[0]; i++) {
+        size_t n = strlen(valued[i]);
+        const char *val = NULL;
+        if (!strcmp(a, valued[i])) {
+            if (!next) {
+                cli_usage_error(CMD, "%s needs a value", a);
+                return -1;
+            }
+            val = next;
+            *used = 1;
+        } else if (!strncmp(a, valued[i], n) && a[n] == '=') {
+            val = a + n + 1;
+        } else {
+            continue;
+        }
+        switch (i) {
+        case 0: f->at = (char *)val; break;
+        case 1: f->launcher = (char *)val; break;
+        case 2: f->resume_launcher = (char *)val; break;
+        case 3: f->workdir = (char *)val; break;
+        case 4:
+            if (!cli_parse_long(val, 1, 86400 * 7, &f->timeout)) {
+                cli_usage_error(CMD, "--timeout '%s': not a number of seconds", val);
+                return -1;
+            }
+            break;
+        default: f->flip = (char *)val; break;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* Splits a launcher string on blanks (no quoting: a launcher is a plain
+ * command line such as "mpirun --oversubscribe -np 4"). */
+static int add_words(strv *s, const char *line) {
+    if (!line) return 0;
+    char *copy = strdup(line), *save = NULL;
+    if (!copy) return -1;
+    for (char *w = strtok_r(copy, " \t", &save); w; w = strtok_r(NULL, " \t", &save))
+        if (sv_add(s, w)) {
+            free(copy);
+            return -1;
+        }
+    free(copy);
+    return 0;
+}
+
+/* The identity and run options of c as argv words. */
+static int add_config(strv *s, const dck_train_config *c) {
+    int e = 0;
+    e |= sv_addf(s, "--vocab=%d", c->vocab) | sv_addf(s, "--layers=%d", c->layers);
+    e |= sv_addf(s, "--width=%d", c->width) | sv_addf(s, "--heads=%d", c->heads);
+    e |= sv_addf(s, "--seq=%d", c->seq) | sv_addf(s, "--batch=%d", c->batch);
+    e |= sv_addf(s, "--microbatches=%d", c->microbatches);
+    e |= sv_addf(s, "--seed=%llu", (unsigned long long)c->seed);
+    e |= sv_addf(s, "--lr=%.9g", (double)c->lr) | sv_addf(s, "--min-lr=%.9g", (double)c->min_lr);
+    e |= sv_addf(s, "--beta1=%.9g", (double)c->beta1) | sv_addf(s, "--beta2=%.9g", (double)c->beta2);
+    e |= sv_addf(s, "--eps=%.9g", (double)c->eps);
+    e |= sv_addf(s, "--weight-decay=%.9g", (double)c->weight_decay);
+    e |= sv_addf(s, "--clip=%.9g", (double)c->clip) | sv_addf(s, "--warmup=%ld", c->warmup);
+    e |= sv_addf(s, "--decay-steps=%ld", c->decay_steps > 0 ? c->decay_steps : c->steps);
+    e |= sv_addf(s, "--precision=%s", c->precision == DCK_PREC_BF16 ? "bf16" : "fp32");
+    e |= sv_addf(s, "--mode=%s", c->mode == DCK_MODE_FAST ? "fast" : "deterministic");
+    e |= sv_addf(s, "--threads=%d", c->threads) | sv_addf(s, "--digest-every=%ld", c->digest_every);
+    e |= sv_addf(s, "--steps=%ld", c->steps);
+    if (c->data[0]) e |= sv_addf(s, "--data=%s", c->data);
+    if (c->compress) e |= sv_add(s, "--compress");
+    e |= sv_add(s, "-q");
+    return e;
+}
+
+/* Runs argv with stdout and stderr into log; exit status, 128+signal when
+ * killed, -1 when it could not start, -2 on timeout. */
+static int run_child(char **argv, const char *log, long timeout_s) {
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        setpgid(0, 0);
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execvp(argv[0], argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) {
+            if (WIFEXITED(st)) return WEXITSTATUS(st);
+            if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+            return -1;
+        }
+        if (r < 0 && errno != EINTR) return -1;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (t.tv_sec - t0.tv_sec > timeout_s) {
+            kill(-pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -2;
+        }
+        struct timespec nap = {0, 20 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+}
+
+typedef struct {
+    const char *self;
+    const dck_train_config *c;
+    const char *work;
+    long timeout;
+    bool json;
+} ctx_t;
+
+static void show_log(const char *log) {
+    FILE *f = fopen(log, "r");
+    if (!f) return;
+    char line[1024];
+    int n = 0;
+    while (fgets(line, sizeof line, f) && n++ < 40) fprintf(stderr, "  | %s", line);
+    fclose(f);
+}
+
+/* One `detcheck train` run; returns its exit status (see run_child). */
+static int train_run(ctx_t *x, const char *launcher, const char *name, const char *extra1,
+                     const char *extra2, long ckpt_every, const char *flip, char **log_out) {
+    strv a = {0};
+    char out[DCK_TRAIN_PATH + 64], log[DCK_TRAIN_PATH + 64];
+    snprintf(out, sizeof out, "%s/%s", x->work, name);
+    snprintf(log, sizeof log, "%s/%s%s.log", x->work, name, extra1 && !strcmp(extra1, "--resume") ? ".resume" : "");
+    int e = add_words(&a, launcher);
+    e |= sv_add(&a, x->self) | sv_add(&a, "train") | add_config(&a, x->c);
+    e |= sv_addf(&a, "--out=%s", out) | sv_addf(&a, "--ckpt-every=%ld", ckpt_every);
+    if (extra1) e |= sv_add(&a, extra1);
+    if (extra2) e |= sv_add(&a, extra2);
+    if (flip) e |= sv_addf(&a, "--flip-bit=%s", flip);
+    int rc = e ? -1 : run_child(a.v, log, x->timeout);
+    sv_free(&a);
+    if (log_out) *log_out = strdup(log);
+    return rc;
+}
+
+static bool exists(const char *dir, long step, const char *file) {
+    char *d = dck_ckpt_dir(dir, step);
+    char *p = d ? dck_path_join(d, file) : NULL;
+    struct stat st;
+    bool ok = p && stat(p, &st) == 0;
+    free(d);
+    free(p);
+    return ok;
+}
+
+static bool log_has(const char *log, const char *needle) {
+    FILE *f = fopen(log, "r");
+    if (!f) return false;
+    char line[4096];
+    bool hit = false;
+    while (!hit && fgets(line, sizeof line, f)) hit = strstr(line, needle) != NULL;
+    fclose(f);
+    return hit;
+}
+
+typedef struct {
+    char name[64];
+    char what[1024];
+    long first_step;
+    char tensor[512];
+    int result; /* 0 identical, 1 different, 2 trouble */
+} check_t;
+
+/* Compares run dir b against the reference a: trajectories, then the final
+ * checkpoint manifests. */
+static int compare_runs(ctx_t *x, const char *a, const char *b, check_t *ck) {
+    char pa[DCK_TRAIN_PATH + 64], pb[DCK_TRAIN_PATH + 64];
+    snprintf(pa, sizeof pa, "%s/%s/%s", x->work, a, DCK_TRAJECTORY);
+    snprintf(pb, sizeof pb, "%s/%s/%s", x->work, b, DCK_TRAJECTORY);
+    dck_traj_rec *ra = NULL, *rb = NULL;
+    size_t na = 0, nb = 0;
+    dck_status s = dck_traj_load(pa, &ra, &na);
+    if (!s) s = dck_traj_load(pb, &rb, &nb);
+    if (s) {
+        snprintf(ck->what, sizeof ck->what, "%s", dck_last_error());
+        free(ra);
+        free(rb);
+        return ck->result = 2;
+    }
+    long step = -1;
+    char what[600];
+    int diff = dck_traj_compare(ra, na, rb, nb, &step, what, sizeof what);
+    if (!diff && (na != nb || (na && ra[na - 1].step != rb[nb - 1].step))) {
+        diff = 1;
+        step = na && nb ? (ra[na - 1].step < rb[nb - 1].step ? ra[na - 1].step : rb[nb - 1].step) + 1 : 1;
+        snprintf(what, sizeof what, "trajectories hold %zu and %zu records", na, nb);
+    }
+    free(ra);
+    free(rb);
+    if (diff) {
+        ck->first_step = step;
+        snprintf(ck->what, sizeof ck->what, "first differing step %ld: %s", step, what);
+        ck->result = 1;
+    }
+    /* final manifests, tensors and values (files differ with K by design) */
+    char *da = NULL, *db = NULL, *ma = NULL, *mb = NULL;
+    snprintf(pa, sizeof pa, "%s/%s", x->work, a);
+    snprintf(pb, sizeof pb, "%s/%s", x->work, b);
+    da = dck_ckpt_dir(pa, x->c->steps);
+    db = dck_ckpt_dir(pb, x->c->steps);
+    ma = da ? dck_path_join(da, DCK_CKPT_MANIFEST) : NULL;
+    mb = db ? dck_path_join(db, DCK_CKPT_MANIFEST) : NULL;
+    dck_manifest *A = NULL, *B = NULL;
+    s = ma && mb ? dck_manifest_load(ma, &A) : DCK_ERR_NOMEM;
+    if (!s) s = dck_manifest_load(mb, &B);
+    if (!s) {
+        dck_cmp_result r;
+        s = dck_manifest_compare(A, B, 0, &r);
+        if (!s) {
+            if (r.n) {
+                snprintf(ck->tensor, sizeof ck->tensor, "%s", r.entries[0].name);
+                size_t len = strlen(ck->what);
+                snprintf(ck->what + len, sizeof ck->what - len,
+                         "%sfinal checkpoint: %zu of %zu tensors differ, first %s (%s)",
+                         len ? "; " : "", r.n, r.tensors_compared, r.entries[0].name,
+                         dck_cmp_kind_name(r.entries[0].kind));
+                ck->result = 1;
+            }
+            dck_cmp_result_release(&r);
+        }
+    }
+    if (s) {
+        snprintf(ck->what, sizeof ck->what, "%s", dck_last_error());
+        ck->result = 2;
+    }
+    dck_manifest_free(A);
+    dck_manifest_free(B);
+    free(da);
+    free(db);
+    free(ma);
+    free(mb);
+    return ck->result;
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
 
 int cmd_resume_check(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    cli_error("resume-check", "not implemented yet");
-    return DCK_EXIT_TROUBLE;
+    dck_train_config c;
+    dck_train_config_init(&c);
+    c.steps = 0;
+    rc_flags f = {0};
+    f.timeout = 600;
+    int rc = train_parse_args(CMD, argc, argv, &c, rc_extra, &f);
+    if (f.help) {
+        usage(stdout);
+        return 0;
+    }
+    if (rc) return rc;
+    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK"))
+        return cli_usage_error(CMD, "run resume-check itself without mpirun; pass --launcher "
+                                    "\"mpirun -np K\" instead");
+    if (c.steps < 2) return cli_usage_error(CMD, "--steps N (at least 2) is required");
+    if (!f.at) return cli_usage_error(CMD, "--at K[,K...] is required");
+    if (c.out[0] || c.resume || c.resume_from[0] || c.kill_after_ckpt > 0 ||
+        c.kill_during_ckpt > 0 || c.flip_step > 0)
+        return cli_usage_error(CMD, "--out, --resume, --resume-from, --kill-* and --flip-bit are "
+                                    "set by resume-check itself");
+    long ats[64];
+    int nat = 0;
+    {
+        char *copy = strdup(f.at), *save = NULL;
+        for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+            long k;
+            if (nat == 64 || !cli_parse_long(w, 1, c.steps - 1, &k)) {
+                free(copy);
+                return cli_usage_error(CMD, "--at '%s': each K must be an integer in [1, %ld]",
+                                       f.at, c.steps - 1);
+            }
+            if (c.ckpt_every > 0 && k % c.ckpt_every != 0) {
+                free(copy);
+                return cli_usage_error(CMD, "--at %ld is not a multiple of --ckpt-every %ld", k,
+                                       c.ckpt_every);
+            }
+            ats[nat++] = k;
+        }
+        free(copy);
+        if (!nat) return cli_usage_error(CMD, "--at needs at least one step");
+    }
+    if (c.decay_steps <= 0) c.decay_steps = c.steps;
+    {
+        dck_train_config t = c;
+        snprintf(t.out, sizeof t.out, "%s", "(workdir)");
+        if (dck_train_config_check(&t)) return cli_usage_error(CMD, "%s", dck_last_error());
+    }
+    if (f.flip) {
+        dck_train_config t = c;
+        if (dck_train_config_set(&t, "flip-bit", f.flip))
+            return cli_usage_error(CMD, "%s", dck_last_error());
+    }
+    char self[PATH_MAX];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl <= 0) {
+        cli_error(CMD, "cannot find the detcheck binary (/proc/self/exe)");
+        return DCK_EXIT_TROUBLE;
+    }
+    self[sl] = 0;
+    char work[DCK_TRAIN_PATH];
+    bool temp = !f.workdir;
+    if (f.workdir) {
+        snprintf(work, sizeof work, "%s", f.workdir);
+        if (mkdir(work, 0777) != 0 && errno != EEXIST) {
+            cli_error(CMD, "%s: cannot create: %s", work, strerror(errno));
+            return DCK_EXIT_TROUBLE;
+        }
+    } else {
+        const char *t = getenv("TMPDIR");
+        snprintf(work, sizeof work, "%s/detcheck-resume-check.XXXXXX", t && *t ? t : "/tmp");
+        if (!mkdtemp(work)) {
+            cli_error(CMD, "cannot create a temporary directory: %s", strerror(errno));
+            return DCK_EXIT_TROUBLE;
+        }
+    }
+    const char *rl = f.resume_launcher ? f.resume_launcher : f.launcher;
+    ctx_t x = {self, &c, work, f.timeout, f.json};
+    check_t checks[129];
+    int nchk = 0, worst = 0;
+    char *log = NULL;
+
+    long ref_every = c.ckpt_every > 0 ? c.ckpt_every : ats[0];
+    cli_info(CMD, "reference: %ld steps%s%s", c.steps, f.launcher ? " under " : "",
+             f.launcher ? f.launcher : "");
+    int r = train_run(&x, f.launcher, "reference", NULL, NULL, ref_every, NULL, &log);
+    if (r != 0) {
+        cli_error(CMD, "the reference run failed (exit %d); its log %s:", r, log);
+        show_log(log);
+        free(log);
+        return DCK_EXIT_TROUBLE;
+    }
+    free(log);
+    for (int i = 0; i < nat && worst < 2; i++) {
+        long K = ats[i], E = c.ckpt_every > 0 ? c.ckpt_every : K;
+        long D = K + E <= c.steps ? K + E : c.steps;
+        for (int kind = 0; kind < 2 && worst < 2; kind++) {
+            check_t *ck = &checks[nchk++];
+            memset(ck, 0, sizeof *ck);
+            ck->first_step = -1;
+            snprintf(ck->name, sizeof ck->name, "%s_%ld", kind ? "killed_during" : "killed_after",
+                     kind ? D : K);
+            char opt[64];
+            snprintf(opt, sizeof opt, "--kill-%s-ckpt=%ld", kind ? "during" : "after", kind ? D : K);
+            r = train_run(&x, f.launcher, ck->name, opt, NULL, E, NULL, &log);
+            bool ok = r != 0 && r != -1 && r != -2 && r != 2;
+            char dir[DCK_TRAIN_PATH + 80];
+            snprintf(dir, sizeof dir, "%s/%s", work, ck->name);
+            if (ok && !exists(dir, K, DCK_CKPT_MARKER)) ok = false;
+            if (ok && kind && exists(dir, D, DCK_CKPT_MARKER)) ok = false;
+            if (!ok) {
+                snprintf(ck->what, sizeof ck->what,
+                         "the run to kill %s checkpoint %ld did not die as planned (exit %d); log %s",
+                         kind ? "while writing" : "after", kind ? D : K, r, log);
+                ck->result = worst = 2;
+                free(log);
+                break;
+            }
+            free(log);
+            r = train_run(&x, rl, ck->name, "--resume", NULL, E, f.flip, &log);
+            if (r != 0) {
+                snprintf(ck->what, sizeof ck->what, "the resumed run failed (exit %d); log %s", r, log);
+                ck->result = worst = 2;
+                show_log(log);
+                free(log);
+                break;
+            }
+            if (kind && !log_has(log, "torn checkpoint")) {
+                snprintf(ck->what, sizeof ck->what,
+                         "the resumed run did not report the torn checkpoint %ld; log %s", D, log);
+                ck->result = worst = 2;
+                free(log);
+                break;
+            }
+            free(log);
+            compare_runs(&x, "reference", ck->name, ck);
+            if (ck->result > worst) worst = ck->result;
+            if (!f.json) {
+                if (ck->result == 0)
+                    cli_info(CMD, "%s checkpoint %ld, resumed from %ld%s%s: identical",
+                             kind ? "killed while writing" : "killed after", kind ? D : K, K,
+                             rl ? " under " : "", rl ? rl : "");
+            }
+        }
+    }
+    if (f.json) {
+        printf("{\"identical\":%s,\"steps\":%ld,\"workdir\":", worst == 0 ? "true" : "false", c.steps);
+        json_str(work);
+        printf(",\"checks\":[");
+        for (int i = 0; i < nchk; i++) {
+            printf("%s{\"name\":\"%s\",\"result\":\"%s\",\"first_step\":", i ? "," : "",
+                   checks[i].name,
+                   checks[i].result == 0 ? "identical" : checks[i].result == 1 ? "different" : "trouble");
+            if (checks[i].first_step >= 0)
+                printf("%ld", checks[i].first_step);
+            else
+                printf("null");
+            printf(",\"tensor\":");
+            if (checks[i].tensor[0])
+                json_str(checks[i].tensor);
+            else
+                printf("null");
+            printf(",\"detail\":");
+            json_str(checks[i].what);
+            printf("}");
+        }
+        printf("]}\n");
+    } else {
+        for (int i = 0; i < nchk; i++)
+            if (checks[i].result == 1)
+                printf("%s: DIFFERENT: %s\n", checks[i].name, checks[i].what);
+            else if (checks[i].result == 2)
+                cli_error(CMD, "%s: %s", checks[i].name, checks[i].what);
+        if (worst == 0)
+            printf("resume-check: identical (%d interrupted runs, %ld steps each, bit for bit)\n",
+                   nchk, c.steps);
+        else
+            printf("resume-check: %s; runs kept in %s\n", worst == 1 ? "NOT reproducible" : "trouble",
+                   work);
+    }
+    if (worst == 0 && temp && !f.keep) nftw(work, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return worst == 0 ? DCK_EXIT_SAME : worst == 1 ? DCK_EXIT_DIFFERENT : DCK_EXIT_TROUBLE;
 }

@@ -1,9 +1,225 @@
-/* detcheck train: placeholder until its issue lands. */
-#include "cli.h"
+/* detcheck train: the built-in deterministic training loop (CPU, MPI data
+ * parallel). See man/detcheck-train.1. */
+#include "train_cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: detcheck train [OPTIONS]\n"
+            "       mpirun -np K detcheck train [OPTIONS]\n"
+            "\n"
+            "Trains a small decoder-only transformer on a synthetic task (or a uint16\n"
+            "token file) with every reduction in a fixed order: the trajectory is the\n"
+            "same bits for any number of ranks K (dividing --microbatches) and threads.\n"
+            "\n"
+            "Run:\n"
+            "  --steps N            steps to reach (default 20)\n"
+            "  --seed S             seed of weights and data (default 1)\n"
+            "  --out DIR            write DIR/trajectory.jsonl and checkpoints DIR/step_NNNNNNNN/\n"
+            "  --ckpt-every N       checkpoint every N steps (and always the last step)\n"
+            "  --resume             continue from the latest complete checkpoint in --out\n"
+            "  --resume-from DIR    continue from this checkpoint directory\n"
+            "  --compress           zstd-compressed shards\n"
+            "  --digest-every N     root digest in the trajectory every N steps (default 1, 0 off)\n"
+            "  --mode MODE          deterministic (default) or fast (allreduce, completion order)\n"
+            "  --precision P        fp32 (default) or bf16 (fp32 master weights)\n"
+            "  --threads T          threads per rank (default 1)\n"
+            "  --bench              run deterministic and fast mode, print the determinism tax\n"
+            "  --json               summary as JSON\n"
+            "  -q, --quiet          no per-step lines\n"
+            "\n"
+            "Model and data:\n"
+            "  --vocab N (256)  --layers N (2)  --width N (64)  --heads N (4)  --seq N (32)\n"
+            "  --batch N        sequences per microbatch (1)\n"
+            "  --microbatches M microbatches per step, a power of two (8)\n"
+            "  --data FILE      uint16 little-endian token file instead of the synthetic task\n"
+            "\n"
+            "Optimizer (AdamW, global-norm clipping, warmup + cosine):\n"
+            "  --lr (3e-3) --min-lr (3e-4) --warmup (10) --decay-steps (--steps)\n"
+            "  --beta1 (0.9) --beta2 (0.95) --eps (1e-8) --weight-decay (0.1) --clip (1.0)\n"
+            "\n"
+            "Testing hooks:\n"
+            "  --flip-bit STEP:TENSOR:INDEX   flip the low bit of one weight after STEP\n"
+            "  --kill-after-ckpt STEP         SIGKILL right after the checkpoint of STEP\n"
+            "  --kill-during-ckpt STEP        SIGKILL while writing the checkpoint of STEP\n"
+            "\n"
+            "Exit status: 0 done, 2 trouble (bad flags, config mismatch on resume, I/O).\n");
+}
+
+typedef struct {
+    bool quiet, json;
+} out_ctx;
+
+static void on_step(void *ctx, const dck_train_step_info *s) {
+    out_ctx *o = ctx;
+    if (o->quiet || o->json) return;
+    char hex[33] = "-";
+    if (s->has_root) dck_digest_to_hex(s->root, hex);
+    printf("step %6ld  loss %.6f  grad_norm %.6f  lr %.3e  root %s\n", s->step, (double)s->loss,
+           (double)s->grad_norm, (double)s->lr, hex);
+    fflush(stdout);
+}
+
+static void on_message(void *ctx, int warning, const char *msg) {
+    (void)ctx;
+    if (warning)
+        cli_warn("train", "%s", msg);
+    else
+        cli_info("train", "%s", msg);
+}
+
+int train_parse_args(const char *cmd, int argc, char **argv, dck_train_config *c,
+                     int (*extra)(void *, const char *, const char *, int *), void *ectx) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0 || !a[2]) {
+            if (extra) {
+                int used = 0;
+                int r = extra(ectx, a, i + 1 < argc ? argv[i + 1] : NULL, &used);
+                if (r < 0) return DCK_EXIT_TROUBLE;
+                if (r > 0) {
+                    i += used;
+                    continue;
+                }
+            }
+            return cli_usage_error(cmd, "unexpected argument '%s'", a);
+        }
+        char name[64];
+        const char *eq = strchr(a + 2, '=');
+        size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        if (nl >= sizeof name) return cli_usage_error(cmd, "unknown option '%s'", a);
+        memcpy(name, a + 2, nl);
+        name[nl] = 0;
+        int tv = dck_train_flag_takes_value(name);
+        if (tv < 0) {
+            if (extra) {
+                int used = 0;
+                int r = extra(ectx, a, i + 1 < argc ? argv[i + 1] : NULL, &used);
+                if (r < 0) return DCK_EXIT_TROUBLE;
+                if (r > 0) {
+                    i += used;
+                    continue;
+                }
+            }
+            return cli_usage_error(cmd, "unknown option '%s'", a);
+        }
+        const char *val = NULL;
+        if (tv == 1) {
+            if (eq)
+                val = eq + 1;
+            else if (i + 1 < argc)
+                val = argv[++i];
+            else
+                return cli_usage_error(cmd, "%s needs a value", a);
+        } else if (eq) {
+            return cli_usage_error(cmd, "%s takes no value", name);
+        }
+        if (dck_train_config_set(c, name, val) != DCK_OK)
+            return cli_usage_error(cmd, "%s", dck_last_error());
+    }
+    return 0;
+}
+
+typedef struct {
+    bool help, json, quiet, bench;
+} train_flags;
+
+static int train_extra(void *ctx, const char *a, const char *next, int *used) {
+    (void)next;
+    train_flags *f = ctx;
+    *used = 0;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) return f->help = true, 1;
+    if (!strcmp(a, "--json")) return f->json = true, 1;
+    if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) return f->quiet = true, 1;
+    if (!strcmp(a, "--bench")) return f->bench = true, 1;
+    return 0;
+}
+
+static int bench(dck_train_config *c, dck_comm *comm, bool json) {
+    /* Deterministic and fast mode on the same config, alternated three times; the
+     * best rate of each counts (the machine may be shared). */
+    c->out[0] = 0;
+    c->resume = false;
+    c->resume_from[0] = 0;
+    double best[2] = {0, 0};
+    for (int round = 0; round < 3; round++)
+        for (int mode = 0; mode < 2; mode++) {
+            c->mode = mode ? DCK_MODE_FAST : DCK_MODE_DET;
+            dck_train_result r;
+            dck_status s = dck_train_run(c, comm, NULL, &r);
+            if (s) return cli_fail("train", s);
+            if (r.steps_per_s > best[mode]) best[mode] = r.steps_per_s;
+        }
+    double tax = best[1] > 0 && best[0] > 0 ? best[1] / best[0] : 0;
+    if (cli_rank == 0) {
+        int K = dck_comm_size(comm);
+        if (json)
+            printf("{\"ranks\":%d,\"threads\":%d,\"steps\":%ld,\"deterministic_steps_per_s\":%.3f,"
+                   "\"fast_steps_per_s\":%.3f,\"determinism_tax\":%.4f,\"goal\":1.10}\n",
+                   K, c->threads, c->steps, best[0], best[1], tax);
+        else
+            printf("ranks %d, threads %d, %ld steps\n"
+                   "deterministic  %8.2f steps/s\n"
+                   "fast           %8.2f steps/s\n"
+                   "determinism tax %.3fx (goal <= 1.10x: %s)\n",
+                   K, c->threads, c->steps, best[0], best[1], tax, tax <= 1.10 ? "met" : "missed");
+    }
+    return 0;
+}
 
 int cmd_train(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    cli_error("train", "not implemented yet");
-    return DCK_EXIT_TROUBLE;
+    dck_train_config c;
+    dck_train_config_init(&c);
+    train_flags f = {0};
+    int rc = train_parse_args("train", argc, argv, &c, train_extra, &f);
+    if (f.help) {
+        usage(stdout);
+        return 0;
+    }
+    if (rc) return rc;
+    cli_quiet = f.quiet;
+    dck_comm *comm = NULL;
+    dck_status s = dck_comm_init(&argc, &argv, &comm);
+    if (s) return cli_fail("train", s);
+    cli_rank = dck_comm_rank(comm);
+    if (f.bench) {
+        rc = bench(&c, comm, f.json);
+        dck_comm_finalize(comm);
+        return rc;
+    }
+    out_ctx o = {f.quiet, f.json};
+    dck_train_hooks hooks = {&o, on_step, on_message};
+    dck_train_result r;
+    s = dck_train_run(&c, comm, &hooks, &r);
+    if (s) {
+        rc = cli_fail("train", s);
+        dck_comm_finalize(comm);
+        return rc;
+    }
+    if (cli_rank == 0) {
+        char hex[40] = "null";
+        if (r.has_root) {
+            hex[0] = '"';
+            dck_digest_to_hex(r.final_root, hex + 1);
+            strcat(hex, "\"");
+        }
+        long done = r.last_step - r.first_step + 1;
+        if (f.json)
+            printf("{\"ranks\":%d,\"first_step\":%ld,\"last_step\":%ld,\"first_loss\":%.9g,"
+                   "\"last_loss\":%.9g,\"seconds\":%.3f,\"steps_per_s\":%.3f,\"root\":%s}\n",
+                   dck_comm_size(comm), r.first_step, r.last_step, (double)r.first_loss,
+                   (double)r.last_loss, r.seconds, r.steps_per_s, hex);
+        else if (done > 0)
+            cli_info("train", "steps %ld..%ld on %d rank%s: loss %.4f -> %.4f, %.2f steps/s",
+                     r.first_step, r.last_step, dck_comm_size(comm),
+                     dck_comm_size(comm) > 1 ? "s" : "", (double)r.first_loss,
+                     (double)r.last_loss, r.steps_per_s);
+        else
+            cli_info("train", "nothing to do: already at step %ld", r.last_step);
+    }
+    dck_comm_finalize(comm);
+    return 0;
 }

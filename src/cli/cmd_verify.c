@@ -22,6 +22,8 @@ static const char verify_help[] =
     "      --files        also compare whole-file hashes and sizes\n"
     "      --json         a JSON report on stdout\n"
     "  -t, --threads N    worker threads for hashing\n"
+    "      --iteration N  Megatron-LM checkpoint root: read iter_N instead of the\n"
+    "                     latest iteration\n"
     "  -q, --quiet        print nothing; the exit status says it all\n"
     "  -h, --help         this help\n"
     "\n"
@@ -69,6 +71,7 @@ int cmd_verify(int argc, char **argv) {
         {"golden", required_argument, NULL, 'g'}, {"files", no_argument, NULL, 'F'},
         {"json", no_argument, NULL, 'j'},         {"threads", required_argument, NULL, 't'},
         {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
+        {"iteration", required_argument, NULL, 'I'},
         {NULL, 0, NULL, 0}};
     const char *golden_path = NULL;
     int files = 0, json = 0;
@@ -77,7 +80,7 @@ int cmd_verify(int argc, char **argv) {
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "+g:t:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "g:t:qh", opts, NULL)) != -1) {
         long v;
         switch (c) {
         case 'g': golden_path = optarg; break;
@@ -89,6 +92,11 @@ int cmd_verify(int argc, char **argv) {
             o.threads = (int)v;
             break;
         case 'q': cli_quiet = true; break;
+        case 'I': /* Megatron checkpoint roots: which iter_N directory */
+            if (!cli_parse_long(optarg, 0, 999999999, &v))
+                return cli_usage_error("verify", "--iteration wants an integer 0..999999999, not '%s'", optarg);
+            o.iteration = v;
+            break;
         case 'h': fputs(verify_help, stdout); return 0;
         default:
             return cli_usage_error("verify", "unknown or incomplete option '%s'", argv[optind - 1]);

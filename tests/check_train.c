@@ -1,0 +1,298 @@
+/* The training loop without MPI: gradients against finite differences,
+ * bitwise independence of the thread count, fast mode really differing,
+ * the loss falling, ZeRO-1 partition, schedule, data, config. */
+#include "testutil.h"
+#include "train.h"
+
+#include <math.h>
+
+static dck_train_config tiny(void) {
+    dck_train_config c;
+    dck_train_config_init(&c);
+    c.vocab = 32;
+    c.layers = 1;
+    c.width = 16;
+    c.heads = 2;
+    c.seq = 8;
+    c.batch = 2;
+    c.microbatches = 4;
+    c.steps = 4;
+    c.warmup = 2;
+    return c;
+}
+
+START_TEST(gradient_matches_finite_differences) {
+    dck_train_config c = tiny();
+    c.layers = 2;
+    c.vocab = 11;
+    c.width = 8;
+    c.seq = 5;
+    dck_model m;
+    ck_assert_int_eq(dck_model_init(&m, &c), DCK_OK);
+    float *w = calloc(m.total, sizeof(float)), *g = calloc(m.total, sizeof(float)),
+          *g2 = calloc(m.total, sizeof(float));
+    /* larger weights than the default init, so every path carries gradient */
+    for (size_t i = 0; i < m.total; i++)
+        w[i] = ((float)(dck_philox_u32(5, (uint32_t)i, 0, 0, 0) >> 8) / 16777216.0f - 0.5f) * 0.8f;
+    for (size_t t = 0; t < m.nparams; t++)
+        if (strstr(m.params[t].name, "ln") && strstr(m.params[t].name, "weight"))
+            for (size_t e = 0; e < m.params[t].numel; e++) w[m.params[t].offset + e] += 1.0f;
+    uint16_t tok[2 * 6];
+    for (int i = 0; i < 12; i++) tok[i] = (uint16_t)((i * 7 + 3) % 11);
+    dck_workspace *ws = dck_workspace_create(&m);
+    dck_model_microbatch(&m, ws, w, tok, g);
+    double worst = 0;
+    for (size_t t = 0; t < m.nparams; t++) {
+        const dck_param *p = &m.params[t];
+        for (size_t k = 0; k < 3; k++) {
+            size_t i = p->offset + (k * 7919) % p->numel;
+            float keep = w[i], h = 1e-2f;
+            w[i] = keep + h;
+            double lp = dck_model_microbatch(&m, ws, w, tok, g2);
+            w[i] = keep - h;
+            double lm = dck_model_microbatch(&m, ws, w, tok, g2);
+            w[i] = keep;
+            double num = (lp - lm) / (2.0 * h);
+            double err = fabs(num - g[i]);
+            double tol = 2e-3 + 3e-2 * fabs(num);
+            if (err / (tol) > worst) worst = err / tol;
+            ck_assert_msg(err <= tol, "%s[%zu]: analytic %g, numeric %g", p->name,
+                          i - p->offset, (double)g[i], num);
+        }
+    }
+    printf("gradient check: worst error %.2f of tolerance\n", worst);
+    dck_workspace_free(ws);
+    free(w);
+    free(g);
+    free(g2);
+    dck_model_release(&m);
+}
+END_TEST
+
+static dck_train_result run(dck_train_config c) {
+    dck_train_result r;
+    ck_assert_int_eq(dck_train_run(&c, NULL, NULL, &r), DCK_OK);
+    return r;
+}
+
+START_TEST(threads_do_not_change_bits) {
+    for (int prec = 0; prec < 2; prec++) {
+        dck_train_config c = tiny();
+        c.precision = prec ? DCK_PREC_BF16 : DCK_PREC_FP32;
+        c.threads = 1;
+        dck_train_result a = run(c);
+        c.threads = 2;
+        dck_train_result b = run(c);
+        c.threads = 3;
+        dck_train_result d = run(c);
+        ck_assert(dck_digest_equal(a.final_root, b.final_root));
+        ck_assert(dck_digest_equal(a.final_root, d.final_root));
+        ck_assert_uint_eq(dck_f32_bits(a.last_loss), dck_f32_bits(b.last_loss));
+        ck_assert_uint_eq(dck_f32_bits(a.last_loss), dck_f32_bits(d.last_loss));
+        /* and the precision matters: bf16 is not fp32 */
+        if (prec) {
+            dck_train_config f = tiny();
+            ck_assert(!dck_digest_equal(run(f).final_root, a.final_root));
+        }
+    }
+}
+END_TEST
+
+START_TEST(fast_mode_differs) {
+    /* sequential completion-order sums are not the tree: other bits */
+    dck_train_config c = tiny();
+    c.microbatches = 8;
+    dck_train_result det = run(c);
+    c.mode = DCK_MODE_FAST;
+    dck_train_result fast = run(c);
+    ck_assert(!dck_digest_equal(det.final_root, fast.final_root));
+    ck_assert(fabsf(det.last_loss - fast.last_loss) < 1e-3f); /* same training, other rounding */
+}
+END_TEST
+
+START_TEST(loss_falls_by_half) {
+    dck_train_config c = tiny();
+    c.width = 32;
+    c.seq = 16;
+    c.steps = 200;
+    c.warmup = 10;
+    c.lr = 1e-2f;
+    c.min_lr = 1e-3f;
+    c.digest_every = 0;
+    dck_train_result r = run(c);
+    printf("loss %.4f -> %.4f in %ld steps (%.1f steps/s)\n", (double)r.first_loss,
+           (double)r.last_loss, r.last_step, r.steps_per_s);
+    ck_assert_float_lt(r.last_loss, r.first_loss * 0.5f);
+}
+END_TEST
+
+START_TEST(zero_partition_rows) {
+    dck_train_config c;
+    dck_train_config_init(&c);
+    dck_model m;
+    ck_assert_int_eq(dck_model_init(&m, &c), DCK_OK);
+    for (int K = 1; K <= 8; K++) {
+        size_t st[9];
+        dck_zero_partition(&m, K, st);
+        ck_assert_uint_eq(st[0], 0);
+        ck_assert_uint_eq(st[K], m.total);
+        for (int r = 1; r < K; r++) {
+            ck_assert_uint_ge(st[r], st[r - 1]);
+            /* a row start of some tensor */
+            bool row = false;
+            for (size_t t = 0; t < m.nparams; t++) {
+                const dck_param *p = &m.params[t];
+                if (st[r] >= p->offset && st[r] < p->offset + p->numel)
+                    row = (st[r] - p->offset) % p->row == 0;
+            }
+            ck_assert(row);
+            /* balanced within one row of the largest tensor */
+            ck_assert_uint_le(st[r] - st[r - 1], m.total / (size_t)K + 2 * 256);
+        }
+    }
+    dck_model_release(&m);
+}
+END_TEST
+
+START_TEST(lr_schedule) {
+    dck_train_config c;
+    dck_train_config_init(&c);
+    c.lr = 1e-2f;
+    c.min_lr = 1e-3f;
+    c.warmup = 10;
+    c.steps = 110;
+    ck_assert_float_eq(dck_lr_at(&c, 5), (float)(1e-2f * 0.5));
+    ck_assert_float_eq(dck_lr_at(&c, 10), 1e-2f);
+    ck_assert_float_eq_tol(dck_lr_at(&c, 60), 5.5e-3f, 1e-8f);
+    ck_assert_float_eq(dck_lr_at(&c, 110), 1e-3f);
+    ck_assert_float_eq(dck_lr_at(&c, 500), 1e-3f);
+    c.decay_steps = 210;
+    ck_assert_float_eq_tol(dck_lr_at(&c, 110), 5.5e-3f, 1e-8f);
+}
+END_TEST
+
+START_TEST(data_is_indexed) {
+    dck_train_config c = tiny();
+    dck_data *d;
+    ck_assert_int_eq(dck_data_open(&c, &d), DCK_OK);
+    uint16_t a[9], b[9], e[9];
+    dck_data_sample(d, 12345, a);
+    dck_data_sample(d, 7, e);
+    dck_data_sample(d, 12345, b);
+    ck_assert(memcmp(a, b, sizeof a) == 0);
+    ck_assert(memcmp(a, e, sizeof a) != 0);
+    for (int i = 0; i < 9; i++) ck_assert_uint_lt(a[i], 32);
+    dck_data_free(d);
+
+    char *dir = tu_tmpdir();
+    char *p = tu_path(dir, "tokens.bin");
+    uint16_t toks[100];
+    for (int i = 0; i < 100; i++) toks[i] = (uint16_t)(i % 30);
+    tu_write(p, toks, sizeof toks);
+    snprintf(c.data, sizeof c.data, "%s", p);
+    ck_assert_int_eq(dck_data_open(&c, &d), DCK_OK);
+    dck_data_sample(d, 3, a);
+    for (int i = 1; i < 9; i++) ck_assert_uint_eq(a[i], (a[i - 1] + 1) % 30);
+    dck_data_free(d);
+    toks[50] = 40; /* outside vocab 32 */
+    tu_write(p, toks, sizeof toks);
+    ck_assert_int_eq(dck_data_open(&c, &d), DCK_ERR_FORMAT);
+    ck_assert(strstr(dck_last_error(), "outside the vocabulary"));
+    tu_write(p, toks, 7);
+    ck_assert_int_eq(dck_data_open(&c, &d), DCK_ERR_FORMAT);
+    free(p);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+START_TEST(config_parse_and_match) {
+    dck_train_config c;
+    dck_train_config_init(&c);
+    ck_assert_int_eq(dck_train_config_set(&c, "width", "48"), DCK_OK);
+    ck_assert_int_eq(dck_train_config_set(&c, "width", "4x"), DCK_ERR_INVALID);
+    ck_assert_int_eq(dck_train_config_set(&c, "precision", "fp16"), DCK_ERR_INVALID);
+    ck_assert_int_eq(dck_train_config_set(&c, "nope", "1"), DCK_ERR_INVALID);
+    ck_assert_int_eq(dck_train_config_set(&c, "flip-bit", "3:model.wte.weight:17"), DCK_OK);
+    ck_assert_int_eq(c.flip_step, 3);
+    ck_assert_str_eq(c.flip_tensor, "model.wte.weight");
+    ck_assert_uint_eq(c.flip_index, 17);
+    ck_assert_int_eq(dck_train_config_set(&c, "microbatches", "6"), DCK_OK);
+    ck_assert_int_eq(dck_train_config_check(&c), DCK_ERR_INVALID);
+    ck_assert(strstr(dck_last_error(), "power of two"));
+    dck_train_config_init(&c);
+    ck_assert_int_eq(dck_train_config_set(&c, "heads", "5"), DCK_OK);
+    ck_assert_int_eq(dck_train_config_check(&c), DCK_ERR_INVALID);
+
+    dck_train_config a;
+    dck_train_config_init(&a);
+    char *ja = dck_train_config_json(&a);
+    ck_assert_int_eq(dck_train_config_match(&a, ja, "ck"), DCK_OK);
+    dck_train_config b = a;
+    b.width = 32;
+    b.lr = 1e-3f;
+    b.threads = 4; /* not identity */
+    ck_assert_int_eq(dck_train_config_match(&b, ja, "ck"), DCK_ERR_MISMATCH);
+    ck_assert(strstr(dck_last_error(), "width: checkpoint 64, this run 32"));
+    ck_assert(strstr(dck_last_error(), "lr"));
+    ck_assert(!strstr(dck_last_error(), "threads"));
+    dck_train_config r;
+    dck_train_config_init(&r);
+    r.width = 8;
+    ck_assert_int_eq(dck_train_config_from_json(&r, ja, "ck"), DCK_OK);
+    ck_assert_int_eq(dck_train_config_match(&r, ja, "ck"), DCK_OK);
+    free(ja);
+}
+END_TEST
+
+START_TEST(trajectory_root_matches_checkpoint) {
+    /* the root in the trajectory (from fragment partials of the slices) is
+     * the root over the model and optimizer tensors of the checkpoint that
+     * detcheck hash computes from the files */
+    for (int prec = 0; prec < 2; prec++) {
+        char *dir = tu_tmpdir();
+        dck_train_config c = tiny();
+        c.precision = prec ? DCK_PREC_BF16 : DCK_PREC_FP32;
+        snprintf(c.out, sizeof c.out, "%s/run", dir);
+        dck_train_result r = run(c);
+        ck_assert(r.has_root);
+        char *mp = tu_path(dir, "run/step_00000004/manifest.json");
+        dck_manifest *m;
+        ck_assert_int_eq(dck_manifest_load(mp, &m), DCK_OK);
+        const char *names[512];
+        dck_digest dg[512];
+        size_t n = 0, other = 0;
+        for (size_t i = 0; i < dck_manifest_tensor_count(m); i++) {
+            const dck_manifest_tensor *t = dck_manifest_tensor_at(m, i);
+            if (t->group == DCK_GROUP_WEIGHTS || t->group == DCK_GROUP_OPTIMIZER) {
+                names[n] = t->name;
+                dg[n++] = t->digest;
+            } else {
+                other++;
+            }
+        }
+        ck_assert_uint_eq(other, 5); /* rng x2, step, scheduler, config */
+        ck_assert_uint_eq(n, (prec ? 4 : 3) * (5 + 12 * (size_t)c.layers));
+        ck_assert(dck_digest_equal(dck_root_digest(names, dg, n), r.final_root));
+        dck_manifest_free(m);
+        free(mp);
+        tu_tmpdir_free(dir);
+    }
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("train");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, gradient_matches_finite_differences);
+    tcase_add_test(tc, threads_do_not_change_bits);
+    tcase_add_test(tc, fast_mode_differs);
+    tcase_add_test(tc, loss_falls_by_half);
+    tcase_add_test(tc, zero_partition_rows);
+    tcase_add_test(tc, lr_schedule);
+    tcase_add_test(tc, data_is_indexed);
+    tcase_add_test(tc, config_parse_and_match);
+    tcase_add_test(tc, trajectory_root_matches_checkpoint);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}

@@ -1,0 +1,38 @@
+# bisect finds an injected one-bit divergence at exactly its step and tensor.
+. "$DCK_TOP/tests/cli/lib.sh"
+CFG="--vocab 64 --width 32 --layers 2 --heads 2 --seq 16 --batch 1 --microbatches 2 --steps 7 --ckpt-every 1 -q"
+T=model.blocks.1.attn.qkv.weight
+expect_exit 0 $DETCHECK train $CFG --out a
+expect_exit 0 $DETCHECK train $CFG --out b --flip-bit 4:$T:123
+expect_exit 1 $DETCHECK bisect a b
+expect_grep 'first differing step: 4 (root ' out.txt
+expect_grep 'last agreeing checkpoint: step 3' out.txt
+expect_grep 'first differing checkpoint: step 4, 1 of ' out.txt
+expect_grep "^  $T (digest)" out.txt
+expect_grep 'replay: detcheck train .*--resume-from a/step_00000003 --steps 4' out.txt
+expect_exit 1 $DETCHECK bisect --json a b
+expect_grep '"first_step":4' out.txt
+expect_grep "\"tensors\":\[{\"name\":\"$T\"" out.txt
+# the printed replay command reproduces run A's step 4
+cmd=$($DETCHECK bisect a b | sed -n 's/^replay: //p' | sed 's/REPLAY_DIR/replay/; s/^detcheck /$DETCHECK /')
+eval "$cmd -q" || fail "replay failed: $cmd"; ok
+expect_exit 0 $DETCHECK hash -o a4.yaml a/step_00000004
+expect_exit 0 $DETCHECK verify --golden a4.yaml replay/step_00000004
+# without root digests a one-ulp flip is below the loss's resolution: the
+# trajectories agree, the checkpoints still show it
+expect_exit 0 $DETCHECK train $CFG --out c --digest-every 0
+expect_exit 0 $DETCHECK train $CFG --out d --digest-every 0 --flip-bit 4:$T:123
+expect_exit 1 $DETCHECK bisect c d
+expect_grep 'trajectories agree; the checkpoints do not' out.txt
+expect_grep 'first differing checkpoint: step 4' out.txt
+expect_exit 2 $DETCHECK train $CFG --out f --flip-bit 4:model.wte.weight:2048
+expect_grep 'index 2048 beyond model.wte.weight (2048 elements)' err.txt
+# identical and trouble
+expect_exit 0 $DETCHECK bisect a a
+expect_grep '^identical: 7 and 7 steps agree' out.txt
+expect_exit 2 $DETCHECK bisect a nowhere
+expect_exit 2 $DETCHECK bisect a
+mkdir e && echo '{"step": 1, "loss' > e/trajectory.jsonl && echo 'garbage' >> e/trajectory.jsonl
+expect_exit 2 $DETCHECK bisect a e
+expect_grep 'e/trajectory.jsonl:1: not a JSON object' err.txt
+done_ok

@@ -1,0 +1,69 @@
+# detcheck train: help, misuse, trajectory format, token files, --bench.
+. "$DCK_TOP/tests/cli/lib.sh"
+CFG="--vocab 64 --width 32 --layers 1 --heads 2 --seq 16 --batch 1 --microbatches 2"
+expect_exit 0 $DETCHECK train --help
+expect_grep 'usage: detcheck train' out.txt
+expect_exit 0 $DETCHECK resume-check --help
+expect_exit 0 $DETCHECK bisect --help
+expect_exit 2 $DETCHECK train --microbatches 6
+expect_grep 'power of two' err.txt
+expect_exit 2 $DETCHECK train --width 30 --heads 4
+expect_exit 2 $DETCHECK train --precision fp16
+expect_grep "use fp32 or bf16" err.txt
+expect_exit 2 $DETCHECK train --steps
+expect_exit 2 $DETCHECK train --bogus 1
+expect_exit 2 $DETCHECK train --ckpt-every 2
+expect_grep 'need --out' err.txt
+expect_exit 2 $DETCHECK train $CFG --flip-bit 2:model.nope:1
+expect_exit 2 $DETCHECK train --width 4096 --layers 64
+expect_grep 'limit' err.txt
+
+# trajectory records
+expect_exit 0 $DETCHECK train $CFG --steps 3 --out r --digest-every 2
+expect_grep '^step      3  loss ' out.txt
+[ "$(wc -l < r/trajectory.jsonl)" -eq 3 ] || fail "3 records"; ok
+expect_grep '^{"step":1,"loss":[0-9.]*,"loss_bits":"[0-9a-f]\{8\}","grad_norm":[0-9.e-]*,"grad_norm_bits":"[0-9a-f]\{8\}","lr":[0-9.e-]*}$' r/trajectory.jsonl
+expect_grep '^{"step":2,.*,"root":"[0-9a-f]\{32\}"}$' r/trajectory.jsonl
+expect_grep '^{"step":3,.*,"root":"[0-9a-f]\{32\}"}$' r/trajectory.jsonl
+# the loss decimal and its bits are the same float
+python3 - r/trajectory.jsonl <<'PY' || fail "loss and loss_bits disagree"
+import json, struct, sys
+for line in open(sys.argv[1]):
+    o = json.loads(line)
+    assert struct.pack('>f', o["loss"]).hex() == o["loss_bits"], line
+PY
+ok
+expect_exit 0 $DETCHECK train $CFG --steps 3 --json
+expect_grep '"last_step":3' out.txt
+
+# a uint16 token file
+python3 -c "
+import struct
+open('tok.bin','wb').write(b''.join(struct.pack('<H', (i*7) % 50) for i in range(5000)))
+open('odd.bin','wb').write(b'\x01\x00\x02')
+open('big.bin','wb').write(struct.pack('<' + 'H'*100, *([1]*99 + [300])))"
+expect_exit 0 $DETCHECK train $CFG --steps 2 --data tok.bin --out dt
+expect_exit 2 $DETCHECK train $CFG --steps 2 --data odd.bin
+expect_grep 'odd.bin: 3 bytes is not a whole number' err.txt
+expect_exit 2 $DETCHECK train $CFG --steps 2 --data big.bin
+expect_grep 'big.bin: token 300 at index 99 is outside the vocabulary' err.txt
+expect_exit 2 $DETCHECK train $CFG --steps 2 --data missing.bin
+# a different token file is a different run: resume refuses it
+python3 -c "
+d = bytearray(open('tok.bin','rb').read()); d[10] = 5; d[11] = 0
+open('tok2.bin','wb').write(d)"
+expect_exit 2 $DETCHECK train $CFG --steps 4 --data tok2.bin --out dt --resume
+expect_grep 'data: checkpoint' err.txt
+
+# --bench prints both rates and the ratio
+expect_exit 0 $DETCHECK train $CFG --steps 4 --bench
+expect_grep '^deterministic .* steps/s' out.txt
+expect_grep '^determinism tax [0-9.]*x' out.txt
+
+# no libm transcendental in the training math (the CUDA twin must match it)
+objs=$(ls "$DCK_TOP/${BUILD:-build}"/src/train_*.o 2>/dev/null || true)
+if [ -n "$objs" ] && command -v nm > /dev/null; then
+    nm $objs | grep -E ' U (exp|expf|log|logf|tanh|tanhf|erf|erff|pow|powf|cos|cosf|sin|sinf)$' > libm.txt || true
+    [ ! -s libm.txt ] || { cat libm.txt; fail "training math calls libm"; }; ok
+fi
+done_ok
