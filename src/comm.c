@@ -76,7 +76,7 @@ int dck_comm_size(const dck_comm *c) { return c->size; }
 bool dck_comm_is_mpi(const dck_comm *c) { return c->mpi; }
 
 #ifdef DCK_HAVE_MPI
-static dck_status mpi_err(int rc, const char *what) {
+dck_status dck_mpi_check(int rc, const char *what) {
     if (rc == MPI_SUCCESS) return DCK_OK;
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
@@ -87,7 +87,7 @@ static dck_status mpi_err(int rc, const char *what) {
 
 dck_status dck_comm_barrier(dck_comm *c) {
 #ifdef DCK_HAVE_MPI
-    if (c->mpi) return mpi_err(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+    if (c->mpi) return dck_mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
 #endif
     (void)c;
     return DCK_OK;
@@ -101,7 +101,7 @@ dck_status dck_comm_allgather(dck_comm *c, const void *send, void *recv, size_t 
     }
 #ifdef DCK_HAVE_MPI
     if (n <= INT_MAX)
-        return mpi_err(MPI_Allgather(send, (int)n, MPI_BYTE, recv, (int)n, MPI_BYTE,
+        return dck_mpi_check(MPI_Allgather(send, (int)n, MPI_BYTE, recv, (int)n, MPI_BYTE,
                                      MPI_COMM_WORLD),
                        "MPI_Allgather");
     return dck_set_error(DCK_ERR_LIMIT, "mpi: allgather of %zu bytes per rank", n);
@@ -132,7 +132,7 @@ dck_status dck_comm_allgatherv(dck_comm *c, const void *send, size_t n, void *re
     int rc = MPI_Allgatherv(sb, (int)n, MPI_BYTE, recv, ic, ic + c->size, MPI_BYTE,
                             MPI_COMM_WORLD);
     free(ic);
-    return mpi_err(rc, "MPI_Allgatherv");
+    return dck_mpi_check(rc, "MPI_Allgatherv");
 #else
     return DCK_ERR_COMM;
 #endif
@@ -142,7 +142,7 @@ dck_status dck_comm_allreduce_sum_f32(dck_comm *c, float *data, size_t n) {
     if (!c->mpi) return DCK_OK;
 #ifdef DCK_HAVE_MPI
     if (n > INT_MAX) return dck_set_error(DCK_ERR_LIMIT, "mpi: allreduce of %zu floats", n);
-    return mpi_err(MPI_Allreduce(MPI_IN_PLACE, data, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+    return dck_mpi_check(MPI_Allreduce(MPI_IN_PLACE, data, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
                    "MPI_Allreduce");
 #else
     return DCK_ERR_COMM;
@@ -186,7 +186,7 @@ dck_status dck_comm_bcast(dck_comm *c, void *data, size_t n, int root) {
     if (!c->mpi) return DCK_OK;
 #ifdef DCK_HAVE_MPI
     if (n > INT_MAX) return dck_set_error(DCK_ERR_LIMIT, "mpi: bcast of %zu bytes", n);
-    return mpi_err(MPI_Bcast(data, (int)n, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+    return dck_mpi_check(MPI_Bcast(data, (int)n, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
 #else
     (void)data;
     (void)root;

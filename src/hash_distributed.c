@@ -74,15 +74,6 @@ typedef struct {
     int mpi; /* MPI calls are made */
 } world;
 
-#ifdef DCK_HAVE_MPI
-static dck_status mpi_check(int rc, const char *what) {
-    if (rc == MPI_SUCCESS) return DCK_OK;
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    return dck_set_error(DCK_ERR_COMM, "mpi: %s failed: %.*s", what, len, msg);
-}
-#endif
 
 /* Every rank learns the worst status; a rank that did not fail reports that
  * another did. Keeps ranks out of collectives their peers never enter. */
@@ -112,7 +103,7 @@ static dck_status reduce_u64(const world *w, uint64_t *v, size_t n) {
                                            MPI_COMM_WORLD)
                               : MPI_Reduce(v + done, NULL, c, MPI_UINT64_T, MPI_SUM, 0,
                                            MPI_COMM_WORLD);
-        dck_status s = mpi_check(rc, "MPI_Reduce of lane sums");
+        dck_status s = dck_mpi_check(rc, "MPI_Reduce of lane sums");
         if (s) return s;
         done += (size_t)c;
     }
@@ -150,7 +141,7 @@ static dck_status gather_edges(const world *w, const edge_rec *mine, size_t n, e
             return dck_set_error(DCK_ERR_NOMEM, "out of memory");
         }
     }
-    dck_status s = mpi_check(MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD),
+    dck_status s = dck_mpi_check(MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD),
                              "MPI_Gather of edge counts");
     size_t total = 0;
     if (!s && w->rank == 0) {
@@ -163,7 +154,7 @@ static dck_status gather_edges(const world *w, const edge_rec *mine, size_t n, e
     }
     /* rank 0 cannot bail out alone: the others are in the Gatherv */
     if (!s)
-        s = mpi_check(MPI_Gatherv(mine, cnt, MPI_BYTE, *all, counts, displs, MPI_BYTE, 0,
+        s = dck_mpi_check(MPI_Gatherv(mine, cnt, MPI_BYTE, *all, counts, displs, MPI_BYTE, 0,
                                   MPI_COMM_WORLD),
                       "MPI_Gatherv of fragment edges");
     *nall = total / sizeof(edge_rec);
@@ -188,7 +179,7 @@ static dck_status gpus_distinct(const world *w, int device, int *distinct) {
     snprintf(id, sizeof id, "%s/%s", host, bus);
     char *all = malloc(sizeof id * (size_t)w->size);
     if (!all) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
-    dck_status s = mpi_check(MPI_Allgather(id, (int)sizeof id, MPI_BYTE, all, (int)sizeof id,
+    dck_status s = dck_mpi_check(MPI_Allgather(id, (int)sizeof id, MPI_BYTE, all, (int)sizeof id,
                                            MPI_BYTE, MPI_COMM_WORLD),
                              "MPI_Allgather of GPU ids");
     *distinct = 1;
@@ -391,9 +382,9 @@ dck_status dck_checkpoint_hash_plan(dck_checkpoint *ck, const dck_options *opt,
         ncclResult_t nr_ = ncclSuccess;
         if (w.rank == 0) nr_ = ncclGetUniqueId(&id);
         int ok = nr_ == ncclSuccess;
-        s = mpi_check(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
+        s = dck_mpi_check(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
         if (!s && !ok) s = dck_set_error(DCK_ERR_DEVICE, "nccl: %s", ncclGetErrorString(nr_));
-        if (!s) s = mpi_check(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+        if (!s) s = dck_mpi_check(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
         if (!s) {
             nr_ = ncclCommInitRank(&comm, w.size, id, w.rank);
             if (nr_ == ncclSuccess)

@@ -28,6 +28,11 @@ int dck_has_suffix(const char *s, const char *suffix);
 /* qsort that accepts (NULL, 0): qsort's pointer must be non-null even then. */
 void dck_qsort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
 
+/* ------------------------------------------------------------------ comm.c
+ * An MPI return code as a status whose message names the call (for code
+ * built with MPI; rc is an MPI error code). */
+dck_status dck_mpi_check(int rc, const char *what);
+
 /* ------------------------------------------------------------------ pool.c
  * Runs fn(ctx, i, worker) for i in [0, n) on `threads` threads (the caller is
  * one of them); items are taken dynamically. */

@@ -4,6 +4,7 @@
 
 #include "detcheck.h"
 #include <stdbool.h>
+#include <stdio.h>
 
 /* Exit codes, as cmp(1) and diff(1): same, different, trouble. */
 enum { DCK_EXIT_SAME = 0, DCK_EXIT_DIFFERENT = 1, DCK_EXIT_TROUBLE = 2 };
@@ -44,6 +45,9 @@ bool cli_parse_double(const char *s, double *out);
 /* Progress bar on stderr when it is a terminal (and not quiet). */
 void cli_progress(void *ctx, uint64_t done, uint64_t total);
 void cli_progress_end(void);
+
+/* Writes s as a JSON string literal (quoted, escaped). */
+void cli_json_string(FILE *f, const char *s);
 
 /* Terminal colour for stdout (isatty and NO_COLOR unset). */
 bool cli_color(void);

@@ -30,18 +30,6 @@ static void usage(FILE *out) {
             "Exit status: 0 identical, 1 different, 2 trouble.\n");
 }
 
-static void json_str(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            printf("\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            printf("\\u%04x", *s);
-        else
-            putchar(*s);
-    }
-    putchar('"');
-}
 
 static dck_status load_manifest(const char *run, long step, dck_manifest **out) {
     char *d = dck_ckpt_dir(run, step);
@@ -210,7 +198,7 @@ int cmd_bisect(int argc, char **argv) {
         printf("{\"identical\":%s,\"steps\":[%ld,%ld],\"first_step\":", different ? "false" : "true",
                last[0], last[1]);
         if (traj_diff)
-            printf("%ld,\"detail\":", step), json_str(what);
+            printf("%ld,\"detail\":", step), cli_json_string(stdout, what);
         else
             printf("null,\"detail\":null");
         printf(",\"checkpoints_in_both\":%zu,\"last_agreeing_checkpoint\":", ncommon);
@@ -221,11 +209,11 @@ int cmd_bisect(int argc, char **argv) {
         for (size_t i = 0; differ >= 0 && i < diff.n; i++) {
             if (i) putchar(',');
             printf("{\"name\":");
-            json_str(diff.entries[i].name);
+            cli_json_string(stdout, diff.entries[i].name);
             printf(",\"kind\":\"%s\"}", dck_cmp_kind_name(diff.entries[i].kind));
         }
         printf("],\"replay\":");
-        if (replay[0]) json_str(replay); else printf("null");
+        if (replay[0]) cli_json_string(stdout, replay); else printf("null");
         printf("}\n");
     } else if (!different) {
         printf("identical: %ld and %ld steps agree bit for bit", last[0], last[1]);

@@ -317,18 +317,6 @@ static void print_table(const dck_diff_result *r, const char *pa, const char *pb
 
 /* ------------------------------------------------------------------ JSON */
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", f);
-        else if (*p == '\t') fputs("\\t", f);
-        else if (*p == '\r') fputs("\\r", f);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
-}
 
 /* Exact (round-trip) doubles; infinity as the string "inf". */
 static void json_num(FILE *f, double v) {
@@ -354,9 +342,9 @@ static void print_json(const dck_diff_result *r, const char *pa, const char *pb,
                        const dck_diff_tolerance *tol, long top) {
     FILE *f = stdout;
     fputs("{\n  \"a\": ", f);
-    json_str(f, pa);
+    cli_json_string(f, pa);
     fputs(",\n  \"b\": ", f);
-    json_str(f, pb);
+    cli_json_string(f, pb);
     fprintf(f, ",\n  \"mode\": \"%s\",\n", r->digest_only ? "digests" : "elements");
     fprintf(f, "  \"equal\": %s,\n  \"ok\": %s,\n", r->equal ? "true" : "false",
             r->ok ? "true" : "false");
@@ -371,10 +359,10 @@ static void print_json(const dck_diff_result *r, const char *pa, const char *pb,
     for (int s = 0; s < DCK_DIFF_STATUS_COUNT; s++)
         fprintf(f, ", \"%s\": %zu", dck_diff_status_name((dck_diff_status)s), r->count[s]);
     fputs(", \"first_differing_tensor\": ", f);
-    if (r->first_tensor >= 0) json_str(f, r->tensors[r->first_tensor].name);
+    if (r->first_tensor >= 0) cli_json_string(f, r->tensors[r->first_tensor].name);
     else fputs("null", f);
     fputs(", \"first_differing_layer\": ", f);
-    if (r->first_layer >= 0) json_str(f, r->layers[r->first_layer].layer);
+    if (r->first_layer >= 0) cli_json_string(f, r->layers[r->first_layer].layer);
     else fputs("null", f);
     fputs(",\n    \"groups\": {", f);
     for (int g = 0; g < DCK_GROUP_COUNT; g++)
@@ -386,11 +374,11 @@ static void print_json(const dck_diff_result *r, const char *pa, const char *pb,
     for (size_t i = 0; i < r->nlayers; i++) {
         const dck_diff_layer *L = &r->layers[i];
         fputs(i ? ",\n    {\"layer\": " : "\n    {\"layer\": ", f);
-        json_str(f, L->layer);
+        cli_json_string(f, L->layer);
         fprintf(f, ", \"tensors\": %zu, \"differing\": %zu", L->tensors, L->differing);
         if (!r->digest_only) fprintf(f, ", \"max_ulp\": %llu", (unsigned long long)L->max_ulp);
         fputs(", \"first_differing_tensor\": ", f);
-        if (L->differing) json_str(f, r->tensors[L->first_differing].name);
+        if (L->differing) cli_json_string(f, r->tensors[L->first_differing].name);
         else fputs("null", f);
         fputc('}', f);
     }
@@ -401,7 +389,7 @@ static void print_json(const dck_diff_result *r, const char *pa, const char *pb,
         fputs("  \"top\": [", f);
         for (size_t k = 0; idx && k < n && k < (size_t)top; k++) {
             fputs(k ? ", " : "", f);
-            json_str(f, r->tensors[idx[k]].name);
+            cli_json_string(f, r->tensors[idx[k]].name);
         }
         fputs("],\n", f);
         free(idx);
@@ -409,12 +397,12 @@ static void print_json(const dck_diff_result *r, const char *pa, const char *pb,
     fputs("  \"values\": [", f);
     for (size_t i = 0; i < r->nvalues; i++) {
         fputs(i ? ",\n    {\"name\": " : "\n    {\"name\": ", f);
-        json_str(f, r->values[i].name);
+        cli_json_string(f, r->values[i].name);
         fputs(", \"a\": ", f);
-        if (r->values[i].a) json_str(f, r->values[i].a);
+        if (r->values[i].a) cli_json_string(f, r->values[i].a);
         else fputs("null", f);
         fputs(", \"b\": ", f);
-        if (r->values[i].b) json_str(f, r->values[i].b);
+        if (r->values[i].b) cli_json_string(f, r->values[i].b);
         else fputs("null", f);
         fputc('}', f);
     }
@@ -424,10 +412,10 @@ static void print_json(const dck_diff_result *r, const char *pa, const char *pb,
     for (size_t i = 0; i < r->ntensors; i++) {
         const dck_diff_tensor *t = &r->tensors[i];
         fputs(i ? ",\n    {\"name\": " : "\n    {\"name\": ", f);
-        json_str(f, t->name);
+        cli_json_string(f, t->name);
         fprintf(f, ", \"status\": \"%s\", \"group\": \"%s\", \"layer\": ",
                 dck_diff_status_name(t->status), dck_group_name(t->group));
-        if (t->layer) json_str(f, t->layer);
+        if (t->layer) cli_json_string(f, t->layer);
         else fputs("null", f);
         fprintf(f, ", \"dtype\": \"%s\", \"shape\": ",
                 dck_dtype_name(t->in_a ? t->dtype_a : t->dtype_b));

@@ -359,18 +359,6 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
     return remove(p);
 }
 
-static void json_str(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            printf("\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            printf("\\u%04x", *s);
-        else
-            putchar(*s);
-    }
-    putchar('"');
-}
 
 int cmd_resume_check(int argc, char **argv) {
     dck_train_config c;
@@ -519,7 +507,7 @@ int cmd_resume_check(int argc, char **argv) {
     }
     if (f.json) {
         printf("{\"identical\":%s,\"steps\":%ld,\"workdir\":", worst == 0 ? "true" : "false", c.steps);
-        json_str(work);
+        cli_json_string(stdout, work);
         printf(",\"checks\":[");
         for (int i = 0; i < nchk; i++) {
             printf("%s{\"name\":\"%s\",\"result\":\"%s\",\"first_step\":", i ? "," : "",
@@ -531,11 +519,11 @@ int cmd_resume_check(int argc, char **argv) {
                 printf("null");
             printf(",\"tensor\":");
             if (checks[i].tensor[0])
-                json_str(checks[i].tensor);
+                cli_json_string(stdout, checks[i].tensor);
             else
                 printf("null");
             printf(",\"detail\":");
-            json_str(checks[i].what);
+            cli_json_string(stdout, checks[i].what);
             printf("}");
         }
         printf("]}\n");
