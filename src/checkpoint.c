@@ -591,7 +591,7 @@ dck_status dck_checkpoint_read(dck_checkpoint *ck, size_t ti, uint64_t off, void
 
 /* ------------------------------------------------------------------ hashing engine */
 
-#define WINDOW_BYTES ((size_t)64 << 20)
+#define WINDOW_BYTES ((size_t)128 << 20)
 #define TASK_BYTES ((uint64_t)1 << 20)
 
 typedef struct {
