@@ -1,0 +1,370 @@
+/* The restricted unpickler: every protocol (0 to 5) gives the same tree;
+ * scalar text as Python prints it; nothing is imported or called; every
+ * limit holds on hostile input (each case here is also a regression test for
+ * inputs the fuzz target found or could find). */
+#include "testutil.h"
+#include "pickle.h"
+
+typedef struct {
+    char names[64][64];
+    char texts[64][256];
+    int n;
+    int tensors;
+} collected;
+
+static dck_status on_value(void *ctx, const char *name, const char *text) {
+    collected *c = ctx;
+    if (c->n < 64) {
+        snprintf(c->names[c->n], 64, "%s", name);
+        snprintf(c->texts[c->n], 256, "%s", text);
+        c->n++;
+    }
+    return DCK_OK;
+}
+
+static dck_status on_tensor(void *ctx, const char *name, const pk_node *t) {
+    (void)name;
+    (void)t;
+    ((collected *)ctx)->tensors++;
+    return DCK_OK;
+}
+
+static const char *value_of(const collected *c, const char *name) {
+    for (int i = 0; i < c->n; i++)
+        if (!strcmp(c->names[i], name)) return c->texts[i];
+    return NULL;
+}
+
+/* Loads and walks; returns the load status or the walk status. */
+static dck_status load_walk(const void *data, size_t len, const pk_limits *lim, collected *out) {
+    pk_ctx *c;
+    ck_assert_int_eq(pk_ctx_create("test.pkl", lim, &c), DCK_OK);
+    pk_node *root;
+    size_t used;
+    memset(out, 0, sizeof *out);
+    dck_status s = pk_load(c, data, len, 0, &root, &used);
+    if (!s) {
+        ck_assert_uint_le(used, len);
+        pk_walker w = {out, on_tensor, NULL, on_value, NULL, pk_walk_budget(c)};
+        s = pk_walk(root, "", &w, "test.pkl");
+    }
+    pk_ctx_free(c);
+    return s;
+}
+
+static const struct {
+    int proto;
+    const char *data;
+    size_t len;
+} same_object[] = {
+    {0, "\x28\x64\x70\x30\x0a\x56\x61\x0a\x70\x31\x0a\x28\x6c\x70\x32\x0a\x49\x31\x0a\x61\x46\x32\x2e\x35\x0a\x61\x56\x78\x5c\x75\x30\x30\x30\x61\x27\x79\x0a\x70\x33\x0a\x61\x56\x5c\x75\x32\x30\x61\x63\x0a\x70\x34\x0a\x61\x4e\x61\x49\x30\x31\x0a\x61\x28\x49\x31\x0a\x74\x70\x35\x0a\x61\x73\x56\x62\x69\x67\x0a\x70\x36\x0a\x4c\x31\x32\x30\x38\x39\x32\x35\x38\x31\x39\x36\x31\x34\x36\x32\x39\x31\x37\x34\x37\x30\x36\x31\x37\x36\x4c\x0a\x73\x56\x6e\x65\x67\x0a\x70\x37\x0a\x4c\x2d\x31\x31\x38\x30\x35\x39\x31\x36\x32\x30\x37\x31\x37\x34\x31\x31\x33\x30\x33\x34\x32\x34\x4c\x0a\x73\x56\x6d\x0a\x70\x38\x0a\x49\x2d\x35\x0a\x73\x56\x69\x34\x0a\x70\x39\x0a\x49\x37\x30\x30\x30\x30\x0a\x73\x56\x69\x32\x0a\x70\x31\x30\x0a\x49\x33\x30\x30\x0a\x73\x49\x31\x30\x0a\x63\x5f\x63\x6f\x64\x65\x63\x73\x0a\x65\x6e\x63\x6f\x64\x65\x0a\x70\x31\x31\x0a\x28\x56\x5c\x75\x30\x30\x30\x30\x01\x0a\x70\x31\x32\x0a\x56\x6c\x61\x74\x69\x6e\x31\x0a\x70\x31\x33\x0a\x74\x70\x31\x34\x0a\x52\x70\x31\x35\x0a\x73\x56\x66\x0a\x70\x31\x36\x0a\x28\x6c\x70\x31\x37\x0a\x46\x30\x2e\x31\x0a\x61\x46\x31\x65\x2d\x30\x35\x0a\x61\x46\x31\x65\x2b\x31\x36\x0a\x61\x46\x2d\x30\x2e\x30\x0a\x61\x46\x69\x6e\x66\x0a\x61\x46\x31\x32\x33\x2e\x30\x0a\x61\x46\x31\x2e\x35\x65\x2b\x33\x30\x30\x0a\x61\x46\x35\x65\x2d\x33\x32\x34\x0a\x61\x73\x56\x73\x65\x71\x0a\x70\x31\x38\x0a\x28\x49\x30\x0a\x49\x31\x0a\x49\x32\x0a\x49\x33\x0a\x49\x34\x0a\x49\x35\x0a\x49\x36\x0a\x49\x37\x0a\x49\x38\x0a\x49\x39\x0a\x49\x31\x30\x0a\x49\x31\x31\x0a\x49\x31\x32\x0a\x49\x31\x33\x0a\x49\x31\x34\x0a\x49\x31\x35\x0a\x49\x31\x36\x0a\x49\x31\x37\x0a\x49\x31\x38\x0a\x49\x31\x39\x0a\x74\x70\x31\x39\x0a\x73\x56\x6e\x65\x73\x74\x65\x64\x0a\x70\x32\x30\x0a\x28\x64\x70\x32\x31\x0a\x56\x78\x0a\x70\x32\x32\x0a\x28\x64\x70\x32\x33\x0a\x56\x79\x0a\x70\x32\x34\x0a\x28\x6c\x70\x32\x35\x0a\x49\x30\x30\x0a\x61\x49\x32\x0a\x61\x73\x73\x73\x2e", 463},
+    {1, "\x7d\x71\x00\x28\x58\x01\x00\x00\x00\x61\x71\x01\x5d\x71\x02\x28\x4b\x01\x47\x40\x04\x00\x00\x00\x00\x00\x00\x58\x04\x00\x00\x00\x78\x0a\x27\x79\x71\x03\x58\x03\x00\x00\x00\xe2\x82\xac\x71\x04\x4e\x49\x30\x31\x0a\x28\x4b\x01\x74\x71\x05\x65\x58\x03\x00\x00\x00\x62\x69\x67\x71\x06\x4c\x31\x32\x30\x38\x39\x32\x35\x38\x31\x39\x36\x31\x34\x36\x32\x39\x31\x37\x34\x37\x30\x36\x31\x37\x36\x4c\x0a\x58\x03\x00\x00\x00\x6e\x65\x67\x71\x07\x4c\x2d\x31\x31\x38\x30\x35\x39\x31\x36\x32\x30\x37\x31\x37\x34\x31\x31\x33\x30\x33\x34\x32\x34\x4c\x0a\x58\x01\x00\x00\x00\x6d\x71\x08\x4a\xfb\xff\xff\xff\x58\x02\x00\x00\x00\x69\x34\x71\x09\x4a\x70\x11\x01\x00\x58\x02\x00\x00\x00\x69\x32\x71\x0a\x4d\x2c\x01\x4b\x0a\x63\x5f\x63\x6f\x64\x65\x63\x73\x0a\x65\x6e\x63\x6f\x64\x65\x0a\x71\x0b\x28\x58\x02\x00\x00\x00\x00\x01\x71\x0c\x58\x06\x00\x00\x00\x6c\x61\x74\x69\x6e\x31\x71\x0d\x74\x71\x0e\x52\x71\x0f\x58\x01\x00\x00\x00\x66\x71\x10\x5d\x71\x11\x28\x47\x3f\xb9\x99\x99\x99\x99\x99\x9a\x47\x3e\xe4\xf8\xb5\x88\xe3\x68\xf1\x47\x43\x41\xc3\x79\x37\xe0\x80\x00\x47\x80\x00\x00\x00\x00\x00\x00\x00\x47\x7f\xf0\x00\x00\x00\x00\x00\x00\x47\x40\x5e\xc0\x00\x00\x00\x00\x00\x47\x7e\x41\xeb\x2d\x66\x00\x58\x35\x47\x00\x00\x00\x00\x00\x00\x00\x01\x65\x58\x03\x00\x00\x00\x73\x65\x71\x71\x12\x28\x4b\x00\x4b\x01\x4b\x02\x4b\x03\x4b\x04\x4b\x05\x4b\x06\x4b\x07\x4b\x08\x4b\x09\x4b\x0a\x4b\x0b\x4b\x0c\x4b\x0d\x4b\x0e\x4b\x0f\x4b\x10\x4b\x11\x4b\x12\x4b\x13\x74\x71\x13\x58\x06\x00\x00\x00\x6e\x65\x73\x74\x65\x64\x71\x14\x7d\x71\x15\x58\x01\x00\x00\x00\x78\x71\x16\x7d\x71\x17\x58\x01\x00\x00\x00\x79\x71\x18\x5d\x71\x19\x28\x49\x30\x30\x0a\x4b\x02\x65\x73\x73\x75\x2e", 411},
+    {2, "\x80\x02\x7d\x71\x00\x28\x58\x01\x00\x00\x00\x61\x71\x01\x5d\x71\x02\x28\x4b\x01\x47\x40\x04\x00\x00\x00\x00\x00\x00\x58\x04\x00\x00\x00\x78\x0a\x27\x79\x71\x03\x58\x03\x00\x00\x00\xe2\x82\xac\x71\x04\x4e\x88\x4b\x01\x85\x71\x05\x65\x58\x03\x00\x00\x00\x62\x69\x67\x71\x06\x8a\x0b\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x58\x03\x00\x00\x00\x6e\x65\x67\x71\x07\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\xc0\x58\x01\x00\x00\x00\x6d\x71\x08\x4a\xfb\xff\xff\xff\x58\x02\x00\x00\x00\x69\x34\x71\x09\x4a\x70\x11\x01\x00\x58\x02\x00\x00\x00\x69\x32\x71\x0a\x4d\x2c\x01\x4b\x0a\x63\x5f\x63\x6f\x64\x65\x63\x73\x0a\x65\x6e\x63\x6f\x64\x65\x0a\x71\x0b\x58\x02\x00\x00\x00\x00\x01\x71\x0c\x58\x06\x00\x00\x00\x6c\x61\x74\x69\x6e\x31\x71\x0d\x86\x71\x0e\x52\x71\x0f\x58\x01\x00\x00\x00\x66\x71\x10\x5d\x71\x11\x28\x47\x3f\xb9\x99\x99\x99\x99\x99\x9a\x47\x3e\xe4\xf8\xb5\x88\xe3\x68\xf1\x47\x43\x41\xc3\x79\x37\xe0\x80\x00\x47\x80\x00\x00\x00\x00\x00\x00\x00\x47\x7f\xf0\x00\x00\x00\x00\x00\x00\x47\x40\x5e\xc0\x00\x00\x00\x00\x00\x47\x7e\x41\xeb\x2d\x66\x00\x58\x35\x47\x00\x00\x00\x00\x00\x00\x00\x01\x65\x58\x03\x00\x00\x00\x73\x65\x71\x71\x12\x28\x4b\x00\x4b\x01\x4b\x02\x4b\x03\x4b\x04\x4b\x05\x4b\x06\x4b\x07\x4b\x08\x4b\x09\x4b\x0a\x4b\x0b\x4b\x0c\x4b\x0d\x4b\x0e\x4b\x0f\x4b\x10\x4b\x11\x4b\x12\x4b\x13\x74\x71\x13\x58\x06\x00\x00\x00\x6e\x65\x73\x74\x65\x64\x71\x14\x7d\x71\x15\x58\x01\x00\x00\x00\x78\x71\x16\x7d\x71\x17\x58\x01\x00\x00\x00\x79\x71\x18\x5d\x71\x19\x28\x89\x4b\x02\x65\x73\x73\x75\x2e", 375},
+    {3, "\x80\x03\x7d\x71\x00\x28\x58\x01\x00\x00\x00\x61\x71\x01\x5d\x71\x02\x28\x4b\x01\x47\x40\x04\x00\x00\x00\x00\x00\x00\x58\x04\x00\x00\x00\x78\x0a\x27\x79\x71\x03\x58\x03\x00\x00\x00\xe2\x82\xac\x71\x04\x4e\x88\x4b\x01\x85\x71\x05\x65\x58\x03\x00\x00\x00\x62\x69\x67\x71\x06\x8a\x0b\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x58\x03\x00\x00\x00\x6e\x65\x67\x71\x07\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\xc0\x58\x01\x00\x00\x00\x6d\x71\x08\x4a\xfb\xff\xff\xff\x58\x02\x00\x00\x00\x69\x34\x71\x09\x4a\x70\x11\x01\x00\x58\x02\x00\x00\x00\x69\x32\x71\x0a\x4d\x2c\x01\x4b\x0a\x43\x02\x00\x01\x71\x0b\x58\x01\x00\x00\x00\x66\x71\x0c\x5d\x71\x0d\x28\x47\x3f\xb9\x99\x99\x99\x99\x99\x9a\x47\x3e\xe4\xf8\xb5\x88\xe3\x68\xf1\x47\x43\x41\xc3\x79\x37\xe0\x80\x00\x47\x80\x00\x00\x00\x00\x00\x00\x00\x47\x7f\xf0\x00\x00\x00\x00\x00\x00\x47\x40\x5e\xc0\x00\x00\x00\x00\x00\x47\x7e\x41\xeb\x2d\x66\x00\x58\x35\x47\x00\x00\x00\x00\x00\x00\x00\x01\x65\x58\x03\x00\x00\x00\x73\x65\x71\x71\x0e\x28\x4b\x00\x4b\x01\x4b\x02\x4b\x03\x4b\x04\x4b\x05\x4b\x06\x4b\x07\x4b\x08\x4b\x09\x4b\x0a\x4b\x0b\x4b\x0c\x4b\x0d\x4b\x0e\x4b\x0f\x4b\x10\x4b\x11\x4b\x12\x4b\x13\x74\x71\x0f\x58\x06\x00\x00\x00\x6e\x65\x73\x74\x65\x64\x71\x10\x7d\x71\x11\x58\x01\x00\x00\x00\x78\x71\x12\x7d\x71\x13\x58\x01\x00\x00\x00\x79\x71\x14\x5d\x71\x15\x28\x89\x4b\x02\x65\x73\x73\x75\x2e", 335},
+    {4, "\x80\x04\x95\x10\x01\x00\x00\x00\x00\x00\x00\x7d\x94\x28\x8c\x01\x61\x94\x5d\x94\x28\x4b\x01\x47\x40\x04\x00\x00\x00\x00\x00\x00\x8c\x04\x78\x0a\x27\x79\x94\x8c\x03\xe2\x82\xac\x94\x4e\x88\x4b\x01\x85\x94\x65\x8c\x03\x62\x69\x67\x94\x8a\x0b\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x8c\x03\x6e\x65\x67\x94\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\xc0\x8c\x01\x6d\x94\x4a\xfb\xff\xff\xff\x8c\x02\x69\x34\x94\x4a\x70\x11\x01\x00\x8c\x02\x69\x32\x94\x4d\x2c\x01\x4b\x0a\x43\x02\x00\x01\x94\x8c\x01\x66\x94\x5d\x94\x28\x47\x3f\xb9\x99\x99\x99\x99\x99\x9a\x47\x3e\xe4\xf8\xb5\x88\xe3\x68\xf1\x47\x43\x41\xc3\x79\x37\xe0\x80\x00\x47\x80\x00\x00\x00\x00\x00\x00\x00\x47\x7f\xf0\x00\x00\x00\x00\x00\x00\x47\x40\x5e\xc0\x00\x00\x00\x00\x00\x47\x7e\x41\xeb\x2d\x66\x00\x58\x35\x47\x00\x00\x00\x00\x00\x00\x00\x01\x65\x8c\x03\x73\x65\x71\x94\x28\x4b\x00\x4b\x01\x4b\x02\x4b\x03\x4b\x04\x4b\x05\x4b\x06\x4b\x07\x4b\x08\x4b\x09\x4b\x0a\x4b\x0b\x4b\x0c\x4b\x0d\x4b\x0e\x4b\x0f\x4b\x10\x4b\x11\x4b\x12\x4b\x13\x74\x94\x8c\x06\x6e\x65\x73\x74\x65\x64\x94\x7d\x94\x8c\x01\x78\x94\x7d\x94\x8c\x01\x79\x94\x5d\x94\x28\x89\x4b\x02\x65\x73\x73\x75\x2e", 283},
+    {5, "\x80\x05\x95\x10\x01\x00\x00\x00\x00\x00\x00\x7d\x94\x28\x8c\x01\x61\x94\x5d\x94\x28\x4b\x01\x47\x40\x04\x00\x00\x00\x00\x00\x00\x8c\x04\x78\x0a\x27\x79\x94\x8c\x03\xe2\x82\xac\x94\x4e\x88\x4b\x01\x85\x94\x65\x8c\x03\x62\x69\x67\x94\x8a\x0b\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x8c\x03\x6e\x65\x67\x94\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\xc0\x8c\x01\x6d\x94\x4a\xfb\xff\xff\xff\x8c\x02\x69\x34\x94\x4a\x70\x11\x01\x00\x8c\x02\x69\x32\x94\x4d\x2c\x01\x4b\x0a\x43\x02\x00\x01\x94\x8c\x01\x66\x94\x5d\x94\x28\x47\x3f\xb9\x99\x99\x99\x99\x99\x9a\x47\x3e\xe4\xf8\xb5\x88\xe3\x68\xf1\x47\x43\x41\xc3\x79\x37\xe0\x80\x00\x47\x80\x00\x00\x00\x00\x00\x00\x00\x47\x7f\xf0\x00\x00\x00\x00\x00\x00\x47\x40\x5e\xc0\x00\x00\x00\x00\x00\x47\x7e\x41\xeb\x2d\x66\x00\x58\x35\x47\x00\x00\x00\x00\x00\x00\x00\x01\x65\x8c\x03\x73\x65\x71\x94\x28\x4b\x00\x4b\x01\x4b\x02\x4b\x03\x4b\x04\x4b\x05\x4b\x06\x4b\x07\x4b\x08\x4b\x09\x4b\x0a\x4b\x0b\x4b\x0c\x4b\x0d\x4b\x0e\x4b\x0f\x4b\x10\x4b\x11\x4b\x12\x4b\x13\x74\x94\x8c\x06\x6e\x65\x73\x74\x65\x64\x94\x7d\x94\x8c\x01\x78\x94\x7d\x94\x8c\x01\x79\x94\x5d\x94\x28\x89\x4b\x02\x65\x73\x73\x75\x2e", 283},
+};
+
+static const struct {
+    const char *name, *text;
+} expected_values[] = {
+    {"a.0", "1"},
+    {"10", "bytes:6a4a5274c1b0d3add6645fc3051a9457"},
+    {"a.1", "2.5"},
+    {"a.4", "None"},
+    {"a.5", "True"},
+    {"a.6.0", "1"},
+    {"big", "1208925819614629174706176"},
+    {"f.0", "0.1"},
+    {"f.1", "1e-05"},
+    {"f.2", "1e+16"},
+    {"f.3", "-0.0"},
+    {"f.4", "inf"},
+    {"f.5", "123.0"},
+    {"f.6", "1.5e+300"},
+    {"f.7", "5e-324"},
+    {"i2", "300"},
+    {"i4", "70000"},
+    {"m", "-5"},
+    {"neg", "-1180591620717411303424"},
+    {"nested.x.y.0", "False"},
+    {"nested.x.y.1", "2"},
+    {"seq", "(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19)"},
+};
+
+START_TEST(protocols_0_to_5_same_values) {
+    for (size_t p = 0; p < sizeof same_object / sizeof same_object[0]; p++) {
+        collected c;
+        dck_status s = load_walk(same_object[p].data, same_object[p].len, NULL, &c);
+        ck_assert_msg(s == DCK_OK, "protocol %d: %s", same_object[p].proto, dck_last_error());
+        size_t n = sizeof expected_values / sizeof expected_values[0];
+        ck_assert_msg((size_t)c.n == n, "protocol %d: %d values, expected %zu", same_object[p].proto, c.n, n);
+        for (size_t i = 0; i < n; i++) {
+            const char *v = value_of(&c, expected_values[i].name);
+            ck_assert_msg(v != NULL, "protocol %d: no value %s", same_object[p].proto, expected_values[i].name);
+            ck_assert_msg(!strcmp(v, expected_values[i].text), "protocol %d: %s is %s, expected %s",
+                          same_object[p].proto, expected_values[i].name, v, expected_values[i].text);
+        }
+    }
+}
+END_TEST
+
+/* A REDUCE of os.system is an opaque object: nothing runs, and strings are
+ * never values. */
+START_TEST(never_calls) {
+    static const char p[] = "cos\nsystem\n(S'touch /tmp/detcheck-pwned'\ntR.";
+    pk_ctx *c;
+    ck_assert_int_eq(pk_ctx_create("evil", NULL, &c), DCK_OK);
+    pk_node *root;
+    size_t used;
+    ck_assert_int_eq(pk_load(c, (const uint8_t *)p, sizeof p - 1, 0, &root, &used), DCK_OK);
+    ck_assert_int_eq(root->kind, PK_OBJECT);
+    ck_assert(pk_object_is(root, "os", "system"));
+    pk_ctx_free(c);
+    ck_assert_int_ne(access("/tmp/detcheck-pwned", F_OK), 0);
+    collected col;
+    ck_assert_int_eq(load_walk(p, sizeof p - 1, NULL, &col), DCK_OK);
+    ck_assert_int_eq(col.n, 0);
+}
+END_TEST
+
+/* argparse.Namespace via NEWOBJ + BUILD: its attributes are walked. */
+START_TEST(opaque_object_state) {
+    static const char p[] = "\x80\x02}q\x00X\x04\x00\x00\x00" "argsq\x01" "cargparse\nNamespace\nq\x02)\x81q\x03}q\x04(X\x02\x00\x00\x00lrq\x05G?PbM\xd2\xf1\xa9\xfcX\x04\x00\x00\x00seedq\x06K\x07ubs.";
+    collected c;
+    ck_assert_int_eq(load_walk(p, sizeof p - 1, NULL, &c), DCK_OK);
+    ck_assert_str_eq(value_of(&c, "args.lr"), "0.001");
+    ck_assert_str_eq(value_of(&c, "args.seed"), "7");
+}
+END_TEST
+
+/* A tensor through BINPERSID + _rebuild_tensor_v2, and the tensor limit. */
+START_TEST(tensor_and_tensor_limit) {
+    static const char p[] =
+        "\x80\x02}q\x00X\x01\x00\x00\x00wq\x01" "ctorch._utils\n_rebuild_tensor_v2\nq\x02((X\x07\x00\x00\x00storage"
+        "ctorch\nFloatStorage\nX\x01\x00\x00\x00" "0X\x03\x00\x00\x00" "cpuK\x06tQK\x00K\x02K\x03\x86K\x03K\x01\x86"
+        "\x89" "ccollections\nOrderedDict\n)Rtq\x03Rq\x04s.";
+    collected c;
+    ck_assert_int_eq(load_walk(p, sizeof p - 1, NULL, &c), DCK_OK);
+    ck_assert_int_eq(c.tensors, 1);
+    pk_ctx *ctx;
+    pk_limits lim;
+    pk_limits_default(&lim);
+    lim.max_tensors = 0;
+    ck_assert_int_eq(pk_ctx_create("t", &lim, &ctx), DCK_OK);
+    pk_node *root;
+    size_t used;
+    ck_assert_int_eq(pk_load(ctx, (const uint8_t *)p, sizeof p - 1, 0, &root, &used), DCK_ERR_LIMIT);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "t: more tensors than the limit at byte"));
+    pk_ctx_free(ctx);
+}
+END_TEST
+
+static dck_status status_of(const void *p, size_t n, const pk_limits *lim) {
+    collected c;
+    return load_walk(p, n, lim, &c);
+}
+#define S(lit) (lit), (sizeof(lit) - 1)
+
+START_TEST(hostile_inputs) {
+    ck_assert_int_eq(status_of(S(""), NULL), DCK_ERR_TRUNCATED);
+    ck_assert_int_eq(status_of(S("\x80\x02"), NULL), DCK_ERR_TRUNCATED);
+    ck_assert_int_eq(status_of(S("\x80\x06N."), NULL), DCK_ERR_UNSUPPORTED);
+    ck_assert_int_eq(status_of(S("\xff"), NULL), DCK_ERR_FORMAT);
+    ck_assert_int_eq(status_of(S("."), NULL), DCK_ERR_FORMAT);             /* stack underflow */
+    ck_assert_int_eq(status_of(S("(((."), NULL), DCK_ERR_FORMAT);          /* STOP at a MARK */
+    ck_assert_int_eq(status_of(S("Na."), NULL), DCK_ERR_FORMAT);           /* APPEND to None */
+    ck_assert_int_eq(status_of(S("NNs."), NULL), DCK_ERR_FORMAT);          /* SETITEM on nothing */
+    ck_assert_int_eq(status_of(S("h\x05."), NULL), DCK_ERR_FORMAT);        /* undefined memo */
+    ck_assert_int_eq(status_of(S("Nr\xff\xff\xff\x7f."), NULL), DCK_ERR_LIMIT); /* memo key 2^31-1 */
+    ck_assert_int_eq(status_of(S("X\xff\xff\xff\xff."), NULL), DCK_ERR_LIMIT);     /* 4 GiB string */
+    ck_assert_int_eq(status_of(S("X\x00\x00\x00\x10."), NULL), DCK_ERR_TRUNCATED); /* 256 MiB, no allocation */
+    ck_assert_int_eq(status_of(S("\x8d\xff\xff\xff\xff\xff\xff\xff\xff."), NULL), DCK_ERR_LIMIT);
+    ck_assert_int_eq(status_of(S("\x8b\xff\xff\xff\xff."), NULL), DCK_ERR_FORMAT);  /* LONG4 negative */
+    ck_assert_int_eq(status_of(S("\x82\x01."), NULL), DCK_ERR_UNSUPPORTED);   /* EXT1 */
+    ck_assert_int_eq(status_of(S("\x97."), NULL), DCK_ERR_UNSUPPORTED);       /* NEXT_BUFFER */
+    ck_assert_int_eq(status_of(S("S'abc\n."), NULL), DCK_ERR_FORMAT);        /* unquoted STRING */
+    ck_assert_int_eq(status_of(S("Iabc\n."), NULL), DCK_ERR_FORMAT);
+    ck_assert_int_eq(status_of(S("V\\u12\n."), NULL), DCK_ERR_FORMAT);
+    ck_assert_int_eq(status_of(S("\x8c\x01\xff\x8c\x01x\x93."), NULL), DCK_OK); /* odd but harmless global */
+    ck_assert_int_eq(status_of(S("]\x93."), NULL), DCK_ERR_FORMAT);          /* STACK_GLOBAL of non-strings */
+    ck_assert_int_eq(status_of(S("\x80\x02K\x01K\x02\x81."), NULL), DCK_OK); /* NEWOBJ of an int: opaque */
+    /* more MARKs than the limit */
+    size_t n = 20000;
+    char *marks = malloc(n + 1);
+    memset(marks, '(', n);
+    marks[n] = '.';
+    ck_assert_int_eq(status_of(marks, n + 1, NULL), DCK_ERR_LIMIT);
+    free(marks);
+}
+END_TEST
+
+/* _rebuild_from_type_v2(f, t, L, s) with L = [f, t, L, s]: a loop through
+ * the memo that would recurse forever. */
+START_TEST(rebuild_from_type_loop) {
+    static const char p[] = "ctorch._tensor\n_rebuild_from_type_v2\nq\x00]q\x01(h\x00Nh\x01Ne"
+                            "h\x00h\x01R.";
+    ck_assert_int_eq(status_of(p, sizeof p - 1, NULL), DCK_ERR_LIMIT);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "_rebuild_from_type nested"));
+}
+END_TEST
+
+/* Lists nested 300 deep: loads, but the walk stops at its depth limit. */
+START_TEST(deep_nesting) {
+    size_t depth = 300;
+    char *p = malloc(2 * depth + 2);
+    size_t k = 0;
+    for (size_t i = 0; i < depth; i++) p[k++] = ']';
+    for (size_t i = 1; i < depth; i++) p[k++] = 'a';
+    p[k++] = '.';
+    ck_assert_int_eq(status_of(p, k, NULL), DCK_ERR_LIMIT);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "nested deeper"));
+    free(p);
+}
+END_TEST
+
+/* A list that contains itself. */
+START_TEST(cycle) {
+    ck_assert_int_eq(status_of(S("]q\x00h\x00h\x00" "a."), NULL), DCK_ERR_LIMIT);
+}
+END_TEST
+
+/* "Billion laughs": 64 levels of tuples of the level below, twice: 2^64
+ * paths from a few hundred bytes. The walk's visit budget stops it. */
+START_TEST(shared_reference_explosion) {
+    char p[1024];
+    size_t k = 0;
+    p[k++] = 'K';
+    p[k++] = 1;
+    p[k++] = 'q';
+    p[k++] = 0;
+    for (int i = 0; i < 64; i++) {
+        p[k++] = 'h'; p[k++] = 0;
+        p[k++] = 'h'; p[k++] = 0;
+        p[k++] = (char)0x86; /* TUPLE2 */
+        p[k++] = 'q'; p[k++] = 0;
+    }
+    p[k++] = '.';
+    ck_assert_int_eq(status_of(p, k, NULL), DCK_ERR_LIMIT);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "reachable"));
+}
+END_TEST
+
+/* Found by fuzz_pickle (slow unit): DUP and SETITEMS build a DAG whose
+ * walk would visit 2^24 objects; the budget scales with the pickle's own
+ * object count, so it stops after a few hundred thousand. */
+static const uint8_t fuzz_slow_dag[] = {
+    0x80, 0x03, 0x7d, 0x71, 0x00, 0x28, 0x58, 0x01, 0x00, 0x00, 0x00, 0x61, 0x71, 0x01, 0x5d, 0x71,
+    0x02, 0x28, 0x4b, 0x01, 0x47, 0x40, 0x04, 0x38, 0x00, 0x00, 0x71, 0x00, 0x28, 0x58, 0x01, 0x00,
+    0x00, 0x00, 0x61, 0x71, 0x01, 0x5d, 0x71, 0x02, 0x71, 0x00, 0x28, 0x58, 0x01, 0x00, 0x00, 0x00,
+    0x61, 0x71, 0x01, 0x5d, 0x71, 0x02, 0x28, 0x4b, 0x01, 0x47, 0x40, 0x04, 0x37, 0x00, 0xbc, 0x71,
+    0x02, 0x28, 0x4b, 0x01, 0x47, 0x40, 0x04, 0x38, 0x00, 0x00, 0x71, 0x00, 0x28, 0x58, 0x01, 0x00,
+    0x00, 0x00, 0x61, 0x71, 0x01, 0x5d, 0x71, 0x02, 0x71, 0x00, 0x28, 0x58, 0x01, 0x00, 0x00, 0x00,
+    0x61, 0x71, 0x01, 0x5d, 0x71, 0x02, 0x28, 0x4b, 0x01, 0x47, 0x40, 0x04, 0x38, 0x00, 0xbc, 0x00,
+    0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32,
+    0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x81, 0x32,
+    0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x58, 0x03, 0x00, 0x00, 0x00,
+    0xe2, 0x82, 0xac, 0x71, 0x04, 0x4e, 0x88, 0x4b, 0x01, 0x85, 0x71, 0x05, 0x65, 0x32, 0x32, 0x32,
+    0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x81, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32,
+    0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x58, 0x03, 0x00, 0x00, 0x00, 0xe2,
+    0x82, 0xac, 0x71, 0x04, 0x4e, 0x88, 0x4b, 0x01, 0x85, 0x71, 0x04, 0x4e, 0x88, 0x4b, 0x01, 0x85,
+    0x71, 0x05, 0x65, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x81, 0x32,
+    0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x58,
+    0x03, 0x00, 0x00, 0x00, 0xe2, 0x82, 0xac, 0x71, 0x04, 0x4e, 0x88, 0x4b, 0x00, 0x32, 0x32, 0x32,
+    0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32,
+    0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x81, 0x32, 0x32, 0x32, 0x32,
+    0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x58, 0x03, 0x00, 0x00, 0x00, 0xe2, 0x82, 0xac,
+    0x71, 0x04, 0x4e, 0x88, 0x4b, 0x01, 0x85, 0x71, 0x05, 0x65, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32,
+    0x32, 0x32, 0x32, 0x32, 0x32, 0x81, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32,
+    0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x58, 0x03, 0x00, 0x00, 0x00, 0xe2, 0x82, 0xac, 0x71,
+    0x04, 0x4e, 0x88, 0x4b, 0x01, 0x85, 0x71, 0x04, 0x4e, 0x88, 0x4b, 0x01, 0x85, 0x71, 0x05, 0x65,
+    0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x81, 0x32, 0x32, 0x32, 0x32,
+    0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x32, 0x58, 0x03, 0x00, 0x00,
+    0x00, 0xe2, 0x82, 0xac, 0x71, 0x04, 0x4e, 0x88, 0x4b, 0x01, 0x85, 0x71, 0x05, 0x65, 0x71, 0x11,
+    0x75, 0x2e
+};
+
+START_TEST(regression_fuzz_slow_dag) {
+    pk_ctx *c;
+    ck_assert_int_eq(pk_ctx_create("slow", NULL, &c), DCK_OK);
+    pk_node *root;
+    size_t used;
+    ck_assert_int_eq(pk_load(c, fuzz_slow_dag, sizeof fuzz_slow_dag, 0, &root, &used), DCK_OK);
+    uint64_t budget = pk_walk_budget(c);
+    ck_assert_uint_lt(budget, 1000000);
+    collected col;
+    memset(&col, 0, sizeof col);
+    pk_walker w = {&col, on_tensor, NULL, on_value, NULL, budget};
+    ck_assert_int_eq(pk_walk(root, "", &w, "slow"), DCK_ERR_LIMIT);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "objects reachable"));
+    pk_ctx_free(c);
+}
+END_TEST
+
+START_TEST(object_and_memory_limits) {
+    /* 20 ints in a list with room for 10 objects */
+    char p[128];
+    size_t k = 0;
+    p[k++] = ']';
+    p[k++] = '(';
+    for (int i = 0; i < 20; i++) { p[k++] = 'K'; p[k++] = (char)i; }
+    p[k++] = 'e';
+    p[k++] = '.';
+    pk_limits lim;
+    pk_limits_default(&lim);
+    ck_assert_int_eq(status_of(p, k, &lim), DCK_OK);
+    lim.max_nodes = 10;
+    ck_assert_int_eq(status_of(p, k, &lim), DCK_ERR_LIMIT);
+    pk_limits_default(&lim);
+    lim.max_bytes = 1000;
+    ck_assert_int_eq(status_of(p, k, &lim), DCK_ERR_LIMIT);
+    pk_limits_default(&lim);
+    lim.max_stack = 5;
+    ck_assert_int_eq(status_of(p, k, &lim), DCK_ERR_LIMIT);
+    pk_limits_default(&lim);
+    lim.max_str = 2;
+    ck_assert_int_eq(status_of(S("X\x03\x00\x00\x00" "abc."), &lim), DCK_ERR_LIMIT);
+    ck_assert_int_eq(status_of(S("X\x02\x00\x00\x00" "ab."), &lim), DCK_OK);
+}
+END_TEST
+
+/* numpy dtype strings and torch dtype names. */
+START_TEST(dtype_names) {
+    bool bs;
+    ck_assert_int_eq(pk_numpy_dtype("<f4", &bs), DCK_F32);
+    ck_assert(!bs);
+    ck_assert_int_eq(pk_numpy_dtype(">i8", &bs), DCK_I64);
+    ck_assert(bs);
+    ck_assert_int_eq(pk_numpy_dtype("|u1", &bs), DCK_U8);
+    ck_assert(!bs);
+    ck_assert_int_eq(pk_numpy_dtype("<c8", &bs), -1);
+    ck_assert_int_eq(pk_torch_dtype("bfloat16"), DCK_BF16);
+    ck_assert_int_eq(pk_torch_dtype("float8_e5m2"), DCK_F8_E5M2);
+    ck_assert_int_eq(pk_torch_dtype("complex64"), -1);
+    ck_assert_int_eq(pk_storage_dtype("HalfStorage"), DCK_F16);
+    ck_assert_int_eq(pk_storage_dtype("UntypedStorage"), -2);
+    ck_assert_int_eq(pk_storage_dtype("ComplexFloatStorage"), -1);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("pickle");
+    TCase *c = tcase_create("unpickler");
+    tcase_set_timeout(c, 60);
+    tcase_add_test(c, protocols_0_to_5_same_values);
+    tcase_add_test(c, never_calls);
+    tcase_add_test(c, opaque_object_state);
+    tcase_add_test(c, tensor_and_tensor_limit);
+    tcase_add_test(c, hostile_inputs);
+    tcase_add_test(c, rebuild_from_type_loop);
+    tcase_add_test(c, deep_nesting);
+    tcase_add_test(c, cycle);
+    tcase_add_test(c, shared_reference_explosion);
+    tcase_add_test(c, regression_fuzz_slow_dag);
+    tcase_add_test(c, object_and_memory_limits);
+    tcase_add_test(c, dtype_names);
+    suite_add_tcase(s, c);
+    return s;
+}
+
+int main(void) { return tu_run(suite()); }
