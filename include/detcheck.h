@@ -309,6 +309,10 @@ typedef struct {
     dck_cmp_kind kind;
     const dck_manifest_tensor *golden; /* NULL when absent (or for files/values) */
     const dck_manifest_tensor *actual;
+    /* DCK_CMP_VALUE: the two values (NULL when absent on that side). */
+    const dck_manifest_value *golden_value, *actual_value;
+    /* DCK_CMP_FILE: the two file records (NULL when absent on that side). */
+    const dck_manifest_file *golden_file, *actual_file;
 } dck_cmp_entry;
 
 typedef struct {

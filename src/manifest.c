@@ -699,7 +699,30 @@ static dck_status push(dck_cmp_result *r, size_t *cap, const char *name, dck_cmp
                        const dck_manifest_tensor *g, const dck_manifest_tensor *a) {
     dck_status s = dck_grow((void **)&r->entries, cap, r->n + 1, sizeof *r->entries);
     if (s) return s;
-    r->entries[r->n++] = (dck_cmp_entry){name, k, g, a};
+    memset(&r->entries[r->n], 0, sizeof r->entries[r->n]);
+    r->entries[r->n].name = name;
+    r->entries[r->n].kind = k;
+    r->entries[r->n].golden = g;
+    r->entries[r->n].actual = a;
+    r->n++;
+    return DCK_OK;
+}
+
+static dck_status push_value(dck_cmp_result *r, size_t *cap, const dck_manifest_value *g,
+                             const dck_manifest_value *a) {
+    dck_status s = push(r, cap, g ? g->name : a->name, DCK_CMP_VALUE, NULL, NULL);
+    if (s) return s;
+    r->entries[r->n - 1].golden_value = g;
+    r->entries[r->n - 1].actual_value = a;
+    return DCK_OK;
+}
+
+static dck_status push_file(dck_cmp_result *r, size_t *cap, const dck_manifest_file *g,
+                            const dck_manifest_file *a) {
+    dck_status s = push(r, cap, g ? g->path : a->path, DCK_CMP_FILE, NULL, NULL);
+    if (s) return s;
+    r->entries[r->n - 1].golden_file = g;
+    r->entries[r->n - 1].actual_file = a;
     return DCK_OK;
 }
 
@@ -730,10 +753,10 @@ dck_status dck_manifest_compare(const dck_manifest *g, const dck_manifest *a, in
     }
     for (i = 0, j = 0; (i < g->nv || j < a->nv) && !s;) {
         int c = i == g->nv ? 1 : j == a->nv ? -1 : dck_name_compare(g->v[i].name, a->v[j].name);
-        if (c < 0) s = push(r, &cap, g->v[i++].name, DCK_CMP_VALUE, NULL, NULL);
-        else if (c > 0) s = push(r, &cap, a->v[j++].name, DCK_CMP_VALUE, NULL, NULL);
+        if (c < 0) s = push_value(r, &cap, &g->v[i++], NULL);
+        else if (c > 0) s = push_value(r, &cap, NULL, &a->v[j++]);
         else {
-            if (strcmp(g->v[i].value, a->v[j].value)) s = push(r, &cap, g->v[i].name, DCK_CMP_VALUE, NULL, NULL);
+            if (strcmp(g->v[i].value, a->v[j].value)) s = push_value(r, &cap, &g->v[i], &a->v[j]);
             i++;
             j++;
         }
@@ -741,11 +764,11 @@ dck_status dck_manifest_compare(const dck_manifest *g, const dck_manifest *a, in
     if (compare_files)
         for (i = 0, j = 0; (i < g->nf || j < a->nf) && !s;) {
             int c = i == g->nf ? 1 : j == a->nf ? -1 : dck_name_compare(g->f[i].path, a->f[j].path);
-            if (c < 0) s = push(r, &cap, g->f[i++].path, DCK_CMP_FILE, NULL, NULL);
-            else if (c > 0) s = push(r, &cap, a->f[j++].path, DCK_CMP_FILE, NULL, NULL);
+            if (c < 0) s = push_file(r, &cap, &g->f[i++], NULL);
+            else if (c > 0) s = push_file(r, &cap, NULL, &a->f[j++]);
             else {
                 if (g->f[i].bytes != a->f[j].bytes || !dck_digest_equal(g->f[i].xxh128, a->f[j].xxh128))
-                    s = push(r, &cap, g->f[i].path, DCK_CMP_FILE, NULL, NULL);
+                    s = push_file(r, &cap, &g->f[i], &a->f[j]);
                 i++;
                 j++;
             }

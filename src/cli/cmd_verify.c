@@ -148,9 +148,26 @@ int cmd_verify(int argc, char **argv) {
             json_t *e = json_object();
             json_object_set_new(e, "name", json_string(r.entries[i].name));
             json_object_set_new(e, "kind", json_string(dck_cmp_kind_name(r.entries[i].kind)));
-            if (r.entries[i].kind <= DCK_CMP_EXTRA) {
-                json_object_set_new(e, "golden", tensor_json(r.entries[i].golden));
-                json_object_set_new(e, "actual", tensor_json(r.entries[i].actual));
+            const dck_cmp_entry *ce = &r.entries[i];
+            if (ce->kind <= DCK_CMP_EXTRA) {
+                json_object_set_new(e, "golden", tensor_json(ce->golden));
+                json_object_set_new(e, "actual", tensor_json(ce->actual));
+            } else if (ce->kind == DCK_CMP_VALUE) {
+                json_object_set_new(e, "golden", ce->golden_value ? json_string(ce->golden_value->value) : json_null());
+                json_object_set_new(e, "actual", ce->actual_value ? json_string(ce->actual_value->value) : json_null());
+            } else if (ce->kind == DCK_CMP_FILE) {
+                char h[33];
+                json_t *fg = json_null(), *fa = json_null();
+                if (ce->golden_file) {
+                    dck_digest_to_hex(ce->golden_file->xxh128, h);
+                    fg = json_pack("{s:I,s:s}", "bytes", (json_int_t)ce->golden_file->bytes, "xxh128", h);
+                }
+                if (ce->actual_file) {
+                    dck_digest_to_hex(ce->actual_file->xxh128, h);
+                    fa = json_pack("{s:I,s:s}", "bytes", (json_int_t)ce->actual_file->bytes, "xxh128", h);
+                }
+                json_object_set_new(e, "golden", fg);
+                json_object_set_new(e, "actual", fa);
             }
             json_array_append_new(diffs, e);
         }
@@ -187,8 +204,22 @@ int cmd_verify(int argc, char **argv) {
                     break;
                 case DCK_CMP_MISSING: printf("  missing  %s (in golden, not in checkpoint)\n", e->name); break;
                 case DCK_CMP_EXTRA: printf("  extra    %s (in checkpoint, not in golden)\n", e->name); break;
-                case DCK_CMP_FILE: printf("  file     %s: size or xxh128 differs, or file missing/extra\n", e->name); break;
-                case DCK_CMP_VALUE: printf("  value    %s differs, or missing/extra\n", e->name); break;
+                case DCK_CMP_FILE:
+                    if (!e->actual_file) printf("  file     %s: missing (in golden, not in checkpoint)\n", e->name);
+                    else if (!e->golden_file) printf("  file     %s: extra (in checkpoint, not in golden)\n", e->name);
+                    else {
+                        dck_digest_to_hex(e->actual_file->xxh128, a);
+                        dck_digest_to_hex(e->golden_file->xxh128, b);
+                        printf("  file     %s: %llu bytes xxh128 %s, golden %llu bytes %s\n", e->name,
+                               (unsigned long long)e->actual_file->bytes, a,
+                               (unsigned long long)e->golden_file->bytes, b);
+                    }
+                    break;
+                case DCK_CMP_VALUE:
+                    if (!e->actual_value) printf("  value    %s: missing (golden %s)\n", e->name, e->golden_value->value);
+                    else if (!e->golden_value) printf("  value    %s: extra (%s)\n", e->name, e->actual_value->value);
+                    else printf("  value    %s: %s, golden %s\n", e->name, e->actual_value->value, e->golden_value->value);
+                    break;
                 default: break;
                 }
             }

@@ -136,4 +136,18 @@ expect_grep "t.safetensors.zst" err.txt
 # -o into a missing directory: exit 2, nothing written
 expect_exit 2 "$DETCHECK" hash -o nodir/m.yaml a.safetensors
 expect_grep "nodir/m.yaml" err.txt
+# recorded values: a .pt carries epoch/iteration values, its safetensors twin
+# has the same tensors but no values; verify names each value and both sides
+fx="$DCK_TOP/tests/fixtures"
+"$DETCHECK" hash -q -o pt.yaml "$fx/training.pt"
+expect_exit 0 "$DETCHECK" verify --golden pt.yaml "$fx/training.pt"
+expect_exit 1 "$DETCHECK" verify --golden pt.yaml "$fx/training.safetensors"
+expect_grep "value    epoch: missing (golden " out.txt
+expect_grep "26 of 26 golden tensors identical" out.txt
+expect_exit 1 "$DETCHECK" verify --json --golden pt.yaml "$fx/training.safetensors"
+python3 -c "
+import json; d = json.load(open('out.txt'))
+v = [e for e in d['differences'] if e['name'] == 'epoch'][0]
+assert v['kind'] == 'value' and v['actual'] is None and v['golden'] is not None, v
+" || fail "value entry in JSON"; ok
 done_ok
