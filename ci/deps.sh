@@ -3,7 +3,7 @@
 #   ci/deps.sh              install what is missing (apt-get)
 #   ci/deps.sh --if-missing the same, silent when nothing is missing
 set -e
-PKGS="build-essential pkg-config libxxhash-dev xxhash libzstd-dev zstd libyaml-dev check libjansson-dev zlib1g-dev libopenmpi-dev openmpi-bin"
+PKGS="build-essential pkg-config python3 libxxhash-dev xxhash libzstd-dev zstd libyaml-dev check libjansson-dev zlib1g-dev libopenmpi-dev openmpi-bin"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
