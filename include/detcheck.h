@@ -260,6 +260,18 @@ typedef struct {
     /* Progress, called from the calling thread: done and total bytes. */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
+    /* Legacy Megatron-LM trees (mp_rank_XX[_YYY] directories), see
+     * man detcheck-formats(7): 0 (default) names every tensor by its rank
+     * directory; 1 merges the ranks' model weights into the tensors of the
+     * unsplit model (split tensors concatenated, replicated tensors checked
+     * identical and kept once, pipeline-local layer numbers made global). */
+    int megatron_merge;
+    /* Tensor-parallel split rules "GLOB=DIM" (DIM a dimension number, or
+     * "none" for replicated), tried in order before the built-in ones; the
+     * first whose fnmatch(3) GLOB matches the merged name wins. Only with
+     * megatron_merge. Not copied: the strings must outlive the checkpoint. */
+    const char *const *tp_split_rules;
+    size_t ntp_split_rules;
 } dck_options;
 
 void dck_options_init(dck_options *o);
@@ -438,6 +450,10 @@ typedef struct {
     unsigned groups;         /* bit mask of 1u << dck_group; 0: every group */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;      /* progress is called from the calling thread */
+    /* How dck_diff_paths opens checkpoints (Megatron iteration, merging);
+     * NULL: defaults. Its threads, hash_files and progress are ignored (the
+     * fields above rule). */
+    const dck_options *open_options;
 } dck_diff_options;
 
 void dck_diff_options_init(dck_diff_options *o);

@@ -357,16 +357,24 @@ static const char *base_name(const char *p) {
     return s && s[1] ? s + 1 : p;
 }
 
+dck_status dck_ck_create(const dck_options *opt, dck_checkpoint **out) {
+    ck_box *box = calloc(1, sizeof *box);
+    *out = NULL;
+    if (!box) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (opt) box->ck.opt = *opt;
+    else dck_options_init(&box->ck.opt);
+    *out = &box->ck;
+    return DCK_OK;
+}
+
 dck_status dck_checkpoint_open(const char *const *paths, size_t npaths, const dck_options *opt,
                                dck_checkpoint **out) {
     *out = NULL;
     if (!npaths) return dck_set_error(DCK_ERR_INVALID, "no input paths");
-    ck_box *box = calloc(1, sizeof *box);
-    if (!box) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
-    dck_checkpoint *ck = &box->ck;
-    if (opt) ck->opt = *opt;
-    else dck_options_init(&ck->opt);
-    dck_status s = DCK_OK;
+    /* bad split rules are an error whatever the paths hold */
+    dck_status s = opt ? dck_megatron_check_options(opt) : DCK_OK;
+    dck_checkpoint *ck;
+    if (s || (s = dck_ck_create(opt, &ck))) return s;
     for (size_t i = 0; i < npaths && !s; i++) {
         struct stat st;
         if (stat(paths[i], &st) != 0) {

@@ -1127,14 +1127,17 @@ static dck_status name_path(dck_status s, const char *path) {
     return dck_set_error(s, "%s: %s", path, msg);
 }
 
-static dck_status open_side(const char *path, int threads, side *sd) {
+static dck_status open_side(const char *path, const dck_options *open_opt, int threads, side *sd) {
     memset(sd, 0, sizeof *sd);
     sd->label = path;
     dck_clear_error();
     dck_options o;
-    dck_options_init(&o);
+    if (open_opt) o = *open_opt;
+    else dck_options_init(&o);
     o.threads = threads;
     o.hash_files = 0;
+    o.progress = NULL;
+    o.progress_ctx = NULL;
     const char *paths[1] = {path};
     if (looks_like_manifest(path)) {
         dck_manifest *m = NULL;
@@ -1167,10 +1170,11 @@ dck_status dck_diff_paths(const char *a, const char *b, const dck_diff_options *
     if (!a || !b || !out) return dck_set_error(DCK_ERR_INVALID, "diff: NULL argument");
     memset(out, 0, sizeof *out);
     int threads = o ? o->threads : 0;
+    const dck_options *open_opt = o ? o->open_options : NULL;
     side sa, sb;
-    dck_status s = open_side(a, threads, &sa);
+    dck_status s = open_side(a, open_opt, threads, &sa);
     if (s) return s;
-    s = open_side(b, threads, &sb);
+    s = open_side(b, open_opt, threads, &sb);
     if (s) {
         close_side(&sa);
         return s;

@@ -128,6 +128,10 @@ struct dck_checkpoint {
     dck_options opt;
 };
 
+/* An empty checkpoint with a copy of opt (NULL: defaults). Readers that
+ * build in steps (Megatron merging) load into a scratch one, validate it and
+ * move its contents over. */
+dck_status dck_ck_create(const dck_options *opt, dck_checkpoint **out);
 /* Builders used by readers. add_file returns the file index; the checkpoint
  * takes ownership of f. add_piece finds or creates the tensor by name; when
  * it exists, dtype and global shape must agree (DCK_ERR_LAYOUT names both
@@ -164,6 +168,15 @@ extern const dck_reader dck_reader_dcp;        /* torch.distributed.checkpoint d
 extern const dck_reader dck_reader_npz;        /* NumPy .npz */
 extern const dck_reader dck_reader_pt;         /* torch.save: zip, legacy, tar */
 extern const dck_reader dck_reader_npy;        /* NumPy .npy */
+
+/* reader_megatron.c: merging legacy Megatron-LM rank directories.
+ * Checks opt's tensor-parallel split rules (syntax; merging turned on). */
+dck_status dck_megatron_check_options(const dck_options *opt);
+/* The split dimension of a merged tensor name: opt's rules, then the
+ * built-in ones; -1 replicated. *rule: the rule that decided ("GLOB=DIM"),
+ * or NULL when none matched. */
+dck_status dck_megatron_split_dim(const dck_options *opt, const char *name, int *dim,
+                                  const char **rule);
 
 /* safetensors.c: parse one file's header into pieces. */
 dck_status dck_safetensors_open_file(dck_checkpoint *ck, const char *path, const char *relpath);

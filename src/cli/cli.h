@@ -38,6 +38,13 @@ int cli_fail(const char *cmd, dck_status s);
 /* Misuse: message plus "try 'detcheck CMD --help'", returns 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* --megatron-merge and --tp-split GLOB=DIM (hash, verify, diff). add
+ * appends a rule (argv strings outlive the command) to o; check, after the
+ * options, refuses rules without merging. Each returns 0, or exit status 2
+ * after a usage message. */
+int cli_add_tp_split(const char *cmd, dck_options *o, const char *rule);
+int cli_check_megatron(const char *cmd, const dck_options *o);
+
 /* Strict number parsing: the whole string, in range. */
 bool cli_parse_long(const char *s, long min, long max, long *out);
 bool cli_parse_double(const char *s, double *out);

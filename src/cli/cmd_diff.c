@@ -36,6 +36,12 @@ static void help(void) {
            "  --color WHEN    auto (default), always, never\n"
            "  -t, --threads N worker threads (default: online CPUs); no result\n"
            "                  depends on it\n"
+           "  --iteration N   Megatron-LM checkpoint roots: read iter_N instead of\n"
+           "                  the latest iteration (both sides)\n"
+           "  --megatron-merge  legacy Megatron-LM trees: merge the ranks' weights into\n"
+           "                  the unsplit model's tensors (see detcheck-formats(7))\n"
+           "  --tp-split GLOB=DIM  with --megatron-merge: split rule for tensor-parallel\n"
+           "                  ranks ('none': replicated); repeatable\n"
            "  -q, --quiet     no progress bar\n"
            "  -h, --help      this help\n"
            "\n"
@@ -477,16 +483,23 @@ static int parse_groups(const char *arg, unsigned *mask) {
 }
 
 int cmd_diff(int argc, char **argv) {
-    enum { OPT_ATOL = 256, OPT_RTOL, OPT_ULP, OPT_TOP, OPT_GROUP, OPT_JSON, OPT_COLOR };
+    enum { OPT_ATOL = 256, OPT_RTOL, OPT_ULP, OPT_TOP, OPT_GROUP, OPT_JSON, OPT_COLOR,
+           OPT_ITERATION, OPT_MERGE, OPT_TP_SPLIT };
     static const struct option longopts[] = {
         {"atol", required_argument, 0, OPT_ATOL},   {"rtol", required_argument, 0, OPT_RTOL},
         {"ulp", required_argument, 0, OPT_ULP},     {"top", required_argument, 0, OPT_TOP},
         {"group", required_argument, 0, OPT_GROUP}, {"json", no_argument, 0, OPT_JSON},
         {"color", required_argument, 0, OPT_COLOR}, {"verbose", no_argument, 0, 'v'},
         {"threads", required_argument, 0, 't'},     {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},              {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'},
+        {"iteration", required_argument, 0, OPT_ITERATION},
+        {"megatron-merge", no_argument, 0, OPT_MERGE},
+        {"tp-split", required_argument, 0, OPT_TP_SPLIT}, {0, 0, 0, 0}};
     dck_diff_options opt;
     dck_diff_options_init(&opt);
+    dck_options ropt; /* how checkpoints are read (Megatron) */
+    dck_options_init(&ropt);
+    opt.open_options = &ropt;
     int json = 0, verbose = 0, color = -1;
     long top = 0;
     optind = 1;
@@ -534,6 +547,15 @@ int cmd_diff(int argc, char **argv) {
                 return cli_usage_error(CMD, "--threads wants a count >= 1, not '%s'", optarg);
             opt.threads = (int)v;
             break;
+        case OPT_ITERATION: /* Megatron checkpoint roots: which iter_N directory */
+            if (!cli_parse_long(optarg, 0, 999999999, &v))
+                return cli_usage_error(CMD, "--iteration wants an integer 0..999999999, not '%s'", optarg);
+            ropt.iteration = v;
+            break;
+        case OPT_MERGE: ropt.megatron_merge = 1; break;
+        case OPT_TP_SPLIT:
+            if (cli_add_tp_split(CMD, &ropt, optarg)) return DCK_EXIT_TROUBLE;
+            break;
         case 'q': cli_quiet = true; break;
         case 'h': help(); return DCK_EXIT_SAME;
         case ':': return cli_usage_error(CMD, "option '%s' needs a value", argv[optind - 1]);
@@ -543,6 +565,7 @@ int cmd_diff(int argc, char **argv) {
     if (argc - optind != 2)
         return cli_usage_error(CMD, "wants two checkpoints or manifests, A and B (got %d)",
                                argc - optind);
+    if (cli_check_megatron(CMD, &ropt)) return DCK_EXIT_TROUBLE;
     const char *pa = argv[optind], *pb = argv[optind + 1];
     use_color = !json && (color == 1 || (color == -1 && cli_color()));
     if (!json) {

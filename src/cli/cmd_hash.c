@@ -8,7 +8,8 @@
 
 static const char hash_help[] =
     "usage: detcheck hash PATH... [-o MANIFEST] [--json] [--threads N] [-q]\n"
-    "                    [--device cpu|cuda|auto] [--distributed]\n"
+    "                    [--device cpu|cuda|auto] [--distributed] [--iteration N]\n"
+    "                    [--megatron-merge [--tp-split GLOB=DIM]...]\n"
     "\n"
     "Digests every tensor (weights, optimizer state, RNG state) of a checkpoint\n"
     "with tensor digest v1 and writes a manifest: YAML, or JSON with --json.\n"
@@ -31,6 +32,13 @@ static const char hash_help[] =
     "                     the same manifest as a single process\n"
     "      --iteration N  Megatron-LM checkpoint root: read iter_N instead of the\n"
     "                     latest iteration\n"
+    "      --megatron-merge  legacy Megatron-LM trees (mp_rank_XX[_YYY]): merge the\n"
+    "                     ranks' weights into the unsplit model's tensors instead of\n"
+    "                     naming them per rank directory (see detcheck-formats(7))\n"
+    "      --tp-split GLOB=DIM  with --megatron-merge: tensors whose merged name\n"
+    "                     matches GLOB are split along DIM across tensor-parallel\n"
+    "                     ranks ('none': replicated); repeatable, tried in order\n"
+    "                     before the built-in rules\n"
     "  -q, --quiet        no progress or notes on stderr\n"
     "  -h, --help         this help\n"
     "\n"
@@ -43,6 +51,7 @@ int cmd_hash(int argc, char **argv) {
         {"quiet", no_argument, NULL, 'q'},         {"help", no_argument, NULL, 'h'},
         {"iteration", required_argument, NULL, 'I'},
         {"device", required_argument, NULL, 'D'},  {"distributed", no_argument, NULL, 'M'},
+        {"megatron-merge", no_argument, NULL, 'G'}, {"tp-split", required_argument, NULL, 'S'},
         {NULL, 0, NULL, 0}};
     const char *output = NULL;
     dck_format fmt = DCK_FORMAT_YAML;
@@ -75,12 +84,17 @@ int cmd_hash(int argc, char **argv) {
                 return cli_usage_error("hash", "--device wants cpu, cuda or auto, not '%s'", optarg);
             break;
         case 'M': distributed = 1; break;
+        case 'G': o.megatron_merge = 1; break;
+        case 'S':
+            if (cli_add_tp_split("hash", &o, optarg)) return DCK_EXIT_TROUBLE;
+            break;
         case 'h': fputs(hash_help, stdout); return 0;
         default:
             return cli_usage_error("hash", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
     if (optind >= argc) return cli_usage_error("hash", "no PATH given");
+    if (cli_check_megatron("hash", &o)) return DCK_EXIT_TROUBLE;
     if (device != DCK_DEVICE_CPU || distributed)
         return cmd_hash_planned(argc, argv, (const char *const *)argv + optind,
                                 (size_t)(argc - optind), &o, fmt, output, device, distributed);

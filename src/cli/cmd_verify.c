@@ -24,6 +24,10 @@ static const char verify_help[] =
     "  -t, --threads N    worker threads for hashing\n"
     "      --iteration N  Megatron-LM checkpoint root: read iter_N instead of the\n"
     "                     latest iteration\n"
+    "      --megatron-merge  legacy Megatron-LM trees: merge the ranks' weights into\n"
+    "                     the unsplit model's tensors (see detcheck-formats(7))\n"
+    "      --tp-split GLOB=DIM  with --megatron-merge: split rule for tensor-parallel\n"
+    "                     ranks ('none': replicated); repeatable\n"
     "  -q, --quiet        print nothing; the exit status says it all\n"
     "  -h, --help         this help\n"
     "\n"
@@ -72,6 +76,7 @@ int cmd_verify(int argc, char **argv) {
         {"json", no_argument, NULL, 'j'},         {"threads", required_argument, NULL, 't'},
         {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
         {"iteration", required_argument, NULL, 'I'},
+        {"megatron-merge", no_argument, NULL, 'G'}, {"tp-split", required_argument, NULL, 'S'},
         {NULL, 0, NULL, 0}};
     const char *golden_path = NULL;
     int files = 0, json = 0;
@@ -97,6 +102,10 @@ int cmd_verify(int argc, char **argv) {
                 return cli_usage_error("verify", "--iteration wants an integer 0..999999999, not '%s'", optarg);
             o.iteration = v;
             break;
+        case 'G': o.megatron_merge = 1; break;
+        case 'S':
+            if (cli_add_tp_split("verify", &o, optarg)) return DCK_EXIT_TROUBLE;
+            break;
         case 'h': fputs(verify_help, stdout); return 0;
         default:
             return cli_usage_error("verify", "unknown or incomplete option '%s'", argv[optind - 1]);
@@ -104,6 +113,7 @@ int cmd_verify(int argc, char **argv) {
     }
     if (!golden_path) return cli_usage_error("verify", "--golden MANIFEST is required");
     if (optind >= argc) return cli_usage_error("verify", "no PATH given");
+    if (cli_check_megatron("verify", &o)) return DCK_EXIT_TROUBLE;
     dck_manifest *golden = NULL, *actual = NULL;
     dck_status s = dck_manifest_load(golden_path, &golden);
     if (s) return cli_fail("verify", s);

@@ -68,6 +68,33 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) {
     return DCK_EXIT_TROUBLE;
 }
 
+int cli_add_tp_split(const char *cmd, dck_options *o, const char *rule) {
+    /* one command per process: the rules live until exit */
+    static const char **rules;
+    static size_t cap;
+    if (o->ntp_split_rules == cap) {
+        size_t ncap = cap ? cap * 2 : 8;
+        const char **p = realloc(rules, ncap * sizeof *p);
+        if (!p) {
+            cli_error(cmd, "out of memory");
+            return DCK_EXIT_TROUBLE;
+        }
+        rules = p;
+        cap = ncap;
+    }
+    if (!strchr(rule, '='))
+        return cli_usage_error(cmd, "--tp-split wants GLOB=DIM (DIM a dimension number or 'none'), not '%s'", rule);
+    rules[o->ntp_split_rules++] = rule;
+    o->tp_split_rules = rules;
+    return 0;
+}
+
+int cli_check_megatron(const char *cmd, const dck_options *o) {
+    if (o->ntp_split_rules && !o->megatron_merge)
+        return cli_usage_error(cmd, "--tp-split needs --megatron-merge");
+    return 0;
+}
+
 bool cli_parse_long(const char *s, long min, long max, long *out) {
     if (!s || !*s) return false;
     char *end;

@@ -1,6 +1,7 @@
 # CLI: hash, verify and diff on PyTorch (.pt zip, legacy), DCP, Megatron and
 # NumPy checkpoints from tests/fixtures (written by real PyTorch), against the
-# same tensors as safetensors; zstd copies; --iteration; values; damaged files.
+# same tensors as safetensors; zstd copies; --iteration; values; Megatron
+# merging (--megatron-merge, --tp-split); damaged files.
 . "$DCK_TOP/tests/cli/lib.sh"
 FX="$DCK_TOP/tests/fixtures"
 
@@ -92,6 +93,86 @@ if command -v mpirun > /dev/null; then
     cmp -s m1.yaml m2.yaml || { diff m1.yaml m2.yaml | head; fail "distributed hash of training.pt differs"; }
     ok
 fi
+
+# Megatron TP=2 x PP=2 merged (--megatron-merge): the model built whole
+MG="$FX/megatron_tp2pp2"
+"$DETCHECK" hash -q --megatron-merge "$MG" > tp.yaml || fail "hash --megatron-merge"
+tensors tp.yaml > tp.t
+"$DETCHECK" hash -q "$FX/megatron_tp2pp2.safetensors" > whole.yaml
+tensors whole.yaml > whole.t
+[ -s tp.t ] || fail "no tensors from the merged tree"
+cmp -s tp.t whole.t || { diff tp.t whole.t; fail "merged tree and megatron_tp2pp2.safetensors differ"; }
+ok
+expect_grep 'name: model.language_model.encoder.layers.2.mlp.dense_4h_to_h.weight, group: weights, dtype: F32, shape: \[4, 8\]' tp.yaml
+expect_grep '{name: mp_rank_01_001.iteration, value: "7"}' tp.yaml
+# without the option: per rank directory, local layer numbers and shapes
+"$DETCHECK" hash -q "$MG" > ranks.yaml
+expect_grep 'name: mp_rank_01_001.model.language_model.encoder.layers.0.mlp.dense_4h_to_h.weight, group: weights, dtype: F32, shape: \[4, 4\]' ranks.yaml
+expect_no_grep 'name: model\.' ranks.yaml
+# zstd-compressed rank files merge the same
+cp -r "$MG" tpz
+find tpz -name '*.pt' -exec zstd -q --rm {} \;
+"$DETCHECK" hash -q --megatron-merge tpz > tpz.yaml
+tensors tpz.yaml > tpz.t
+cmp -s tpz.t whole.t || { diff tpz.t whole.t | head; fail "zstd merged tree differs"; }
+ok
+# verify: a golden of the merged tree, with and without the option
+"$DETCHECK" hash -q --megatron-merge -o tpgold.yaml "$MG"
+expect_exit 0 "$DETCHECK" verify --golden tpgold.yaml --megatron-merge "$MG"
+expect_exit 1 "$DETCHECK" verify --golden tpgold.yaml "$MG"
+expect_grep 'missing  model.language_model.embedding.word_embeddings.weight' out.txt
+# diff: merged tree vs the whole model: every tensor equal (values exist
+# only in the tree, so the exit status is 1)
+expect_exit 1 "$DETCHECK" diff --json --megatron-merge "$MG" "$FX/megatron_tp2pp2.safetensors"
+expect_grep '"tensors": 62, "equal": 62,' out.txt
+expect_exit 0 "$DETCHECK" diff --megatron-merge "$MG" tpz
+# a replicated tensor that differs between TP ranks: exit 2, named
+cp -r "$MG" tprep
+cp "$FX/megatron_tp2pp2_bad/replica_differs.pt" tprep/iter_0000007/mp_rank_01_000/model_optim_rng.pt
+expect_exit 2 "$DETCHECK" hash --megatron-merge tprep
+expect_grep 'replicated tensor model.language_model.encoder.layers.1.input_norm.weight differs between tensor-parallel ranks mp_rank_00_000 and mp_rank_01_000' err.txt
+expect_exit 2 "$DETCHECK" diff --megatron-merge "$MG" tprep
+expect_grep 'layers.1.input_norm.weight differs' err.txt
+expect_exit 1 "$DETCHECK" diff "$MG" tprep
+expect_grep 'mp_rank_01_000.model.language_model.encoder.layers.1.input_norm.weight' out.txt
+# shards of different shapes
+cp -r "$MG" tpshape
+cp "$FX/megatron_tp2pp2_bad/shape_differs.pt" tpshape/iter_0000007/mp_rank_01_000/model_optim_rng.pt
+expect_exit 2 "$DETCHECK" verify --golden tpgold.yaml --megatron-merge tpshape
+expect_grep 'F32 \[4, 4\] in mp_rank_00_000 but F32 \[3, 4\] in mp_rank_01_000' err.txt
+# split rules: user rules first; bad ones are trouble
+expect_exit 0 "$DETCHECK" hash -q --megatron-merge --tp-split '*.layers.1.input_norm.weight=0' -o split.yaml "$MG"
+expect_grep 'name: model.language_model.encoder.layers.1.input_norm.weight, group: weights, dtype: F32, shape: \[8\]' split.yaml
+expect_exit 2 "$DETCHECK" hash --megatron-merge --tp-split '*.mlp.dense_4h_to_h.weight=none' "$MG"
+expect_grep 'replicated tensor model.language_model.encoder.layers.0.mlp.dense_4h_to_h.weight differs' err.txt
+expect_exit 2 "$DETCHECK" hash --megatron-merge --tp-split 'nodim' "$MG"
+expect_grep 'GLOB=DIM' err.txt
+expect_exit 2 "$DETCHECK" hash --megatron-merge --tp-split '*.weight=x' "$MG"
+expect_grep "split rule '\*.weight=x'" err.txt
+expect_exit 2 "$DETCHECK" hash --megatron-merge --tp-split '*.weight=16' "$MG"
+expect_grep 'out of range' err.txt
+expect_exit 2 "$DETCHECK" hash --megatron-merge --tp-split '*norm.weight=1' "$MG"
+expect_grep "split rule '\*norm.weight=1' splits dimension 1 but tensor" err.txt
+expect_exit 2 "$DETCHECK" hash --tp-split '*.weight=0' "$MG"
+expect_grep 'needs --megatron-merge' err.txt
+expect_exit 2 "$DETCHECK" diff --tp-split '*.weight=0' "$MG" "$MG"
+expect_grep 'needs --megatron-merge' err.txt
+expect_exit 2 "$DETCHECK" verify --golden tpgold.yaml --megatron-merge --tp-split '=0' "$MG"
+expect_grep "split rule '=0'" err.txt
+# an incomplete rank grid
+cp -r "$MG" tpmiss
+rm -r tpmiss/iter_0000007/mp_rank_00_001
+expect_exit 2 "$DETCHECK" hash --megatron-merge tpmiss
+expect_grep 'rank directory mp_rank_00_001 is missing' err.txt
+
+# diff --iteration: both roots read at the iteration asked for
+cp -r "$FX/megatron" mg10
+printf '10\n' > mg10/latest_checkpointed_iteration.txt
+expect_exit 1 "$DETCHECK" diff "$FX/megatron" mg10
+expect_exit 0 "$DETCHECK" diff --iteration 10 "$FX/megatron" mg10
+expect_exit 2 "$DETCHECK" diff --iteration 30 "$FX/megatron" mg10
+expect_grep 'iter_0000030' err.txt
+expect_exit 2 "$DETCHECK" diff --iteration x "$FX/megatron" mg10
 
 # damaged and hostile files: exit 2 and a message naming the file
 head -c 1500 "$FX/views.pt" > cut.pt
