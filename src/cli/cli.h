@@ -53,6 +53,12 @@ bool cli_parse_double(const char *s, double *out);
 void cli_progress(void *ctx, uint64_t done, uint64_t total);
 void cli_progress_end(void);
 
+/* hash's output: records the source paths in the manifest, writes it to
+ * output (atomically) or stdout, and notes the root on stderr (how: a suffix
+ * for that note, e.g. " (cuda, distributed)"). */
+dck_status cli_emit_manifest(dck_manifest *m, const char *const *paths, size_t npaths,
+                             dck_format fmt, const char *output, const char *how);
+
 /* Writes s as a JSON string literal (quoted, escaped). */
 void cli_json_string(FILE *f, const char *s);
 

@@ -80,17 +80,10 @@ int cmd_hash_planned(int argc, char **argv, const char *const *paths, size_t npa
         goto out;
     }
     if (cli_rank == 0) {
-        if (output) s = dck_manifest_save(m, fmt, output);
-        else s = dck_manifest_write(m, fmt, stdout);
-        if (!s && !output && fflush(stdout) != 0)
-            s = dck_set_error(DCK_ERR_IO, "cannot write to standard output");
-        if (!s && output) {
-            char hex[33];
-            dck_digest_to_hex(dck_manifest_root(m), hex);
-            cli_info("hash", "%zu tensors, root %s -> %s (%s%s)", dck_manifest_tensor_count(m),
-                     hex, output, dck_device_name(use),
-                     dck_comm_size(comm) > 1 ? ", distributed" : "");
-        }
+        char how[64];
+        snprintf(how, sizeof how, " (%s%s)", dck_device_name(use),
+                 dck_comm_size(comm) > 1 ? ", distributed" : "");
+        s = cli_emit_manifest(m, paths, npaths, fmt, output, how);
     }
     s = dck_comm_agree(comm, s);
     rc = s ? cli_fail("hash", s) : 0;
