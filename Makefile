@@ -89,7 +89,7 @@ $(BUILD)/libdetcheck.so: $(LIB_OBJ)
 $(BUILD)/detcheck: $(CLI_OBJ) $(BUILD)/libdetcheck.a
 	$(CC) -o $@ $(CLI_OBJ) $(BUILD)/libdetcheck.a $(LDFLAGS) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libdetcheck.a
+$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libdetcheck.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libdetcheck.a $(LDFLAGS) $(TEST_LIBS) $(LDLIBS)
 

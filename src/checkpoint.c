@@ -161,16 +161,7 @@ dck_status dck_ck_add_piece(dck_checkpoint *ck, const char *name, dck_dtype dtyp
 }
 
 dck_status dck_ck_add_value(dck_checkpoint *ck, const char *name, const char *value) {
-    dck_status s = dck_grow((void **)&ck->values, &ck->cap_values, ck->nvalues + 1, sizeof *ck->values);
-    if (s) return s;
-    char *n = dck_strdup(name), *v = dck_strdup(value);
-    if (!n || !v) {
-        free(n);
-        free(v);
-        return dck_set_error(DCK_ERR_NOMEM, "out of memory");
-    }
-    ck->values[ck->nvalues++] = (dck_manifest_value){n, v};
-    return DCK_OK;
+    return dck_value_push(&ck->values, &ck->nvalues, &ck->cap_values, name, value);
 }
 
 /* ------------------------------------------------------------------ validation */

@@ -25,6 +25,9 @@ int dck_default_threads(void);
 /* Growable array helper: ensures capacity for need elements of size sz. */
 dck_status dck_grow(void **ptr, size_t *cap, size_t need, size_t sz);
 int dck_has_suffix(const char *s, const char *suffix);
+/* Appends a copy of (name, value) to a growable array of values. */
+dck_status dck_value_push(dck_manifest_value **arr, size_t *n, size_t *cap, const char *name,
+                          const char *value);
 /* qsort that accepts (NULL, 0): qsort's pointer must be non-null even then. */
 void dck_qsort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
 

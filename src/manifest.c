@@ -91,16 +91,7 @@ dck_status dck_manifest_add_file(dck_manifest *m, const dck_manifest_file *f) {
 }
 
 dck_status dck_manifest_add_value(dck_manifest *m, const char *name, const char *value) {
-    dck_status s = dck_grow((void **)&m->v, &m->cap_v, m->nv + 1, sizeof *m->v);
-    if (s) return s;
-    char *n = dck_strdup(name), *v = dck_strdup(value);
-    if (!n || !v) {
-        free(n);
-        free(v);
-        return dck_set_error(DCK_ERR_NOMEM, "out of memory");
-    }
-    m->v[m->nv++] = (dck_manifest_value){n, v};
-    return DCK_OK;
+    return dck_value_push(&m->v, &m->nv, &m->cap_v, name, value);
 }
 
 dck_status dck_manifest_set_meta(dck_manifest *m, const char *key, const char *value) {

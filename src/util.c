@@ -94,6 +94,20 @@ dck_status dck_grow(void **ptr, size_t *cap, size_t need, size_t sz) {
     return DCK_OK;
 }
 
+dck_status dck_value_push(dck_manifest_value **arr, size_t *n, size_t *cap, const char *name,
+                          const char *value) {
+    dck_status s = dck_grow((void **)arr, cap, *n + 1, sizeof **arr);
+    if (s) return s;
+    char *nm = dck_strdup(name), *v = dck_strdup(value);
+    if (!nm || !v) {
+        free(nm);
+        free(v);
+        return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    }
+    (*arr)[(*n)++] = (dck_manifest_value){nm, v};
+    return DCK_OK;
+}
+
 void dck_qsort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
     if (n > 1) qsort(base, n, size, cmp);
 }
