@@ -1,5 +1,6 @@
 /* libFuzzer target: the zip directory parser and inflater, then the whole
  * torch.save / .npz reader and hashing on the same bytes as a file. */
+#include "fuzz_util.h"
 #include "zip.h"
 
 #include <stdio.h>
@@ -20,17 +21,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         dck_zip_free(&z);
     }
-    static char path[256];
-    if (!path[0]) snprintf(path, sizeof path, "/tmp/dck-fuzz-zip-%d.pt", (int)getpid());
-    FILE *f = fopen(path, "wb");
-    if (!f) return 0;
-    fwrite(data, 1, size, f);
-    fclose(f);
-    const char *ps[] = {path};
-    dck_options o;
-    dck_options_init(&o);
-    o.threads = 1;
-    dck_manifest *m = NULL;
-    if (dck_hash_paths(ps, 1, &o, &m) == DCK_OK) dck_manifest_free(m);
+    fuzz_hash_as_file(data, size, ".pt");
     return 0;
 }

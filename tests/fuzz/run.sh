@@ -21,7 +21,7 @@ done
 rc=0
 for t in tests/fuzz/fuzz_*.c; do
     name=$(basename "$t" .c)
-    clang $CF -fsanitize=fuzzer "$t" $objs -o "$B/$name" $LIBS
+    clang $CF -Itests/fuzz -fsanitize=fuzzer "$t" $objs -o "$B/$name" $LIBS
     corpus=$B/corpus-$name
     mkdir -p "$corpus" "$B/crashes/$name"
     [ -d "tests/fuzz/seeds/${name#fuzz_}" ] && cp -n tests/fuzz/seeds/"${name#fuzz_}"/* "$corpus"/ 2>/dev/null || true
