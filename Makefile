@@ -143,7 +143,8 @@ install: all
 	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 man/*.7 $(DESTDIR)$(PREFIX)/share/man/man7/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/^#define DCK_VERSION_STRING "\(.*\)"/\1/p' include/detcheck.h)|g' \
-	  -e 's|@REQUIRES@|$(PKGS)|g' detcheck.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/detcheck.pc
+	  -e 's|@REQUIRES@|$(PKGS)|g' -e 's|@LIBS_PRIVATE@|$(filter-out $(shell pkg-config --libs $(PKGS) 2>/dev/null),$(LDLIBS))|g' \
+	  detcheck.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/detcheck.pc
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/detcheck $(DESTDIR)$(PREFIX)/lib/libdetcheck.a \

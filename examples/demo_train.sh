@@ -17,21 +17,21 @@ fi
 MPI=""
 if command -v mpirun > /dev/null 2>&1; then MPI="mpirun --oversubscribe -np"; fi
 
-echo "== 5. train a small transformer 20 steps, a checkpoint every 5"
+echo "== 6. train a small transformer 20 steps, a checkpoint every 5"
 echo "\$ detcheck train --steps 20 --ckpt-every 5 --out run"
 "$D" train --steps 20 --ckpt-every 5 --out run > train.txt
 sed -n '1,2p' train.txt; echo "..."; sed -n '19,20p' train.txt
 ls run run/step_00000020 | sed 's/^/   /'
 head -n 1 run/trajectory.jsonl | sed 's/^/   /'
 echo
-echo "== 6. kill it (SIGKILL) after checkpoint 10 and while writing 15; resume; compare bitwise"
+echo "== 7. kill it (SIGKILL) after checkpoint 10 and while writing 15; resume; compare bitwise"
 if [ -n "$MPI" ]; then
     run resume-check --steps 20 --at 10 --ckpt-every 5 --launcher "$MPI 2" --resume-launcher "$MPI 4"
 else
     run resume-check --steps 20 --at 10 --ckpt-every 5
 fi
 echo
-echo "== 7. hash the last checkpoint into a golden manifest and verify it"
+echo "== 8. hash the last checkpoint into a golden manifest and verify it"
 run hash -q -o golden-train.yaml run/step_00000020
 grep '^root:' golden-train.yaml | sed 's/^/   /'
 run verify --golden golden-train.yaml run/step_00000020

@@ -243,6 +243,18 @@ dck_status dck_ck_validate(dck_checkpoint *ck) {
             dck_status s = piece_extent(t, p, &end);
             if (s) return dck_set_error(s, "%s: tensor %s: storage extent overflows or negative stride",
                                         fp, t->info.name);
+            if (p->strides) {
+                uint64_t stored = end - p->file_offset;
+                uint64_t cap = stored > (UINT64_MAX - (1ull << 30)) / DCK_MAX_VIEW_EXPANSION
+                                   ? UINT64_MAX
+                                   : stored * DCK_MAX_VIEW_EXPANSION + (1ull << 30);
+                if (nbytes > cap)
+                    return dck_set_error(DCK_ERR_LIMIT,
+                                         "%s: tensor %s: a view of %llu bytes over %llu stored bytes "
+                                         "(over the %ux expansion limit)",
+                                         fp, t->info.name, (unsigned long long)nbytes,
+                                         (unsigned long long)stored, DCK_MAX_VIEW_EXPANSION);
+            }
             uint64_t ds = ck->files[p->file]->data_size;
             if (ds != UINT64_MAX && end > ds)
                 return dck_set_error(DCK_ERR_TRUNCATED,

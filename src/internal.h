@@ -11,7 +11,10 @@
 
 /* ------------------------------------------------------------------ limits */
 #define DCK_MAX_HEADER_BYTES (100u * 1000u * 1000u) /* safetensors JSON header */
-#define DCK_MAX_TENSORS (1u << 22)
+#define DCK_MAX_TENSORS (1u << 20)
+/* A strided view (stride 0 broadcasts) may be larger than its storage, but
+ * not beyond this many logical bytes per stored byte, plus 1 GiB. */
+#define DCK_MAX_VIEW_EXPANSION 1024u
 #define DCK_MAX_NAME 4096
 
 /* ------------------------------------------------------------------ util.c */

@@ -428,15 +428,19 @@ dck_status dck_manifest_save(const dck_manifest *m, dck_format fmt, const char *
  * Both formats are read into a jansson tree (YAML scalars become strings),
  * then one validator builds the manifest. */
 
-static json_t *yaml_node_to_json(yaml_document_t *doc, yaml_node_t *n, int depth) {
-    if (!n || depth > 64) return NULL;
+/* Converts a YAML node tree; *budget counts the nodes still allowed. A
+ * manifest visits each node once; aliases that make the tree a DAG (the
+ * "billion laughs" document) run out of budget instead of memory. */
+static json_t *yaml_node_to_json(yaml_document_t *doc, yaml_node_t *n, int depth, size_t *budget) {
+    if (!n || depth > 64 || *budget == 0) return NULL;
+    (*budget)--;
     switch (n->type) {
     case YAML_SCALAR_NODE:
         return json_stringn((const char *)n->data.scalar.value, n->data.scalar.length);
     case YAML_SEQUENCE_NODE: {
         json_t *a = json_array();
         for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
-            json_t *c = yaml_node_to_json(doc, yaml_document_get_node(doc, *it), depth + 1);
+            json_t *c = yaml_node_to_json(doc, yaml_document_get_node(doc, *it), depth + 1, budget);
             if (!c) {
                 json_decref(a);
                 return NULL;
@@ -449,7 +453,7 @@ static json_t *yaml_node_to_json(yaml_document_t *doc, yaml_node_t *n, int depth
         json_t *o = json_object();
         for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
             yaml_node_t *k = yaml_document_get_node(doc, p->key);
-            json_t *v = yaml_node_to_json(doc, yaml_document_get_node(doc, p->value), depth + 1);
+            json_t *v = yaml_node_to_json(doc, yaml_document_get_node(doc, p->value), depth + 1, budget);
             if (!k || k->type != YAML_SCALAR_NODE || !v || json_object_get(o, (const char *)k->data.scalar.value)) {
                 json_decref(v);
                 json_decref(o);
@@ -541,7 +545,7 @@ static dck_status from_json(json_t *r, const char *label, dck_manifest **out) {
         const char *g = json_string_value(json_object_get(o, "group"));
         const char *dt = json_string_value(json_object_get(o, "dtype"));
         const char *dg = json_string_value(json_object_get(o, "digest"));
-        if (!t.name || !*t.name) {
+        if (!t.name) {
             s = dck_set_error(DCK_ERR_FORMAT, "%s: tensor entry %zu has no name", label, i);
             goto fail;
         }
@@ -642,11 +646,14 @@ dck_status dck_manifest_parse(const char *text, size_t len, const char *label, d
             return s;
         }
         yaml_node_t *rn = yaml_document_get_root_node(&doc);
-        root = rn ? yaml_node_to_json(&doc, rn, 0) : NULL;
+        size_t budget = (size_t)(doc.nodes.top - doc.nodes.start);
+        root = rn ? yaml_node_to_json(&doc, rn, 0, &budget) : NULL;
         yaml_document_delete(&doc);
         yaml_parser_delete(&p);
         if (!root)
-            return dck_set_error(DCK_ERR_FORMAT, "%s: not a detcheck manifest (empty, or duplicate keys)", label);
+            return dck_set_error(DCK_ERR_FORMAT,
+                                 "%s: not a detcheck manifest (empty, duplicate keys, aliases or nesting over 64)",
+                                 label);
     }
     dck_status s = from_json(root, label, out);
     json_decref(root);

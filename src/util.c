@@ -36,10 +36,14 @@ const char *dck_last_error(void) { return last_error; }
 void dck_clear_error(void) { last_error[0] = 0; }
 
 dck_status dck_set_error(dck_status s, const char *fmt, ...) {
+    /* Format into a scratch buffer first: callers may pass dck_last_error()
+     * itself as an argument, to wrap the message with context. */
+    char buf[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    memcpy(last_error, buf, sizeof buf);
     return s;
 }
 

@@ -161,6 +161,23 @@ START_TEST(test_bad_manifests) {
     expect_parse_error(buf, DCK_ERR_FORMAT, "root digest does not match");
     expect_parse_error("detcheck: 1\ndetcheck: 1\n", DCK_ERR_FORMAT, "golden.yaml");
     expect_parse_error("{\"detcheck\": 1, \"root\": 5", DCK_ERR_FORMAT, "invalid JSON");
+    /* "billion laughs": 9 levels of aliases, 10 each, would expand to 10^9
+     * nodes; refused at once instead of exhausting memory */
+    char bomb[4096];
+    size_t k = (size_t)snprintf(bomb, sizeof bomb, "detcheck: 1\nroot: %s\nx0: &a0 [q,q,q,q,q,q,q,q,q,q]\n", root0);
+    for (int i = 1; i < 9; i++) {
+        k += (size_t)snprintf(bomb + k, sizeof bomb - k, "x%d: &a%d [", i, i);
+        for (int j = 0; j < 10; j++) k += (size_t)snprintf(bomb + k, sizeof bomb - k, "%s*a%d", j ? "," : "", i - 1);
+        k += (size_t)snprintf(bomb + k, sizeof bomb - k, "]\n");
+    }
+    snprintf(bomb + k, sizeof bomb - k, "tensors: []\n");
+    expect_parse_error(bomb, DCK_ERR_FORMAT, "aliases");
+    /* a message that wraps the previous one stays intact */
+    snprintf(buf, sizeof buf,
+             "detcheck: 1\nroot: %s\ntensors:\n  - {name: a, group: weights, dtype: F32, shape: [1], digest: 0123456789abcdef0123456789abcdef}\n"
+             "  - {name: a, group: weights, dtype: F32, shape: [1], digest: 0123456789abcdef0123456789abcdef}\n",
+             root0);
+    expect_parse_error(buf, DCK_ERR_FORMAT, "golden.yaml: duplicate tensor name a");
 }
 END_TEST
 

@@ -419,6 +419,41 @@ START_TEST(test_threads_and_large) {
 }
 END_TEST
 
+/* A strided view may broadcast (stride 0) beyond its storage, but a tiny
+ * file must not claim an astronomically large tensor (hash would run for
+ * ever): views are capped at DCK_MAX_VIEW_EXPANSION x storage + 1 GiB. */
+START_TEST(test_view_expansion_limit) {
+    char *p = tu_path(dir, "storage.bin");
+    tu_write(p, "abcdefgh", 8);
+    for (int huge = 0; huge <= 1; huge++) {
+        dck_checkpoint *ck;
+        ck_assert_int_eq(dck_ck_create(NULL, &ck), DCK_OK);
+        dck_file *f;
+        ck_assert_int_eq(dck_file_open(p, "storage.bin", &f), DCK_OK);
+        uint32_t fi;
+        ck_assert_int_eq(dck_ck_add_file(ck, f, &fi), DCK_OK);
+        uint64_t n = huge ? (1ull << 30) : 1000;
+        uint64_t shape[2] = {n, n};
+        dck_piece pc;
+        memset(&pc, 0, sizeof pc);
+        pc.file = fi;
+        pc.shape[0] = pc.shape[1] = n;
+        pc.strides = calloc(2, sizeof *pc.strides); /* stride 0, 0: one element broadcast */
+        ck_assert_int_eq(dck_ck_add_piece(ck, "w", DCK_F32, shape, 2, &pc), DCK_OK);
+        dck_status s = dck_ck_validate(ck);
+        if (huge) {
+            ck_assert_int_eq(s, DCK_ERR_LIMIT);
+            ck_assert_ptr_nonnull(strstr(dck_last_error(), "expansion limit"));
+            ck_assert_ptr_nonnull(strstr(dck_last_error(), "storage.bin"));
+        } else {
+            ck_assert_msg(s == DCK_OK, "%s", dck_last_error()); /* 4 MB over 4 bytes: a real broadcast */
+        }
+        dck_checkpoint_free(ck);
+    }
+    free(p);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("safetensors");
     TCase *tc = tcase_create("core");
@@ -434,6 +469,7 @@ int main(void) {
     tcase_add_test(tc, test_zstd_stream_and_corrupt);
     tcase_add_test(tc, test_hf_index);
     tcase_add_test(tc, test_threads_and_large);
+    tcase_add_test(tc, test_view_expansion_limit);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -62,6 +62,11 @@ dck_status cli_emit_manifest(dck_manifest *m, const char *const *paths, size_t n
 /* Writes s as a JSON string literal (quoted, escaped). */
 void cli_json_string(FILE *f, const char *s);
 
+/* A name from a file, fit to print on a terminal line: control characters
+ * (newline, ESC...) as \xNN, so a file cannot forge report lines. Rotating
+ * static buffers: valid for the next three calls. */
+const char *cli_safe(const char *s);
+
 /* Terminal colour for stdout (isatty and NO_COLOR unset). */
 bool cli_color(void);
 

@@ -112,6 +112,29 @@ int cmd_bisect(int argc, char **argv) {
             free(tr[0]);
             return cli_fail(CMD, s);
         }
+        /* A run's records are one per step, consecutive from its first: a
+         * missing step or an empty file would otherwise read as agreement. */
+        const char *bad = nt[k] == 0 ? "has no records" : NULL;
+        long gap = 0;
+        for (size_t r = 1; r < nt[k] && !bad; r++)
+            if (tr[k][r].step != tr[k][r - 1].step + 1) {
+                bad = "has a gap";
+                gap = tr[k][r - 1].step + 1;
+            }
+        if (bad) {
+            if (gap) cli_error(CMD, "%s/%s %s: step %ld is missing", runs[k], DCK_TRAJECTORY, bad, gap);
+            else cli_error(CMD, "%s/%s %s", runs[k], DCK_TRAJECTORY, bad);
+            free(tr[0]);
+            free(tr[1]);
+            return DCK_EXIT_TROUBLE;
+        }
+    }
+    if (tr[0][nt[0] - 1].step < tr[1][0].step || tr[1][nt[1] - 1].step < tr[0][0].step) {
+        cli_error(CMD, "%s and %s have no step in common (steps %ld..%ld and %ld..%ld)", runs[0], runs[1],
+                  tr[0][0].step, tr[0][nt[0] - 1].step, tr[1][0].step, tr[1][nt[1] - 1].step);
+        free(tr[0]);
+        free(tr[1]);
+        return DCK_EXIT_TROUBLE;
     }
     long step = -1;
     char what[1024] = "";

@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <getopt.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,14 @@ int cmd_hash(int argc, char **argv) {
         }
     }
     if (optind >= argc) return cli_usage_error("hash", "no PATH given");
+    /* -o must not replace a checkpoint file it is about to read */
+    struct stat so, si;
+    if (output && stat(output, &so) == 0)
+        for (int i = optind; i < argc; i++)
+            if (stat(argv[i], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+                return cli_usage_error("hash", "-o %s is also an input; refusing to overwrite it", output);
+    if (getenv("OMPI_COMM_WORLD_SIZE") && atoi(getenv("OMPI_COMM_WORLD_SIZE")) > 1 && !distributed)
+        cli_warn("hash", "started by mpirun without --distributed: every rank hashes everything");
     if (cli_check_megatron("hash", &o)) return DCK_EXIT_TROUBLE;
     if (device != DCK_DEVICE_CPU || distributed)
         return cmd_hash_planned(argc, argv, (const char *const *)argv + optind,

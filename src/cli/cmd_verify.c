@@ -193,7 +193,7 @@ int cmd_verify(int argc, char **argv) {
             printf("OK: %zu tensors identical to %s (root %s)\n", r.tensors_equal, golden_path, ha);
         } else {
             printf("DIFFERENT: %zu difference%s against %s; first: %s\n", r.n, r.n == 1 ? "" : "s",
-                   golden_path, first);
+                   golden_path, cli_safe(first));
             for (size_t i = 0; i < r.n; i++) {
                 const dck_cmp_entry *e = &r.entries[i];
                 char a[33], b[33], sa[256], sb[256];
@@ -201,34 +201,34 @@ int cmd_verify(int argc, char **argv) {
                 case DCK_CMP_DIGEST:
                     dck_digest_to_hex(e->golden->digest, a);
                     dck_digest_to_hex(e->actual->digest, b);
-                    printf("  differs  %s: digest %s, golden %s\n", e->name, b, a);
+                    printf("  differs  %s: digest %s, golden %s\n", cli_safe(e->name), b, a);
                     break;
                 case DCK_CMP_DTYPE:
-                    printf("  dtype    %s: %s, golden %s\n", e->name, dck_dtype_name(e->actual->dtype),
+                    printf("  dtype    %s: %s, golden %s\n", cli_safe(e->name), dck_dtype_name(e->actual->dtype),
                            dck_dtype_name(e->golden->dtype));
                     break;
                 case DCK_CMP_SHAPE:
                     fmt_shape(sa, sizeof sa, e->actual);
                     fmt_shape(sb, sizeof sb, e->golden);
-                    printf("  shape    %s: %s, golden %s\n", e->name, sa, sb);
+                    printf("  shape    %s: %s, golden %s\n", cli_safe(e->name), sa, sb);
                     break;
-                case DCK_CMP_MISSING: printf("  missing  %s (in golden, not in checkpoint)\n", e->name); break;
-                case DCK_CMP_EXTRA: printf("  extra    %s (in checkpoint, not in golden)\n", e->name); break;
+                case DCK_CMP_MISSING: printf("  missing  %s (in golden, not in checkpoint)\n", cli_safe(e->name)); break;
+                case DCK_CMP_EXTRA: printf("  extra    %s (in checkpoint, not in golden)\n", cli_safe(e->name)); break;
                 case DCK_CMP_FILE:
-                    if (!e->actual_file) printf("  file     %s: missing (in golden, not in checkpoint)\n", e->name);
-                    else if (!e->golden_file) printf("  file     %s: extra (in checkpoint, not in golden)\n", e->name);
+                    if (!e->actual_file) printf("  file     %s: missing (in golden, not in checkpoint)\n", cli_safe(e->name));
+                    else if (!e->golden_file) printf("  file     %s: extra (in checkpoint, not in golden)\n", cli_safe(e->name));
                     else {
                         dck_digest_to_hex(e->actual_file->xxh128, a);
                         dck_digest_to_hex(e->golden_file->xxh128, b);
-                        printf("  file     %s: %llu bytes xxh128 %s, golden %llu bytes %s\n", e->name,
+                        printf("  file     %s: %llu bytes xxh128 %s, golden %llu bytes %s\n", cli_safe(e->name),
                                (unsigned long long)e->actual_file->bytes, a,
                                (unsigned long long)e->golden_file->bytes, b);
                     }
                     break;
                 case DCK_CMP_VALUE:
-                    if (!e->actual_value) printf("  value    %s: missing (golden %s)\n", e->name, e->golden_value->value);
-                    else if (!e->golden_value) printf("  value    %s: extra (%s)\n", e->name, e->actual_value->value);
-                    else printf("  value    %s: %s, golden %s\n", e->name, e->actual_value->value, e->golden_value->value);
+                    if (!e->actual_value) printf("  value    %s: missing (golden %s)\n", cli_safe(e->name), cli_safe(e->golden_value->value));
+                    else if (!e->golden_value) printf("  value    %s: extra (%s)\n", cli_safe(e->name), cli_safe(e->actual_value->value));
+                    else printf("  value    %s: %s, golden %s\n", cli_safe(e->name), cli_safe(e->actual_value->value), cli_safe(e->golden_value->value));
                     break;
                 default: break;
                 }

@@ -147,9 +147,33 @@ void cli_json_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+const char *cli_safe(const char *s) {
+    static char bufs[4][1024];
+    static int k;
+    char *b = bufs[k++ & 3];
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && n + 5 < sizeof bufs[0]; p++) {
+        if (*p < 0x20 || *p == 0x7f) n += (size_t)snprintf(b + n, sizeof bufs[0] - n, "\\x%02x", *p);
+        else b[n++] = (char)*p;
+    }
+    b[n] = 0;
+    return b;
+}
+
 bool cli_color(void) {
     const char *nc = getenv("NO_COLOR");
     return isatty(1) && !(nc && *nc);
+}
+
+/* This process's rank as an MPI launcher (Open MPI, PMIx, PMI) says, or -1. */
+static int launcher_rank(void) {
+    static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        long r;
+        if (v && cli_parse_long(v, 0, 1 << 24, &r)) return (int)r;
+    }
+    return -1;
 }
 
 static void usage(FILE *out) {
@@ -191,8 +215,24 @@ int main(int argc, char **argv) {
         printf("detcheck %s (digest v1)\n", dck_version());
         return 0;
     }
+    /* Under an MPI launcher only rank 0 prints: commands that use MPI set
+     * cli_rank themselves; for the others every rank does the same work and
+     * ranks other than 0 stay silent. */
+    int env_rank = launcher_rank();
+    if (env_rank > 0) {
+        cli_rank = env_rank;
+        if (!freopen("/dev/null", "w", stdout)) return DCK_EXIT_TROUBLE;
+    }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(name, commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(name, commands[i].name)) {
+            int rc = commands[i].fn(argc - 1, argv + 1);
+            /* output that never reached its destination is trouble */
+            if (fflush(stdout) != 0 || ferror(stdout)) {
+                fprintf(stderr, "detcheck %s: error: cannot write to standard output\n", name);
+                return DCK_EXIT_TROUBLE;
+            }
+            return rc;
+        }
     fprintf(stderr, "detcheck: unknown command '%s'\nTry 'detcheck --help'.\n", name);
     return DCK_EXIT_TROUBLE;
 }

@@ -35,4 +35,13 @@ expect_exit 2 $DETCHECK bisect a
 mkdir e && echo '{"step": 1, "loss' > e/trajectory.jsonl && echo 'garbage' >> e/trajectory.jsonl
 expect_exit 2 $DETCHECK bisect a e
 expect_grep 'e/trajectory.jsonl:1: not a JSON object' err.txt
+# a run with a missing step or no records is trouble, not agreement
+mkdir g h
+head -3 a/trajectory.jsonl > g/trajectory.jsonl
+sed -n 5,7p a/trajectory.jsonl >> g/trajectory.jsonl
+expect_exit 2 $DETCHECK bisect a g
+expect_grep 'g/trajectory.jsonl has a gap: step 4 is missing' err.txt
+: > h/trajectory.jsonl
+expect_exit 2 $DETCHECK bisect a h
+expect_grep 'h/trajectory.jsonl has no records' err.txt
 done_ok

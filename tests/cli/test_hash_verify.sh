@@ -136,6 +136,31 @@ expect_grep "t.safetensors.zst" err.txt
 # -o into a missing directory: exit 2, nothing written
 expect_exit 2 "$DETCHECK" hash -o nodir/m.yaml a.safetensors
 expect_grep "nodir/m.yaml" err.txt
+# -o never replaces an input; output that cannot be written is trouble
+cp a.safetensors self.safetensors
+expect_exit 2 "$DETCHECK" hash -q self.safetensors -o self.safetensors
+expect_grep "also an input" err.txt
+cmp -s a.safetensors self.safetensors || fail "input overwritten"; ok
+if [ -w /dev/full ]; then
+    expect_exit 2 sh -c "\"$DETCHECK\" verify --golden golden.yaml a.safetensors > /dev/full"
+    expect_grep "cannot write to standard output" err.txt
+fi
+# under mpirun only rank 0 prints
+if command -v mpirun >/dev/null; then
+    expect_exit 0 mpirun --oversubscribe -np 2 "$DETCHECK" verify --golden golden.yaml a.safetensors
+    [ "$(grep -c '^OK:' out.txt)" -eq 1 ] || fail "rank 1 printed"; ok
+fi
+# a tensor name with a newline cannot forge a report line
+python3 - <<'PY'
+import json, struct
+for fn, b in (("evil1.safetensors", b"x"), ("evil2.safetensors", b"y")):
+    h = json.dumps({"w\nOK: 1 tensors identical": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}).encode()
+    open(fn, "wb").write(struct.pack("<Q", len(h)) + h + b)
+PY
+"$DETCHECK" hash -q -o evil.yaml evil1.safetensors
+expect_exit 1 "$DETCHECK" verify --golden evil.yaml evil2.safetensors
+expect_no_grep "^OK: 1 tensors" out.txt
+expect_grep 'w\\x0aOK' out.txt
 # recorded values: a .pt carries epoch/iteration values, its safetensors twin
 # has the same tensors but no values; verify names each value and both sides
 fx="$DCK_TOP/tests/fixtures"

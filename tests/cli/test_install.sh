@@ -24,10 +24,18 @@ int main(void) {
     return 0;
 }
 C
-cc -I"$root/opt/dck/include" v.c -o v "$root/opt/dck/lib/libdetcheck.a" $(cat "$DCK_TOP/$BUILD/ldlibs.txt") || fail "compile against installed library"
+# through the installed detcheck.pc: shared, and static (Libs.private and
+# Requires.private must name everything libdetcheck.a needs)
+pc() { PKG_CONFIG_PATH="$root/opt/dck/lib/pkgconfig" pkg-config --define-variable=prefix="$root/opt/dck" "$@" detcheck; }
+cc v.c -o v $(pc --cflags --libs) || fail "compile against the installed shared library"
 ok
-./v > v.out
+LD_LIBRARY_PATH="$root/opt/dck/lib" ./v > v.out
 expect_grep "^2ef28aceb3e398dd66f6ba2696aa9c68$" v.out
+cc v.c -o vs $(pc --cflags) "$root/opt/dck/lib/libdetcheck.a" $(pc --static --libs | sed 's/-ldetcheck//') ||
+    fail "static link with pkg-config --static"
+ok
+./vs > vs.out
+expect_grep "^2ef28aceb3e398dd66f6ba2696aa9c68$" vs.out
 "$root/opt/dck/bin/detcheck" --version > ver.txt
 expect_grep "detcheck" ver.txt
 done_ok
