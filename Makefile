@@ -97,8 +97,14 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libdetcheck.a
 ensure-deps:
 	@sh ci/deps.sh --if-missing
 
+# With CUDA the GPU test programs and the C example are built (not run) by
+# make check too, so they cannot rot on machines without a GPU.
+ifeq ($(CUDA),1)
+CHECK_BUILDS := gpu-tests
+endif
+
 check: ensure-deps
-	@$(MAKE) --no-print-directory all tests-built
+	@$(MAKE) --no-print-directory all tests-built $(CHECK_BUILDS)
 	@sh tests/run.sh $(BUILD)
 
 tests-built: $(TEST_BIN)

@@ -276,8 +276,9 @@ dck_status dck_ck_validate(dck_checkpoint *ck) {
         }
         if (covered != total)
             return dck_set_error(DCK_ERR_LAYOUT,
-                                 "tensor %s: shards cover %llu of its %llu elements (gap)",
-                                 t->info.name, (unsigned long long)covered, (unsigned long long)total);
+                                 "tensor %s: shards cover %llu of its %llu elements (gap; first shard %s)",
+                                 t->info.name, (unsigned long long)covered, (unsigned long long)total,
+                                 t->info.source);
     }
     dck_qsort(ck->tensors, ck->ntensors, sizeof *ck->tensors, cmp_tensor);
     size_t cap = 64;

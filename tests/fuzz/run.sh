@@ -8,6 +8,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
 SECS=${FUZZ_SECONDS:-60}
 B=build-fuzz
+command -v clang >/dev/null || { echo "make fuzz needs clang (libFuzzer): apt-get install clang" >&2; exit 2; }
 mkdir -p $B/obj $B/crashes
 PKGS=$(sed -n "s/^PKGS *:= *//p" Makefile)
 CF="-g -O1 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -fsanitize=fuzzer-no-link,address,undefined $(pkg-config --cflags $PKGS) $(mpicc --showme:compile 2>/dev/null)"
@@ -26,10 +27,9 @@ for t in tests/fuzz/fuzz_*.c; do
     mkdir -p "$corpus" "$B/crashes/$name"
     [ -d "tests/fuzz/seeds/${name#fuzz_}" ] && cp -n tests/fuzz/seeds/"${name#fuzz_}"/* "$corpus"/ 2>/dev/null || true
     echo "== $name for ${SECS}s"
-    if ! "$B/$name" -max_total_time="$SECS" -max_len=65536 -rss_limit_mb=2048 \
-        -artifact_prefix="$B/crashes/$name/" "$corpus" 2>&1 | tail -n 3; then
-        rc=1
-    fi
+    "$B/$name" -max_total_time="$SECS" -max_len=65536 -rss_limit_mb=2048 \
+        -artifact_prefix="$B/crashes/$name/" "$corpus" > "$B/$name.log" 2>&1 || rc=1
+    tail -n 3 "$B/$name.log"
     if [ -n "$(ls -A "$B/crashes/$name")" ]; then
         echo "$name: crashes in $B/crashes/$name"
         rc=1
