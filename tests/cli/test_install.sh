@@ -26,12 +26,14 @@ int main(void) {
 C
 # through the installed detcheck.pc: shared, and static (Libs.private and
 # Requires.private must name everything libdetcheck.a needs)
+# a sanitizer build's library needs its runtime linked into the program too
+san=$(grep -o -- '-fsanitize=[^ ]*' "$DCK_TOP/$BUILD/ldlibs.txt" | head -n 1 || true)
 pc() { PKG_CONFIG_PATH="$root/opt/dck/lib/pkgconfig" pkg-config --define-variable=prefix="$root/opt/dck" "$@" detcheck; }
-cc v.c -o v $(pc --cflags --libs) || fail "compile against the installed shared library"
+cc $san v.c -o v $(pc --cflags --libs) || fail "compile against the installed shared library"
 ok
 LD_LIBRARY_PATH="$root/opt/dck/lib" ./v > v.out
 expect_grep "^2ef28aceb3e398dd66f6ba2696aa9c68$" v.out
-cc v.c -o vs $(pc --cflags) "$root/opt/dck/lib/libdetcheck.a" $(pc --static --libs | sed 's/-ldetcheck//') ||
+cc $san v.c -o vs $(pc --cflags) "$root/opt/dck/lib/libdetcheck.a" $(pc --static --libs | sed 's/-ldetcheck//') ||
     fail "static link with pkg-config --static"
 ok
 ./vs > vs.out
