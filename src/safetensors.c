@@ -90,6 +90,22 @@ dck_status dck_safetensors_parse_header(dck_checkpoint *ck, uint32_t file, const
         s = dck_set_error(DCK_ERR_FORMAT, "%s: __metadata__ is not an object", label);
         goto done;
     }
+    /* __metadata__ is a map of strings to strings (as the format's reference
+     * reader requires); a slice record must describe a stored tensor. */
+    const char *mk;
+    json_t *mv;
+    json_object_foreach(meta, mk, mv) {
+        if (!json_is_string(mv)) {
+            s = dck_set_error(DCK_ERR_FORMAT, "%s: __metadata__ value of %s is not a string", label, mk);
+            goto done;
+        }
+        size_t pl = strlen(DCK_SLICE_PREFIX);
+        if (!strncmp(mk, DCK_SLICE_PREFIX, pl) && !json_is_object(json_object_get(root, mk + pl))) {
+            s = dck_set_error(DCK_ERR_FORMAT, "%s: metadata %s describes a tensor the file does not hold",
+                              label, mk);
+            goto done;
+        }
+    }
     size_t n = json_object_size(root);
     if (n > DCK_MAX_TENSORS) {
         s = dck_set_error(DCK_ERR_LIMIT, "%s: more than %u tensors", label, DCK_MAX_TENSORS);

@@ -199,6 +199,20 @@ START_TEST(test_sharded_errors) {
                  "\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, 0);
     ck_assert_int_eq(hash1(bad, &m), DCK_ERR_FORMAT);
     free(bad);
+    /* a slice record for a tensor the file does not hold */
+    bad = raw_st("slice_orphan.safetensors",
+                 "{\"__metadata__\":{\"detcheck.slice.v\":\"{\\\"global_shape\\\":[4],\\\"offset\\\":[0]}\"},"
+                 "\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, 0);
+    ck_assert_int_eq(hash1(bad, &m), DCK_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "does not hold"));
+    free(bad);
+    /* metadata values are strings */
+    bad = raw_st("meta_int.safetensors",
+                 "{\"__metadata__\":{\"step\":5},\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+                 8, 0);
+    ck_assert_int_eq(hash1(bad, &m), DCK_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "not a string"));
+    free(bad);
     free(p1);
     free(p2);
 }

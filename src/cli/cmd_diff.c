@@ -152,7 +152,7 @@ static void print_rows(const dck_diff_result *r, int verbose, size_t *name_w) {
         char dt[64], sh[600];
         fmt_type(t, dt, sizeof dt, sh, sizeof sh);
         rw->cell[0] = dupf("%s", dck_diff_status_name(t->status));
-        rw->cell[1] = dupf("%s", t->name);
+        rw->cell[1] = dupf("%s", cli_safe(t->name));
         rw->cell[2] = dupf("%s", dt);
         rw->cell[3] = dupf("%s", sh);
         if (r->digest_only) {
@@ -268,7 +268,7 @@ static void print_table(const dck_diff_result *r, const char *pa, const char *pb
                 char ma[32];
                 fmt_num(ma, sizeof ma, t->stats.max_abs);
                 printf("  %2zu. %-*s  max_ulp %llu  max_abs %s  differ %llu%s\n", k + 1, (int)w,
-                       t->name, (unsigned long long)t->stats.max_ulp, ma,
+                       cli_safe(t->name), (unsigned long long)t->stats.max_ulp, ma,
                        (unsigned long long)t->stats.diff_count,
                        t->stats.nan_payload + t->stats.nan_vs_number ? "  (NaN differences)" : "");
             }
@@ -284,20 +284,20 @@ static void print_table(const dck_diff_result *r, const char *pa, const char *pb
         printf("Layers: %zu of %zu differ", nd, r->nlayers);
         if (r->first_layer >= 0) {
             const dck_diff_layer *L = &r->layers[r->first_layer];
-            printf("; first differing layer: %s%s%s (%s)", use_color ? C_BOLD : "", L->layer,
-                   off(), r->tensors[L->first_differing].name);
+            printf("; first differing layer: %s%s%s (%s)", use_color ? C_BOLD : "", cli_safe(L->layer),
+                   off(), cli_safe(r->tensors[L->first_differing].name));
         }
         printf("\n");
         for (size_t i = 0; i < r->nlayers && nd; i++) {
             const dck_diff_layer *L = &r->layers[i];
             if (!L->differing) continue;
-            printf("  %-20s %zu/%zu tensors differ", L->layer, L->differing, L->tensors);
+            printf("  %-20s %zu/%zu tensors differ", cli_safe(L->layer), L->differing, L->tensors);
             if (!r->digest_only) printf(", max ULP %llu", (unsigned long long)L->max_ulp);
             printf("\n");
         }
     }
     if (r->first_tensor >= 0)
-        printf("First differing tensor: %s\n", r->tensors[r->first_tensor].name);
+        printf("First differing tensor: %s\n", cli_safe(r->tensors[r->first_tensor].name));
     printf("Groups:");
     int gshown = 0;
     for (int g = 0; g < DCK_GROUP_COUNT; g++)
@@ -306,9 +306,9 @@ static void print_table(const dck_diff_result *r, const char *pa, const char *pb
                    r->group_differing[g], r->group_tensors[g]);
     printf("%s\n", gshown ? "" : " none");
     for (size_t i = 0; i < r->nvalues; i++)
-        printf("Value %s: A %s, B %s\n", r->values[i].name,
-               r->values[i].a ? r->values[i].a : "(absent)",
-               r->values[i].b ? r->values[i].b : "(absent)");
+        printf("Value %s: A %s, B %s\n", cli_safe(r->values[i].name),
+               r->values[i].a ? cli_safe(r->values[i].a) : "(absent)",
+               r->values[i].b ? cli_safe(r->values[i].b) : "(absent)");
     if (r->digest_only && dck_diff_tolerance_given(tol) && !r->equal)
         printf("(tolerances need element statistics; digests that differ are differences)\n");
 
