@@ -154,7 +154,11 @@ dck_status dck_ck_add_piece(dck_checkpoint *ck, const char *name, dck_dtype dtyp
                                  dck_dtype_name(dtype), b, ck->files[piece->file]->path);
         }
     }
-    dck_status s = dck_grow((void **)&t->pieces, &t->cap_pieces, t->npieces + 1, sizeof *t->pieces);
+    /* Most tensors have one piece: start with exactly one (a piece is ~300
+     * bytes, and a header may list a million tensors). */
+    dck_status s = t->cap_pieces == 0 && (t->pieces = malloc(sizeof *t->pieces)) != NULL
+                       ? (t->cap_pieces = 1, DCK_OK)
+                       : dck_grow((void **)&t->pieces, &t->cap_pieces, t->npieces + 1, sizeof *t->pieces);
     if (s) return s;
     t->pieces[t->npieces++] = *piece;
     return DCK_OK;
