@@ -414,6 +414,7 @@ char *dck_train_config_flags(const dck_train_config *c) {
         fstr(c->weight_decay, f[5], 32), fstr(c->clip, f[6], 32), c->warmup,
         c->decay_steps > 0 ? c->decay_steps : c->steps,
         c->precision == DCK_PREC_BF16 ? "bf16" : "fp32");
+    if (c->mode == DCK_MODE_FAST) n += (size_t)snprintf(buf + n, 4096 - n, " --mode fast");
     if (c->data[0]) snprintf(buf + n, DCK_TRAIN_PATH + 16, " --data '%s'", c->data);
     return buf;
 }
