@@ -867,6 +867,18 @@ static size_t put_utf8(uint8_t *q, uint32_t cp) {
     q[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3f)); q[3] = (uint8_t)(0x80 | (cp & 0x3f)); return 4;
 }
 
+/* A string node over bytes decoded into the arena (no source offset). */
+static dck_status decoded_str_node(pk_ctx *c, const uint8_t *q, size_t k, pk_node **out) {
+    dck_status s;
+    pk_node *r = new_node(c, PK_STR, &s);
+    if (!r) return s;
+    r->u.s.p = (const char *)q;
+    r->u.s.len = k;
+    r->u.s.src = -1;
+    *out = r;
+    return DCK_OK;
+}
+
 /* STRING: a Python repr with quotes and backslash escapes. */
 static dck_status decode_string(pk_ctx *c, const char *p, size_t n, pk_node **out) {
     if (n < 2 || (p[0] != '\'' && p[0] != '"') || p[n - 1] != p[0])
@@ -902,13 +914,7 @@ static dck_status decode_string(pk_ctx *c, const char *p, size_t n, pk_node **ou
         }
     }
     q[k] = 0;
-    pk_node *r = new_node(c, PK_STR, &s);
-    if (!r) return s;
-    r->u.s.p = (const char *)q;
-    r->u.s.len = k;
-    r->u.s.src = -1;
-    *out = r;
-    return DCK_OK;
+    return decoded_str_node(c, q, k, out);
 }
 
 /* UNICODE: raw-unicode-escape (\uXXXX, \UXXXXXXXX; other bytes are latin1). */
@@ -936,13 +942,7 @@ static dck_status decode_unicode(pk_ctx *c, const char *p, size_t n, pk_node **o
             k += put_utf8(q + k, ch);
     }
     q[k] = 0;
-    pk_node *r = new_node(c, PK_STR, &s);
-    if (!r) return s;
-    r->u.s.p = (const char *)q;
-    r->u.s.len = k;
-    r->u.s.src = -1;
-    *out = r;
-    return DCK_OK;
+    return decoded_str_node(c, q, k, out);
 }
 
 static dck_status parse_int_text(pk_ctx *c, const char *p, size_t n, pk_node **out) {
