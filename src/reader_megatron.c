@@ -240,7 +240,14 @@ static dck_status mg_open(dck_checkpoint *ck, const char *path, const char *relr
         dck_status s = read_latest(path, it, sizeof it);
         if (s) return s;
         if (!strcmp(it, "release")) snprintf(dirname, sizeof dirname, "release");
-        else snprintf(dirname, sizeof dirname, "iter_%07lld", strtoll(it, NULL, 10));
+        else {
+            char *end;
+            errno = 0;
+            long long v = strtoll(it, &end, 10);
+            if (!isdigit((unsigned char)it[0]) || *end || errno || v > 999999999)
+                return dck_set_error(DCK_ERR_FORMAT, "%s/%s: '%s' is not an iteration number", path, LATEST, it);
+            snprintf(dirname, sizeof dirname, "iter_%07lld", v);
+        }
     }
     if (!exists(path, dirname, true))
         return dck_set_error(DCK_ERR_IO, "%s: no directory %s for the iteration asked for", path, dirname);

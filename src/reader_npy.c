@@ -93,6 +93,9 @@ dck_status dck_npy_parse_header(const uint8_t *data, uint64_t len, const char *l
     if (nbytes > len - *data_offset)
         return dck_set_error(DCK_ERR_TRUNCATED, "%s: truncated: array needs %llu bytes after the header, has %llu",
                              label, (unsigned long long)nbytes, (unsigned long long)(len - *data_offset));
+    if (nbytes < len - *data_offset)
+        return dck_set_error(DCK_ERR_FORMAT, "%s: %llu trailing bytes after the array", label,
+                             (unsigned long long)(len - *data_offset - nbytes));
     return DCK_OK;
 }
 

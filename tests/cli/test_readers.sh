@@ -190,4 +190,13 @@ expect_exit 2 "$DETCHECK" hash baddcp
 expect_grep 'not a torch.distributed.checkpoint Metadata' err.txt
 [ ! -e pwned.txt ] || fail "the unpickler ran a command"
 ok
+# a .npy with bytes after its array, and a Megatron root whose latest file
+# holds no iteration number, are errors that say so
+python3 -c "import sys; d = open(sys.argv[1], 'rb').read(); open('trail.npy', 'wb').write(d + b'xx')" "$FX/array.npy"
+expect_exit 2 "$DETCHECK" hash trail.npy
+expect_grep "trail.npy: 2 trailing bytes after the array" err.txt
+cp -r "$FX/megatron" mgbad
+echo 99999999999999999999 > mgbad/latest_checkpointed_iteration.txt
+expect_exit 2 "$DETCHECK" hash mgbad
+expect_grep "is not an iteration number" err.txt
 done_ok
