@@ -52,7 +52,7 @@ else
 CU_SRC  :=
 endif
 
-LIB_SRC := $(wildcard src/*.c)
+LIB_SRC := $(filter-out src/cli/%,$(wildcard src/*/*.c))
 CLI_SRC := $(wildcard src/cli/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -71,11 +71,11 @@ $(BUILD)/ldlibs.txt: Makefile
 
 lib: $(BUILD)/libdetcheck.a $(BUILD)/libdetcheck.so
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/cli/*.h)
+$(BUILD)/%.o: %.c $(wildcard include/*.h src/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/%.cu.o: %.cu $(wildcard include/*.h src/*.h cuda/*.cuh)
+$(BUILD)/%.cu.o: %.cu $(wildcard include/*.h src/*/*.h cuda/*.cuh)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 

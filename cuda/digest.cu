@@ -7,8 +7,8 @@
 // bits do not depend on the grid, the scheduling or the order of the atomics,
 // and they equal the CPU's (src/digest.c). The hash and the tile geometry are
 // in src/gpu_xxh3.h, shared with the CPU twin (src/gpu_twin.c).
-#include "gpu_internal.h"
-#include "gpu_xxh3.h"
+#include "gpu/gpu.h"
+#include "gpu/gpu_xxh3.h"
 
 #include <cuda_runtime.h>
 

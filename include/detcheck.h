@@ -238,6 +238,10 @@ dck_status dck_manifest_save(const dck_manifest *m, dck_format fmt, const char *
  * the root digest. */
 dck_status dck_manifest_load(const char *path, dck_manifest **out);
 dck_status dck_manifest_parse(const char *text, size_t len, const char *label, dck_manifest **out);
+/* 1 when path is a regular file that is taken as a manifest before the
+ * checkpoint readers: text in its first bytes, and not an index file
+ * (*.index.json). The one rule verify and diff share. */
+int dck_manifest_sniff(const char *path);
 
 /* ------------------------------------------------------------------ checkpoints */
 

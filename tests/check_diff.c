@@ -3,7 +3,7 @@
  * names, and the checkpoint comparison (counts, first index, sharded vs
  * unsharded, missing, mismatches, manifests, thread-count invariance). */
 #include "testutil.h"
-#include "internal.h"
+#include "formats/formats.h"
 
 #include <float.h>
 #include <math.h>

@@ -1,7 +1,7 @@
 /* Digest v1: the frozen test vectors of the spec, fragments and stitching,
  * and thread-count invariance. */
 #include "testutil.h"
-#include "internal.h"
+#include "formats/formats.h"
 #include <stdint.h>
 
 static uint8_t *ramp(size_t n, unsigned mul, unsigned mod) {

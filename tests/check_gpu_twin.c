@@ -4,8 +4,8 @@
  * dck_fragment_partial_compute, and random splits against the CPU digest.
  * Needs no GPU. */
 #include "testutil.h"
-#include "gpu_internal.h"
-#include "hash_distributed.h"
+#include "gpu/gpu.h"
+#include "hash/hash.h"
 
 #include <xxhash.h>
 

@@ -1,7 +1,7 @@
 /* Manifests: YAML and JSON round trips, validation of hostile manifests,
  * comparison in model order. */
 #include "testutil.h"
-#include "internal.h"
+#include "formats/formats.h"
 
 static dck_manifest *sample(int variant) {
     dck_manifest *m;

@@ -3,7 +3,7 @@
  * limit holds on hostile input (each case here is also a regression test for
  * inputs the fuzz target found or could find). */
 #include "testutil.h"
-#include "pickle.h"
+#include "formats/pickle.h"
 
 typedef struct {
     char names[64][64];

@@ -7,8 +7,8 @@
  * digest v1 in Python); damaged files an error, never a crash. */
 #include "testutil.h"
 #include "fixtures.h"
-#include "internal.h"
-#include "readers.h"
+#include "formats/formats.h"
+#include "formats/readers.h"
 
 #include <jansson.h>
 #include <sys/stat.h>

@@ -7,7 +7,7 @@
  * errors that name the tensor, the rule and the rank directories. */
 #include "testutil.h"
 #include "fixtures.h"
-#include "internal.h"
+#include "formats/formats.h"
 
 #include <jansson.h>
 

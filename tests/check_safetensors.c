@@ -2,7 +2,7 @@
  * slices along any dim, 1 to 4 ways, on and off segment edges), zstd, and
  * every kind of bad input the foundation issue lists. */
 #include "testutil.h"
-#include "internal.h"
+#include "formats/formats.h"
 
 #include <zstd.h>
 

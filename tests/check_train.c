@@ -2,7 +2,7 @@
  * bitwise independence of the thread count, fast mode really differing,
  * the loss falling, ZeRO-1 partition, schedule, data, config. */
 #include "testutil.h"
-#include "train.h"
+#include "train/train.h"
 
 #include <math.h>
 

@@ -2,7 +2,7 @@
  * rounded to float), Philox known answers, bf16 rounding, fixed-order sums.
  * The accuracy bounds asserted here are the documented ones (train.h). */
 #include "testutil.h"
-#include "train.h"
+#include "train/train.h"
 
 #include <math.h>
 

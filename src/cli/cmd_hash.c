@@ -7,33 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-dck_status cli_emit_manifest(dck_manifest *m, const char *const *paths, size_t npaths,
-                             dck_format fmt, const char *output, const char *how) {
-    /* source: the paths as given, for the reader of the manifest */
-    size_t len = 1;
-    for (size_t i = 0; i < npaths; i++) len += strlen(paths[i]) + 1;
-    char *src = malloc(len);
-    if (!src) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
-    src[0] = 0;
-    for (size_t i = 0; i < npaths; i++) {
-        if (i) strcat(src, " ");
-        strcat(src, paths[i]);
-    }
-    dck_status s = dck_manifest_set_meta(m, "source", src);
-    free(src);
-    if (s) return s;
-    if (output) s = dck_manifest_save(m, fmt, output);
-    else s = dck_manifest_write(m, fmt, stdout);
-    if (!s && !output && fflush(stdout) != 0)
-        s = dck_set_error(DCK_ERR_IO, "cannot write to standard output");
-    if (!s && output) {
-        char hex[33];
-        dck_digest_to_hex(dck_manifest_root(m), hex);
-        cli_info("hash", "%zu tensors, root %s -> %s%s", dck_manifest_tensor_count(m), hex, output, how);
-    }
-    return s;
-}
-
 static const char hash_help[] =
     "usage: detcheck hash PATH... [-o MANIFEST] [--json] [--threads N] [-q]\n"
     "                    [--device cpu|cuda|auto] [--distributed] [--iteration N]\n"

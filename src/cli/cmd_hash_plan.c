@@ -2,8 +2,8 @@
  * (src/hash_distributed.c). cmd_hash.c parses the options and calls here
  * when either is given; the manifest is the one plain `hash` writes. */
 #include "cli.h"
-#include "hash_distributed.h"
-#include "train.h" /* dck_comm */
+#include "hash/hash.h"
+#include "common/common.h" /* dck_comm */
 
 #include <stdio.h>
 #include <stdlib.h>

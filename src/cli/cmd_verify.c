@@ -52,24 +52,6 @@ static json_t *tensor_json(const dck_manifest_tensor *t) {
     return o;
 }
 
-/* A PATH that is itself a manifest (YAML starting with "detcheck:" or JSON
- * with a "detcheck" key) is compared as is. */
-static int looks_like_manifest(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    char b[256];
-    size_t n = fread(b, 1, sizeof b - 1, f);
-    fclose(f);
-    b[n] = 0;
-    char *p = b;
-    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t') p++;
-    if (!strncmp(p, "---", 3)) {
-        p += 3;
-        while (*p == ' ' || *p == '\n' || *p == '\r') p++;
-    }
-    return !strncmp(p, "detcheck:", 9) || (*p == '{' && strstr(p, "\"detcheck\""));
-}
-
 int cmd_verify(int argc, char **argv) {
     static const struct option opts[] = {
         {"golden", required_argument, NULL, 'g'}, {"files", no_argument, NULL, 'F'},
@@ -117,13 +99,20 @@ int cmd_verify(int argc, char **argv) {
     dck_manifest *golden = NULL, *actual = NULL;
     dck_status s = dck_manifest_load(golden_path, &golden);
     if (s) return cli_fail("verify", s);
-    if (argc - optind == 1 && looks_like_manifest(argv[optind])) {
-        s = dck_manifest_load(argv[optind], &actual);
-    } else {
+    /* A PATH that is itself a manifest is compared as is; a text file that
+     * does not parse as one may still be a checkpoint some reader takes
+     * (dck_manifest_sniff), else the manifest's complaint is the useful one. */
+    int as_manifest = argc - optind == 1 && dck_manifest_sniff(argv[optind]);
+    char manifest_msg[1024] = "";
+    if (as_manifest && (s = dck_manifest_load(argv[optind], &actual)))
+        snprintf(manifest_msg, sizeof manifest_msg, "%s", dck_last_error());
+    if (!as_manifest || s) {
         o.progress = cli_progress;
         o.hash_files = files;
-        s = dck_hash_paths((const char *const *)argv + optind, (size_t)(argc - optind), &o, &actual);
+        dck_status hs = dck_hash_paths((const char *const *)argv + optind, (size_t)(argc - optind), &o, &actual);
         cli_progress_end();
+        if (hs && as_manifest) dck_set_error(s, "%s", manifest_msg);
+        else s = hs;
     }
     if (s) {
         dck_manifest_free(golden);

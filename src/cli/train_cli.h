@@ -2,7 +2,7 @@
 #ifndef DCK_TRAIN_CLI_H
 #define DCK_TRAIN_CLI_H
 #include "cli.h"
-#include "train.h"
+#include "train/train.h"
 
 /* Parses train flags (--name value, --name=value) from argv[1..]. Other
  * arguments go to extra(ctx, arg, next, &used): 1 consumed (plus `used`

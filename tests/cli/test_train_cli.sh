@@ -61,7 +61,7 @@ expect_grep '^deterministic .* steps/s' out.txt
 expect_grep '^determinism tax [0-9.]*x' out.txt
 
 # no libm transcendental in the training math (the CUDA twin must match it)
-objs=$(ls "$DCK_TOP/${BUILD:-build}"/src/train_*.o 2>/dev/null || true)
+objs=$(ls "$DCK_TOP/${BUILD:-build}"/src/train/*.o 2>/dev/null || true)
 if [ -n "$objs" ] && command -v nm > /dev/null; then
     nm $objs | grep -E ' U (exp|expf|log|logf|tanh|tanhf|erf|erff|pow|powf|cos|cosf|sin|sinf)$' > libm.txt || true
     [ ! -s libm.txt ] || { cat libm.txt; fail "training math calls libm"; }; ok

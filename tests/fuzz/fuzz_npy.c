@@ -1,7 +1,7 @@
 /* libFuzzer target: the .npy header parser, then the NumPy reader and
  * hashing on the same bytes as a file. */
 #include "fuzz_util.h"
-#include "readers.h"
+#include "formats/readers.h"
 
 #include <stdio.h>
 #include <stdlib.h>

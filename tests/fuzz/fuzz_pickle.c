@@ -1,6 +1,6 @@
 /* libFuzzer target: the restricted unpickler (load and walk), with limits
  * small enough that no input can make it use much memory. */
-#include "pickle.h"
+#include "formats/pickle.h"
 
 #include <stdlib.h>
 

@@ -2,7 +2,7 @@
  * path (the input is a whole file: length, header, data) and hashing. */
 #include "detcheck.h"
 #include "fuzz_util.h"
-#include "internal.h"
+#include "formats/formats.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* libFuzzer target: the zip directory parser and inflater, then the whole
  * torch.save / .npz reader and hashing on the same bytes as a file. */
 #include "fuzz_util.h"
-#include "zip.h"
+#include "common/zip.h"
 
 #include <stdio.h>
 #include <stdlib.h>

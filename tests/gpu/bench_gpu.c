@@ -5,7 +5,7 @@
  *   bench_gpu [GiB]   (default 8)
  * Exit 0 goal met, 3 goal missed, 77 no GPU (skipped), 1 trouble. */
 #include "detcheck.h"
-#include "gpu_internal.h"
+#include "gpu/gpu.h"
 
 #include <cuda_runtime_api.h>
 #include <stdio.h>

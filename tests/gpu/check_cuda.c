@@ -5,7 +5,7 @@
  * 77 no GPU (skipped).
  *   check_cuda [--quick]   --quick: skip the 8 GiB tensors */
 #include "detcheck.h"
-#include "gpu_internal.h"
+#include "gpu/gpu.h"
 
 #include <cuda_runtime_api.h>
 #include <pthread.h>

@@ -1,0 +1,203 @@
+/* Communication between ranks. MPI (Open MPI) when the process was started
+ * by a launcher that says so in the environment; otherwise one rank and no
+ * MPI call at all (so library tests and plain runs never touch MPI). In the
+ * deterministic mode only bytes (MPI_BYTE) and integer status cross ranks:
+ * MPI never performs floating-point arithmetic on our behalf. */
+#include "common/common.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__has_include)
+#if __has_include(<mpi.h>)
+#include <mpi.h>
+#define DCK_HAVE_MPI 1
+#endif
+#endif
+
+struct dck_comm {
+    int rank, size;
+    bool mpi;
+    bool we_initialised;
+};
+
+static dck_comm self_comm = {0, 1, false, false};
+
+dck_comm *dck_comm_self(void) { return &self_comm; }
+
+static bool launched_by_mpi(void) {
+    static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK",
+                                 "MPI_LOCALNRANKS", "SLURM_PMIXP_ABORT_AGENT_PORT"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (getenv(vars[i])) return true;
+    return false;
+}
+
+dck_status dck_comm_init(int *argc, char ***argv, dck_comm **out) {
+    *out = &self_comm;
+#ifdef DCK_HAVE_MPI
+    if (!launched_by_mpi()) return DCK_OK;
+    int inited = 0;
+    MPI_Initialized(&inited);
+    dck_comm *c = dck_xcalloc(1, sizeof *c);
+    if (!c) return dck_set_error(DCK_ERR_NOMEM, "mpi: out of memory");
+    if (!inited) {
+        if (MPI_Init(argc, argv) != MPI_SUCCESS) {
+            free(c);
+            return dck_set_error(DCK_ERR_COMM, "mpi: MPI_Init failed");
+        }
+        c->we_initialised = true;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &c->size);
+    c->mpi = true;
+    *out = c;
+#else
+    (void)argc;
+    (void)argv;
+    if (launched_by_mpi())
+        return dck_set_error(DCK_ERR_COMM, "mpi: launched by mpirun but built without MPI");
+#endif
+    return DCK_OK;
+}
+
+void dck_comm_finalize(dck_comm *c) {
+    if (!c || c == &self_comm) return;
+#ifdef DCK_HAVE_MPI
+    if (c->we_initialised) MPI_Finalize();
+#endif
+    free(c);
+}
+
+int dck_comm_rank(const dck_comm *c) { return c->rank; }
+int dck_comm_size(const dck_comm *c) { return c->size; }
+bool dck_comm_is_mpi(const dck_comm *c) { return c->mpi; }
+
+#ifdef DCK_HAVE_MPI
+dck_status dck_mpi_check(int rc, const char *what) {
+    if (rc == MPI_SUCCESS) return DCK_OK;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return dck_set_error(DCK_ERR_COMM, "mpi: %s failed: %.*s", what, len, msg);
+}
+#endif
+
+dck_status dck_comm_barrier(dck_comm *c) {
+#ifdef DCK_HAVE_MPI
+    if (c->mpi) return dck_mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+#endif
+    (void)c;
+    return DCK_OK;
+}
+
+/* Large byte counts go as blocks of a derived type so counts fit an int. */
+dck_status dck_comm_allgather(dck_comm *c, const void *send, void *recv, size_t n) {
+    if (!c->mpi) {
+        if (recv != send) memcpy(recv, send, n);
+        return DCK_OK;
+    }
+#ifdef DCK_HAVE_MPI
+    if (n <= INT_MAX)
+        return dck_mpi_check(MPI_Allgather(send, (int)n, MPI_BYTE, recv, (int)n, MPI_BYTE,
+                                     MPI_COMM_WORLD),
+                       "MPI_Allgather");
+    return dck_set_error(DCK_ERR_LIMIT, "mpi: allgather of %zu bytes per rank", n);
+#else
+    return DCK_ERR_COMM;
+#endif
+}
+
+dck_status dck_comm_allgatherv(dck_comm *c, const void *send, size_t n, void *recv,
+                               const size_t *counts, const size_t *displs) {
+    if (!c->mpi) {
+        if ((char *)recv + displs[0] != send) memcpy((char *)recv + displs[0], send, n);
+        return DCK_OK;
+    }
+#ifdef DCK_HAVE_MPI
+    int *ic = malloc(sizeof(int) * (size_t)c->size * 2);
+    if (!ic) return dck_set_error(DCK_ERR_NOMEM, "mpi: out of memory");
+    for (int r = 0; r < c->size; r++) {
+        if (counts[r] > INT_MAX || displs[r] > INT_MAX) {
+            free(ic);
+            return dck_set_error(DCK_ERR_LIMIT, "mpi: allgatherv block beyond 2 GiB");
+        }
+        ic[r] = (int)counts[r];
+        ic[c->size + r] = (int)displs[r];
+    }
+    /* the caller's own block may already sit in recv: MPI wants MPI_IN_PLACE */
+    const void *sb = (const char *)recv + displs[c->rank] == (const char *)send ? MPI_IN_PLACE : send;
+    int rc = MPI_Allgatherv(sb, (int)n, MPI_BYTE, recv, ic, ic + c->size, MPI_BYTE,
+                            MPI_COMM_WORLD);
+    free(ic);
+    return dck_mpi_check(rc, "MPI_Allgatherv");
+#else
+    return DCK_ERR_COMM;
+#endif
+}
+
+dck_status dck_comm_allreduce_sum_f32(dck_comm *c, float *data, size_t n) {
+    if (!c->mpi) return DCK_OK;
+#ifdef DCK_HAVE_MPI
+    if (n > INT_MAX) return dck_set_error(DCK_ERR_LIMIT, "mpi: allreduce of %zu floats", n);
+    return dck_mpi_check(MPI_Allreduce(MPI_IN_PLACE, data, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+                   "MPI_Allreduce");
+#else
+    return DCK_ERR_COMM;
+#endif
+}
+
+dck_status dck_comm_agree(dck_comm *c, dck_status s) {
+    if (!c->mpi) return s;
+#ifdef DCK_HAVE_MPI
+    /* the worst status wins; the lowest failing rank's message travels to
+     * every rank, so rank 0 (the one that prints) can say what went wrong */
+    int mine = (int)s, worst = 0;
+    if (MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return dck_set_error(DCK_ERR_COMM, "mpi: MPI_Allreduce of a status failed");
+    if (worst == DCK_OK) return DCK_OK;
+    int cand = s != DCK_OK ? c->rank : INT_MAX, who = INT_MAX;
+    if (MPI_Allreduce(&cand, &who, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return dck_set_error(DCK_ERR_COMM, "mpi: MPI_Allreduce of a rank failed");
+    struct {
+        int status;
+        char msg[1020];
+    } m;
+    memset(&m, 0, sizeof m);
+    if (c->rank == who) {
+        m.status = (int)s;
+        snprintf(m.msg, sizeof m.msg, "%s", dck_last_error());
+    }
+    if (MPI_Bcast(&m, (int)sizeof m, MPI_BYTE, who, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return dck_set_error(DCK_ERR_COMM, "mpi: MPI_Bcast of an error failed");
+    if (c->rank == who) return s;
+    if (m.msg[0])
+        return dck_set_error((dck_status)m.status, "rank %d: %s", who, m.msg);
+    return dck_set_error((dck_status)m.status, "rank %d failed (%s)", who,
+                         dck_strerror((dck_status)m.status));
+#else
+    return s;
+#endif
+}
+
+dck_status dck_comm_bcast(dck_comm *c, void *data, size_t n, int root) {
+    if (!c->mpi) return DCK_OK;
+#ifdef DCK_HAVE_MPI
+    if (n > INT_MAX) return dck_set_error(DCK_ERR_LIMIT, "mpi: bcast of %zu bytes", n);
+    return dck_mpi_check(MPI_Bcast(data, (int)n, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+#else
+    (void)data;
+    (void)root;
+    return DCK_ERR_COMM;
+#endif
+}
+
+void dck_comm_abort(dck_comm *c, int code) {
+#ifdef DCK_HAVE_MPI
+    if (c->mpi) MPI_Abort(MPI_COMM_WORLD, code);
+#endif
+    (void)c;
+    (void)code;
+}

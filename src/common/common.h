@@ -1,0 +1,131 @@
+/* common/: the bottom layer of libdetcheck. Errors, memory, strings, dtypes,
+ * names, the thread pool, file I/O (mapping, streams, atomic output), zip
+ * and MPI communication. Depends on nothing but the public header and
+ * system libraries; every other layer may use it. */
+#ifndef DCK_COMMON_H
+#define DCK_COMMON_H
+
+#include "detcheck.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stddef.h>
+
+/* ------------------------------------------------------------------ limits */
+#define DCK_MAX_HEADER_BYTES (100u * 1000u * 1000u) /* safetensors JSON header */
+#define DCK_MAX_TENSORS (1u << 20)
+/* A strided view (stride 0 broadcasts) may be larger than its storage, but
+ * not beyond this many logical bytes per stored byte, plus 1 GiB. */
+#define DCK_MAX_VIEW_EXPANSION 1024u
+#define DCK_MAX_NAME 4096
+
+/* ------------------------------------------------------------------ util.c */
+void *dck_xmalloc(size_t n);          /* NULL on failure (no abort) */
+void *dck_xcalloc(size_t n, size_t m);
+void *dck_xrealloc(void *p, size_t n);
+char *dck_strdup(const char *s);
+char *dck_strndup(const char *s, size_t n);
+char *dck_path_join(const char *dir, const char *name);
+int dck_default_threads(void);
+/* Growable array helper: ensures capacity for need elements of size sz. */
+dck_status dck_grow(void **ptr, size_t *cap, size_t need, size_t sz);
+int dck_has_suffix(const char *s, const char *suffix);
+/* Appends a copy of (name, value) to a growable array of values. */
+dck_status dck_value_push(dck_manifest_value **arr, size_t *n, size_t *cap, const char *name,
+                          const char *value);
+/* qsort that accepts (NULL, 0): qsort's pointer must be non-null even then. */
+void dck_qsort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
+
+/* ------------------------------------------------------------------ comm.c
+ * An MPI return code as a status whose message names the call (for code
+ * built with MPI; rc is an MPI error code). */
+dck_status dck_mpi_check(int rc, const char *what);
+
+/* ------------------------------------------------------------------ pool.c
+ * Runs fn(ctx, i, worker) for i in [0, n) on `threads` threads (the caller is
+ * one of them); items are taken dynamically. */
+typedef void (*dck_task_fn)(void *ctx, size_t i, int worker);
+void dck_parallel_for(int threads, size_t n, dck_task_fn fn, void *ctx);
+
+/* ------------------------------------------------------------------ io.c
+ * A checkpoint file. Raw files are memory-mapped window by window; zstd
+ * files (magic 28 b5 2f fd) are decompressed as a stream, or once to an
+ * unlinked temporary file when random access is needed. */
+typedef struct dck_file {
+    char *path;        /* as given / joined */
+    char *relpath;     /* relative to the hashed root, for the manifest */
+    uint64_t size;     /* bytes on disk */
+    uint64_t data_size;/* bytes after decompression (unknown zstd: UINT64_MAX until mapped) */
+    bool zstd;
+    int fd;
+    /* full random-access map (lazily created by dck_file_map) */
+    const uint8_t *map;
+    uint64_t map_len;
+    int tmp_fd;        /* decompressed temporary for zstd, -1 otherwise */
+    bool mapped;       /* dck_file_map done (map may be NULL for empty files) */
+    pthread_mutex_t map_mu; /* makes the first dck_file_map thread-safe */
+} dck_file;
+
+dck_status dck_file_open(const char *path, const char *relpath, dck_file **out);
+void dck_file_close(dck_file *f);
+/* Whole (decompressed) contents, mapped read-only. */
+dck_status dck_file_map(dck_file *f, const uint8_t **data, uint64_t *len);
+/* Reads [off, off+len) of decompressed contents: from the map if any, else
+ * pread for raw files, else maps (zstd). */
+dck_status dck_file_pread(dck_file *f, uint64_t off, void *buf, size_t len);
+/* Reads the first up to len bytes of decompressed contents (streams zstd; no
+ * temporary file). Returns bytes read in *got. */
+dck_status dck_file_read_prefix(dck_file *f, void *buf, size_t len, size_t *got);
+
+/* Sequential window stream over decompressed contents, for hashing. */
+typedef struct dck_stream dck_stream;
+dck_status dck_stream_open(dck_file *f, size_t window, bool hash_file, dck_stream **out);
+/* Next window: *data points to bytes [*off, *off + *len). *len = 0 at end.
+ * Valid until the next call. With hash_file set at open, the stored bytes
+ * are fed to the whole-file xxh128: for zstd files inside next() (the
+ * compressed input), for raw files by dck_stream_hash_window(), which the
+ * caller runs once per window, on any thread, concurrently with its own
+ * work on the window, before the next call of next(). */
+dck_status dck_stream_next(dck_stream *s, const uint8_t **data, uint64_t *off, size_t *len);
+void dck_stream_hash_window(dck_stream *s);
+/* After the stream ended: the stored file's xxh128 (what xxhsum -H2 prints). */
+dck_digest dck_stream_file_hash(dck_stream *s);
+
+/* Atomic output: a temporary file beside path; commit fsyncs, renames and
+ * fsyncs the directory; abort removes the temporary. */
+typedef struct {
+    int fd;
+    char *path;
+    char *tmp;
+} dck_atomic_file;
+dck_status dck_atomic_open(const char *path, dck_atomic_file *af);
+dck_status dck_atomic_write(dck_atomic_file *af, const void *data, size_t len);
+dck_status dck_atomic_commit(dck_atomic_file *af);
+void dck_atomic_abort(dck_atomic_file *af);
+void dck_stream_close(dck_stream *s);
+
+/* ------------------------------------------------------------------ comm.c
+ * MPI when launched by mpirun (detected from the environment), otherwise a
+ * single rank. Only bytes and integers cross it in deterministic mode. */
+typedef struct dck_comm dck_comm;
+dck_status dck_comm_init(int *argc, char ***argv, dck_comm **out);
+dck_comm *dck_comm_self(void); /* single rank, static */
+void dck_comm_finalize(dck_comm *c);
+int dck_comm_rank(const dck_comm *c);
+int dck_comm_size(const dck_comm *c);
+bool dck_comm_is_mpi(const dck_comm *c);
+dck_status dck_comm_barrier(dck_comm *c);
+/* recv holds size() blocks of n bytes, in rank order. */
+dck_status dck_comm_allgather(dck_comm *c, const void *send, void *recv, size_t n);
+/* Variable-size blocks: counts[r] bytes from rank r at displs[r]. */
+dck_status dck_comm_allgatherv(dck_comm *c, const void *send, size_t n, void *recv,
+                               const size_t *counts, const size_t *displs);
+/* fast mode only: MPI_Allreduce(MPI_SUM) on floats, in place. */
+dck_status dck_comm_allreduce_sum_f32(dck_comm *c, float *data, size_t n);
+/* Worst status over ranks (so every rank takes the same branch). */
+dck_status dck_comm_agree(dck_comm *c, dck_status s);
+dck_status dck_comm_bcast(dck_comm *c, void *data, size_t n, int root);
+void dck_comm_abort(dck_comm *c, int code);
+
+#endif

@@ -1,0 +1,278 @@
+/* Errors, allocation, dtypes, names and groups. */
+#include "common/common.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------ errors */
+
+static _Thread_local char last_error[1024];
+
+const char *dck_strerror(dck_status s) {
+    switch (s) {
+    case DCK_OK: return "success";
+    case DCK_ERR_INVALID: return "invalid argument";
+    case DCK_ERR_IO: return "input/output error";
+    case DCK_ERR_TRUNCATED: return "truncated input";
+    case DCK_ERR_FORMAT: return "malformed input";
+    case DCK_ERR_UNSUPPORTED: return "unsupported input";
+    case DCK_ERR_LIMIT: return "input exceeds a safety limit";
+    case DCK_ERR_LAYOUT: return "shards overlap, leave gaps or disagree";
+    case DCK_ERR_NOMEM: return "out of memory";
+    case DCK_ERR_NODEVICE: return "no GPU available";
+    case DCK_ERR_DEVICE: return "GPU error";
+    case DCK_ERR_COMM: return "communication error";
+    case DCK_ERR_MISMATCH: return "inputs do not match";
+    }
+    return "unknown error";
+}
+
+const char *dck_last_error(void) { return last_error; }
+
+void dck_clear_error(void) { last_error[0] = 0; }
+
+dck_status dck_set_error(dck_status s, const char *fmt, ...) {
+    /* Format into a scratch buffer first: callers may pass dck_last_error()
+     * itself as an argument, to wrap the message with context. */
+    char buf[sizeof last_error];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    memcpy(last_error, buf, sizeof buf);
+    return s;
+}
+
+const char *dck_version(void) { return DCK_VERSION_STRING; }
+
+/* ------------------------------------------------------------------ memory */
+
+void *dck_xmalloc(size_t n) { return malloc(n ? n : 1); }
+void *dck_xcalloc(size_t n, size_t m) { return calloc(n ? n : 1, m ? m : 1); }
+void *dck_xrealloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
+
+char *dck_strdup(const char *s) { return s ? dck_strndup(s, strlen(s)) : NULL; }
+
+char *dck_strndup(const char *s, size_t n) {
+    char *p = malloc(n + 1);
+    if (!p) return NULL;
+    memcpy(p, s, n);
+    p[n] = 0;
+    return p;
+}
+
+char *dck_path_join(const char *dir, const char *name) {
+    if (!dir || !*dir || name[0] == '/') return dck_strdup(name);
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (!p) return NULL;
+    memcpy(p, dir, a);
+    size_t k = a;
+    if (dir[a - 1] != '/') p[k++] = '/';
+    memcpy(p + k, name, b + 1);
+    return p;
+}
+
+int dck_default_threads(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    if (n > 256) n = 256;
+    return (int)n;
+}
+
+dck_status dck_grow(void **ptr, size_t *cap, size_t need, size_t sz) {
+    if (need <= *cap) return DCK_OK;
+    size_t nc = *cap ? *cap : 8;
+    while (nc < need) {
+        if (nc > SIZE_MAX / 2 / sz) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        nc *= 2;
+    }
+    void *p = realloc(*ptr, nc * sz);
+    if (!p) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    *ptr = p;
+    *cap = nc;
+    return DCK_OK;
+}
+
+dck_status dck_value_push(dck_manifest_value **arr, size_t *n, size_t *cap, const char *name,
+                          const char *value) {
+    dck_status s = dck_grow((void **)arr, cap, *n + 1, sizeof **arr);
+    if (s) return s;
+    char *nm = dck_strdup(name), *v = dck_strdup(value);
+    if (!nm || !v) {
+        free(nm);
+        free(v);
+        return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    }
+    (*arr)[(*n)++] = (dck_manifest_value){nm, v};
+    return DCK_OK;
+}
+
+void dck_qsort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+    if (n > 1) qsort(base, n, size, cmp);
+}
+
+int dck_has_suffix(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* ------------------------------------------------------------------ dtypes */
+
+static const struct {
+    const char *name;
+    size_t size;
+    int is_float;
+} dtypes[DCK_DTYPE_COUNT] = {
+    [DCK_BOOL] = {"BOOL", 1, 0},       [DCK_U8] = {"U8", 1, 0},
+    [DCK_I8] = {"I8", 1, 0},           [DCK_I16] = {"I16", 2, 0},
+    [DCK_U16] = {"U16", 2, 0},         [DCK_F16] = {"F16", 2, 1},
+    [DCK_BF16] = {"BF16", 2, 1},       [DCK_I32] = {"I32", 4, 0},
+    [DCK_U32] = {"U32", 4, 0},         [DCK_F32] = {"F32", 4, 1},
+    [DCK_F64] = {"F64", 8, 1},         [DCK_I64] = {"I64", 8, 0},
+    [DCK_U64] = {"U64", 8, 0},         [DCK_F8_E4M3] = {"F8_E4M3", 1, 1},
+    [DCK_F8_E5M2] = {"F8_E5M2", 1, 1},
+};
+
+const char *dck_dtype_name(dck_dtype t) {
+    return (unsigned)t < DCK_DTYPE_COUNT ? dtypes[t].name : "?";
+}
+
+dck_status dck_dtype_from_name(const char *name, dck_dtype *out) {
+    for (int i = 0; i < DCK_DTYPE_COUNT; i++)
+        if (!strcmp(name, dtypes[i].name)) {
+            *out = (dck_dtype)i;
+            return DCK_OK;
+        }
+    return DCK_ERR_FORMAT;
+}
+
+size_t dck_dtype_size(dck_dtype t) { return (unsigned)t < DCK_DTYPE_COUNT ? dtypes[t].size : 0; }
+
+int dck_dtype_is_float(dck_dtype t) {
+    return (unsigned)t < DCK_DTYPE_COUNT ? dtypes[t].is_float : 0;
+}
+
+dck_status dck_shape_bytes(dck_dtype t, const uint64_t *shape, int ndim, uint64_t *nbytes) {
+    if (ndim < 0 || ndim > DCK_MAX_DIMS) return DCK_ERR_LIMIT;
+    uint64_t n = dck_dtype_size(t);
+    int zero = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 0) zero = 1;
+        else if (n > UINT64_MAX / shape[i]) return DCK_ERR_LIMIT;
+        else n *= shape[i];
+    }
+    /* Even an empty tensor's other dims must not overflow. */
+    *nbytes = zero ? 0 : n;
+    return DCK_OK;
+}
+
+/* ------------------------------------------------------------------ names */
+
+int dck_name_compare(const char *a, const char *b) {
+    const unsigned char *p = (const unsigned char *)a, *q = (const unsigned char *)b;
+    while (*p && *q) {
+        if (isdigit(*p) && isdigit(*q)) {
+            const unsigned char *ps = p, *qs = q;
+            while (*ps == '0' && isdigit(ps[1])) ps++;
+            while (*qs == '0' && isdigit(qs[1])) qs++;
+            const unsigned char *pe = ps, *qe = qs;
+            while (isdigit(*pe)) pe++;
+            while (isdigit(*qe)) qe++;
+            size_t lp = (size_t)(pe - ps), lq = (size_t)(qe - qs);
+            if (lp != lq) return lp < lq ? -1 : 1;
+            int c = memcmp(ps, qs, lp);
+            if (c) return c < 0 ? -1 : 1;
+            /* Equal values: fewer leading zeros first, for a total order. */
+            if ((pe - p) != (qe - q)) return (pe - p) < (qe - q) ? -1 : 1;
+            p = pe;
+            q = qe;
+            continue;
+        }
+        if (*p != *q) return *p < *q ? -1 : 1;
+        p++;
+        q++;
+    }
+    return *p ? 1 : (*q ? -1 : 0);
+}
+
+static const char *group_names[DCK_GROUP_COUNT] = {"weights", "optimizer", "rng", "other"};
+
+const char *dck_group_name(dck_group g) {
+    return (unsigned)g < DCK_GROUP_COUNT ? group_names[g] : "?";
+}
+
+dck_status dck_group_from_name(const char *name, dck_group *out) {
+    for (int i = 0; i < DCK_GROUP_COUNT; i++)
+        if (!strcmp(name, group_names[i])) {
+            *out = (dck_group)i;
+            return DCK_OK;
+        }
+    return DCK_ERR_FORMAT;
+}
+
+/* Case-insensitive comparison of one dotted/slashed component. */
+static int comp_eq(const char *c, size_t n, const char *word) {
+    size_t w = strlen(word);
+    if (n != w) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (tolower((unsigned char)c[i]) != word[i]) return 0;
+    return 1;
+}
+
+static int comp_has(const char *c, size_t n, const char *word) {
+    size_t w = strlen(word);
+    for (size_t i = 0; i + w <= n; i++) {
+        size_t k = 0;
+        while (k < w && tolower((unsigned char)c[i + k]) == word[k]) k++;
+        if (k == w) return 1;
+    }
+    return 0;
+}
+
+/* The group rules (documented in detcheck-hash(1)), applied to the name's
+ * components split at '.', '/' and ':'; the first rule that matches any
+ * component wins, in this order:
+ *   optimizer: a component "optimizer", "optim", "optimizer_state",
+ *              "param_groups", "master", or containing "exp_avg",
+ *              "momentum", "adam", "optimizer";
+ *   rng:       a component starting with "rng" or containing "random",
+ *              "generator", "rng_state";
+ *   other:     a component "step", "epoch", "iteration", "iter",
+ *              "scheduler", "lr_scheduler", "config", "args", "metadata",
+ *              "loss_scale", "_metadata";
+ *   weights:   everything else. */
+dck_group dck_group_of_name(const char *name) {
+    int found_rng = 0, found_other = 0;
+    const char *s = name;
+    while (*s) {
+        size_t n = strcspn(s, "./:");
+        if (n) {
+            if (comp_eq(s, n, "optimizer") || comp_eq(s, n, "optim") ||
+                comp_eq(s, n, "distrib_optim") || /* Megatron's distributed optimizer file */
+                comp_eq(s, n, "optimizer_state") || comp_eq(s, n, "param_groups") ||
+                comp_eq(s, n, "master") || comp_has(s, n, "exp_avg") ||
+                comp_has(s, n, "momentum") || comp_has(s, n, "adam") ||
+                comp_has(s, n, "optimizer"))
+                return DCK_GROUP_OPTIMIZER;
+            if ((n >= 3 && comp_eq(s, 3, "rng")) || comp_has(s, n, "random") ||
+                comp_has(s, n, "generator") || comp_has(s, n, "rng_state"))
+                found_rng = 1;
+            if (comp_eq(s, n, "step") || comp_eq(s, n, "epoch") || comp_eq(s, n, "iteration") ||
+                comp_eq(s, n, "iter") || comp_eq(s, n, "scheduler") ||
+                comp_eq(s, n, "lr_scheduler") || comp_eq(s, n, "config") ||
+                comp_eq(s, n, "args") || comp_eq(s, n, "metadata") ||
+                comp_eq(s, n, "_metadata") || comp_eq(s, n, "loss_scale"))
+                found_other = 1;
+        }
+        s += n;
+        if (*s) s++;
+    }
+    if (found_rng) return DCK_GROUP_RNG;
+    if (found_other) return DCK_GROUP_OTHER;
+    return DCK_GROUP_WEIGHTS;
+}

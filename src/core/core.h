@@ -1,0 +1,107 @@
+/* core/: the checkpoint model (files, pieces, validation, logical reads),
+ * digest v1 internals and manifests. Depends on common/ only. Readers
+ * (formats/) build checkpoints through the dck_ck_* builders below. */
+#ifndef DCK_CORE_H
+#define DCK_CORE_H
+
+#include "common/common.h"
+
+/* ------------------------------------------------------------------ checkpoint.c
+ * What readers produce. A tensor is stored as one or more pieces; a piece is
+ * a hyperrectangular slice [offset, offset+shape) of the global tensor whose
+ * elements lie in one file, either contiguously in row-major order starting
+ * at file_offset (strides == NULL), or at arbitrary element strides from
+ * file_offset (PyTorch views). byteswap: stored big-endian. */
+typedef struct {
+    uint32_t file;                 /* index into ck->files */
+    uint64_t file_offset;          /* byte offset in the decompressed file */
+    uint64_t offset[DCK_MAX_DIMS]; /* slice start, elements */
+    uint64_t shape[DCK_MAX_DIMS];  /* slice extent, elements */
+    int64_t *strides;              /* element strides (malloc'd) or NULL */
+    bool byteswap;
+} dck_piece;
+
+typedef struct {
+    dck_tensor_info info;      /* info.name / info.source owned here */
+    dck_piece *pieces;
+    size_t npieces, cap_pieces;
+} dck_tensor_entry;
+
+struct dck_checkpoint {
+    dck_file **files;
+    size_t nfiles, cap_files;
+    dck_tensor_entry *tensors;
+    size_t ntensors, cap_tensors;
+    dck_manifest_value *values; /* name/value strings owned */
+    size_t nvalues, cap_values;
+    char *root;                 /* directory the relpaths are relative to */
+    dck_options opt;
+};
+
+/* An empty checkpoint with a copy of opt (NULL: defaults). Readers that
+ * build in steps (Megatron merging) load into a scratch one, validate it and
+ * move its contents over. */
+dck_status dck_ck_create(const dck_options *opt, dck_checkpoint **out);
+/* Builders used by readers. add_file returns the file index; the checkpoint
+ * takes ownership of f. add_piece finds or creates the tensor by name; when
+ * it exists, dtype and global shape must agree (DCK_ERR_LAYOUT names both
+ * files). For a duplicate unsharded tensor (two pieces each covering the
+ * whole tensor) the overlap check in dck_checkpoint_validate reports it. */
+dck_status dck_ck_add_file(dck_checkpoint *ck, dck_file *f, uint32_t *index);
+dck_status dck_ck_add_piece(dck_checkpoint *ck, const char *name, dck_dtype dtype,
+                            const uint64_t *global_shape, int ndim, const dck_piece *piece);
+dck_status dck_ck_add_value(dck_checkpoint *ck, const char *name, const char *value);
+/* Checks every tensor's pieces: inside bounds, disjoint, covering it. Sorts
+ * tensors in model order and fills info (group, nbytes, source). */
+dck_status dck_ck_validate(dck_checkpoint *ck);
+/* The manifest of a hashed checkpoint: tensor_digests in tensor order,
+ * file_hashes (whole-file xxh128) in file order; tool and created metadata,
+ * values; finalized. Every hashing path (CPU, GPU, distributed) uses it. */
+dck_status dck_ck_build_manifest(dck_checkpoint *ck, const dck_digest *tensor_digests,
+                                 const dck_digest *file_hashes, dck_manifest **out);
+
+
+/* ------------------------------------------------------------------ piece geometry
+ * A contiguous piece is a set of runs: q is the last dim where the slice is
+ * narrower than the tensor; each run spans shape[q] * inner(q) elements of
+ * one global "row" (the tensor viewed as [prod(dims < q), rest]). Shared by
+ * logical reads (checkpoint.c) and the hashing engines (hash/). */
+typedef struct {
+    int q;              /* -1: the piece is the whole tensor */
+    uint64_t run_bytes; /* bytes per run */
+    uint64_t row_bytes; /* global bytes per row (dims >= q) */
+    uint64_t col_byte;  /* byte offset of the run within its row */
+    uint64_t nruns;
+} dck_piece_geom;
+
+void dck_piece_geom_of(const dck_tensor_entry *t, const dck_piece *p, dck_piece_geom *g);
+/* Global byte offset of run r of a piece. */
+uint64_t dck_piece_run_global(const dck_tensor_entry *t, const dck_piece *p, const dck_piece_geom *g,
+                              uint64_t r);
+/* If global row `row` holds a run of the piece, its run index (1), else 0. */
+int dck_piece_run_of_row(const dck_tensor_entry *t, const dck_piece *p, const dck_piece_geom *g,
+                         uint64_t row, uint64_t *run);
+/* One past the last stored byte of a piece (DCK_ERR_* when it overflows). */
+dck_status dck_piece_extent(const dck_tensor_entry *t, const dck_piece *p, uint64_t *end);
+/* Gathers elements [e0, e0+n) (row-major within the piece, which for a
+ * strided piece is the whole tensor) into buf, byte-swapped to
+ * little-endian when stored big-endian. */
+void dck_piece_gather(const dck_tensor_entry *t, const dck_piece *p, const uint8_t *base,
+                      uint64_t e0, size_t n, uint8_t *buf);
+
+/* ------------------------------------------------------------------ sharded layout
+ * detcheck's sharded safetensors: __metadata__ holds
+ *   "detcheck.layout": "sharded-v1"
+ *   "detcheck.slice.<tensor name>": "{\"global_shape\":[...],\"offset\":[...]}"
+ * for each stored tensor that is a slice of a larger global tensor. */
+#define DCK_LAYOUT_KEY "detcheck.layout"
+#define DCK_LAYOUT_VALUE "sharded-v1"
+#define DCK_SLICE_PREFIX "detcheck.slice."
+
+/* ------------------------------------------------------------------ hashing internals (digest.c) */
+/* Hex helpers */
+void dck_hex_encode(const uint8_t *in, size_t n, char *out);
+/* Canonical 16 bytes of a digest: high64 BE, low64 BE. */
+void dck_digest_canonical(dck_digest d, uint8_t out[16]);
+
+#endif

@@ -1,0 +1,395 @@
+/* torch.distributed.checkpoint (DCP) directories: `.metadata` is a pickle
+ * (protocol 4 or 5) of a Metadata dataclass that gives, for every tensor, its
+ * global size and chunks (offsets and sizes), and for every chunk the file
+ * (__R_N.distcp) and byte range that hold it. A chunk is a torch.save zip of
+ * the local tensor, or (serialization_format=SAFETENSORS) the entry named by
+ * the tensor's name in the safetensors blob that starts at that offset. Chunks become pieces placed at their global offsets, so a tensor's
+ * digest is the same whatever number of ranks wrote it. Non-tensor items
+ * (BytesStorageMetadata) are torch.save'd objects: their scalars become
+ * values named by their fully qualified name. */
+#include "formats/readers.h"
+
+#include <jansson.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct {
+    const char *fqn;
+    int nd;             /* -1: no offset (bytes item) */
+    uint64_t off[DCK_MAX_DIMS];
+    const char *path;
+    uint64_t offset, length;
+} sd_entry;
+
+typedef struct {
+    char *rel;          /* relative_path */
+    uint32_t file;
+    const uint8_t *data;
+    uint64_t len;
+} dcp_file;
+
+typedef struct {
+    dck_checkpoint *ck;
+    const char *dir, *relroot, *label;
+    dcp_file *files;
+    size_t nfiles, cap_files;
+    dck_memfile mem;
+} dcp_ctx;
+
+static int cmp_sd(const void *a, const void *b) {
+    const sd_entry *x = a, *y = b;
+    int c = strcmp(x->fqn, y->fqn);
+    if (c) return c;
+    if (x->nd != y->nd) return x->nd < y->nd ? -1 : 1;
+    for (int i = 0; i < x->nd; i++)
+        if (x->off[i] != y->off[i]) return x->off[i] < y->off[i] ? -1 : 1;
+    return 0;
+}
+
+static bool safe_rel(const char *p) {
+    if (!*p || *p == '/') return false;
+    for (const char *s = p; *s;) {
+        const char *e = strchr(s, '/');
+        size_t l = e ? (size_t)(e - s) : strlen(s);
+        if ((l == 2 && !strncmp(s, "..", 2)) || l == 0) return false;
+        if (!e) break;
+        s = e + 1;
+    }
+    return true;
+}
+
+static char *join_rel(const char *root, const char *name) {
+    if (!root || !*root) return dck_strdup(name);
+    return dck_path_join(root, name);
+}
+
+/* Opens (once) a file of the checkpoint directory; tries NAME then NAME.zst. */
+static dck_status get_file(dcp_ctx *c, const char *rel, dcp_file **out) {
+    for (size_t i = 0; i < c->nfiles; i++)
+        if (!strcmp(c->files[i].rel, rel)) {
+            *out = &c->files[i];
+            return DCK_OK;
+        }
+    if (!safe_rel(rel))
+        return dck_set_error(DCK_ERR_FORMAT, "%s: .metadata names the file %s outside the checkpoint", c->dir, rel);
+    char *p = dck_path_join(c->dir, rel);
+    char *r = join_rel(c->relroot, rel);
+    if (!p || !r) {
+        free(p);
+        free(r);
+        return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    }
+    struct stat st;
+    if (stat(p, &st) != 0) {
+        size_t l = strlen(p);
+        char *pz = malloc(l + 5), *rz = malloc(strlen(r) + 5);
+        if (pz && rz) {
+            snprintf(pz, l + 5, "%s.zst", p);
+            snprintf(rz, strlen(r) + 5, "%s.zst", r);
+            if (stat(pz, &st) == 0) {
+                free(p);
+                free(r);
+                p = pz;
+                r = rz;
+                pz = rz = NULL;
+            }
+        }
+        free(pz);
+        free(rz);
+    }
+    dck_file *f;
+    dck_status s = dck_file_open(p, r, &f);
+    free(p);
+    free(r);
+    if (s) return s;
+    uint32_t idx;
+    if ((s = dck_ck_add_file(c->ck, f, &idx))) return s;
+    const uint8_t *d;
+    uint64_t len;
+    if ((s = dck_file_map(f, &d, &len))) return s;
+    if ((s = dck_grow((void **)&c->files, &c->cap_files, c->nfiles + 1, sizeof *c->files))) return s;
+    dcp_file *df = &c->files[c->nfiles];
+    if (!(df->rel = dck_strdup(rel))) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    c->nfiles++;
+    df->file = idx;
+    df->data = d;
+    df->len = len;
+    *out = df;
+    return DCK_OK;
+}
+
+static dck_status tuple_u64(const pk_node *n, int *nd, uint64_t *out) {
+    size_t k;
+    pk_node **it = pk_items(n, &k);
+    if (!it || k > DCK_MAX_DIMS) return DCK_ERR_FORMAT;
+    for (size_t i = 0; i < k; i++) {
+        int64_t v;
+        if (!pk_int(it[i], &v) || v < 0) return DCK_ERR_FORMAT;
+        out[i] = (uint64_t)v;
+    }
+    *nd = (int)k;
+    return DCK_OK;
+}
+
+static int dtype_of_props(const pk_node *props) {
+    const pk_node *d = pk_get(props, "dtype");
+    if (!d && props && props->kind == PK_OBJECT && props->u.obj.state) {
+        size_t k;
+        pk_node **it = pk_items(props->u.obj.state, &k);
+        if (k >= 1) d = it[0];
+    }
+    if (!d || d->kind != PK_GLOBAL) return -1;
+    return pk_torch_dtype(d->u.global.name);
+}
+
+static const char *dtype_name_of_props(const pk_node *props) {
+    const pk_node *d = pk_get(props, "dtype");
+    if (!d && props && props->kind == PK_OBJECT && props->u.obj.state) {
+        size_t k;
+        pk_node **it = pk_items(props->u.obj.state, &k);
+        if (k >= 1) d = it[0];
+    }
+    return d && d->kind == PK_GLOBAL ? d->u.global.name : "?";
+}
+
+static dck_status load_chunk(dcp_ctx *c, const char *fqn, const sd_entry *e, int dtype, int gnd,
+                             const uint64_t *gshape, const uint64_t *coff, const uint64_t *csz) {
+    dcp_file *f;
+    dck_status s = get_file(c, e->path, &f);
+    if (s) return s;
+    if (e->offset > f->len || e->length > f->len - e->offset)
+        return dck_set_error(DCK_ERR_TRUNCATED, "%s/%s: truncated: chunk of %s needs bytes up to %llu", c->dir,
+                             e->path, fqn, (unsigned long long)(e->offset + e->length));
+    const uint8_t *d = f->data + e->offset;
+    uint64_t nbytes;
+    if (dck_shape_bytes((dck_dtype)dtype, csz, gnd, &nbytes))
+        return dck_set_error(DCK_ERR_LIMIT, "%s: chunk of %s: size overflows", c->dir, fqn);
+    const char *label = c->ck->files[f->file]->path;
+    if (dck_is_zip(d, e->length)) {
+        dck_pt_opts o = {"", fqn, gshape, coff, gnd, false};
+        size_t before = c->ck->ntensors;
+        long idx = dck_checkpoint_find(c->ck, fqn);
+        size_t np = idx >= 0 ? c->ck->tensors[idx].npieces : 0;
+        s = dck_pt_load_zip(c->ck, f->file, d, e->length, e->offset, label, &o, &c->mem);
+        if (s) return s;
+        idx = dck_checkpoint_find(c->ck, fqn);
+        if (idx < 0 || c->ck->tensors[idx].npieces != np + 1 || c->ck->ntensors > before + 1)
+            return dck_set_error(DCK_ERR_FORMAT, "%s: chunk of %s at byte %llu does not hold one tensor", label,
+                                 fqn, (unsigned long long)e->offset);
+        dck_piece *pc = &c->ck->tensors[idx].pieces[np];
+        for (int i = 0; i < gnd; i++)
+            if (pc->shape[i] != csz[i])
+                return dck_set_error(DCK_ERR_LAYOUT, "%s: chunk of %s at byte %llu: tensor size differs from metadata",
+                                     label, fqn, (unsigned long long)e->offset);
+        return DCK_OK;
+    }
+    /* serialization_format=SAFETENSORS: the offset is that of a safetensors
+     * blob (this rank's tensors); the chunk is its entry named fqn. */
+    uint64_t avail = f->len - e->offset, hl = 0;
+    for (int i = 7; i >= 0 && avail >= 8; i--) hl = (hl << 8) | d[i];
+    if (avail < 10 || hl < 2 || hl > DCK_MAX_HEADER_BYTES || hl > avail - 8 || d[8] != '{')
+        return dck_set_error(DCK_ERR_FORMAT, "%s: chunk of %s at byte %llu is neither a torch.save zip nor a safetensors blob",
+                             label, fqn, (unsigned long long)e->offset);
+    json_error_t jerr;
+    json_t *h = json_loadb((const char *)d + 8, (size_t)hl, 0, &jerr);
+    json_t *ent = h ? json_object_get(h, fqn) : NULL;
+    json_t *dt = json_object_get(ent, "dtype"), *shp = json_object_get(ent, "shape"), *dof = json_object_get(ent, "data_offsets");
+    dck_dtype sdt;
+    s = DCK_OK;
+    if (!ent || !json_is_string(dt) || dck_dtype_from_name(json_string_value(dt), &sdt) || (int)sdt != dtype ||
+        !json_is_array(shp) || (int)json_array_size(shp) != gnd || !json_is_array(dof) || json_array_size(dof) != 2)
+        s = dck_set_error(DCK_ERR_FORMAT, "%s: safetensors blob at byte %llu has no entry %s of its dtype and rank", label,
+                          (unsigned long long)e->offset, fqn);
+    for (int i = 0; !s && i < gnd; i++) {
+        json_t *x = json_array_get(shp, (size_t)i);
+        if (!json_is_integer(x) || (uint64_t)json_integer_value(x) != csz[i])
+            s = dck_set_error(DCK_ERR_LAYOUT, "%s: safetensors entry %s: shape differs from the chunk's", label, fqn);
+    }
+    json_int_t a = 0, b = 0;
+    if (!s) {
+        a = json_integer_value(json_array_get(dof, 0));
+        b = json_integer_value(json_array_get(dof, 1));
+        if (a < 0 || b < a || (uint64_t)(b - a) != nbytes || (uint64_t)b > avail - 8 - hl)
+            s = dck_set_error(DCK_ERR_FORMAT, "%s: safetensors entry %s: bad data_offsets", label, fqn);
+    }
+    json_decref(h);
+    if (s) return s;
+    dck_piece pc;
+    s = dck_rd_piece(label, fqn, (dck_dtype)dtype, gnd, csz, NULL, 0, e->offset + 8 + hl + (uint64_t)a, nbytes,
+                     f->file, false, &pc);
+    if (s) return s;
+    for (int i = 0; i < gnd; i++) pc.offset[i] = coff[i];
+    return dck_ck_add_piece(c->ck, fqn, (dck_dtype)dtype, gshape, gnd, &pc);
+}
+
+static const sd_entry *find_sd(const sd_entry *v, size_t n, const char *fqn, int nd, const uint64_t *off) {
+    sd_entry key;
+    memset(&key, 0, sizeof key);
+    key.fqn = fqn;
+    key.nd = nd;
+    if (nd > 0) memcpy(key.off, off, sizeof(uint64_t) * (size_t)nd);
+    return bsearch(&key, v, n, sizeof *v, cmp_sd);
+}
+
+/* Loads a DCP directory (its .metadata) into ck. relroot: dir's path
+ * relative to the hashed root. */
+dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *relroot);
+
+dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *relroot) {
+    dcp_ctx c = {0};
+    c.ck = ck;
+    c.dir = dir;
+    c.relroot = relroot;
+    sd_entry *sd = NULL;
+    size_t nsd = 0;
+    pk_ctx *pc = NULL;
+    dcp_file *mf;
+    dck_status s = get_file(&c, ".metadata", &mf);
+    if (s) goto done;
+    c.mem = (dck_memfile){ck, ck->files[mf->file]->path, 0, false, 0};
+    c.label = ck->files[mf->file]->path;
+    if ((s = pk_ctx_create(c.label, NULL, &pc))) goto done;
+    pk_node *root;
+    size_t used;
+    if ((s = pk_load(pc, mf->data, (size_t)mf->len, -1, &root, &used))) goto done;
+    pk_node *sdm = pk_get(root, "state_dict_metadata");
+    pk_node *sdat = pk_get(root, "storage_data");
+    if (!sdm || sdm->kind != PK_DICT || !sdat || sdat->kind != PK_DICT) {
+        s = dck_set_error(DCK_ERR_FORMAT, "%s: not a torch.distributed.checkpoint Metadata", c.label);
+        goto done;
+    }
+    sd = calloc(sdat->u.dict.n + 1, sizeof *sd);
+    if (!sd) {
+        s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < sdat->u.dict.n; i++) {
+        const pk_node *k = sdat->u.dict.keys[i], *v = sdat->u.dict.vals[i];
+        const pk_node *fqn = pk_get(k, "fqn"), *off = pk_get(k, "offset");
+        const pk_node *rp = pk_get(v, "relative_path"), *o = pk_get(v, "offset"), *l = pk_get(v, "length");
+        const pk_node *td = pk_get(v, "transform_descriptors");
+        int64_t oo, ll;
+        sd_entry *e = &sd[nsd];
+        if (!fqn || fqn->kind != PK_STR || !rp || rp->kind != PK_STR || !pk_int(o, &oo) || !pk_int(l, &ll) ||
+            oo < 0 || ll < 0) {
+            s = dck_set_error(DCK_ERR_FORMAT, "%s: bad storage_data entry %zu", c.label, i);
+            goto done;
+        }
+        size_t ntd;
+        if (td && td->kind != PK_NONE && (pk_items(td, &ntd), ntd > 0)) {
+            s = dck_set_error(DCK_ERR_UNSUPPORTED, "%s: %s is stored with transforms (extensions), which detcheck does not read",
+                              c.label, fqn->u.s.p);
+            goto done;
+        }
+        e->fqn = fqn->u.s.p;
+        e->nd = -1;
+        if (off && off->kind != PK_NONE && tuple_u64(off, &e->nd, e->off)) {
+            s = dck_set_error(DCK_ERR_FORMAT, "%s: bad chunk offset of %s", c.label, e->fqn);
+            goto done;
+        }
+        e->path = rp->u.s.p;
+        e->offset = (uint64_t)oo;
+        e->length = (uint64_t)ll;
+        nsd++;
+    }
+    qsort(sd, nsd, sizeof *sd, cmp_sd);
+    for (size_t i = 0; i < sdm->u.dict.n && !s; i++) {
+        const pk_node *k = sdm->u.dict.keys[i], *md = sdm->u.dict.vals[i];
+        if (k->kind != PK_STR) {
+            s = dck_set_error(DCK_ERR_FORMAT, "%s: state_dict_metadata key is not a string", c.label);
+            break;
+        }
+        const char *fqn = k->u.s.p;
+        if (pk_object_is(md, "torch.distributed.checkpoint.metadata", "BytesStorageMetadata")) {
+            const sd_entry *e = find_sd(sd, nsd, fqn, -1, NULL);
+            if (!e) {
+                s = dck_set_error(DCK_ERR_FORMAT, "%s: no storage for item %s", c.label, fqn);
+                break;
+            }
+            dcp_file *f;
+            if ((s = get_file(&c, e->path, &f))) break;
+            if (e->offset > f->len || e->length > f->len - e->offset) {
+                s = dck_set_error(DCK_ERR_TRUNCATED, "%s: truncated: item %s", ck->files[f->file]->path, fqn);
+                break;
+            }
+            const uint8_t *b = f->data + e->offset;
+            if (!dck_is_zip(b, e->length)) { /* raw bytes (a BytesIO the user saved): by digest */
+                char t[48];
+                memcpy(t, "bytes:", 6);
+                dck_digest_to_hex(dck_xxh128(b, (size_t)e->length), t + 6);
+                s = dck_ck_add_value(ck, fqn, t);
+                continue;
+            }
+            dck_pt_opts o = {fqn, NULL, NULL, NULL, 0, true};
+            s = dck_pt_load_zip(ck, f->file, b, e->length, e->offset, ck->files[f->file]->path, &o, &c.mem);
+            continue;
+        }
+        if (!pk_object_is(md, "torch.distributed.checkpoint.metadata", "TensorStorageMetadata")) {
+            s = dck_set_error(DCK_ERR_UNSUPPORTED, "%s: item %s has an unknown kind of metadata", c.label, fqn);
+            break;
+        }
+        int dtype = dtype_of_props(pk_get(md, "properties"));
+        if (dtype < 0) {
+            s = dck_set_error(DCK_ERR_UNSUPPORTED, "%s: tensor %s has dtype %s, which detcheck does not read", c.label,
+                              fqn, dtype_name_of_props(pk_get(md, "properties")));
+            break;
+        }
+        int gnd;
+        uint64_t gshape[DCK_MAX_DIMS];
+        if (tuple_u64(pk_get(md, "size"), &gnd, gshape)) {
+            s = dck_set_error(DCK_ERR_FORMAT, "%s: bad size of %s", c.label, fqn);
+            break;
+        }
+        size_t nch;
+        pk_node **ch = pk_items(pk_get(md, "chunks"), &nch);
+        if (!ch && nch == 0) {
+            uint64_t nb;
+            if (!dck_shape_bytes((dck_dtype)dtype, gshape, gnd, &nb) && nb == 0) continue;
+        }
+        for (size_t j = 0; j < nch && !s; j++) {
+            int nd1, nd2;
+            uint64_t co[DCK_MAX_DIMS], cs[DCK_MAX_DIMS];
+            if (tuple_u64(pk_get(ch[j], "offsets"), &nd1, co) || tuple_u64(pk_get(ch[j], "sizes"), &nd2, cs) ||
+                nd1 != gnd || nd2 != gnd) {
+                s = dck_set_error(DCK_ERR_FORMAT, "%s: bad chunk %zu of %s", c.label, j, fqn);
+                break;
+            }
+            const sd_entry *e = find_sd(sd, nsd, fqn, gnd, co);
+            if (!e) {
+                s = dck_set_error(DCK_ERR_FORMAT, "%s: no storage for a chunk of %s", c.label, fqn);
+                break;
+            }
+            s = load_chunk(&c, fqn, e, dtype, gnd, gshape, co, cs);
+        }
+    }
+done:
+    pk_ctx_free(pc);
+    free(sd);
+    for (size_t i = 0; i < c.nfiles; i++) free(c.files[i].rel);
+    free(c.files);
+    return s;
+}
+
+static bool file_exists(const char *dir, const char *name) {
+    char *p = dck_path_join(dir, name);
+    struct stat st;
+    bool ok = p && stat(p, &st) == 0 && S_ISREG(st.st_mode);
+    free(p);
+    return ok;
+}
+
+static int dcp_probe(const char *path, bool is_dir, const uint8_t *head, size_t n) {
+    (void)head;
+    (void)n;
+    return is_dir && (file_exists(path, ".metadata") || file_exists(path, ".metadata.zst"));
+}
+
+static dck_status dcp_open(dck_checkpoint *ck, const char *path, const char *relroot) {
+    return dck_dcp_load_dir(ck, path, relroot);
+}
+
+const dck_reader dck_reader_dcp = {"dcp", dcp_probe, dcp_open, NULL, 1};

@@ -1,0 +1,43 @@
+/* formats/: one reader per checkpoint format. A reader is a dck_reader
+ * (probe, open, optional option check); formats/open.c holds the only
+ * table of them and the only sniffing of paths. */
+#ifndef DCK_FORMATS_H
+#define DCK_FORMATS_H
+
+#include "core/core.h"
+
+/* Readers: each fills ck from one path (a file or a directory). They are
+ * tried by dck_checkpoint_open (open.c) in table order on content sniffing.
+ * A reader defines one `const dck_reader dck_reader_NAME` and is listed in
+ * open.c's table; nothing else names it. */
+typedef struct {
+    const char *name;
+    /* Can this reader take this path? (1 yes, 0 no). head: first bytes of
+     * the decompressed file (up to 64), or NULL for a directory. */
+    int (*probe)(const char *path, bool is_dir, const uint8_t *head, size_t nhead);
+    dck_status (*open)(dck_checkpoint *ck, const char *path, const char *relroot);
+    /* Optional (NULL: none): checks the reader's own fields of dck_options
+     * before any path is opened, so a bad option fails whatever the paths
+     * hold. */
+    dck_status (*check_options)(const dck_options *opt);
+    /* Directory scans: 1 when this reader is tried on the files of a
+     * directory (0 for readers of files that point at others, such as
+     * index files, which would read the directory's shards twice). */
+    int in_directories;
+} dck_reader;
+
+
+/* megatron.c: merging legacy Megatron-LM rank directories. The split dimension of a merged tensor name: opt's rules, then the
+ * built-in ones; -1 replicated. *rule: the rule that decided ("GLOB=DIM"),
+ * or NULL when none matched. */
+dck_status dck_megatron_split_dim(const dck_options *opt, const char *name, int *dim,
+                                  const char **rule);
+
+/* safetensors.c: parse one file's header into pieces. */
+dck_status dck_safetensors_open_file(dck_checkpoint *ck, const char *path, const char *relpath);
+/* Parses the header JSON (bytes after the 8-byte length) of a file of
+ * data_size bytes; used by the reader and the fuzz target. */
+dck_status dck_safetensors_parse_header(dck_checkpoint *ck, uint32_t file, const char *json,
+                                        size_t json_len, uint64_t data_size, const char *label);
+
+#endif

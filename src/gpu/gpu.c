@@ -1,0 +1,267 @@
+/* The public GPU digest API (include/detcheck.h, "GPU"). With CUDA it drives
+ * the kernels of cuda/digest.cu; without (make CUDA=0) every call says so
+ * with DCK_ERR_NODEVICE. The fragment logic is shared with the CPU twin
+ * (src/gpu_twin.c). */
+#include "core/core.h"
+#include "gpu/gpu.h"
+
+#include <string.h>
+
+#ifdef DCK_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+const char *dck_device_name(dck_device d) {
+    switch (d) {
+    case DCK_DEVICE_CPU: return "cpu";
+    case DCK_DEVICE_CUDA: return "cuda";
+    case DCK_DEVICE_AUTO: return "auto";
+    }
+    return "?";
+}
+
+dck_status dck_device_from_name(const char *name, dck_device *out) {
+    if (name && !strcmp(name, "cpu")) *out = DCK_DEVICE_CPU;
+    else if (name && !strcmp(name, "cuda")) *out = DCK_DEVICE_CUDA;
+    else if (name && !strcmp(name, "auto")) *out = DCK_DEVICE_AUTO;
+    else
+        return dck_set_error(DCK_ERR_INVALID, "unknown device '%s' (cpu, cuda or auto)",
+                             name ? name : "");
+    return DCK_OK;
+}
+
+#ifndef DCK_HAVE_CUDA
+
+static dck_status no_cuda(void) {
+    return dck_set_error(DCK_ERR_NODEVICE,
+                         "no CUDA device: this detcheck was built without CUDA (make CUDA=0)");
+}
+
+dck_status dck_gpu_device_count(int *count) {
+    *count = 0;
+    return no_cuda();
+}
+
+dck_status dck_gpu_segments_sum(const void *dev_data, size_t len, uint64_t first_segment,
+                                dck_cuda_stream stream, dck_lanes *out) {
+    (void)dev_data, (void)len, (void)first_segment, (void)stream;
+    *out = (dck_lanes){0, 0};
+    return no_cuda();
+}
+
+dck_status dck_gpu_segments_sum_async(const void *dev_data, size_t len, uint64_t first_segment,
+                                      uint64_t *dev_lanes, dck_cuda_stream stream) {
+    (void)dev_data, (void)len, (void)first_segment, (void)dev_lanes, (void)stream;
+    return no_cuda();
+}
+
+dck_status dck_gpu_fragment_partial(uint64_t tensor_bytes, uint64_t offset, const void *dev_data,
+                                    size_t length, dck_cuda_stream stream,
+                                    dck_fragment_partial *out) {
+    (void)tensor_bytes, (void)offset, (void)dev_data, (void)length, (void)stream;
+    memset(out, 0, sizeof *out);
+    return no_cuda();
+}
+
+dck_status dck_gpu_digest(dck_dtype t, const uint64_t *shape, int ndim, const void *dev_data,
+                          size_t len, dck_cuda_stream stream, dck_digest *out) {
+    (void)t, (void)shape, (void)ndim, (void)dev_data, (void)len, (void)stream;
+    memset(out, 0, sizeof *out);
+    return no_cuda();
+}
+
+dck_status dck_gpu_error(int cuda_err, const char *what) {
+    return dck_set_error(DCK_ERR_DEVICE, "%s: CUDA error %d", what, cuda_err);
+}
+
+dck_status dck_gpu_pointer_device(const void *ptr, int *device) {
+    (void)ptr;
+    *device = -1;
+    return no_cuda();
+}
+
+#else /* DCK_HAVE_CUDA */
+
+dck_status dck_gpu_error(int cuda_err, const char *what) {
+    cudaError_t e = (cudaError_t)cuda_err;
+    return dck_set_error(DCK_ERR_DEVICE, "%s: %s (%s)", what, cudaGetErrorString(e),
+                         cudaGetErrorName(e));
+}
+
+dck_status dck_gpu_device_count(int *count) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    *count = 0;
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); /* clear the (non-sticky) error state */
+        if (e == cudaErrorInsufficientDriver) {
+            int rt = 0;
+            cudaRuntimeGetVersion(&rt);
+            return dck_set_error(DCK_ERR_NODEVICE,
+                                 "no CUDA device: no NVIDIA driver loaded, or one too old for "
+                                 "CUDA %d.%d",
+                                 rt / 1000, rt % 1000 / 10);
+        }
+        return dck_set_error(DCK_ERR_NODEVICE, "no CUDA device: %s", cudaGetErrorString(e));
+    }
+    if (n <= 0) return dck_set_error(DCK_ERR_NODEVICE, "no CUDA device found");
+    *count = n;
+    return DCK_OK;
+}
+
+dck_status dck_gpu_pointer_device(const void *ptr, int *device) {
+    struct cudaPointerAttributes a;
+    *device = -1;
+    int n;
+    dck_status s = dck_gpu_device_count(&n);
+    if (s) return s;
+    cudaError_t e = cudaPointerGetAttributes(&a, ptr);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return dck_set_error(DCK_ERR_INVALID, "pointer %p: not CUDA memory (%s)", ptr,
+                             cudaGetErrorString(e));
+    }
+    if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
+        return dck_set_error(DCK_ERR_INVALID,
+                             "pointer %p is host memory, not device memory "
+                             "(use dck_digest_buffer for host buffers)",
+                             ptr);
+    *device = a.device;
+    return DCK_OK;
+}
+
+/* Runs the call on the device that holds the data, and switches back. */
+typedef struct {
+    int prev;
+    int switched;
+} dev_guard;
+
+static dck_status guard_enter(const void *ptr, dev_guard *g) {
+    int dev;
+    g->switched = 0;
+    dck_status s = dck_gpu_pointer_device(ptr, &dev);
+    if (s) return s;
+    cudaError_t e = cudaGetDevice(&g->prev);
+    if (e != cudaSuccess) return dck_gpu_error(e, "cudaGetDevice");
+    if (dev != g->prev) {
+        e = cudaSetDevice(dev);
+        if (e != cudaSuccess) return dck_gpu_error(e, "cudaSetDevice");
+        g->switched = 1;
+    }
+    return DCK_OK;
+}
+
+static void guard_leave(dev_guard *g) {
+    if (g->switched) (void)cudaSetDevice(g->prev);
+}
+
+dck_status dck_gpu_segments_sum_async(const void *dev_data, size_t len, uint64_t first_segment,
+                                      uint64_t *dev_lanes, dck_cuda_stream stream) {
+    if (len == 0) return DCK_OK;
+    if (!dev_data || !dev_lanes) return dck_set_error(DCK_ERR_INVALID, "gpu digest: NULL pointer");
+    dev_guard g;
+    dck_status s = guard_enter(dev_data, &g);
+    if (s) return s;
+    int e = dck_cuda_segments_sum_launch(dev_data, len, first_segment, dev_lanes, 0, stream);
+    guard_leave(&g);
+    return e ? dck_gpu_error(e, "segment-sum kernel") : DCK_OK;
+}
+
+dck_status dck_gpu_segments_sum(const void *dev_data, size_t len, uint64_t first_segment,
+                                dck_cuda_stream stream, dck_lanes *out) {
+    *out = (dck_lanes){0, 0};
+    if (len == 0) return DCK_OK;
+    if (!dev_data) return dck_set_error(DCK_ERR_INVALID, "gpu digest: NULL pointer");
+    dev_guard g;
+    dck_status s = guard_enter(dev_data, &g);
+    if (s) return s;
+    cudaStream_t st = (cudaStream_t)stream;
+    uint64_t *lanes = NULL, host[2] = {0, 0};
+    cudaError_t e = cudaMallocAsync((void **)&lanes, 2 * sizeof(uint64_t), st);
+    const char *what = "cudaMallocAsync";
+    if (e == cudaSuccess) {
+        what = "cudaMemsetAsync";
+        e = cudaMemsetAsync(lanes, 0, 2 * sizeof(uint64_t), st);
+        if (e == cudaSuccess) {
+            what = "segment-sum kernel";
+            e = (cudaError_t)dck_cuda_segments_sum_launch(dev_data, len, first_segment, lanes, 0,
+                                                          st);
+        }
+        if (e == cudaSuccess) {
+            what = "cudaMemcpyAsync";
+            e = cudaMemcpyAsync(host, lanes, sizeof host, cudaMemcpyDeviceToHost, st);
+        }
+        cudaError_t f = cudaFreeAsync(lanes, st);
+        if (e == cudaSuccess) {
+            what = "cudaStreamSynchronize";
+            e = cudaStreamSynchronize(st);
+        }
+        if (e == cudaSuccess && f != cudaSuccess) {
+            e = f;
+            what = "cudaFreeAsync";
+        }
+    }
+    guard_leave(&g);
+    if (e != cudaSuccess) return dck_gpu_error(e, what);
+    *out = (dck_lanes){host[0], host[1]};
+    return DCK_OK;
+}
+
+typedef struct {
+    const uint8_t *dev; /* the fragment's bytes on the device */
+    uint64_t offset;    /* their global offset */
+    cudaStream_t stream;
+} gpu_frag_ctx;
+
+static dck_status gpu_copy(void *ctx, uint64_t goff, void *dst, size_t n) {
+    gpu_frag_ctx *c = ctx;
+    cudaError_t e = cudaMemcpyAsync(dst, c->dev + (goff - c->offset), n, cudaMemcpyDeviceToHost,
+                                    c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    return e == cudaSuccess ? DCK_OK : dck_gpu_error(e, "fragment edge copy");
+}
+
+static dck_status gpu_sum(void *ctx, uint64_t goff, uint64_t n, uint64_t first_segment,
+                          dck_lanes *out) {
+    gpu_frag_ctx *c = ctx;
+    return dck_gpu_segments_sum(c->dev + (goff - c->offset), (size_t)n, first_segment, c->stream,
+                                out);
+}
+
+dck_status dck_gpu_fragment_partial(uint64_t tensor_bytes, uint64_t offset, const void *dev_data,
+                                    size_t length, dck_cuda_stream stream,
+                                    dck_fragment_partial *out) {
+    dck_fragment_split sp;
+    memset(out, 0, sizeof *out);
+    dck_status s = dck_fragment_split_compute(tensor_bytes, offset, length, &sp);
+    if (s) return s;
+    if (length == 0) return DCK_OK;
+    if (!dev_data) return dck_set_error(DCK_ERR_INVALID, "gpu digest: NULL pointer");
+    dev_guard g;
+    s = guard_enter(dev_data, &g);
+    if (s) return s;
+    gpu_frag_ctx c = {dev_data, offset, (cudaStream_t)stream};
+    s = dck_fragment_partial_build(&sp, gpu_copy, gpu_sum, &c, out);
+    guard_leave(&g);
+    return s;
+}
+
+dck_status dck_gpu_digest(dck_dtype t, const uint64_t *shape, int ndim, const void *dev_data,
+                          size_t len, dck_cuda_stream stream, dck_digest *out) {
+    uint64_t want;
+    memset(out, 0, sizeof *out);
+    if ((unsigned)t >= DCK_DTYPE_COUNT)
+        return dck_set_error(DCK_ERR_INVALID, "gpu digest: unknown dtype %d", (int)t);
+    if (ndim < 0 || ndim > DCK_MAX_DIMS || dck_shape_bytes(t, shape, ndim, &want) != DCK_OK)
+        return dck_set_error(DCK_ERR_LIMIT, "gpu digest: shape too large");
+    if (want != len)
+        return dck_set_error(DCK_ERR_INVALID, "gpu digest: %zu bytes given, shape needs %llu", len,
+                             (unsigned long long)want);
+    dck_lanes l;
+    dck_status s = dck_gpu_segments_sum(dev_data, len, 0, stream, &l);
+    if (s) return s;
+    *out = dck_digest_finish(t, shape, ndim, l);
+    return DCK_OK;
+}
+
+#endif /* DCK_HAVE_CUDA */

@@ -1,0 +1,33 @@
+/* Checkpoint hashing split over devices and ranks (src/hash_distributed.c):
+ * `detcheck hash --device cuda` and `mpirun -np K detcheck hash
+ * --distributed`. The manifest is the one dck_checkpoint_hash builds. */
+#ifndef DCK_HASH_H
+#define DCK_HASH_H
+
+#include "core/core.h"
+
+typedef struct {
+    dck_device device; /* DCK_DEVICE_CPU or DCK_DEVICE_CUDA (resolve auto first) */
+    /* 1: split the work over the ranks of MPI_COMM_WORLD (MPI initialised by
+     * the caller, e.g. dck_comm_init); every rank calls with the same
+     * checkpoint paths and options. 0: this process does everything. */
+    int distributed;
+    /* Bytes per pinned staging buffer for --device cuda (0: 64 MiB). */
+    size_t gpu_buffer_bytes;
+} dck_hash_plan;
+
+/* Rank 0 (or the only process) gets the manifest; other ranks get NULL.
+ * Every rank returns the same status (a failure anywhere fails all, and the
+ * failing rank's message names the file). */
+dck_status dck_checkpoint_hash_plan(dck_checkpoint *ck, const dck_options *opt,
+                                    const dck_hash_plan *plan, dck_manifest **out);
+
+/* The byte range [*begin, *end) of the concatenation of all tensors (model
+ * order) that rank r of k hashes: k equal cuts, at any byte. */
+void dck_distributed_range(uint64_t total, int r, int k, uint64_t *begin, uint64_t *end);
+
+/* Which GPU a rank uses: the node-local rank (Open MPI, Slurm, PMI
+ * environment) modulo the devices, else rank modulo devices. */
+int dck_distributed_gpu_of_rank(int rank, int ndevices);
+
+#endif

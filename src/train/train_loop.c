@@ -1,0 +1,858 @@
+/* The training loop: data parallel over MPI ranks, microbatches over
+ * threads, ZeRO-1 sharded AdamW, checkpoints and the trajectory log.
+ *
+ * Deterministic mode. Rank r computes the gradients of its contiguous,
+ * aligned range of the M microbatches (one thread per microbatch, each into
+ * its own buffer), sums them pairwise up its subtree of the fixed binary tree
+ * over the global microbatch index, exchanges the subtree sums as bytes
+ * (MPI_Allgather) and finishes the tree exactly as every other rank does. The
+ * sums therefore have the same bits for any K and any thread count. Rank r
+ * then updates only its slice of the flat parameters (ZeRO-1) and the
+ * slices are all-gathered, again as bytes.
+ *
+ * Fast mode does what frameworks usually do, on purpose: thread partial sums
+ * added in completion order and MPI_Allreduce(MPI_SUM) on floats. */
+#include "train/train.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { K_MODEL, K_MASTER, K_EXP_AVG, K_EXP_AVG_SQ, K_COUNT };
+static const char *const kind_prefix[K_COUNT] = {"model.", "optimizer.master.",
+                                                 "optimizer.exp_avg.", "optimizer.exp_avg_sq."};
+
+typedef struct {
+    dck_train_config c;
+    dck_comm *comm;
+    const dck_train_hooks *hooks;
+    int rank, K, T, M, nloc;
+    size_t mb_lo; /* first global microbatch of this rank */
+    dck_model m;
+    size_t P, lo, hi;
+    size_t *part;
+    float *master, *wparams, *m1, *m2;
+    uint16_t *bf16; /* bf16 parameters, this rank's slice (indexed from lo) */
+    float **gbufs;  /* nloc microbatch gradients (deterministic) */
+    float *gather;  /* K * P subtree sums */
+    float *acc;     /* fast mode sum */
+    float **scratch;
+    float *losses, *all_losses;
+    dck_workspace **ws;
+    uint16_t **tok;
+    dck_data *data;
+    pthread_mutex_t lock;
+    float fast_loss;
+    int fast_count;
+    long cur_step;
+    FILE *traj;
+    char *config_json;
+    char *traj_path;
+} trainer;
+
+static void say(trainer *tr, int warning, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(trainer *tr, int warning, const char *fmt, ...) {
+    if (tr->rank != 0 || !tr->hooks || !tr->hooks->on_message) return;
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    tr->hooks->on_message(tr->hooks->ctx, warning, msg);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static bool is_bf16(const trainer *tr) { return tr->c.precision == DCK_PREC_BF16; }
+
+/* ------------------------------------------------------------------ state tensors */
+
+static int nkinds(void) { return K_COUNT; }
+
+static bool kind_present(const trainer *tr, int k) { return k != K_MASTER || is_bf16(tr); }
+
+/* The slice [a, b) of state tensor (k, t) that this rank owns. */
+static void owned(const trainer *tr, size_t t, size_t *a, size_t *b) {
+    const dck_param *p = &tr->m.params[t];
+    *a = p->offset > tr->lo ? p->offset : tr->lo;
+    *b = p->offset + p->numel < tr->hi ? p->offset + p->numel : tr->hi;
+    if (*b < *a) *b = *a;
+}
+
+static void state_name(const trainer *tr, int k, size_t t, char *buf, size_t n) {
+    snprintf(buf, n, "%s%s", kind_prefix[k], tr->m.params[t].name + strlen("model."));
+}
+
+static dck_dtype state_dtype(const trainer *tr, int k) {
+    return (k == K_MODEL && is_bf16(tr)) ? DCK_BF16 : DCK_F32;
+}
+
+static const void *state_data(const trainer *tr, int k, size_t a) {
+    switch (k) {
+    case K_MODEL:
+        return is_bf16(tr) ? (const void *)(tr->bf16 + (a - tr->lo)) : (const void *)(tr->master + a);
+    case K_MASTER:
+        return tr->master + a;
+    case K_EXP_AVG:
+        return tr->m1 + (a - tr->lo);
+    default:
+        return tr->m2 + (a - tr->lo);
+    }
+}
+
+static void refresh_bf16(trainer *tr) {
+    if (!is_bf16(tr)) return;
+    for (size_t i = tr->lo; i < tr->hi; i++) tr->bf16[i - tr->lo] = dck_f32_to_bf16(tr->master[i]);
+}
+
+/* Root digest over every model and optimizer tensor: each rank reduces its
+ * slices to fragment partials, the partials travel as bytes, every rank
+ * finishes the same digests. */
+static dck_status state_root(trainer *tr, dck_digest *root) {
+    size_t np = tr->m.nparams, nt = np * (size_t)nkinds();
+    dck_fragment_partial *mine = dck_xcalloc(nt, sizeof *mine);
+    dck_fragment_partial *all = dck_xcalloc(nt * (size_t)tr->K, sizeof *all);
+    char **names = dck_xcalloc(nt, sizeof *names);
+    dck_digest *dg = dck_xcalloc(nt, sizeof *dg);
+    dck_status s = DCK_OK;
+    if (!mine || !all || !names || !dg) {
+        s = dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+        goto done;
+    }
+    refresh_bf16(tr);
+    for (int k = 0; k < K_COUNT && !s; k++) {
+        if (!kind_present(tr, k)) continue;
+        for (size_t t = 0; t < np && !s; t++) {
+            const dck_param *p = &tr->m.params[t];
+            size_t a, b;
+            owned(tr, t, &a, &b);
+            if (b == a) continue;
+            size_t es = dck_dtype_size(state_dtype(tr, k));
+            s = dck_fragment_partial_compute((uint64_t)p->numel * es, (uint64_t)(a - p->offset) * es,
+                                             state_data(tr, k, a), (b - a) * es,
+                                             &mine[(size_t)k * np + t]);
+        }
+    }
+    s = dck_comm_agree(tr->comm, s);
+    if (s) goto done;
+    if ((s = dck_comm_allgather(tr->comm, mine, all, nt * sizeof *mine))) goto done;
+    size_t n = 0;
+    for (int k = 0; k < K_COUNT && !s; k++) {
+        if (!kind_present(tr, k)) continue;
+        for (size_t t = 0; t < np && !s; t++) {
+            const dck_param *p = &tr->m.params[t];
+            dck_tensor_hasher *h;
+            if ((s = dck_tensor_hasher_create(state_dtype(tr, k), p->shape, p->ndim, &h))) break;
+            for (int r = 0; r < tr->K && !s; r++) {
+                const dck_fragment_partial *fp = &all[(size_t)r * nt + (size_t)k * np + t];
+                if (fp->length) s = dck_tensor_hasher_add(h, fp);
+            }
+            if (!s) s = dck_tensor_hasher_final(h, &dg[n]);
+            dck_tensor_hasher_free(h);
+            char nm[160];
+            state_name(tr, k, t, nm, sizeof nm);
+            if (!s && !(names[n] = dck_strdup(nm))) s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            n++;
+        }
+    }
+    if (!s) *root = dck_root_digest((const char *const *)names, dg, n);
+done:
+    if (names)
+        for (size_t i = 0; i < nt; i++) free(names[i]);
+    free(names);
+    free(dg);
+    free(mine);
+    free(all);
+    return s;
+}
+
+/* ------------------------------------------------------------------ checkpoints */
+
+static dck_status mkdir_p(const char *path) {
+    char buf[DCK_TRAIN_PATH * 2];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return dck_set_error(DCK_ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        return dck_set_error(DCK_ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
+    return DCK_OK;
+}
+
+/* Empties a stale step directory (a torn one, or one being replaced): the
+ * marker goes first, so a crash in between never leaves it complete; then
+ * every file, leftovers of interrupted atomic writes included. */
+static dck_status clear_dir(const char *dir) {
+    char *mk = dck_path_join(dir, DCK_CKPT_MARKER);
+    if (mk) unlink(mk);
+    free(mk);
+    DIR *d = opendir(dir);
+    if (!d) return dck_set_error(DCK_ERR_IO, "%s: %s", dir, strerror(errno));
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char *p = dck_path_join(dir, e->d_name);
+        struct stat st;
+        if (p && lstat(p, &st) == 0 && S_ISREG(st.st_mode)) unlink(p);
+        free(p);
+    }
+    closedir(d);
+    return DCK_OK;
+}
+
+static dck_status write_shard(trainer *tr, const char *dir, long step, float lr) {
+    size_t np = tr->m.nparams;
+    size_t cap = np * K_COUNT + 8;
+    dck_st_tensor *ts = dck_xcalloc(cap, sizeof *ts);
+    char (*names)[160] = dck_xcalloc(cap, sizeof *names);
+    if (!ts || !names) {
+        free(ts);
+        free(names);
+        return dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+    }
+    refresh_bf16(tr);
+    size_t n = 0;
+    for (int k = 0; k < K_COUNT; k++) {
+        if (!kind_present(tr, k)) continue;
+        for (size_t t = 0; t < np; t++) {
+            const dck_param *p = &tr->m.params[t];
+            size_t a, b;
+            owned(tr, t, &a, &b);
+            if (b == a) continue;
+            dck_st_tensor *x = &ts[n];
+            state_name(tr, k, t, names[n], sizeof names[n]);
+            x->name = names[n];
+            x->dtype = state_dtype(tr, k);
+            x->ndim = p->ndim;
+            x->data = state_data(tr, k, a);
+            uint64_t row0 = (a - p->offset) / p->row, rows = (b - a) / p->row;
+            x->shape[0] = rows;
+            if (p->ndim > 1) x->shape[1] = p->shape[1];
+            if (rows != p->shape[0]) {
+                x->global_ndim = p->ndim;
+                x->global_shape[0] = p->shape[0];
+                x->global_shape[1] = p->shape[1];
+                x->offset[0] = row0;
+            }
+            n++;
+        }
+    }
+    /* replicated state, written once by rank 0 */
+    uint32_t key[2] = {(uint32_t)tr->c.seed, (uint32_t)(tr->c.seed >> 32)};
+    uint64_t next_sample = (uint64_t)step * (uint64_t)tr->M * (uint64_t)tr->c.batch;
+    int64_t step64 = step;
+    float lrs[1] = {lr};
+    if (tr->rank == 0) {
+        ts[n++] = (dck_st_tensor){.name = "rng.philox.key", .dtype = DCK_U32, .ndim = 1,
+                                  .shape = {2}, .data = key};
+        ts[n++] = (dck_st_tensor){.name = "rng.data.next_sample", .dtype = DCK_U64, .ndim = 1,
+                                  .shape = {1}, .data = &next_sample};
+        ts[n++] = (dck_st_tensor){.name = "step", .dtype = DCK_I64, .ndim = 1, .shape = {1},
+                                  .data = &step64};
+        ts[n++] = (dck_st_tensor){.name = "scheduler.last_lr", .dtype = DCK_F32, .ndim = 1,
+                                  .shape = {1}, .data = lrs};
+        ts[n++] = (dck_st_tensor){.name = "config.train", .dtype = DCK_U8, .ndim = 1,
+                                  .shape = {strlen(tr->config_json)}, .data = tr->config_json};
+    }
+    char stepbuf[32];
+    snprintf(stepbuf, sizeof stepbuf, "%ld", step);
+    dck_kv meta[] = {{"detcheck.train.config", tr->config_json}, {"detcheck.train.step", stepbuf}};
+    char fname[96];
+    snprintf(fname, sizeof fname, "rank_%05d_of_%05d.safetensors%s", tr->rank, tr->K,
+             tr->c.compress ? ".zst" : "");
+    char *path = dck_path_join(dir, fname);
+    dck_status s = path ? dck_safetensors_write(path, ts, n, meta, 2, tr->c.compress)
+                        : dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    free(path);
+    free(ts);
+    free(names);
+    return s;
+}
+
+static dck_status save_checkpoint(trainer *tr, long step, float lr) {
+    char *dir = dck_ckpt_dir(tr->c.out, step);
+    if (!dir) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    dck_status s = DCK_OK;
+    if (tr->rank == 0) {
+        s = mkdir_p(dir);
+        if (!s) s = clear_dir(dir);
+    }
+    s = dck_comm_agree(tr->comm, s);
+    if (!s) s = dck_comm_agree(tr->comm, write_shard(tr, dir, step, lr));
+    if (!s && step == tr->c.kill_during_ckpt) {
+        /* testing hook: die in the middle of the checkpoint, after the shards and
+         * part of the manifest, before the marker */
+        if (tr->rank == 0) {
+            char *p = dck_path_join(dir, DCK_CKPT_MANIFEST ".partial");
+            FILE *f = p ? fopen(p, "wb") : NULL;
+            if (f) {
+                fputs("{\"detcheck_manifest\": 1, \"tens", f);
+                fflush(f);
+                fsync(fileno(f));
+            }
+            dck_comm_barrier(tr->comm);
+            raise(SIGKILL);
+        }
+        dck_comm_barrier(tr->comm);
+        raise(SIGKILL);
+    }
+    if (!s && tr->rank == 0) {
+        char **shards = NULL;
+        size_t ns = 0;
+        dck_manifest *man = NULL;
+        dck_options opt;
+        dck_options_init(&opt);
+        opt.threads = tr->T;
+        opt.hash_files = 1;
+        s = dck_ckpt_shards(dir, &shards, &ns);
+        if (!s) s = dck_hash_paths((const char *const *)shards, ns, &opt, &man);
+        char *mpath = dck_path_join(dir, DCK_CKPT_MANIFEST);
+        if (!s) s = dck_manifest_save(man, DCK_FORMAT_JSON, mpath);
+        if (!s) {
+            char hex[33], marker[256];
+            dck_digest_to_hex(dck_manifest_root(man), hex);
+            int len = snprintf(marker, sizeof marker,
+                               "detcheck checkpoint v1\nstep %ld\nranks %d\nmanifest-root %s\n",
+                               step, tr->K, hex);
+            char *mk = dck_path_join(dir, DCK_CKPT_MARKER);
+            s = dck_write_file_atomic(mk, marker, (size_t)len);
+            free(mk);
+        }
+        free(mpath);
+        dck_manifest_free(man);
+        dck_free_strings(shards, ns);
+        if (!s && tr->traj) {
+            fflush(tr->traj);
+            fsync(fileno(tr->traj));
+        }
+    }
+    s = dck_comm_agree(tr->comm, s);
+    free(dir);
+    if (!s && step == tr->c.kill_after_ckpt) {
+        dck_comm_barrier(tr->comm);
+        raise(SIGKILL);
+    }
+    return s;
+}
+
+/* Recomputes the digests of a checkpoint's shards and compares them with its
+ * manifest: a resume never starts from silently damaged state. */
+static dck_status verify_checkpoint(trainer *tr, const char *dir) {
+    char *mpath = dck_path_join(dir, DCK_CKPT_MANIFEST);
+    dck_manifest *stored = NULL, *fresh = NULL;
+    char **shards = NULL;
+    size_t ns = 0;
+    dck_status s = mpath ? dck_manifest_load(mpath, &stored) : DCK_ERR_NOMEM;
+    if (!s) s = dck_ckpt_shards(dir, &shards, &ns);
+    if (!s) {
+        dck_options opt;
+        dck_options_init(&opt);
+        opt.threads = tr->T;
+        opt.hash_files = 1;
+        s = dck_hash_paths((const char *const *)shards, ns, &opt, &fresh);
+    }
+    if (!s) {
+        dck_cmp_result r;
+        s = dck_manifest_compare(stored, fresh, 1, &r);
+        if (!s && r.n)
+            s = dck_set_error(DCK_ERR_MISMATCH, "%s: %s differs from its manifest (%s)", dir,
+                              r.entries[0].name, dck_cmp_kind_name(r.entries[0].kind));
+        if (!s || r.n) dck_cmp_result_release(&r);
+    }
+    dck_free_strings(shards, ns);
+    dck_manifest_free(stored);
+    dck_manifest_free(fresh);
+    free(mpath);
+    return s;
+}
+
+static dck_status read_whole(dck_checkpoint *ck, const char *dir, const char *name, dck_dtype dt,
+                             const uint64_t *shape, int ndim, void *buf, uint64_t off, size_t len) {
+    long i = dck_checkpoint_find(ck, name);
+    if (i < 0) return dck_set_error(DCK_ERR_MISMATCH, "%s: tensor %s is missing", dir, name);
+    const dck_tensor_info *ti = dck_checkpoint_tensor(ck, (size_t)i);
+    bool same = ti->dtype == dt && ti->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++) same = ti->shape[d] == shape[d];
+    if (!same)
+        return dck_set_error(DCK_ERR_MISMATCH, "%s: tensor %s has dtype %s and another shape than "
+                             "this run's %s",
+                             dir, name, dck_dtype_name(ti->dtype), dck_dtype_name(dt));
+    return dck_checkpoint_read(ck, (size_t)i, off, buf, len);
+}
+
+static dck_status load_checkpoint(trainer *tr, const char *dir, long *step_out) {
+    char **shards = NULL;
+    size_t ns = 0;
+    dck_checkpoint *ck = NULL;
+    char *stored = NULL;
+    dck_status s = dck_ckpt_shards(dir, &shards, &ns);
+    dck_options opt;
+    dck_options_init(&opt);
+    opt.threads = 1;
+    opt.hash_files = 0;
+    if (!s) s = dck_checkpoint_open((const char *const *)shards, ns, &opt, &ck);
+    if (s) goto done;
+    long ci = dck_checkpoint_find(ck, "config.train");
+    if (ci < 0) {
+        s = dck_set_error(DCK_ERR_FORMAT, "%s: not a detcheck train checkpoint (no config.train)", dir);
+        goto done;
+    }
+    const dck_tensor_info *cinfo = dck_checkpoint_tensor(ck, (size_t)ci);
+    if (cinfo->dtype != DCK_U8 || cinfo->ndim != 1 || cinfo->shape[0] > (1u << 20)) {
+        s = dck_set_error(DCK_ERR_FORMAT, "%s: config.train is not a short U8 vector", dir);
+        goto done;
+    }
+    stored = dck_xcalloc(cinfo->shape[0] + 1, 1);
+    if (!stored) {
+        s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((s = dck_checkpoint_read(ck, (size_t)ci, 0, stored, cinfo->shape[0]))) goto done;
+    if (!tr->c.decay_set) {
+        /* the schedule length follows the checkpoint unless given */
+        json_t *o = json_loads(stored, 0, NULL);
+        json_t *d = o ? json_object_get(o, "decay_steps") : NULL;
+        if (json_is_integer(d) && json_integer_value(d) > 0) tr->c.decay_steps = (long)json_integer_value(d);
+        json_decref(o);
+        free(tr->config_json);
+        if (!(tr->config_json = dck_train_config_json(&tr->c))) {
+            s = DCK_ERR_NOMEM;
+            goto done;
+        }
+    }
+    if ((s = dck_train_config_match(&tr->c, stored, dir))) goto done;
+    int64_t step = 0;
+    uint64_t one = 1, two = 2, next = 0;
+    uint32_t key[2];
+    if ((s = read_whole(ck, dir, "step", DCK_I64, &one, 1, &step, 0, 8))) goto done;
+    if ((s = read_whole(ck, dir, "rng.data.next_sample", DCK_U64, &one, 1, &next, 0, 8))) goto done;
+    if ((s = read_whole(ck, dir, "rng.philox.key", DCK_U32, &two, 1, key, 0, 8))) goto done;
+    if (step < 0 || next != (uint64_t)step * (uint64_t)tr->M * (uint64_t)tr->c.batch ||
+        key[0] != (uint32_t)tr->c.seed || key[1] != (uint32_t)(tr->c.seed >> 32)) {
+        s = dck_set_error(DCK_ERR_FORMAT, "%s: step %lld, data position %llu and RNG key disagree",
+                          dir, (long long)step, (unsigned long long)next);
+        goto done;
+    }
+    size_t np = tr->m.nparams;
+    for (size_t t = 0; t < np && !s; t++) {
+        const dck_param *p = &tr->m.params[t];
+        char nm[160];
+        state_name(tr, is_bf16(tr) ? K_MASTER : K_MODEL, t, nm, sizeof nm);
+        s = read_whole(ck, dir, nm, DCK_F32, p->shape, p->ndim, tr->master + p->offset, 0,
+                       p->numel * 4);
+        size_t a, b;
+        owned(tr, t, &a, &b);
+        if (!s && is_bf16(tr) && b > a) {
+            state_name(tr, K_MODEL, t, nm, sizeof nm);
+            s = read_whole(ck, dir, nm, DCK_BF16, p->shape, p->ndim, tr->bf16 + (a - tr->lo),
+                           (a - p->offset) * 2, (b - a) * 2);
+            for (size_t i = a; !s && i < b; i++)
+                if (tr->bf16[i - tr->lo] != dck_f32_to_bf16(tr->master[i]))
+                    s = dck_set_error(DCK_ERR_FORMAT,
+                                      "%s: %s disagrees with its fp32 master at element %zu", dir,
+                                      nm, i - p->offset);
+        }
+        for (int k = K_EXP_AVG; k <= K_EXP_AVG_SQ && !s && b > a; k++) {
+            state_name(tr, k, t, nm, sizeof nm);
+            float *dst = (k == K_EXP_AVG ? tr->m1 : tr->m2) + (a - tr->lo);
+            s = read_whole(ck, dir, nm, DCK_F32, p->shape, p->ndim, dst, (a - p->offset) * 4,
+                           (b - a) * 4);
+        }
+    }
+    if (!s) *step_out = (long)step;
+done:
+    free(stored);
+    dck_checkpoint_free(ck);
+    dck_free_strings(shards, ns);
+    return s;
+}
+
+static void warn_cb(void *ctx, const char *msg) { say(ctx, 1, "%s", msg); }
+
+/* Finds and loads the checkpoint to resume from; *step = 0 when none. */
+static dck_status resume(trainer *tr, long *step) {
+    *step = 0;
+    if (tr->c.resume_from[0]) {
+        const char *dir = tr->c.resume_from;
+        char *mk = dck_path_join(dir, DCK_CKPT_MARKER);
+        struct stat st;
+        bool ok = mk && stat(mk, &st) == 0;
+        free(mk);
+        if (!ok)
+            return dck_set_error(DCK_ERR_FORMAT, "%s: not a complete checkpoint (no %s marker)", dir,
+                                 DCK_CKPT_MARKER);
+        dck_status s = verify_checkpoint(tr, dir);
+        if (!s) s = load_checkpoint(tr, dir, step);
+        return s;
+    }
+    long *steps = NULL;
+    size_t n = 0;
+    dck_status s = dck_ckpt_list(tr->c.out, &steps, &n, warn_cb, tr);
+    if (s) return s;
+    for (size_t i = n; i-- > 0;) {
+        char *dir = dck_ckpt_dir(tr->c.out, steps[i]);
+        if (!dir) {
+            s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            break;
+        }
+        s = verify_checkpoint(tr, dir);
+        if (s == DCK_ERR_MISMATCH || s == DCK_ERR_FORMAT || s == DCK_ERR_TRUNCATED ||
+            s == DCK_ERR_LAYOUT) {
+            say(tr, 1, "%s: damaged checkpoint skipped: %s", dir, dck_last_error());
+            free(dir);
+            s = DCK_OK;
+            continue;
+        }
+        if (!s) {
+            s = load_checkpoint(tr, dir, step);
+            if (!s) say(tr, 0, "resuming from %s", dir);
+        }
+        free(dir);
+        break;
+    }
+    free(steps);
+    if (!s && *step == 0) say(tr, 0, "%s: no complete checkpoint, starting from step 0", tr->c.out);
+    return s;
+}
+
+/* ------------------------------------------------------------------ trajectory */
+
+static dck_status traj_open(trainer *tr, long resumed) {
+    if (tr->rank != 0 || !tr->c.out[0]) return DCK_OK;
+    tr->traj_path = dck_path_join(tr->c.out, DCK_TRAJECTORY);
+    if (!tr->traj_path) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    /* keep the records up to the resumed step; a torn last line goes */
+    char *keep = NULL;
+    size_t klen = 0;
+    FILE *old = resumed > 0 ? fopen(tr->traj_path, "rb") : NULL;
+    if (old) {
+        FILE *mem = open_memstream(&keep, &klen);
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t len;
+        while (mem && (len = getline(&line, &cap, old)) > 0) {
+            if (line[len - 1] != '\n') break;
+            json_t *o = json_loadb(line, (size_t)len, 0, NULL);
+            json_t *st = o ? json_object_get(o, "step") : NULL;
+            bool take = json_is_integer(st) && json_integer_value(st) <= resumed;
+            json_decref(o);
+            if (take) fwrite(line, 1, (size_t)len, mem);
+        }
+        free(line);
+        fclose(old);
+        if (mem) fclose(mem);
+    }
+    dck_status s = dck_write_file_atomic(tr->traj_path, keep ? keep : "", keep ? klen : 0);
+    free(keep);
+    if (s) return s;
+    tr->traj = fopen(tr->traj_path, "ab");
+    if (!tr->traj)
+        return dck_set_error(DCK_ERR_IO, "%s: %s", tr->traj_path, strerror(errno));
+    return DCK_OK;
+}
+
+/* A JSON number, or null for NaN and infinities (the bits say which). */
+static const char *json_float(float v, char *buf, size_t n) {
+    if (!isfinite(v)) return "null";
+    return dck_float_text(v, buf, n);
+}
+
+static void traj_write(trainer *tr, const dck_train_step_info *si) {
+    if (!tr->traj) return;
+    char l[32], g[32], r[32];
+    /* shortest decimals that read back as the same floats; bits alongside */
+    fprintf(tr->traj,
+            "{\"step\":%ld,\"loss\":%s,\"loss_bits\":\"%08x\",\"grad_norm\":%s,"
+            "\"grad_norm_bits\":\"%08x\",\"lr\":%s",
+            si->step, json_float(si->loss, l, sizeof l), dck_f32_bits(si->loss),
+            json_float(si->grad_norm, g, sizeof g), dck_f32_bits(si->grad_norm),
+            json_float(si->lr, r, sizeof r));
+    if (si->has_root) {
+        char hex[33];
+        dck_digest_to_hex(si->root, hex);
+        fprintf(tr->traj, ",\"root\":\"%s\"", hex);
+    }
+    fputs("}\n", tr->traj);
+    fflush(tr->traj);
+}
+
+/* ------------------------------------------------------------------ one step */
+
+static void microbatch_task(void *ctx, size_t i, int worker) {
+    trainer *tr = ctx;
+    size_t B = (size_t)tr->c.batch, S1 = (size_t)tr->c.seq + 1;
+    size_t j = tr->mb_lo + i;
+    uint16_t *tok = tr->tok[worker];
+    for (size_t b = 0; b < B; b++) {
+        uint64_t g = ((uint64_t)(tr->cur_step - 1) * (uint64_t)tr->M + j) * B + b;
+        dck_data_sample(tr->data, g, tok + b * S1);
+    }
+    if (tr->c.mode == DCK_MODE_DET) {
+        tr->losses[i] = dck_model_microbatch(&tr->m, tr->ws[worker], tr->wparams, tok, tr->gbufs[i]);
+        return;
+    }
+    float *g = tr->scratch[worker];
+    float loss = dck_model_microbatch(&tr->m, tr->ws[worker], tr->wparams, tok, g);
+    pthread_mutex_lock(&tr->lock); /* completion order: deliberately not fixed */
+    if (tr->fast_count++ == 0)
+        memcpy(tr->acc, g, tr->P * sizeof(float));
+    else
+        for (size_t k = 0; k < tr->P; k++) tr->acc[k] += g[k];
+    tr->fast_loss += loss;
+    pthread_mutex_unlock(&tr->lock);
+}
+
+static dck_status step_once(trainer *tr, long step, dck_train_step_info *si) {
+    dck_status s = DCK_OK;
+    size_t P = tr->P;
+    float inv_m = 1.0f / (float)tr->M;
+    float lr = dck_lr_at(&tr->c, step);
+    tr->cur_step = step;
+    tr->fast_count = 0;
+    tr->fast_loss = 0.0f;
+    dck_parallel_for(tr->T, (size_t)tr->nloc, microbatch_task, tr);
+    float *grad, loss;
+    if (tr->c.mode == DCK_MODE_DET) {
+        dck_tree_sum(tr->gbufs, (size_t)tr->nloc, P);
+        if (tr->K == 1) {
+            grad = tr->gbufs[0];
+            memcpy(tr->all_losses, tr->losses, (size_t)tr->nloc * sizeof(float));
+        } else {
+            if ((s = dck_comm_allgather(tr->comm, tr->gbufs[0], tr->gather, P * sizeof(float))))
+                return s;
+            if ((s = dck_comm_allgather(tr->comm, tr->losses, tr->all_losses,
+                                        (size_t)tr->nloc * sizeof(float))))
+                return s;
+            float *sub[256];
+            for (int r = 0; r < tr->K; r++) sub[r] = tr->gather + (size_t)r * P;
+            dck_tree_sum(sub, (size_t)tr->K, P);
+            grad = tr->gather;
+        }
+        float *lp[1024];
+        for (int j = 0; j < tr->M; j++) lp[j] = &tr->all_losses[j];
+        dck_tree_sum(lp, (size_t)tr->M, 1);
+        loss = tr->all_losses[0] * inv_m;
+    } else {
+        if ((s = dck_comm_allreduce_sum_f32(tr->comm, tr->acc, P))) return s;
+        if ((s = dck_comm_allreduce_sum_f32(tr->comm, &tr->fast_loss, 1))) return s;
+        grad = tr->acc;
+        loss = tr->fast_loss * inv_m;
+    }
+    for (size_t i = 0; i < P; i++) grad[i] = grad[i] * inv_m;
+    float norm = sqrtf(dck_sumsq(grad, P));
+    float gscale = (tr->c.clip > 0.0f && norm > tr->c.clip) ? tr->c.clip / (norm + 1e-6f) : 1.0f;
+    dck_adamw(&tr->m, &tr->c, step, lr, gscale, grad, tr->master, tr->m1, tr->m2, tr->lo, tr->hi);
+    if (tr->K > 1) {
+        size_t counts[256], displs[256];
+        for (int r = 0; r < tr->K; r++) {
+            counts[r] = (tr->part[r + 1] - tr->part[r]) * sizeof(float);
+            displs[r] = tr->part[r] * sizeof(float);
+        }
+        if ((s = dck_comm_allgatherv(tr->comm, tr->master + tr->lo, (tr->hi - tr->lo) * sizeof(float),
+                                     tr->master, counts, displs)))
+            return s;
+    }
+    if (step == tr->c.flip_step) {
+        /* testing hook: one flipped bit, as a faulty node would produce */
+        long t = dck_model_find(&tr->m, tr->c.flip_tensor);
+        float *w = tr->master + tr->m.params[t].offset + tr->c.flip_index;
+        *w = dck_f32_from_bits(dck_f32_bits(*w) ^ 1u);
+    }
+    if (is_bf16(tr))
+        for (size_t i = 0; i < P; i++) tr->wparams[i] = dck_bf16_round(tr->master[i]);
+    si->step = step;
+    si->loss = loss;
+    si->grad_norm = norm;
+    si->lr = lr;
+    si->has_root = false;
+    if (tr->c.digest_every > 0 && (step % tr->c.digest_every == 0 || step == tr->c.steps)) {
+        if ((s = state_root(tr, &si->root))) return s;
+        si->has_root = true;
+    }
+    return DCK_OK;
+}
+
+/* ------------------------------------------------------------------ setup */
+
+static void release(trainer *tr) {
+    if (tr->gbufs)
+        for (int i = 0; i < tr->nloc; i++) free(tr->gbufs[i]);
+    free(tr->gbufs);
+    if (tr->scratch)
+        for (int i = 0; i < tr->T; i++) free(tr->scratch[i]);
+    free(tr->scratch);
+    if (tr->ws)
+        for (int i = 0; i < tr->T; i++) dck_workspace_free(tr->ws[i]);
+    free(tr->ws);
+    if (tr->tok)
+        for (int i = 0; i < tr->T; i++) free(tr->tok[i]);
+    free(tr->tok);
+    if (tr->wparams != tr->master) free(tr->wparams);
+    free(tr->master);
+    free(tr->m1);
+    free(tr->m2);
+    free(tr->bf16);
+    free(tr->gather);
+    free(tr->acc);
+    free(tr->losses);
+    free(tr->all_losses);
+    free(tr->part);
+    dck_data_free(tr->data);
+    dck_model_release(&tr->m);
+    if (tr->traj) fclose(tr->traj);
+    free(tr->config_json);
+    free(tr->traj_path);
+    pthread_mutex_destroy(&tr->lock);
+}
+
+static dck_status setup(trainer *tr) {
+    const dck_train_config *c = &tr->c;
+    dck_status s = dck_train_config_check(c);
+    if (s) return s;
+    if (tr->K > 256 || c->microbatches % tr->K != 0)
+        return dck_set_error(DCK_ERR_INVALID,
+                             "%d ranks do not divide --microbatches %d: use a K that divides M "
+                             "(both powers of two)",
+                             tr->K, c->microbatches);
+    if (c->microbatches > 1024)
+        return dck_set_error(DCK_ERR_INVALID, "--microbatches %d: at most 1024", c->microbatches);
+    if ((s = dck_model_init(&tr->m, c))) return s;
+    if (c->flip_step > 0) {
+        long t = dck_model_find(&tr->m, c->flip_tensor);
+        if (t < 0)
+            return dck_set_error(DCK_ERR_INVALID, "--flip-bit: no parameter %s (names look like "
+                                 "model.blocks.0.attn.qkv.weight)", c->flip_tensor);
+        if (c->flip_index >= tr->m.params[t].numel)
+            return dck_set_error(DCK_ERR_INVALID, "--flip-bit: index %llu beyond %s (%zu elements)",
+                                 (unsigned long long)c->flip_index, c->flip_tensor,
+                                 tr->m.params[t].numel);
+    }
+    tr->P = tr->m.total;
+    tr->M = c->microbatches;
+    tr->nloc = tr->M / tr->K;
+    tr->mb_lo = (size_t)tr->rank * (size_t)tr->nloc;
+    tr->T = c->threads > 0 ? c->threads : 1;
+    tr->part = dck_xcalloc((size_t)tr->K + 1, sizeof *tr->part);
+    if (!tr->part) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    dck_zero_partition(&tr->m, tr->K, tr->part);
+    tr->lo = tr->part[tr->rank];
+    tr->hi = tr->part[tr->rank + 1];
+    size_t P = tr->P, own = tr->hi - tr->lo;
+    tr->master = dck_xcalloc(P, sizeof(float));
+    tr->wparams = is_bf16(tr) ? dck_xcalloc(P, sizeof(float)) : tr->master;
+    tr->m1 = dck_xcalloc(own, sizeof(float));
+    tr->m2 = dck_xcalloc(own, sizeof(float));
+    tr->bf16 = dck_xcalloc(own, sizeof(uint16_t));
+    tr->losses = dck_xcalloc((size_t)tr->nloc, sizeof(float));
+    tr->all_losses = dck_xcalloc((size_t)tr->M, sizeof(float));
+    tr->ws = dck_xcalloc((size_t)tr->T, sizeof *tr->ws);
+    tr->tok = dck_xcalloc((size_t)tr->T, sizeof *tr->tok);
+    if (!tr->master || !tr->wparams || !tr->m1 || !tr->m2 || !tr->bf16 || !tr->losses ||
+        !tr->all_losses || !tr->ws || !tr->tok)
+        return dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+    for (int w = 0; w < tr->T; w++) {
+        tr->ws[w] = dck_workspace_create(&tr->m);
+        tr->tok[w] = dck_xcalloc((size_t)c->batch * ((size_t)c->seq + 1), sizeof(uint16_t));
+        if (!tr->ws[w] || !tr->tok[w]) return dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+    }
+    if (c->mode == DCK_MODE_DET) {
+        tr->gbufs = dck_xcalloc((size_t)tr->nloc, sizeof *tr->gbufs);
+        if (!tr->gbufs) return dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+        for (int i = 0; i < tr->nloc; i++)
+            if (!(tr->gbufs[i] = dck_xcalloc(P, sizeof(float))))
+                return dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+        if (tr->K > 1 && !(tr->gather = dck_xcalloc(P * (size_t)tr->K, sizeof(float))))
+            return dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+    } else {
+        tr->acc = dck_xcalloc(P, sizeof(float));
+        tr->scratch = dck_xcalloc((size_t)tr->T, sizeof *tr->scratch);
+        if (!tr->acc || !tr->scratch) return dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+        for (int w = 0; w < tr->T; w++)
+            if (!(tr->scratch[w] = dck_xcalloc(P, sizeof(float))))
+                return dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+    }
+    if ((s = dck_data_open(c, &tr->data))) return s;
+    if (!(tr->config_json = dck_train_config_json(c))) return DCK_ERR_IO;
+    dck_model_init_weights(&tr->m, tr->master);
+    return DCK_OK;
+}
+
+static dck_status check_fresh_out(trainer *tr) {
+    if (!tr->c.out[0] || tr->c.resume || tr->c.resume_from[0]) return DCK_OK;
+    long *steps = NULL;
+    size_t n = 0;
+    dck_status s = dck_ckpt_list(tr->c.out, &steps, &n, NULL, NULL);
+    free(steps);
+    if (!s && n)
+        s = dck_set_error(DCK_ERR_INVALID, "%s already holds checkpoints: pass --resume to continue "
+                          "that run, or another --out",
+                          tr->c.out);
+    return s;
+}
+
+dck_status dck_train_run(const dck_train_config *cfg, dck_comm *comm, const dck_train_hooks *hooks,
+                         dck_train_result *res) {
+    trainer tr;
+    memset(&tr, 0, sizeof tr);
+    memset(res, 0, sizeof *res);
+    pthread_mutex_init(&tr.lock, NULL);
+    tr.c = *cfg;
+    if (tr.c.decay_steps <= 0) tr.c.decay_steps = tr.c.steps;
+    tr.comm = comm ? comm : dck_comm_self();
+    tr.hooks = hooks;
+    tr.rank = dck_comm_rank(tr.comm);
+    tr.K = dck_comm_size(tr.comm);
+    dck_status s = setup(&tr);
+    if (!s) s = check_fresh_out(&tr);
+    if (!s && tr.rank == 0 && tr.c.out[0]) s = mkdir_p(tr.c.out);
+    s = dck_comm_agree(tr.comm, s);
+    long start = 0;
+    if (!s && (tr.c.resume || tr.c.resume_from[0])) s = dck_comm_agree(tr.comm, resume(&tr, &start));
+    if (!s && is_bf16(&tr))
+        for (size_t i = 0; i < tr.P; i++) tr.wparams[i] = dck_bf16_round(tr.master[i]);
+    if (!s) s = dck_comm_agree(tr.comm, traj_open(&tr, start));
+    res->first_step = start + 1;
+    res->last_step = start;
+    double t0 = now_s();
+    for (long step = start + 1; !s && step <= tr.c.steps; step++) {
+        dck_train_step_info si;
+        s = step_once(&tr, step, &si);
+        if (s) break;
+        si.seconds = now_s() - t0;
+        if (tr.rank == 0) {
+            traj_write(&tr, &si);
+            if (tr.hooks && tr.hooks->on_step) tr.hooks->on_step(tr.hooks->ctx, &si);
+        }
+        if (step == start + 1) res->first_loss = si.loss;
+        res->last_loss = si.loss;
+        res->last_step = step;
+        res->has_root = si.has_root;
+        if (si.has_root) res->final_root = si.root;
+        bool ckpt = tr.c.out[0] &&
+                    ((tr.c.ckpt_every > 0 && step % tr.c.ckpt_every == 0) || step == tr.c.steps);
+        if (ckpt) s = save_checkpoint(&tr, step, si.lr);
+    }
+    res->seconds = now_s() - t0;
+    long done = res->last_step - start;
+    res->steps_per_s = res->seconds > 0 && done > 0 ? (double)done / res->seconds : 0.0;
+    release(&tr);
+    return s;
+}

@@ -1,0 +1,78 @@
+/* AdamW, LR schedule, the fixed gradient tree and ZeRO-1 ownership. */
+#include "train/train.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Linear warmup over `warmup` steps, then cosine from lr to min_lr at
+ * decay_steps (held at min_lr after). Computed in double with the project's
+ * own cosine, rounded once to float. */
+float dck_lr_at(const dck_train_config *c, long step) {
+    double base = c->lr, lo = c->min_lr;
+    long decay = c->decay_steps > 0 ? c->decay_steps : c->steps;
+    if (c->warmup > 0 && step <= c->warmup) return (float)(base * (double)step / (double)c->warmup);
+    if (decay <= c->warmup) return (float)lo;
+    double p = (double)(step - c->warmup) / (double)(decay - c->warmup);
+    if (p > 1.0) p = 1.0;
+    return (float)(lo + 0.5 * (base - lo) * (1.0 + dck_cospi(p)));
+}
+
+void dck_adamw(const dck_model *m, const dck_train_config *c, long step, float lr, float gscale,
+               const float *grad, float *master, float *exp_avg, float *exp_avg_sq, size_t lo,
+               size_t hi) {
+    float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
+    float one_b1 = 1.0f - b1, one_b2 = 1.0f - b2;
+    float bc1 = (float)(1.0 - dck_powi((double)b1, step));
+    float bc2 = (float)(1.0 - dck_powi((double)b2, step));
+    float decay = lr * c->weight_decay;
+    for (size_t t = 0; t < m->nparams; t++) {
+        const dck_param *p = &m->params[t];
+        size_t a = p->offset > lo ? p->offset : lo;
+        size_t b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+        for (size_t i = a; i < b; i++) {
+            float g = grad[i] * gscale;
+            float mo = b1 * exp_avg[i - lo] + one_b1 * g;
+            float v = b2 * exp_avg_sq[i - lo] + one_b2 * (g * g);
+            exp_avg[i - lo] = mo;
+            exp_avg_sq[i - lo] = v;
+            float mhat = mo / bc1;
+            float vhat = v / bc2;
+            float upd = mhat / (sqrtf(vhat) + eps);
+            float w = master[i];
+            if (p->decay) w = w - decay * w;
+            master[i] = w - lr * upd;
+        }
+    }
+}
+
+void dck_tree_sum(float **bufs, size_t n, size_t len) {
+    for (size_t stride = 1; stride < n; stride *= 2)
+        for (size_t j = 0; j + stride < n; j += 2 * stride) {
+            float *a = bufs[j];
+            const float *b = bufs[j + stride];
+            for (size_t i = 0; i < len; i++) a[i] = a[i] + b[i];
+        }
+}
+
+void dck_zero_partition(const dck_model *m, int size, size_t *start) {
+    /* Cut at the first row boundary at or after r * P / size. */
+    start[0] = 0;
+    for (int r = 1; r < size; r++) {
+        size_t target = (size_t)((unsigned __int128)m->total * (unsigned)r / (unsigned)size);
+        size_t cut = m->total;
+        for (size_t t = 0; t < m->nparams; t++) {
+            const dck_param *p = &m->params[t];
+            if (p->offset + p->numel <= target) continue;
+            if (p->offset >= target) {
+                cut = p->offset;
+            } else {
+                size_t rows = (target - p->offset + p->row - 1) / p->row;
+                cut = p->offset + rows * p->row;
+            }
+            break;
+        }
+        if (cut < start[r - 1]) cut = start[r - 1];
+        start[r] = cut;
+    }
+    start[size] = m->total;
+}
