@@ -2,7 +2,7 @@
 #ifndef DCK_CLI_H
 #define DCK_CLI_H
 
-#include "detcheck.h"
+#include "common/common.h" /* detcheck.h, dck_oom, DCK_TRY */
 #include <stdbool.h>
 #include <stdio.h>
 

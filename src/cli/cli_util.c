@@ -166,7 +166,7 @@ dck_status cli_emit_manifest(dck_manifest *m, const char *const *paths, size_t n
     size_t len = 1;
     for (size_t i = 0; i < npaths; i++) len += strlen(paths[i]) + 1;
     char *src = malloc(len);
-    if (!src) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!src) return dck_oom(NULL);
     src[0] = 0;
     for (size_t i = 0; i < npaths; i++) {
         if (i) strcat(src, " ");

@@ -34,7 +34,7 @@ static void usage(FILE *out) {
 static dck_status load_manifest(const char *run, long step, dck_manifest **out) {
     char *d = dck_ckpt_dir(run, step);
     char *p = d ? dck_path_join(d, DCK_CKPT_MANIFEST) : NULL;
-    dck_status s = p ? dck_manifest_load(p, out) : dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    dck_status s = p ? dck_manifest_load(p, out) : dck_oom(NULL);
     free(d);
     free(p);
     return s;

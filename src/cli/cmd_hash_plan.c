@@ -18,7 +18,7 @@ static dck_status resolve_device(dck_comm *comm, dck_device asked, dck_device *o
     snprintf(why, nwhy, "%s", s ? dck_last_error() : "");
     int size = dck_comm_size(comm);
     unsigned char mine = s == DCK_OK, *all = malloc((size_t)size);
-    if (!all) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!all) return dck_oom(NULL);
     dck_status cs = dck_comm_allgather(comm, &mine, all, 1);
     int everyone = 1;
     for (int r = 0; r < size && !cs; r++)

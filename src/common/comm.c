@@ -41,7 +41,7 @@ dck_status dck_comm_init(int *argc, char ***argv, dck_comm **out) {
     int inited = 0;
     MPI_Initialized(&inited);
     dck_comm *c = dck_xcalloc(1, sizeof *c);
-    if (!c) return dck_set_error(DCK_ERR_NOMEM, "mpi: out of memory");
+    if (!c) return dck_oom("mpi");
     if (!inited) {
         if (MPI_Init(argc, argv) != MPI_SUCCESS) {
             free(c);
@@ -118,7 +118,7 @@ dck_status dck_comm_allgatherv(dck_comm *c, const void *send, size_t n, void *re
     }
 #ifdef DCK_HAVE_MPI
     int *ic = malloc(sizeof(int) * (size_t)c->size * 2);
-    if (!ic) return dck_set_error(DCK_ERR_NOMEM, "mpi: out of memory");
+    if (!ic) return dck_oom("mpi");
     for (int r = 0; r < c->size; r++) {
         if (counts[r] > INT_MAX || displs[r] > INT_MAX) {
             free(ic);

@@ -20,6 +20,23 @@
 #define DCK_MAX_VIEW_EXPANSION 1024u
 #define DCK_MAX_NAME 4096
 
+/* ------------------------------------------------------------------ errors (util.c)
+ * Every failure sets its message where it happens: return dck_set_error(...).
+ * DCK_TRY passes a failure (whose message is already set) up unchanged, as
+ * NCCL's NCCLCHECK does; DCK_TRY_GOTO stores it in st and jumps to cleanup. */
+#define DCK_TRY(call)                                                                              \
+    do {                                                                                           \
+        dck_status dck_try_status_ = (call);                                                       \
+        if (dck_try_status_ != DCK_OK) return dck_try_status_;                                     \
+    } while (0)
+#define DCK_TRY_GOTO(st, call, label)                                                              \
+    do {                                                                                           \
+        if (((st) = (call)) != DCK_OK) goto label;                                                 \
+    } while (0)
+/* DCK_ERR_NOMEM with "out of memory" ("WHAT: out of memory" when what is
+ * given): the one message for a failed allocation. */
+dck_status dck_oom(const char *what);
+
 /* ------------------------------------------------------------------ util.c */
 void *dck_xmalloc(size_t n);          /* NULL on failure (no abort) */
 void *dck_xcalloc(size_t n, size_t m);

@@ -50,7 +50,7 @@ dck_status dck_file_open(const char *path, const char *relpath, dck_file **out) 
     dck_file *f = calloc(1, sizeof *f);
     if (!f) {
         close(fd);
-        return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        return dck_oom(NULL);
     }
     f->fd = fd;
     f->tmp_fd = -1;
@@ -74,7 +74,7 @@ dck_status dck_file_open(const char *path, const char *relpath, dck_file **out) 
     }
     if (!f->path || !f->relpath) {
         dck_file_close(f);
-        return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        return dck_oom(NULL);
     }
     *out = f;
     return DCK_OK;
@@ -97,14 +97,14 @@ void dck_file_close(dck_file *f) {
 static dck_status zstd_pump(dck_file *f, int fd_out, uint8_t *buf, size_t limit, size_t *got,
                             uint64_t *total) {
     ZSTD_DStream *ds = ZSTD_createDStream();
-    if (!ds) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!ds) return dck_oom(NULL);
     size_t inCap = ZSTD_DStreamInSize(), outCap = ZSTD_DStreamOutSize();
     uint8_t *in = malloc(inCap), *outb = malloc(outCap);
     dck_status s = DCK_OK;
     uint64_t written = 0, inoff = 0;
     size_t last = 1, bufgot = 0;
     if (!in || !outb) {
-        s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        s = dck_oom(NULL);
         goto done;
     }
     ZSTD_initDStream(ds);
@@ -286,7 +286,7 @@ struct dck_stream {
 
 dck_status dck_stream_open(dck_file *f, size_t window, bool hash_file, dck_stream **out) {
     dck_stream *s = calloc(1, sizeof *s);
-    if (!s) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!s) return dck_oom(NULL);
     long pg = sysconf(_SC_PAGESIZE);
     if (window < (size_t)pg) window = (size_t)pg;
     window = window / (size_t)pg * (size_t)pg;
@@ -302,7 +302,7 @@ dck_status dck_stream_open(dck_file *f, size_t window, bool hash_file, dck_strea
         s->out = malloc(window);
         if (!s->ds || !s->in || !s->out) {
             dck_stream_close(s);
-            return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            return dck_oom(NULL);
         }
         ZSTD_initDStream(s->ds);
     }
@@ -401,7 +401,7 @@ dck_status dck_atomic_open(const char *path, dck_atomic_file *af) {
         free(af->path);
         free(af->tmp);
         af->path = af->tmp = NULL;
-        return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        return dck_oom(NULL);
     }
     snprintf(af->tmp, n, "%s.tmp.XXXXXX", path);
     af->fd = mkstemp(af->tmp);

@@ -47,6 +47,11 @@ dck_status dck_set_error(dck_status s, const char *fmt, ...) {
     return s;
 }
 
+dck_status dck_oom(const char *what) {
+    if (what && *what) return dck_set_error(DCK_ERR_NOMEM, "%s: out of memory", what);
+    return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+}
+
 const char *dck_version(void) { return DCK_VERSION_STRING; }
 
 /* ------------------------------------------------------------------ memory */
@@ -88,11 +93,11 @@ dck_status dck_grow(void **ptr, size_t *cap, size_t need, size_t sz) {
     if (need <= *cap) return DCK_OK;
     size_t nc = *cap ? *cap : 8;
     while (nc < need) {
-        if (nc > SIZE_MAX / 2 / sz) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        if (nc > SIZE_MAX / 2 / sz) return dck_oom(NULL);
         nc *= 2;
     }
     void *p = realloc(*ptr, nc * sz);
-    if (!p) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!p) return dck_oom(NULL);
     *ptr = p;
     *cap = nc;
     return DCK_OK;
@@ -106,7 +111,7 @@ dck_status dck_value_push(dck_manifest_value **arr, size_t *n, size_t *cap, cons
     if (!nm || !v) {
         free(nm);
         free(v);
-        return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        return dck_oom(NULL);
     }
     (*arr)[(*n)++] = (dck_manifest_value){nm, v};
     return DCK_OK;

@@ -67,7 +67,7 @@ dck_status dck_zip_open(const uint8_t *data, uint64_t len, const char *label, dc
     out->sorted = calloc(nent ? nent : 1, sizeof *out->sorted);
     if (!out->entries || !out->sorted) {
         dck_zip_free(out);
-        return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        return dck_oom(NULL);
     }
     const uint8_t *cd = data + cd_off;
     uint64_t p = 0;
@@ -94,7 +94,7 @@ dck_status dck_zip_open(const uint8_t *data, uint64_t len, const char *label, dc
         }
         e->name = dck_strndup((const char *)h + 46, (size_t)nl);
         if (!e->name) {
-            s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            s = dck_oom(NULL);
             break;
         }
         out->n++;
@@ -180,7 +180,7 @@ dck_status dck_zip_extract_stream(const dck_zip_entry *e, const uint8_t *data, d
         }
     } else if (e->method == 8) {
         uint8_t *buf = malloc(SINK_CHUNK);
-        if (!buf) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        if (!buf) return dck_oom(NULL);
         z_stream zs;
         memset(&zs, 0, sizeof zs);
         if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) {

@@ -48,7 +48,7 @@ static ck_private *priv_of(dck_checkpoint *ck) { return &((ck_box *)ck)->priv; }
 static dck_status index_rebuild(dck_checkpoint *ck, size_t cap) {
     name_index *ix = &priv_of(ck)->idx;
     size_t *slots = calloc(cap, sizeof *slots);
-    if (!slots) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!slots) return dck_oom(NULL);
     for (size_t i = 0; i < ck->ntensors; i++) {
         size_t h = name_hash(ck->tensors[i].info.name) & (cap - 1);
         while (slots[h]) h = (h + 1) & (cap - 1);
@@ -116,7 +116,7 @@ dck_status dck_ck_add_piece(dck_checkpoint *ck, const char *name, dck_dtype dtyp
         if (!t->info.name || !t->info.source) {
             free((char *)t->info.name);
             free((char *)t->info.source);
-            return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            return dck_oom(NULL);
         }
         t->info.dtype = dtype;
         t->info.ndim = ndim;
@@ -283,7 +283,7 @@ dck_status dck_ck_validate(dck_checkpoint *ck) {
 dck_status dck_ck_create(const dck_options *opt, dck_checkpoint **out) {
     ck_box *box = calloc(1, sizeof *box);
     *out = NULL;
-    if (!box) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!box) return dck_oom(NULL);
     if (opt) box->ck.opt = *opt;
     else dck_options_init(&box->ck.opt);
     *out = &box->ck;

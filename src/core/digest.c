@@ -202,7 +202,7 @@ dck_status dck_tensor_hasher_create(dck_dtype t, const uint64_t *shape, int ndim
     if ((unsigned)t >= DCK_DTYPE_COUNT || ndim < 0 || ndim > DCK_MAX_DIMS)
         return dck_set_error(DCK_ERR_INVALID, "hasher: bad dtype or rank");
     dck_tensor_hasher *h = calloc(1, sizeof *h);
-    if (!h) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!h) return dck_oom(NULL);
     h->dtype = t;
     h->ndim = ndim;
     if (ndim) memcpy(h->shape, shape, sizeof(uint64_t) * (size_t)ndim);

@@ -46,7 +46,7 @@ struct dck_manifest {
 
 dck_status dck_manifest_create(dck_manifest **out) {
     *out = calloc(1, sizeof **out);
-    return *out ? DCK_OK : dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    return *out ? DCK_OK : dck_oom(NULL);
 }
 
 void dck_manifest_free(dck_manifest *m) {
@@ -75,7 +75,7 @@ dck_status dck_manifest_add_tensor(dck_manifest *m, const dck_manifest_tensor *t
     dck_status s = dck_grow((void **)&m->t, &m->cap_t, m->nt + 1, sizeof *m->t);
     if (s) return s;
     m->t[m->nt] = *t;
-    if (!(m->t[m->nt].name = dck_strdup(t->name))) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!(m->t[m->nt].name = dck_strdup(t->name))) return dck_oom(NULL);
     m->nt++;
     m->finalized = false;
     return DCK_OK;
@@ -85,7 +85,7 @@ dck_status dck_manifest_add_file(dck_manifest *m, const dck_manifest_file *f) {
     dck_status s = dck_grow((void **)&m->f, &m->cap_f, m->nf + 1, sizeof *m->f);
     if (s) return s;
     m->f[m->nf] = *f;
-    if (!(m->f[m->nf].path = dck_strdup(f->path))) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!(m->f[m->nf].path = dck_strdup(f->path))) return dck_oom(NULL);
     m->nf++;
     return DCK_OK;
 }
@@ -98,7 +98,7 @@ dck_status dck_manifest_set_meta(dck_manifest *m, const char *key, const char *v
     for (size_t i = 0; i < m->nmeta; i++)
         if (!strcmp(m->meta[i].key, key)) {
             char *v = dck_strdup(value);
-            if (!v) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            if (!v) return dck_oom(NULL);
             free(m->meta[i].value);
             m->meta[i].value = v;
             return DCK_OK;
@@ -109,7 +109,7 @@ dck_status dck_manifest_set_meta(dck_manifest *m, const char *key, const char *v
     if (!k || !v) {
         free(k);
         free(v);
-        return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        return dck_oom(NULL);
     }
     m->meta[m->nmeta++] = (meta_kv){k, v};
     return DCK_OK;
@@ -181,7 +181,7 @@ dck_status dck_manifest_finalize(dck_manifest *m) {
     if (!names || !d) {
         free(names);
         free(d);
-        return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        return dck_oom(NULL);
     }
     for (size_t i = 0; i < m->nt; i++) {
         names[i] = m->t[i].name;
@@ -416,7 +416,7 @@ dck_status dck_manifest_save(const dck_manifest *m, dck_format fmt, const char *
     char *buf = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&buf, &len);
-    if (!mem) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!mem) return dck_oom(NULL);
     dck_status s = dck_manifest_write(m, fmt, mem);
     fclose(mem);
     if (!s) s = dck_write_file_atomic(path, buf, len);

@@ -291,7 +291,7 @@ static int group_selected(unsigned mask, dck_group g) { return !mask || (mask & 
 static dck_status side_build(side *sd, unsigned groups) {
     size_t n = sd->ck ? dck_checkpoint_tensor_count(sd->ck) : dck_manifest_tensor_count(sd->m);
     sd->t = dck_xcalloc(n ? n : 1, sizeof *sd->t);
-    if (!sd->t) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!sd->t) return dck_oom(NULL);
     sd->n = 0;
     for (size_t i = 0; i < n; i++) {
         side_tensor *st = &sd->t[sd->n];
@@ -349,7 +349,7 @@ static dck_status premap(side *a, side *b, int threads) {
                     dck_xcalloc(cap, sizeof *j.msg)};
     dck_status s = DCK_OK;
     if (!j.files || !j.status || !j.msg) {
-        s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        s = dck_oom(NULL);
         goto done;
     }
     for (int side_i = 0; side_i < 2; side_i++) {
@@ -607,7 +607,7 @@ static dck_status summarise(dck_diff_result *r) {
     r->layers = dck_xcalloc(nl ? nl : 1, sizeof *r->layers);
     if (!refs || !r->layers) {
         free(refs);
-        return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        return dck_oom(NULL);
     }
     size_t k = 0;
     for (size_t i = 0; i < r->ntensors; i++)
@@ -650,7 +650,7 @@ static int cmp_value_ref(const void *x, const void *y) {
 static dck_status side_values(const side *sd, value_ref **out, size_t *n) {
     size_t k = sd->ck ? dck_checkpoint_value_count(sd->ck) : dck_manifest_value_count(sd->m);
     value_ref *v = dck_xcalloc(k ? k : 1, sizeof *v);
-    if (!v) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!v) return dck_oom(NULL);
     for (size_t i = 0; i < k; i++) {
         const dck_manifest_value *mv =
             sd->ck ? dck_checkpoint_value(sd->ck, i) : dck_manifest_value_at(sd->m, i);
@@ -674,7 +674,7 @@ static dck_status add_value_diff(dck_diff_result *r, size_t *cap, const char *na
         free((char *)v->name);
         free((char *)v->a);
         free((char *)v->b);
-        return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        return dck_oom(NULL);
     }
     r->nvalues++;
     return DCK_OK;
@@ -747,7 +747,7 @@ static dck_status diff_sides(side *a, side *b, const dck_diff_options *opt,
     int threads = opt->threads > 0 ? opt->threads : dck_default_threads();
     if (threads > DIFF_MAX_THREADS) threads = DIFF_MAX_THREADS;
     if (!r->tensors || !ta || !tb || !lanes_a || !lanes_b || !differs || !jobs) {
-        s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        s = dck_oom(NULL);
         goto done;
     }
     size_t i = 0, j = 0, n = 0;
@@ -761,7 +761,7 @@ static dck_status diff_sides(side *a, side *b, const dck_diff_options *opt,
         t->layer = dck_layer_of_name(any->name);
         r->ntensors = ++n;
         if (!t->name) {
-            s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            s = dck_oom(NULL);
             goto done;
         }
         t->group = any->group;
@@ -812,14 +812,14 @@ static dck_status diff_sides(side *a, side *b, const dck_diff_options *opt,
         e.buf_a = dck_xcalloc((size_t)threads, sizeof *e.buf_a);
         e.buf_b = dck_xcalloc((size_t)threads, sizeof *e.buf_b);
         if (!e.items || !e.out || !e.buf_a || !e.buf_b) {
-            s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            s = dck_oom(NULL);
             goto done;
         }
         for (int w = 0; w < threads; w++) {
             e.buf_a[w] = a->ck ? dck_xmalloc(DIFF_CHUNK) : NULL;
             e.buf_b[w] = b->ck ? dck_xmalloc(DIFF_CHUNK) : NULL;
             if ((a->ck && !e.buf_a[w]) || (b->ck && !e.buf_b[w])) {
-                s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+                s = dck_oom(NULL);
                 goto done;
             }
         }

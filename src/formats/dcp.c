@@ -81,7 +81,7 @@ static dck_status get_file(dcp_ctx *c, const char *rel, dcp_file **out) {
     if (!p || !r) {
         free(p);
         free(r);
-        return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        return dck_oom(NULL);
     }
     struct stat st;
     if (stat(p, &st) != 0) {
@@ -113,7 +113,7 @@ static dck_status get_file(dcp_ctx *c, const char *rel, dcp_file **out) {
     if ((s = dck_file_map(f, &d, &len))) return s;
     if ((s = dck_grow((void **)&c->files, &c->cap_files, c->nfiles + 1, sizeof *c->files))) return s;
     dcp_file *df = &c->files[c->nfiles];
-    if (!(df->rel = dck_strdup(rel))) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!(df->rel = dck_strdup(rel))) return dck_oom(NULL);
     c->nfiles++;
     df->file = idx;
     df->data = d;
@@ -264,7 +264,7 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
     }
     sd = calloc(sdat->u.dict.n + 1, sizeof *sd);
     if (!sd) {
-        s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        s = dck_oom(NULL);
         goto done;
     }
     for (size_t i = 0; i < sdat->u.dict.n; i++) {

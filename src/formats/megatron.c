@@ -86,7 +86,7 @@ static dck_status list_dir(const char *path, char ***out, size_t *n) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         if ((s = dck_grow((void **)out, &cap, *n + 1, sizeof **out))) break;
         if (!((*out)[*n] = dck_strdup(e->d_name))) {
-            s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            s = dck_oom(NULL);
             break;
         }
         (*n)++;
@@ -129,7 +129,7 @@ static dck_status load_rank_dir(dck_checkpoint *ck, const char *dir, const char 
         else continue;
         char *p = dck_path_join(dir, nm), *r = rel_join(rel, nm);
         char *prefix = malloc(strlen(rank) + stem + 2);
-        if (!p || !r || !prefix) s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        if (!p || !r || !prefix) s = dck_oom(NULL);
         else {
             if (stem == strlen("model_optim_rng") && !strncmp(nm, "model_optim_rng", stem))
                 snprintf(prefix, strlen(rank) + stem + 2, "%s", rank);
@@ -160,13 +160,13 @@ static dck_status load_iter_dir(dck_checkpoint *ck, const char *dir, const char 
             if (exists(dir, extra[i], false)) {
                 char *p = dck_path_join(dir, extra[i]), *r = rel_join(rel, extra[i]);
                 dck_pt_opts o = {"", NULL, NULL, NULL, 0, true};
-                s = p && r ? dck_pt_open_path(ck, p, r, &o) : dck_set_error(DCK_ERR_NOMEM, "out of memory");
+                s = p && r ? dck_pt_open_path(ck, p, r, &o) : dck_oom(NULL);
                 free(p);
                 free(r);
             }
         if (!s && exists(dir, "metadata.json", false)) {
             char *p = dck_path_join(dir, "metadata.json"), *r = rel_join(rel, "metadata.json");
-            s = p && r ? add_plain_file(ck, p, r) : dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            s = p && r ? add_plain_file(ck, p, r) : dck_oom(NULL);
             free(p);
             free(r);
         }
@@ -184,7 +184,7 @@ static dck_status load_iter_dir(dck_checkpoint *ck, const char *dir, const char 
     for (size_t i = 0; i < n && !s; i++) {
         if (!is_rank_dir(names[i]) || !exists(dir, names[i], true)) continue;
         char *p = dck_path_join(dir, names[i]), *r = rel_join(rel, names[i]);
-        s = p && r ? load_rank_dir(ck, p, r, names[i]) : dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        s = p && r ? load_rank_dir(ck, p, r, names[i]) : dck_oom(NULL);
         free(p);
         free(r);
         ranks++;
@@ -197,7 +197,7 @@ static dck_status load_iter_dir(dck_checkpoint *ck, const char *dir, const char 
 
 static dck_status read_latest(const char *root, char *buf, size_t n) {
     char *p = dck_path_join(root, LATEST);
-    if (!p) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!p) return dck_oom(NULL);
     FILE *f = fopen(p, "r");
     if (!f) {
         dck_status s = dck_set_error(DCK_ERR_IO, "%s: cannot open: %s", p, strerror(errno));
@@ -253,7 +253,7 @@ static dck_status mg_open(dck_checkpoint *ck, const char *path, const char *relr
         return dck_set_error(DCK_ERR_IO, "%s: no directory %s for the iteration asked for", path, dirname);
     char *p = dck_path_join(path, dirname), *r = rel_join(relroot, dirname);
     dck_status s;
-    if (!p || !r) s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!p || !r) s = dck_oom(NULL);
     else if (!(s = load_iter_dir(ck, p, r))) {
         /* which iteration was read matters for resume: record it */
         const char *num = dirname + 5;
@@ -603,7 +603,7 @@ static dck_status merge_rank_dirs(dck_checkpoint *ck, const char *dir, const cha
     uint8_t *ba = NULL, *bb = NULL;
     const size_t cap = (size_t)1 << 20;
     dck_status s = DCK_OK;
-    if (!ranks) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!ranks) return dck_oom(NULL);
     int T = 0, P = 0;
     for (size_t i = 0; i < n; i++) { /* names are sorted: so is ranks */
         int tp, pp;
@@ -634,7 +634,7 @@ static dck_status merge_rank_dirs(dck_checkpoint *ck, const char *dir, const cha
     }
     /* the rank directories must form the whole T x P grid */
     if (!(grid = calloc((size_t)T * (size_t)P, sizeof *grid))) {
-        s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        s = dck_oom(NULL);
         goto done;
     }
     for (size_t i = 0; i < nr; i++) {
@@ -661,7 +661,7 @@ static dck_status merge_rank_dirs(dck_checkpoint *ck, const char *dir, const cha
     if ((s = dck_ck_create(&ck->opt, &scr))) goto done;
     for (size_t i = 0; i < nr && !s; i++) {
         char *p = dck_path_join(dir, ranks[i].name), *r = rel_join(rel, ranks[i].name);
-        s = p && r ? load_rank_dir(scr, p, r, ranks[i].name) : dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        s = p && r ? load_rank_dir(scr, p, r, ranks[i].name) : dck_oom(NULL);
         free(p);
         free(r);
     }
@@ -669,7 +669,7 @@ static dck_status merge_rank_dirs(dck_checkpoint *ck, const char *dir, const cha
 
     /* model tensors and the layers of each stage */
     if (!(mt = calloc(scr->ntensors ? scr->ntensors : 1, sizeof *mt))) {
-        s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        s = dck_oom(NULL);
         goto done;
     }
     for (size_t ti = 0; ti < scr->ntensors; ti++) {
@@ -712,7 +712,7 @@ static dck_status merge_rank_dirs(dck_checkpoint *ck, const char *dir, const cha
         } else
             mt[i].merged = dck_strdup(local);
         if (!mt[i].merged) {
-            s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            s = dck_oom(NULL);
             goto done;
         }
     }
@@ -721,7 +721,7 @@ static dck_status merge_rank_dirs(dck_checkpoint *ck, const char *dir, const cha
     /* check everything before moving anything */
     if (!(ba = malloc(cap)) || !(bb = malloc(cap)) ||
         !(fmap = calloc(scr->nfiles ? scr->nfiles : 1, sizeof *fmap))) {
-        s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        s = dck_oom(NULL);
         goto done;
     }
     for (int place = 0; place < 2 && !s; place++) {

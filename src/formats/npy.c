@@ -37,7 +37,7 @@ static dck_status npy_open(dck_checkpoint *ck, const char *path, const char *rel
     uint64_t shape[DCK_MAX_DIMS], off;
     if ((s = dck_npy_parse_header(data, len, path, &dt, &bs, &fo, &nd, shape, &off))) return s;
     char *name = npy_name(relpath && *relpath ? relpath : path);
-    if (!name) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!name) return dck_oom(NULL);
     int64_t st[DCK_MAX_DIMS], acc = 1;
     for (int i = 0; i < nd; i++) {
         st[i] = acc;

@@ -65,7 +65,7 @@ static dck_status open_dir(dck_checkpoint *ck, const char *path) {
         if (e->d_name[0] == '.') continue;
         if ((s = dck_grow((void **)&names, &cap, n + 1, sizeof *names))) break;
         if (!(names[n] = dck_strdup(e->d_name))) {
-            s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            s = dck_oom(NULL);
             break;
         }
         n++;
@@ -76,7 +76,7 @@ static dck_status open_dir(dck_checkpoint *ck, const char *path) {
     for (size_t i = 0; i < n && !s; i++) {
         char *p = dck_path_join(path, names[i]);
         struct stat st;
-        if (!p) s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        if (!p) s = dck_oom(NULL);
         else if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
             dck_file *f;
             s = dck_file_open(p, names[i], &f);

@@ -63,11 +63,11 @@ static const pk_node none_node = {.kind = PK_NONE};
 
 dck_status pk_ctx_create(const char *label, const pk_limits *lim, pk_ctx **out) {
     pk_ctx *c = calloc(1, sizeof *c);
-    if (!c) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!c) return dck_oom(NULL);
     c->label = dck_strdup(label ? label : "pickle");
     if (!c->label) {
         free(c);
-        return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        return dck_oom(NULL);
     }
     if (lim) c->lim = *lim;
     else pk_limits_default(&c->lim);
@@ -143,7 +143,7 @@ static void *arena_alloc(pk_ctx *c, size_t n, dck_status *st) {
         size_t cap = n > 65536 ? n : 65536;
         mem_block *m = malloc(sizeof *m + cap);
         if (!m) {
-            *st = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            *st = dck_oom(NULL);
             return NULL;
         }
         m->used = 0;
@@ -172,7 +172,7 @@ static pk_node *new_node(pk_ctx *c, pk_kind k, dck_status *st) {
         if ((*st = account(c, sizeof(node_block)))) return NULL;
         node_block *b = malloc(sizeof *b);
         if (!b) {
-            *st = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            *st = dck_oom(NULL);
             return NULL;
         }
         b->used = 0;
@@ -195,7 +195,7 @@ static dck_status grow_arr(pk_ctx *c, void **p, size_t *cap, size_t need, size_t
     dck_status s = account(c, (uint64_t)(nc - *cap) * sz);
     if (s) return s;
     void *q = realloc(*p, nc * sz);
-    if (!q) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!q) return dck_oom(NULL);
     *p = q;
     *cap = nc;
     return DCK_OK;
@@ -259,7 +259,7 @@ static dck_status push(pk_ctx *c, pk_node *n) {
     if (c->sp == c->scap) {
         size_t nc = c->scap ? c->scap * 2 : 64;
         pk_node **q = realloc(c->stack, nc * sizeof *q);
-        if (!q) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        if (!q) return dck_oom(NULL);
         c->stack = q;
         c->scap = nc;
     }
@@ -1022,7 +1022,7 @@ static dck_status memo_put(pk_ctx *c, uint64_t key) {
         if (nc > c->lim.max_memo) nc = c->lim.max_memo;
         if ((s = account(c, (nc - c->memo_cap) * sizeof(pk_node *)))) return s;
         pk_node **q = realloc(c->memo, nc * sizeof *q);
-        if (!q) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        if (!q) return dck_oom(NULL);
         memset(q + c->memo_cap, 0, (nc - c->memo_cap) * sizeof *q);
         c->memo = q;
         c->memo_cap = nc;
@@ -1609,7 +1609,7 @@ static dck_status walk_child(walk_state *ws, const pk_node *key, size_t index, c
         snprintf(buf, sizeof buf, "key%zu", index);
         name_push(&ws->name, buf, strlen(buf));
     }
-    if (ws->name.oom) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (ws->name.oom) return dck_oom(NULL);
     dck_status s = walk(ws, v, depth + 1, tensors_only);
     ws->name.n = saved;
     if (ws->name.p) ws->name.p[saved] = 0;
@@ -1680,7 +1680,7 @@ static dck_status walk(walk_state *ws, const pk_node *n, int depth, bool tensors
     case PK_NONE: case PK_BOOL: case PK_INT: case PK_BIGINT: case PK_FLOAT: {
         if (tensors_only || !ws->w->value) return DCK_OK;
         char *t = pk_scalar_text(n);
-        if (!t) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        if (!t) return dck_oom(NULL);
         s = ws->w->value(ws->w->ctx, cur_name(ws), t);
         free(t);
         return s;
@@ -1695,7 +1695,7 @@ static dck_status walk(walk_state *ws, const pk_node *n, int depth, bool tensors
     case PK_TUPLE: case PK_LIST: case PK_SET:
         if (!tensors_only && ws->w->value && n->u.seq.n > PK_SEQ_VALUE_MIN && scalar_seq(n)) {
             char *t = pk_scalar_text(n);
-            if (!t) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            if (!t) return dck_oom(NULL);
             s = ws->w->value(ws->w->ctx, cur_name(ws), t);
             free(t);
             return s;
@@ -1739,7 +1739,7 @@ static dck_status walk(walk_state *ws, const pk_node *n, int depth, bool tensors
 dck_status pk_walk(const pk_node *root, const char *prefix, const pk_walker *w, const char *label) {
     walk_state ws = {w, label ? label : "pickle", 0, {0}};
     if (prefix && *prefix) sb_str(&ws.name, prefix);
-    if (ws.name.oom) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (ws.name.oom) return dck_oom(NULL);
     dck_status s = walk(&ws, root, 0, false);
     free(ws.name.p);
     return s;

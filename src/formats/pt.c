@@ -46,7 +46,7 @@ static dck_status memfile_open(dck_memfile *m) {
         if (!f || !(f->path = dck_strdup(m->label))) {
             free(f);
             close(fd);
-            return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            return dck_oom(NULL);
         }
         f->fd = fd;
         f->tmp_fd = -1;
@@ -165,7 +165,7 @@ dck_status dck_rd_piece(const char *label, const char *name, dck_dtype dtype, in
     out->byteswap = byteswap && es > 1;
     if (strides && !contiguous && numel) {
         out->strides = malloc(sizeof(int64_t) * (size_t)(ndim ? ndim : 1));
-        if (!out->strides) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        if (!out->strides) return dck_oom(NULL);
         memcpy(out->strides, strides, sizeof(int64_t) * (size_t)ndim);
     }
     return DCK_OK;
@@ -233,7 +233,7 @@ static dck_status add_loc(pt_src *p, const char *key, uint32_t file, uint64_t of
         size_t n = p->nslots ? p->nslots * 2 : 64;
         while (n < p->nlocs * 2) n *= 2;
         size_t *sl = calloc(n, sizeof *sl);
-        if (!sl) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        if (!sl) return dck_oom(NULL);
         free(p->slots);
         p->slots = sl;
         p->nslots = n;
@@ -258,7 +258,7 @@ static dck_status storage_loc(pt_src *p, const pk_node *st, uint32_t *file, uint
     if (!l && p->zip) {
         size_t n = strlen(p->zprefix) + strlen(key) + 8;
         char *ename = malloc(n);
-        if (!ename) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        if (!ename) return dck_oom(NULL);
         snprintf(ename, n, "%sdata/%s", p->zprefix, key);
         const dck_zip_entry *e = dck_zip_find(p->zip, ename);
         free(ename);
@@ -316,7 +316,7 @@ static dck_status densify(pt_src *p, const char *name, dck_dtype dt, int nd, con
     if (pc->file == p->file) {
         src = p->data + (pc->file_offset - p->base); /* inside the container, checked by dck_rd_piece */
     } else {
-        if (!(own = malloc(span ? (size_t)span : 1))) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        if (!(own = malloc(span ? (size_t)span : 1))) return dck_oom(NULL);
         if ((s = dck_memfile_read(p->mem, pc->file_offset, own, (size_t)span))) {
             free(own);
             return s;
@@ -349,7 +349,7 @@ static dck_status densify(pt_src *p, const char *name, dck_dtype dt, int nd, con
             idx[i] = 0;
         }
     }
-    if (!buf) s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!buf) s = dck_oom(NULL);
     free(buf);
     free(own);
     if (s) return dck_set_error(s, "%s: tensor %s: %s", p->label, name, dck_last_error());
@@ -503,14 +503,14 @@ dck_status dck_pt_load_zip(dck_checkpoint *ck, uint32_t file, const uint8_t *dat
     uint8_t *pbuf = NULL;
     char *bo = NULL;
     if (!prefix) {
-        s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        s = dck_oom(NULL);
         goto done;
     }
     {
         size_t n = strlen(prefix) + 16;
         bo = malloc(n);
         if (!bo) {
-            s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            s = dck_oom(NULL);
             goto done;
         }
         snprintf(bo, n, "%sbyteorder", prefix);
@@ -535,7 +535,7 @@ dck_status dck_pt_load_zip(dck_checkpoint *ck, uint32_t file, const uint8_t *dat
         }
         pbuf = malloc(pkl->usize ? (size_t)pkl->usize : 1);
         if (!pbuf) {
-            s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            s = dck_oom(NULL);
             goto done;
         }
         if ((s = dck_zip_extract(pkl, data, pbuf, label))) goto done;
@@ -545,7 +545,7 @@ dck_status dck_pt_load_zip(dck_checkpoint *ck, uint32_t file, const uint8_t *dat
         size_t ln = strlen(label) + 16;
         char *pl = malloc(ln);
         if (!pl) {
-            s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            s = dck_oom(NULL);
             goto done;
         }
         snprintf(pl, ln, "%s: data.pkl", label);
@@ -583,7 +583,7 @@ static dck_status npz_load(dck_checkpoint *ck, uint32_t file, const uint8_t *dat
         const char *pre = o && o->prefix && *o->prefix ? o->prefix : NULL;
         size_t nl = (pre ? strlen(pre) + 1 : 0) + l - 4 + 1;
         name = malloc(nl);
-        if (!name) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        if (!name) return dck_oom(NULL);
         snprintf(name, nl, "%s%s%.*s", pre ? pre : "", pre ? "." : "", (int)(l - 4), e->name);
         const uint8_t *buf = data + e->data_offset;
         uint8_t *own = NULL;
@@ -593,7 +593,7 @@ static dck_status npz_load(dck_checkpoint *ck, uint32_t file, const uint8_t *dat
         if (e->method != 0) { /* inflated to the decoded file; the header read back */
             size_t hn = e->usize < ((uint64_t)1 << 20) + 16 ? (size_t)e->usize : ((size_t)1 << 20) + 16;
             if (!(s = dck_memfile_add_entry(mem, e, data, label, &f, &base))) {
-                if (!(own = malloc(hn ? hn : 1))) s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+                if (!(own = malloc(hn ? hn : 1))) s = dck_oom(NULL);
                 else if (!(s = dck_memfile_read(mem, base, own, hn))) buf = own;
             }
         }
@@ -604,7 +604,7 @@ static dck_status npz_load(dck_checkpoint *ck, uint32_t file, const uint8_t *dat
         if (!s) {
             size_t ll = strlen(label) + l + 4;
             char *lab = malloc(ll);
-            if (!lab) s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            if (!lab) s = dck_oom(NULL);
             else {
                 snprintf(lab, ll, "%s: %s", label, e->name);
                 s = dck_npy_parse_header(buf, e->usize, lab, &dt, &bs, &fo, &nd, shape, &doff);
@@ -714,7 +714,7 @@ static dck_status legacy_load(pt_src *p) {
     }
     sorted = malloc((nst ? nst : 1) * sizeof *sorted);
     if (!sorted) {
-        s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        s = dck_oom(NULL);
         goto done;
     }
     memcpy(sorted, sts, nst * sizeof *sorted);
@@ -868,7 +868,7 @@ static dck_status tar_load(pt_src *p) {
         }
         p->tt = calloc((size_t)cnt + 1, sizeof *p->tt);
         if (!p->tt) {
-            s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            s = dck_oom(NULL);
             goto done;
         }
         for (int64_t i = 0; i < cnt; i++) {

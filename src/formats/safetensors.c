@@ -113,7 +113,7 @@ dck_status dck_safetensors_parse_header(dck_checkpoint *ck, uint32_t file, const
     }
     ranges = calloc(n ? n : 1, sizeof *ranges);
     if (!ranges) {
-        s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        s = dck_oom(NULL);
         goto done;
     }
     const char *key;
@@ -249,7 +249,7 @@ dck_status dck_safetensors_open_file(dck_checkpoint *ck, const char *path, const
     }
     char *buf = malloc((size_t)n + 8);
     if (!buf) {
-        s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        s = dck_oom(NULL);
         goto fail;
     }
     if ((s = dck_file_read_prefix(f, buf, (size_t)n + 8, &got))) {
@@ -318,7 +318,7 @@ static dck_status open_index(dck_checkpoint *ck, const char *index_path, const c
     }
     files = calloc(json_object_size(wm) + 1, sizeof *files);
     if (!files) {
-        s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        s = dck_oom(NULL);
         goto done;
     }
     const char *key;
@@ -340,7 +340,7 @@ static dck_status open_index(dck_checkpoint *ck, const char *index_path, const c
     for (size_t i = 0; i < nf && !s; i++) {
         char *p = dck_path_join(dir, files[i]);
         char *rp = dck_path_join(relprefix, files[i]);
-        if (!p || !rp) s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        if (!p || !rp) s = dck_oom(NULL);
         else s = dck_safetensors_open_file(ck, p, rp);
         free(p);
         free(rp);
@@ -399,13 +399,13 @@ static dck_status idx_open(dck_checkpoint *ck, const char *path, const char *rel
         if (!n) return dck_set_error(DCK_ERR_FORMAT, "%s: no index file", path);
         char *ip = dck_path_join(path, n);
         free(n);
-        if (!ip) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        if (!ip) return dck_oom(NULL);
         dck_status s = open_index(ck, ip, path, "");
         free(ip);
         return s;
     }
     char *dir = dck_strdup(path);
-    if (!dir) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!dir) return dck_oom(NULL);
     char *slash = strrchr(dir, '/');
     if (slash) *slash = 0;
     else strcpy(dir, ".");
@@ -498,7 +498,7 @@ dck_status dck_safetensors_write(const char *path, const dck_st_tensor *tensors,
     if (json_object_size(md)) json_object_set(hdr, "__metadata__", md);
     text = json_dumps(hdr, JSON_COMPACT | JSON_SORT_KEYS);
     if (!text) {
-        s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        s = dck_oom(NULL);
         goto done;
     }
     /* Pad the header with spaces so the data starts 8-byte aligned. */
@@ -511,7 +511,7 @@ dck_status dck_safetensors_write(const char *path, const dck_st_tensor *tensors,
         o.zcap = ZSTD_CStreamOutSize();
         o.zbuf = malloc(o.zcap);
         if (!o.cz || !o.zbuf) {
-            s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            s = dck_oom(NULL);
             goto done;
         }
         ZSTD_CCtx_setParameter(o.cz, ZSTD_c_compressionLevel, zstd_level);

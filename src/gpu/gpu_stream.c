@@ -129,7 +129,7 @@ dck_status dck_cpu_lanes_run(dck_checkpoint *ck, const dck_lane_range *r, size_t
     j.bufs = calloc((size_t)threads, sizeof *j.bufs);
     for (int w = 0; j.bufs && w < threads; w++)
         if (!(j.bufs[w] = malloc(READ_BYTES))) break;
-    if (!j.bufs || !j.bufs[threads - 1]) fe_set(&j.err, dck_set_error(DCK_ERR_NOMEM, "out of memory"));
+    if (!j.bufs || !j.bufs[threads - 1]) fe_set(&j.err, dck_oom(NULL));
     else dck_parallel_for(threads, nt, cpu_task, &j);
     for (int w = 0; j.bufs && w < threads; w++) free(j.bufs[w]);
     free(j.bufs);
@@ -244,7 +244,7 @@ dck_status dck_twin_staged_lanes(dck_checkpoint *ck, const dck_lane_range *r, si
     dck_status s = DCK_OK;
     for (int b = 0; b < 2 && !s; b++)
         if (!(ts.host[b] = malloc(buf_bytes)) || !(ts.dev[b] = malloc(buf_bytes)))
-            s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            s = dck_oom(NULL);
     stage_backend be = {buf_bytes, task_bytes, &ts, twin_staging, twin_wait, twin_submit};
     if (!s) s = staged_run(&be, ck, r, nr, threads);
     for (int b = 0; b < 2; b++) {
@@ -327,7 +327,7 @@ dck_status dck_gpu_job_create(int device, size_t ntensors, size_t buffer_bytes,
     if (device < 0 || device >= n)
         return dck_set_error(DCK_ERR_NODEVICE, "no CUDA device %d (%d present)", device, n);
     dck_gpu_job *j = calloc(1, sizeof *j);
-    if (!j) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!j) return dck_oom(NULL);
     if (!buffer_bytes) buffer_bytes = (size_t)64 << 20;
     buffer_bytes = (buffer_bytes + READ_BYTES - 1) / READ_BYTES * READ_BYTES;
     j->device = device;

@@ -154,7 +154,7 @@ static dck_status hash_strided(dck_checkpoint *ck, dck_tensor_entry *t, dck_tens
     uint64_t n = t->info.nbytes / es;
     size_t per = (size_t)(TASK_BYTES / es);
     uint8_t *buf = malloc(per * es);
-    if (!buf) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!buf) return dck_oom(NULL);
     for (uint64_t e = 0; e < n && !s; e += per) {
         size_t k = (size_t)(n - e < per ? n - e : per);
         dck_piece_gather(t, p, base, e, k, buf);
@@ -175,7 +175,7 @@ dck_status dck_checkpoint_hash(dck_checkpoint *ck, const dck_options *optin, dck
     dck_manifest *m = NULL;
     dck_status s = DCK_OK;
     if (!h || !fh) {
-        s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        s = dck_oom(NULL);
         goto done;
     }
     for (size_t i = 0; i < ck->ntensors && !s; i++) {
@@ -211,7 +211,7 @@ dck_status dck_checkpoint_hash(dck_checkpoint *ck, const dck_options *optin, dck
     if (s) goto done;
     td = calloc(ck->ntensors ? ck->ntensors : 1, sizeof *td);
     if (!td) {
-        s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        s = dck_oom(NULL);
         goto done;
     }
     for (size_t ti = 0; ti < ck->ntensors && !s; ti++)

@@ -121,7 +121,7 @@ static dck_status gather_edges(const world *w, const edge_rec *mine, size_t n, e
     if (!w->mpi) {
         if (!n) return DCK_OK;
         *all = malloc(n * sizeof **all);
-        if (!*all) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        if (!*all) return dck_oom(NULL);
         memcpy(*all, mine, n * sizeof **all);
         *nall = n;
         return DCK_OK;
@@ -137,7 +137,7 @@ static dck_status gather_edges(const world *w, const edge_rec *mine, size_t n, e
         if (!counts || !displs) {
             free(counts);
             free(displs);
-            return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            return dck_oom(NULL);
         }
     }
     dck_status s = dck_mpi_check(MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD),
@@ -149,7 +149,7 @@ static dck_status gather_edges(const world *w, const edge_rec *mine, size_t n, e
             total += (size_t)counts[r];
         }
         *all = malloc(total ? total : 1);
-        if (!*all) s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        if (!*all) s = dck_oom(NULL);
     }
     /* rank 0 cannot bail out alone: the others are in the Gatherv */
     if (!s)
@@ -177,7 +177,7 @@ static dck_status gpus_distinct(const world *w, int device, int *distinct) {
     memset(id, 0, sizeof id);
     snprintf(id, sizeof id, "%s/%s", host, bus);
     char *all = malloc(sizeof id * (size_t)w->size);
-    if (!all) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!all) return dck_oom(NULL);
     dck_status s = dck_mpi_check(MPI_Allgather(id, (int)sizeof id, MPI_BYTE, all, (int)sizeof id,
                                            MPI_BYTE, MPI_COMM_WORLD),
                              "MPI_Allgather of GPU ids");
@@ -199,7 +199,7 @@ static dck_status file_xxh128(const dck_file *f, dck_digest *out) {
     uint8_t *buf = malloc(cap);
     XXH3_state_t *st = XXH3_createState();
     dck_status s = DCK_OK;
-    if (!buf || !st) s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!buf || !st) s = dck_oom(NULL);
     else XXH3_128bits_reset(st);
     uint64_t done = 0;
     while (!s && done < f->size) {
@@ -253,7 +253,7 @@ static void file_task(void *ctx, size_t i, int worker) {
 
 static dck_status hash_my_files(dck_checkpoint *ck, const world *w, int threads, uint64_t *words) {
     uint32_t *mine = malloc(sizeof *mine * (ck->nfiles ? ck->nfiles : 1));
-    if (!mine) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!mine) return dck_oom(NULL);
     size_t n = 0;
     for (uint32_t fi = 0; fi < ck->nfiles; fi++)
         if ((int)(fi % (uint32_t)w->size) == w->rank) mine[n++] = fi;
@@ -357,7 +357,7 @@ dck_status dck_checkpoint_hash_plan(dck_checkpoint *ck, const dck_options *opt,
     dck_digest *td = NULL;
     dck_gpu_job *job = NULL;
     int gpu_index = -1;
-    dck_status s = words ? DCK_OK : dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    dck_status s = words ? DCK_OK : dck_oom(NULL);
     if (!s) s = plan_share(ck, &w, &ranges, &nr, &edges, &ne);
     if (!s && gpu) {
         int ndev = 0;
@@ -416,10 +416,10 @@ dck_status dck_checkpoint_hash_plan(dck_checkpoint *ck, const dck_options *opt,
     s = agree(&w, s);
     if (!s && w.rank == 0) {
         td = calloc(nt ? nt : 1, sizeof *td);
-        if (!td) s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        if (!td) s = dck_oom(NULL);
         /* Stitch the tensors that ranks share; the rest are final already. */
         char *shared = calloc(nt ? nt : 1, 1);
-        if (!shared && !s) s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        if (!shared && !s) s = dck_oom(NULL);
         for (size_t i = 0; i < nall && !s; i++) {
             if (all[i].tensor >= nt) s = dck_set_error(DCK_ERR_COMM, "bad edge record");
             else shared[all[i].tensor] = 1;
@@ -452,7 +452,7 @@ dck_status dck_checkpoint_hash_plan(dck_checkpoint *ck, const dck_options *opt,
         free(shared);
         if (!s) {
             dck_digest *fd = calloc(ck->nfiles ? ck->nfiles : 1, sizeof *fd);
-            if (!fd) s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            if (!fd) s = dck_oom(NULL);
             for (size_t fi = 0; fd && fi < ck->nfiles; fi++)
                 fd[fi] = (dck_digest){words[2 * nt + 2 * fi], words[2 * nt + 2 * fi + 1]};
             if (!s) s = dck_ck_build_manifest(ck, td, fd, out);

@@ -63,7 +63,7 @@ dck_status dck_ckpt_list(const char *out, long **steps, size_t *n, dck_warn_fn w
         if (*end || st < 0) continue;
         char *dir = dck_path_join(out, nm);
         if (!dir) {
-            s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            s = dck_oom(NULL);
             break;
         }
         bool marker = is_file(dir, DCK_CKPT_MARKER), manifest = is_file(dir, DCK_CKPT_MANIFEST);
@@ -108,7 +108,7 @@ dck_status dck_ckpt_shards(const char *dir, char ***paths, size_t *n) {
             continue;
         if ((s = dck_grow((void **)&v, &cap, cnt + 1, sizeof *v))) break;
         if (!(v[cnt] = dck_path_join(dir, nm))) {
-            s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            s = dck_oom(NULL);
             break;
         }
         cnt++;

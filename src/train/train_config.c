@@ -311,7 +311,7 @@ char *dck_train_config_json(const dck_train_config *c) {
     if (!o) return NULL;
     char *s = json_dumps(o, JSON_SORT_KEYS | JSON_COMPACT);
     json_decref(o);
-    if (!s) dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+    if (!s) dck_oom("train");
     return s;
 }
 

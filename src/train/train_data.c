@@ -28,7 +28,7 @@ struct dck_data {
 dck_status dck_data_open(const dck_train_config *cfg, dck_data **out) {
     *out = NULL;
     dck_data *d = dck_xcalloc(1, sizeof *d);
-    if (!d) return dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+    if (!d) return dck_oom("train");
     d->vocab = cfg->vocab;
     d->seq = cfg->seq;
     d->seed = cfg->seed;

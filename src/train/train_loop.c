@@ -130,7 +130,7 @@ static dck_status state_root(trainer *tr, dck_digest *root) {
     dck_digest *dg = dck_xcalloc(nt, sizeof *dg);
     dck_status s = DCK_OK;
     if (!mine || !all || !names || !dg) {
-        s = dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+        s = dck_oom("train");
         goto done;
     }
     refresh_bf16(tr);
@@ -165,7 +165,7 @@ static dck_status state_root(trainer *tr, dck_digest *root) {
             dck_tensor_hasher_free(h);
             char nm[160];
             state_name(tr, k, t, nm, sizeof nm);
-            if (!s && !(names[n] = dck_strdup(nm))) s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            if (!s && !(names[n] = dck_strdup(nm))) s = dck_oom(NULL);
             n++;
         }
     }
@@ -226,7 +226,7 @@ static dck_status write_shard(trainer *tr, const char *dir, long step, float lr)
     if (!ts || !names) {
         free(ts);
         free(names);
-        return dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+        return dck_oom("train");
     }
     refresh_bf16(tr);
     size_t n = 0;
@@ -280,7 +280,7 @@ static dck_status write_shard(trainer *tr, const char *dir, long step, float lr)
              tr->c.compress ? ".zst" : "");
     char *path = dck_path_join(dir, fname);
     dck_status s = path ? dck_safetensors_write(path, ts, n, meta, 2, tr->c.compress)
-                        : dck_set_error(DCK_ERR_NOMEM, "out of memory");
+                        : dck_oom(NULL);
     free(path);
     free(ts);
     free(names);
@@ -289,7 +289,7 @@ static dck_status write_shard(trainer *tr, const char *dir, long step, float lr)
 
 static dck_status save_checkpoint(trainer *tr, long step, float lr) {
     char *dir = dck_ckpt_dir(tr->c.out, step);
-    if (!dir) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!dir) return dck_oom(NULL);
     dck_status s = DCK_OK;
     if (tr->rank == 0) {
         s = mkdir_p(dir);
@@ -422,7 +422,7 @@ static dck_status load_checkpoint(trainer *tr, const char *dir, long *step_out) 
     }
     stored = dck_xcalloc(cinfo->shape[0] + 1, 1);
     if (!stored) {
-        s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+        s = dck_oom(NULL);
         goto done;
     }
     if ((s = dck_checkpoint_read(ck, (size_t)ci, 0, stored, cinfo->shape[0]))) goto done;
@@ -510,7 +510,7 @@ static dck_status resume(trainer *tr, long *step) {
     for (size_t i = n; i-- > 0;) {
         char *dir = dck_ckpt_dir(tr->c.out, steps[i]);
         if (!dir) {
-            s = dck_set_error(DCK_ERR_NOMEM, "out of memory");
+            s = dck_oom(NULL);
             break;
         }
         s = verify_checkpoint(tr, dir);
@@ -538,7 +538,7 @@ static dck_status resume(trainer *tr, long *step) {
 static dck_status traj_open(trainer *tr, long resumed) {
     if (tr->rank != 0 || !tr->c.out[0]) return DCK_OK;
     tr->traj_path = dck_path_join(tr->c.out, DCK_TRAJECTORY);
-    if (!tr->traj_path) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!tr->traj_path) return dck_oom(NULL);
     /* keep the records up to the resumed step; a torn last line goes */
     char *keep = NULL;
     size_t klen = 0;
@@ -751,7 +751,7 @@ static dck_status setup(trainer *tr) {
     tr->mb_lo = (size_t)tr->rank * (size_t)tr->nloc;
     tr->T = c->threads > 0 ? c->threads : 1;
     tr->part = dck_xcalloc((size_t)tr->K + 1, sizeof *tr->part);
-    if (!tr->part) return dck_set_error(DCK_ERR_NOMEM, "out of memory");
+    if (!tr->part) return dck_oom(NULL);
     dck_zero_partition(&tr->m, tr->K, tr->part);
     tr->lo = tr->part[tr->rank];
     tr->hi = tr->part[tr->rank + 1];
@@ -767,27 +767,27 @@ static dck_status setup(trainer *tr) {
     tr->tok = dck_xcalloc((size_t)tr->T, sizeof *tr->tok);
     if (!tr->master || !tr->wparams || !tr->m1 || !tr->m2 || !tr->bf16 || !tr->losses ||
         !tr->all_losses || !tr->ws || !tr->tok)
-        return dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+        return dck_oom("train");
     for (int w = 0; w < tr->T; w++) {
         tr->ws[w] = dck_workspace_create(&tr->m);
         tr->tok[w] = dck_xcalloc((size_t)c->batch * ((size_t)c->seq + 1), sizeof(uint16_t));
-        if (!tr->ws[w] || !tr->tok[w]) return dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+        if (!tr->ws[w] || !tr->tok[w]) return dck_oom("train");
     }
     if (c->mode == DCK_MODE_DET) {
         tr->gbufs = dck_xcalloc((size_t)tr->nloc, sizeof *tr->gbufs);
-        if (!tr->gbufs) return dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+        if (!tr->gbufs) return dck_oom("train");
         for (int i = 0; i < tr->nloc; i++)
             if (!(tr->gbufs[i] = dck_xcalloc(P, sizeof(float))))
-                return dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+                return dck_oom("train");
         if (tr->K > 1 && !(tr->gather = dck_xcalloc(P * (size_t)tr->K, sizeof(float))))
-            return dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+            return dck_oom("train");
     } else {
         tr->acc = dck_xcalloc(P, sizeof(float));
         tr->scratch = dck_xcalloc((size_t)tr->T, sizeof *tr->scratch);
-        if (!tr->acc || !tr->scratch) return dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+        if (!tr->acc || !tr->scratch) return dck_oom("train");
         for (int w = 0; w < tr->T; w++)
             if (!(tr->scratch[w] = dck_xcalloc(P, sizeof(float))))
-                return dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+                return dck_oom("train");
     }
     if ((s = dck_data_open(c, &tr->data))) return s;
     if (!(tr->config_json = dck_train_config_json(c))) return DCK_ERR_IO;

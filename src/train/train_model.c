@@ -38,7 +38,7 @@ dck_status dck_model_init(dck_model *m, const dck_train_config *cfg) {
     m->cfg = *cfg;
     size_t n = 5 + (size_t)BP_COUNT * (size_t)cfg->layers;
     m->params = dck_xcalloc(n, sizeof *m->params);
-    if (!m->params) return dck_set_error(DCK_ERR_NOMEM, "train: out of memory");
+    if (!m->params) return dck_oom("train");
     uint64_t V = (uint64_t)cfg->vocab, S = (uint64_t)cfg->seq, d = (uint64_t)cfg->width;
     float std = 0.02f;
     float std_out = 0.02f / sqrtf(2.0f * (float)cfg->layers);
