@@ -1,13 +1,4 @@
-# detcheck: build, test, install.
-#   make            library + CLI into $(BUILD)
-#   make check      all tests (installs missing Debian packages first)
-#   make check SANITIZE=1   the same under ASan + UBSan (in build-san/)
-#   make demo       the main job on the built-in example
-#   make bench      benchmarks against named peers
-#   make fuzz       libFuzzer targets, 60 s each (clang)
-#   make install    PREFIX=/usr/local DESTDIR=
-#   make deps       install missing Debian packages
-#   make CUDA=0     build without the CUDA kernels
+# detcheck: build, test, install. `make help` lists the targets and variables.
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -17,6 +8,16 @@ BUILD   ?= build-san
 else
 BUILD   ?= build
 endif
+
+comma := ,
+
+# The version comes from the public header. The shared library is
+# libdetcheck.so.MAJOR.MINOR.PATCH, SONAME libdetcheck.so.MAJOR, with the
+# .so.MAJOR and .so links beside it.
+version_of = $(shell sed -n 's/^.define DCK_VERSION_$(1) \([0-9][0-9]*\)$$/\1/p' include/detcheck.h)
+VERSION := $(call version_of,MAJOR).$(call version_of,MINOR).$(call version_of,PATCH)
+SONAME  := libdetcheck.so.$(call version_of,MAJOR)
+SHLIB   := libdetcheck.so.$(VERSION)
 
 CC      ?= cc
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
@@ -28,8 +29,18 @@ endif
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 
 PKGS    := libxxhash libzstd yaml-0.1 jansson zlib
-MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
-MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+
+# MPI (Open MPI), detected here once: with MPI=1 the sources see DCK_HAVE_MPI.
+MPICC   ?= mpicc
+ifeq ($(shell $(MPICC) --showme:link 2>/dev/null),)
+MPI     ?= 0
+else
+MPI     ?= 1
+endif
+ifeq ($(MPI),1)
+MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null) -DDCK_HAVE_MPI=1
+MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null)
+endif
 
 # -ffp-contract=off: no fused multiply-add behind our back, so the host
 # arithmetic is the exact twin of the CUDA code built with --fmad=false.
@@ -41,9 +52,17 @@ ifeq ($(SANITIZE),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
 endif
+# Header dependencies: every compile writes a .d file next to its output.
+DEPFLAGS = -MMD -MP -MF $@.d -MT $@
+# The library's objects: only DCK_API functions leave libdetcheck.so.
+LIB_VISIBILITY := -fvisibility=hidden
 
+# sm_80 (A100), sm_90 (H100, H200), sm_100 (B200), and PTX of the last for
+# the GPUs after it (compiled by the driver at load).
+CUDA_ARCHS ?= 80 90 100
 NVCCFLAGS ?= -O2 --fmad=false -std=c++17 -Iinclude -Isrc -Xcompiler -fPIC \
-             -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+             $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a)$(comma)code=sm_$(a)) \
+             -gencode arch=compute_$(lastword $(CUDA_ARCHS))$(comma)code=compute_$(lastword $(CUDA_ARCHS))
 ifeq ($(CUDA),1)
 CFLAGS  += -DDCK_HAVE_CUDA=1 -I$(CUDA_HOME)/include
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lnccl -lstdc++
@@ -59,51 +78,75 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/check_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_LIBS := $(shell pkg-config --libs check 2>/dev/null)
+# tests/gpu/*.c need a GPU: never run by `make check`; ci/gpu-check.sh builds
+# them with `make gpu-tests` and runs them on a machine that has one.
+GPU_TEST_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/*.c)) \
+                $(BUILD)/tests/gpu/gpu_hash
 
-.PHONY: gpu-tests all lib check test unit-tests cli-tests demo bench fuzz install uninstall deps ensure-deps clean
+.PHONY: all lib check test tests-built gpu-tests demo bench fuzz install uninstall deps clean help
 
-all: $(BUILD)/detcheck $(BUILD)/libdetcheck.a $(BUILD)/libdetcheck.so $(BUILD)/ldlibs.txt
+all: $(BUILD)/detcheck lib $(BUILD)/ldlibs.txt
 
 # What a program linking libdetcheck.a needs (used by the demo and benches).
 $(BUILD)/ldlibs.txt: Makefile
 	@mkdir -p $(BUILD)
 	@echo '$(LDFLAGS) $(LDLIBS)' > $@
 
-lib: $(BUILD)/libdetcheck.a $(BUILD)/libdetcheck.so
+lib: $(BUILD)/libdetcheck.a $(BUILD)/$(SONAME) $(BUILD)/libdetcheck.so
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h src/*/*.h)
+$(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(OBJ_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/%.cu.o: %.cu $(wildcard include/*.h src/*/*.h cuda/*.cuh)
+$(filter-out %.cu.o,$(LIB_OBJ)): OBJ_CFLAGS := $(LIB_VISIBILITY)
+
+$(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) $(foreach f,$(LIB_VISIBILITY),-Xcompiler $(f)) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/libdetcheck.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libdetcheck.so: $(LIB_OBJ)
-	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
+$(BUILD)/$(SHLIB): $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/$(SONAME) $(BUILD)/libdetcheck.so: $(BUILD)/$(SHLIB)
+	ln -sf $(SHLIB) $@
 
 $(BUILD)/detcheck: $(CLI_OBJ) $(BUILD)/libdetcheck.a
 	$(CC) -o $@ $(CLI_OBJ) $(BUILD)/libdetcheck.a $(LDFLAGS) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libdetcheck.a
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libdetcheck.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libdetcheck.a $(LDFLAGS) $(TEST_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(DEPFLAGS) -Itests -o $@ $< $(BUILD)/libdetcheck.a $(LDFLAGS) $(TEST_LIBS) $(LDLIBS)
+
+$(BUILD)/tests/gpu/%: tests/gpu/%.c $(BUILD)/libdetcheck.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(DEPFLAGS) -o $@ $< $(BUILD)/libdetcheck.a $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/tests/gpu/gpu_hash: examples/gpu_hash.c $(BUILD)/libdetcheck.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(DEPFLAGS) -o $@ $< $(BUILD)/libdetcheck.a $(LDFLAGS) $(LDLIBS)
+
+-include $(LIB_OBJ:=.d) $(CLI_OBJ:=.d) $(TEST_BIN:=.d) $(GPU_TEST_BIN:=.d)
+
+# ---------------------------------------------------------------- packages
+# The one way to the package installer: installs the Debian packages that are
+# missing (apt-get; sudo when not root), silent when none is. The targets
+# that need packages run `make` again after it, so that pkg-config and mpicc
+# are asked once the packages are there.
+deps:
+	@sh ci/deps.sh
 
 # ---------------------------------------------------------------- tests
-ensure-deps:
-	@sh ci/deps.sh --if-missing
-
 # With CUDA the GPU test programs and the C example are built (not run) by
 # make check too, so they cannot rot on machines without a GPU.
 ifeq ($(CUDA),1)
 CHECK_BUILDS := gpu-tests
 endif
 
-check: ensure-deps
+check: deps
 	@$(MAKE) --no-print-directory all tests-built $(CHECK_BUILDS)
 	@sh tests/run.sh $(BUILD)
 
@@ -111,31 +154,18 @@ tests-built: $(TEST_BIN)
 
 test: check
 
-# ---------------------------------------------------------------- GPU-only programs
-# tests/gpu/*.c need a GPU: never part of `make check`; ci/gpu-check.sh builds
-# them with `make gpu-tests` and runs them on a machine that has one.
-GPU_TEST_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/*.c)) \
-                $(BUILD)/tests/gpu/gpu_hash
-gpu-tests: $(BUILD)/detcheck $(BUILD)/libdetcheck.so $(GPU_TEST_BIN)
-
-$(BUILD)/tests/gpu/%: tests/gpu/%.c $(BUILD)/libdetcheck.a
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libdetcheck.a $(LDFLAGS) $(LDLIBS)
-
-$(BUILD)/tests/gpu/gpu_hash: examples/gpu_hash.c $(BUILD)/libdetcheck.a
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libdetcheck.a $(LDFLAGS) $(LDLIBS)
+gpu-tests: $(BUILD)/detcheck lib $(GPU_TEST_BIN)
 
 # ---------------------------------------------------------------- demo, bench, fuzz
-demo: ensure-deps
+demo: deps
 	@$(MAKE) --no-print-directory all
 	@sh examples/demo.sh $(BUILD)
 
-bench: ensure-deps
+bench: deps
 	@$(MAKE) --no-print-directory all
 	@sh bench/run.sh $(BUILD)
 
-fuzz: ensure-deps
+fuzz: deps
 	@sh tests/fuzz/run.sh
 
 # ---------------------------------------------------------------- install
@@ -144,23 +174,50 @@ install: all
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7
 	install -m 755 $(BUILD)/detcheck $(DESTDIR)$(PREFIX)/bin/detcheck
 	install -m 644 $(BUILD)/libdetcheck.a $(DESTDIR)$(PREFIX)/lib/libdetcheck.a
-	install -m 755 $(BUILD)/libdetcheck.so $(DESTDIR)$(PREFIX)/lib/libdetcheck.so
-	install -m 644 include/detcheck.h $(DESTDIR)$(PREFIX)/include/detcheck.h
+	install -m 755 $(BUILD)/$(SHLIB) $(DESTDIR)$(PREFIX)/lib/$(SHLIB)
+	ln -sf $(SHLIB) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SHLIB) $(DESTDIR)$(PREFIX)/lib/libdetcheck.so
+	install -m 644 include/detcheck.h include/detcheck_static.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 man/*.7 $(DESTDIR)$(PREFIX)/share/man/man7/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/^#define DCK_VERSION_STRING "\(.*\)"/\1/p' include/detcheck.h)|g' \
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	  -e 's|@REQUIRES@|$(PKGS)|g' -e 's|@LIBS_PRIVATE@|$(filter-out $(shell pkg-config --libs $(PKGS) 2>/dev/null),$(LDLIBS))|g' \
 	  detcheck.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/detcheck.pc
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/detcheck $(DESTDIR)$(PREFIX)/lib/libdetcheck.a \
+	  $(DESTDIR)$(PREFIX)/lib/$(SHLIB) $(DESTDIR)$(PREFIX)/lib/$(SONAME) \
 	  $(DESTDIR)$(PREFIX)/lib/libdetcheck.so $(DESTDIR)$(PREFIX)/include/detcheck.h \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/detcheck.pc
+	  $(DESTDIR)$(PREFIX)/include/detcheck_static.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/detcheck.pc
 	cd man && for f in *.1; do rm -f $(DESTDIR)$(PREFIX)/share/man/man1/$$f; done
 	cd man && for f in *.7; do rm -f $(DESTDIR)$(PREFIX)/share/man/man7/$$f; done
 
-deps:
-	@sh ci/deps.sh
-
 clean:
 	rm -rf build build-san build-*
+
+help:
+	@echo 'Targets:'
+	@echo '  all (default)  library (libdetcheck.a, $(SHLIB) + links) and CLI into BUILD'
+	@echo '  lib            the libraries only'
+	@echo '  check          installs missing packages (deps), builds, runs every test'
+	@echo '  test           the same as check'
+	@echo '  tests-built    builds the Check suites without running them'
+	@echo '  gpu-tests      builds the GPU test programs (run by ci/gpu-check.sh)'
+	@echo '  demo           installs missing packages, builds, runs the built-in example'
+	@echo '  bench          installs missing packages, builds, runs the benchmarks'
+	@echo '  fuzz           installs missing packages, runs the libFuzzer targets (clang)'
+	@echo '  install        binary, libraries, headers, pkg-config file, man pages'
+	@echo '  uninstall      removes what install installed'
+	@echo '  deps           installs the missing Debian packages (silent when none is)'
+	@echo '  clean          removes build, build-san and build-*'
+	@echo '  help           this list'
+	@echo 'Variables (current value in brackets):'
+	@echo '  BUILD       build folder, one per parallel worker [$(BUILD)]'
+	@echo '  SANITIZE    1: ASan + UBSan, BUILD then defaults to build-san [$(SANITIZE)]'
+	@echo '  CUDA        0: no CUDA kernels; 1 by default when nvcc is found [$(CUDA)]'
+	@echo '  NVCC        the CUDA compiler [$(NVCC)]'
+	@echo '  CUDA_ARCHS  GPU architectures: SASS for each, PTX for the last [$(CUDA_ARCHS)]'
+	@echo '  MPI         0: no MPI (one rank); 1 by default when $(MPICC) --showme works [$(MPI)]'
+	@echo '  PREFIX      where install puts things [$(PREFIX)]'
+	@echo '  DESTDIR     staging root for install [$(DESTDIR)]'
+	@echo '  CC, CFLAGS, LDFLAGS, LDLIBS, NVCCFLAGS   as usual'

@@ -3,7 +3,7 @@
  *   bench_digest rate            in-memory digest rate on one core vs XXH3
  *                                over the whole buffer */
 #define _POSIX_C_SOURCE 200809L
-#include <detcheck.h>
+#include <detcheck_static.h>
 
 #include <stdio.h>
 #include <stdlib.h>

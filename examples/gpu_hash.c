@@ -13,7 +13,7 @@
  *      $(pkg-config --libs libxxhash libzstd yaml-0.1 jansson) $(mpicc --showme:link) \
  *      -L/usr/local/cuda/lib64 -lcudart -lnccl -lstdc++ -lpthread -lm -o gpu_hash
  * Exit 0 when the GPU digests equal the CPU's, 1 when not, 2 without a GPU. */
-#include "detcheck.h"
+#include "detcheck_static.h"
 
 #include <cuda_runtime_api.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  *
  *   sample_checkpoint DIR
  */
-#include <detcheck.h>
+#include <detcheck_static.h>
 
 #include <stdio.h>
 #include <stdlib.h>

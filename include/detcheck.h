@@ -1,9 +1,15 @@
 /* detcheck: bit-for-bit reproducibility checks for training runs.
  *
- * One public header. Every symbol is prefixed dck_. Handles are opaque,
+ * The stable public API. Every symbol is prefixed dck_. Handles are opaque,
  * created by *_create / *_open and released by *_free (which accept NULL).
  * Functions return dck_status; on failure dck_last_error() holds a message
  * that names the file and the problem. The library never prints or exits.
+ * Memory the library returns to the caller is released with dck_free.
+ *
+ * Only the functions declared here and in detcheck_static.h (marked DCK_API)
+ * are exported from libdetcheck.so. detcheck_static.h holds the building
+ * blocks (lane sums, fragments, incremental hashing, the safetensors writer)
+ * whose interface may still change from one release to the next.
  */
 #ifndef DETCHECK_H
 #define DETCHECK_H
@@ -16,10 +22,25 @@
 extern "C" {
 #endif
 
+/* Marks the exported functions. The library is built with
+ * -fvisibility=hidden, so nothing else leaves libdetcheck.so. Define DCK_API
+ * before including this header to decorate them differently. */
+#ifndef DCK_API
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define DCK_API __attribute__((visibility("default")))
+#else
+#define DCK_API
+#endif
+#endif
+
+/* The shared library's SONAME is libdetcheck.so.DCK_VERSION_MAJOR. */
 #define DCK_VERSION_MAJOR 0
 #define DCK_VERSION_MINOR 1
 #define DCK_VERSION_PATCH 0
 #define DCK_VERSION_STRING "0.1.0"
+/* MAJOR*10000 + MINOR*100 + PATCH: 0.1.0 is 100. */
+#define DCK_VERSION_NUMBER \
+    (DCK_VERSION_MAJOR * 10000 + DCK_VERSION_MINOR * 100 + DCK_VERSION_PATCH)
 
 /* ------------------------------------------------------------------ status */
 
@@ -39,18 +60,25 @@ typedef enum {
     DCK_ERR_MISMATCH     /* inputs disagree (e.g. config of a resumed run) */
 } dck_status;
 
-const char *dck_strerror(dck_status s);
+DCK_API const char *dck_strerror(dck_status s);
 /* The detailed message of the last failure on this thread ("" if none). */
-const char *dck_last_error(void);
+DCK_API const char *dck_last_error(void);
 /* Sets the thread's last-error message and returns s (for library code and
  * extensions that report through the same channel). */
-dck_status dck_set_error(dck_status s, const char *fmt, ...)
+DCK_API dck_status dck_set_error(dck_status s, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-void dck_clear_error(void);
-const char *dck_version(void);
+DCK_API void dck_clear_error(void);
+/* DCK_VERSION_STRING and DCK_VERSION_NUMBER of the library in use (which
+ * may be newer than the header a program was compiled with). */
+DCK_API const char *dck_version(void);
+DCK_API unsigned dck_version_number(void);
+
+/* Releases memory the library returned to the caller (such as the string of
+ * dck_layer_of_name). NULL is a no-op. */
+DCK_API void dck_free(void *p);
 
 /* ------------------------------------------------------------------ dtypes */
 
@@ -74,17 +102,17 @@ typedef enum {
 } dck_dtype;
 
 /* safetensors name: "BF16", "F32", ... */
-const char *dck_dtype_name(dck_dtype t);
+DCK_API const char *dck_dtype_name(dck_dtype t);
 /* DCK_ERR_FORMAT for unknown names */
-dck_status dck_dtype_from_name(const char *name, dck_dtype *out);
-size_t dck_dtype_size(dck_dtype t);
-int dck_dtype_is_float(dck_dtype t);
+DCK_API dck_status dck_dtype_from_name(const char *name, dck_dtype *out);
+DCK_API size_t dck_dtype_size(dck_dtype t);
+DCK_API int dck_dtype_is_float(dck_dtype t);
 
 #define DCK_MAX_DIMS 16
 
 /* Element count of a shape; DCK_ERR_LIMIT when the product (times elem
  * size) overflows 64 bits. */
-dck_status dck_shape_bytes(dck_dtype t, const uint64_t *shape, int ndim, uint64_t *nbytes);
+DCK_API dck_status dck_shape_bytes(dck_dtype t, const uint64_t *shape, int ndim, uint64_t *nbytes);
 
 /* ------------------------------------------------------------------ digest v1
  * See man/detcheck-digest.7 (frozen). */
@@ -96,73 +124,21 @@ typedef struct {
     uint64_t low64;
 } dck_digest;
 
-/* Partial lane sums over some set of whole segments (mod 2^64). Partial sums
- * of disjoint segment sets add up in any order to the same bits. */
-typedef struct {
-    uint64_t lo;
-    uint64_t hi;
-} dck_lanes;
-
-static inline void dck_lanes_add(dck_lanes *acc, dck_lanes x) {
-    acc->lo += x.lo;
-    acc->hi += x.hi;
-}
-
-/* Sum of h_j over the segments of data, which starts at the global segment
- * boundary first_segment*128. len may end inside a segment only when that is
- * the tensor's last (short) segment. */
-dck_lanes dck_segments_sum(const void *data, size_t len, uint64_t first_segment);
-
-/* The record R and the final digest from the total lane sums. */
-dck_digest dck_digest_finish(dck_dtype t, const uint64_t *shape, int ndim, dck_lanes total);
-
 /* Digest of a whole tensor held contiguously in memory (row-major,
  * little-endian). threads <= 0 picks the default. */
-dck_status dck_digest_buffer(dck_dtype t, const uint64_t *shape, int ndim, const void *data,
-                             size_t len, int threads, dck_digest *out);
+DCK_API dck_status dck_digest_buffer(dck_dtype t, const uint64_t *shape, int ndim, const void *data,
+                                     size_t len, int threads, dck_digest *out);
 
 /* 32 lowercase hex digits + NUL, high64 then low64 (xxhsum -H2 order). */
-void dck_digest_to_hex(dck_digest d, char out[33]);
-dck_status dck_digest_from_hex(const char *hex, dck_digest *out);
-int dck_digest_equal(dck_digest a, dck_digest b);
+DCK_API void dck_digest_to_hex(dck_digest d, char out[33]);
+DCK_API dck_status dck_digest_from_hex(const char *hex, dck_digest *out);
+DCK_API int dck_digest_equal(dck_digest a, dck_digest b);
 
 /* XXH3-128 of a whole buffer, seed 0 (the manifest's file hash). */
-dck_digest dck_xxh128(const void *data, size_t len);
-
-/* Fragments. A fragment is a run of global bytes [offset, offset+length) of
- * one logical tensor of tensor_bytes bytes. Its partial form holds the lane
- * sums of the segments wholly inside it and the bytes of the (at most two)
- * segments it only partly covers; partials from any split, computed anywhere
- * (threads, GPUs, ranks), combine into the tensor's digest. It is a
- * fixed-size plain struct so it can be sent over MPI as bytes. */
-typedef struct {
-    uint64_t offset;     /* global byte offset of the fragment */
-    uint64_t length;     /* bytes in the fragment */
-    dck_lanes lanes;     /* sums over whole segments inside */
-    uint32_t head_len;   /* bytes [offset, offset+head_len) of a partial segment */
-    uint32_t tail_len;   /* bytes [offset+length-tail_len, offset+length) */
-    uint8_t head[DCK_SEGMENT];
-    uint8_t tail[DCK_SEGMENT];
-} dck_fragment_partial;
-
-dck_status dck_fragment_partial_compute(uint64_t tensor_bytes, uint64_t offset, const void *data,
-                                        size_t length, dck_fragment_partial *out);
-
-/* Accumulates fragments of one tensor in any order; final checks that they
- * cover every byte exactly once (DCK_ERR_LAYOUT otherwise). Thread-safe. */
-typedef struct dck_tensor_hasher dck_tensor_hasher;
-dck_status dck_tensor_hasher_create(dck_dtype t, const uint64_t *shape, int ndim,
-                                    dck_tensor_hasher **out);
-/* Raw bytes of a fragment. */
-dck_status dck_tensor_hasher_update(dck_tensor_hasher *h, uint64_t offset, const void *data,
-                                    size_t length);
-/* A fragment already reduced elsewhere (CPU thread, GPU, other rank). */
-dck_status dck_tensor_hasher_add(dck_tensor_hasher *h, const dck_fragment_partial *p);
-dck_status dck_tensor_hasher_final(dck_tensor_hasher *h, dck_digest *out);
-void dck_tensor_hasher_free(dck_tensor_hasher *h);
+DCK_API dck_digest dck_xxh128(const void *data, size_t len);
 
 /* Root digest over named digests (sorted bytewise inside; input order free). */
-dck_digest dck_root_digest(const char *const *names, const dck_digest *digests, size_t n);
+DCK_API dck_digest dck_root_digest(const char *const *names, const dck_digest *digests, size_t n);
 
 /* ------------------------------------------------------------------ names */
 
@@ -174,13 +150,13 @@ typedef enum {
     DCK_GROUP_COUNT
 } dck_group;
 
-const char *dck_group_name(dck_group g);
-dck_status dck_group_from_name(const char *name, dck_group *out);
+DCK_API const char *dck_group_name(dck_group g);
+DCK_API dck_status dck_group_from_name(const char *name, dck_group *out);
 /* The documented name rules (man detcheck-hash(1), GROUPS). */
-dck_group dck_group_of_name(const char *tensor_name);
+DCK_API dck_group dck_group_of_name(const char *tensor_name);
 /* Model order: strcmp except that runs of digits compare as numbers
  * ("layers.2" < "layers.10"). */
-int dck_name_compare(const char *a, const char *b);
+DCK_API int dck_name_compare(const char *a, const char *b);
 
 /* ------------------------------------------------------------------ manifest */
 
@@ -207,41 +183,43 @@ typedef struct {
     const char *value; /* canonical text */
 } dck_manifest_value;
 
-dck_status dck_manifest_create(dck_manifest **out);
-void dck_manifest_free(dck_manifest *m);
-dck_status dck_manifest_add_tensor(dck_manifest *m, const dck_manifest_tensor *t);
-dck_status dck_manifest_add_file(dck_manifest *m, const dck_manifest_file *f);
-dck_status dck_manifest_add_value(dck_manifest *m, const char *name, const char *value);
+DCK_API dck_status dck_manifest_create(dck_manifest **out);
+DCK_API void dck_manifest_free(dck_manifest *m);
+DCK_API dck_status dck_manifest_add_tensor(dck_manifest *m, const dck_manifest_tensor *t);
+DCK_API dck_status dck_manifest_add_file(dck_manifest *m, const dck_manifest_file *f);
+DCK_API dck_status dck_manifest_add_value(dck_manifest *m, const char *name, const char *value);
 /* Free-form metadata (tool, created, source); kept in order of setting. */
-dck_status dck_manifest_set_meta(dck_manifest *m, const char *key, const char *value);
-const char *dck_manifest_get_meta(const dck_manifest *m, const char *key);
+DCK_API dck_status dck_manifest_set_meta(dck_manifest *m, const char *key, const char *value);
+DCK_API const char *dck_manifest_get_meta(const dck_manifest *m, const char *key);
 
-size_t dck_manifest_tensor_count(const dck_manifest *m);
-const dck_manifest_tensor *dck_manifest_tensor_at(const dck_manifest *m, size_t i);
-const dck_manifest_tensor *dck_manifest_find_tensor(const dck_manifest *m, const char *name);
-size_t dck_manifest_file_count(const dck_manifest *m);
-const dck_manifest_file *dck_manifest_file_at(const dck_manifest *m, size_t i);
-size_t dck_manifest_value_count(const dck_manifest *m);
-const dck_manifest_value *dck_manifest_value_at(const dck_manifest *m, size_t i);
+DCK_API size_t dck_manifest_tensor_count(const dck_manifest *m);
+DCK_API const dck_manifest_tensor *dck_manifest_tensor_at(const dck_manifest *m, size_t i);
+DCK_API const dck_manifest_tensor *dck_manifest_find_tensor(const dck_manifest *m,
+                                                             const char *name);
+DCK_API size_t dck_manifest_file_count(const dck_manifest *m);
+DCK_API const dck_manifest_file *dck_manifest_file_at(const dck_manifest *m, size_t i);
+DCK_API size_t dck_manifest_value_count(const dck_manifest *m);
+DCK_API const dck_manifest_value *dck_manifest_value_at(const dck_manifest *m, size_t i);
 
 /* Sorts tensors (model order), files and values (by name). DCK_ERR_FORMAT on
  * duplicate tensor names. Computes the root digest. */
-dck_status dck_manifest_finalize(dck_manifest *m);
-dck_digest dck_manifest_root(const dck_manifest *m);
+DCK_API dck_status dck_manifest_finalize(dck_manifest *m);
+DCK_API dck_digest dck_manifest_root(const dck_manifest *m);
 
 typedef enum { DCK_FORMAT_YAML = 0, DCK_FORMAT_JSON = 1 } dck_format;
 
-dck_status dck_manifest_write(const dck_manifest *m, dck_format fmt, FILE *out);
+DCK_API dck_status dck_manifest_write(const dck_manifest *m, dck_format fmt, FILE *out);
 /* Written to PATH.tmp.XXXX, fsynced, renamed. */
-dck_status dck_manifest_save(const dck_manifest *m, dck_format fmt, const char *path);
+DCK_API dck_status dck_manifest_save(const dck_manifest *m, dck_format fmt, const char *path);
 /* YAML or JSON (detected). Checks version, hex, paths; recomputes and checks
  * the root digest. */
-dck_status dck_manifest_load(const char *path, dck_manifest **out);
-dck_status dck_manifest_parse(const char *text, size_t len, const char *label, dck_manifest **out);
+DCK_API dck_status dck_manifest_load(const char *path, dck_manifest **out);
+DCK_API dck_status dck_manifest_parse(const char *text, size_t len, const char *label,
+                                      dck_manifest **out);
 /* 1 when path is a regular file that is taken as a manifest before the
  * checkpoint readers: text in its first bytes, and not an index file
  * (*.index.json). The one rule verify and diff share. */
-int dck_manifest_sniff(const char *path);
+DCK_API int dck_manifest_sniff(const char *path);
 
 /* ------------------------------------------------------------------ checkpoints */
 
@@ -278,34 +256,35 @@ typedef struct {
     size_t ntp_split_rules;
 } dck_options;
 
-void dck_options_init(dck_options *o);
+DCK_API void dck_options_init(dck_options *o);
 
 /* Opens files or directories of any supported format (detected by content):
  * safetensors (+ HF index, + detcheck sharded layout), PyTorch .pt, DCP,
  * Megatron, NumPy, each optionally zstd-compressed. Several paths are merged
  * as shards of one checkpoint. */
-dck_status dck_checkpoint_open(const char *const *paths, size_t npaths, const dck_options *opt,
-                               dck_checkpoint **out);
-void dck_checkpoint_free(dck_checkpoint *ck);
-size_t dck_checkpoint_tensor_count(const dck_checkpoint *ck);
+DCK_API dck_status dck_checkpoint_open(const char *const *paths, size_t npaths,
+                                       const dck_options *opt, dck_checkpoint **out);
+DCK_API void dck_checkpoint_free(dck_checkpoint *ck);
+DCK_API size_t dck_checkpoint_tensor_count(const dck_checkpoint *ck);
 /* Tensors in model order. */
-const dck_tensor_info *dck_checkpoint_tensor(const dck_checkpoint *ck, size_t i);
+DCK_API const dck_tensor_info *dck_checkpoint_tensor(const dck_checkpoint *ck, size_t i);
 /* Index by name, or -1. */
-long dck_checkpoint_find(const dck_checkpoint *ck, const char *name);
+DCK_API long dck_checkpoint_find(const dck_checkpoint *ck, const char *name);
 /* Logical row-major little-endian bytes [offset, offset+len) of tensor i.
  * Random access; zstd inputs are decompressed to a temporary file once. */
-dck_status dck_checkpoint_read(dck_checkpoint *ck, size_t i, uint64_t offset, void *buf,
-                               size_t len);
-size_t dck_checkpoint_value_count(const dck_checkpoint *ck);
-const dck_manifest_value *dck_checkpoint_value(const dck_checkpoint *ck, size_t i);
+DCK_API dck_status dck_checkpoint_read(dck_checkpoint *ck, size_t i, uint64_t offset, void *buf,
+                                       size_t len);
+DCK_API size_t dck_checkpoint_value_count(const dck_checkpoint *ck);
+DCK_API const dck_manifest_value *dck_checkpoint_value(const dck_checkpoint *ck, size_t i);
 
 /* Digests every tensor (multithreaded; identical for every thread count)
  * and, with hash_files, every file; builds a finalized manifest. */
-dck_status dck_checkpoint_hash(dck_checkpoint *ck, const dck_options *opt, dck_manifest **out);
+DCK_API dck_status dck_checkpoint_hash(dck_checkpoint *ck, const dck_options *opt,
+                                       dck_manifest **out);
 
 /* Convenience: open + hash. */
-dck_status dck_hash_paths(const char *const *paths, size_t npaths, const dck_options *opt,
-                          dck_manifest **out);
+DCK_API dck_status dck_hash_paths(const char *const *paths, size_t npaths, const dck_options *opt,
+                                  dck_manifest **out);
 
 /* ------------------------------------------------------------------ verify */
 
@@ -340,44 +319,13 @@ typedef struct {
 
 /* Compares by tensor name; with compare_files also whole-file hashes; values
  * always. Result entries point into golden/actual, which must outlive it. */
-dck_status dck_manifest_compare(const dck_manifest *golden, const dck_manifest *actual,
-                                int compare_files, dck_cmp_result *out);
-void dck_cmp_result_release(dck_cmp_result *r);
-const char *dck_cmp_kind_name(dck_cmp_kind k);
+DCK_API dck_status dck_manifest_compare(const dck_manifest *golden, const dck_manifest *actual,
+                                        int compare_files, dck_cmp_result *out);
+DCK_API void dck_cmp_result_release(dck_cmp_result *r);
+DCK_API const char *dck_cmp_kind_name(dck_cmp_kind k);
 
-/* ------------------------------------------------------------------ safetensors writer
- * Used by the trainer, tests and the demo. Written to a temporary name,
- * fsynced, renamed. With zstd_level > 0 the file is zstd-compressed. */
-
-typedef struct {
-    const char *name;
-    dck_dtype dtype;
-    int ndim;
-    uint64_t shape[DCK_MAX_DIMS];   /* stored (slice) shape */
-    const void *data;               /* row-major little-endian */
-    /* detcheck sharded layout: when global_ndim > 0 the stored tensor is the
-     * slice [offset, offset+shape) of a global tensor of global_shape. */
-    int global_ndim;
-    uint64_t global_shape[DCK_MAX_DIMS];
-    uint64_t offset[DCK_MAX_DIMS];
-} dck_st_tensor;
-
-typedef struct {
-    const char *key;
-    const char *value;
-} dck_kv;
-
-dck_status dck_safetensors_write(const char *path, const dck_st_tensor *tensors, size_t n,
-                                 const dck_kv *meta, size_t nmeta, int zstd_level);
-
-/* ------------------------------------------------------------------ files */
-
-/* Writes data to path via a temporary name in the same directory, fsync,
- * rename, fsync of the directory. */
-dck_status dck_write_file_atomic(const char *path, const void *data, size_t len);
-
-/* ---- diff ---- (issue 5; see man detcheck-diff(1))
- * Two checkpoints are compared tensor by tensor (as logical tensors, by
+/* ------------------------------------------------------------------ diff
+ * See man detcheck-diff(1). Two checkpoints are compared tensor by tensor (as logical tensors, by
  * name): bytes first (equal bytes, equal digests: reported equal with no
  * element work), then, for tensors whose bytes differ, element by element in
  * fixed 1 MiB chunks reduced in chunk order, so every number is identical
@@ -396,7 +344,7 @@ typedef enum {
 } dck_diff_status;
 
 /* "equal", "within_tolerance", "differ", "missing_in_a", ... */
-const char *dck_diff_status_name(dck_diff_status s);
+DCK_API const char *dck_diff_status_name(dck_diff_status s);
 
 /* Tolerances; a negative value means "not given". An element pair whose
  * bits differ is within tolerance when neither side is NaN or infinite and
@@ -408,8 +356,8 @@ typedef struct {
     int64_t ulp;
 } dck_diff_tolerance;
 
-void dck_diff_tolerance_init(dck_diff_tolerance *t); /* nothing given */
-int dck_diff_tolerance_given(const dck_diff_tolerance *t);
+DCK_API void dck_diff_tolerance_init(dck_diff_tolerance *t); /* nothing given */
+DCK_API int dck_diff_tolerance_given(const dck_diff_tolerance *t);
 
 /* Element statistics of two tensors of one dtype and shape. Numeric fields
  * are over the pairs whose bits differ and where neither side is NaN. */
@@ -429,24 +377,25 @@ typedef struct {
     double sum_sq_a, sum_sq_b;
 } dck_diff_stats;
 
-void dck_diff_stats_init(dck_diff_stats *s);
+DCK_API void dck_diff_stats_init(dck_diff_stats *s);
 /* Accumulates n element pairs of dtype t; a[0] and b[0] are element number
  * first_flat of the tensor. */
-void dck_diff_elements(dck_dtype t, const void *a, const void *b, size_t n, uint64_t first_flat,
-                       const dck_diff_tolerance *tol, dck_diff_stats *acc);
+DCK_API void dck_diff_elements(dck_dtype t, const void *a, const void *b, size_t n,
+                               uint64_t first_flat, const dck_diff_tolerance *tol,
+                               dck_diff_stats *acc);
 /* Folds part (covering later elements) into acc. Merging in a fixed order
  * gives the same bits whatever computed the parts. */
-void dck_diff_stats_merge(dck_diff_stats *acc, const dck_diff_stats *part);
+DCK_API void dck_diff_stats_merge(dck_diff_stats *acc, const dck_diff_stats *part);
 /* ||a-b|| / max(||a||, ||b||) over the finite pairs; 0 when both are zero. */
-double dck_diff_rel_l2(const dck_diff_stats *s);
+DCK_API double dck_diff_rel_l2(const dck_diff_stats *s);
 
 /* One element of dtype t as a double (exact for every float dtype). */
-double dck_element_to_double(dck_dtype t, const void *p);
+DCK_API double dck_element_to_double(dck_dtype t, const void *p);
 /* ULP distance between two elements of a float dtype on its own grid (the
  * number of representable values from a to b; +0 and -0 are 0 apart, the
  * largest finite value and infinity 1); integers: |a-b|. Returns 0 and sets
  * *out = 0 when either is NaN, 1 otherwise. */
-int dck_ulp_distance(dck_dtype t, const void *a, const void *b, uint64_t *out);
+DCK_API int dck_ulp_distance(dck_dtype t, const void *a, const void *b, uint64_t *out);
 
 typedef struct {
     int threads;             /* <= 0: default */
@@ -460,7 +409,7 @@ typedef struct {
     const dck_options *open_options;
 } dck_diff_options;
 
-void dck_diff_options_init(dck_diff_options *o);
+DCK_API void dck_diff_options_init(dck_diff_options *o);
 
 typedef struct {
     const char *name;
@@ -510,67 +459,46 @@ typedef struct {
     uint64_t bytes_compared; /* bytes read element by element, each side */
 } dck_diff_result;
 
-dck_status dck_diff_checkpoints(dck_checkpoint *a, dck_checkpoint *b, const dck_diff_options *o,
-                                dck_diff_result *out);
-dck_status dck_diff_manifests(const dck_manifest *a, const dck_manifest *b,
-                              const dck_diff_options *o, dck_diff_result *out);
+DCK_API dck_status dck_diff_checkpoints(dck_checkpoint *a, dck_checkpoint *b,
+                                        const dck_diff_options *o, dck_diff_result *out);
+DCK_API dck_status dck_diff_manifests(const dck_manifest *a, const dck_manifest *b,
+                                      const dck_diff_options *o, dck_diff_result *out);
 /* Opens each path as a manifest (YAML/JSON) or a checkpoint; with a manifest
  * on either side the checkpoint side is hashed and digests compared. Errors
  * name the path that failed. */
-dck_status dck_diff_paths(const char *a, const char *b, const dck_diff_options *o,
-                          dck_diff_result *out);
-void dck_diff_result_release(dck_diff_result *r);
+DCK_API dck_status dck_diff_paths(const char *a, const char *b, const dck_diff_options *o,
+                                  dck_diff_result *out);
+DCK_API void dck_diff_result_release(dck_diff_result *r);
 /* "layers.12" for "model.layers.12.mlp.weight": a numeric name component
- * and the one before it. NULL when none. malloc'd. */
-char *dck_layer_of_name(const char *tensor_name);
+ * and the one before it. NULL when none (or out of memory). The caller
+ * releases the string with dck_free. */
+DCK_API char *dck_layer_of_name(const char *tensor_name);
 
-/* ---- GPU ---- (issue 6)
+/* ------------------------------------------------------------------ GPU
  * Digests of tensors that live in CUDA device memory, bit-identical to the
- * CPU's: the kernels compute the same segment lane sums (integer adds, so any
- * grid and any order give the same bits). Partials from the GPU combine with
- * partials from the CPU and other ranks (dck_lanes_add, dck_tensor_hasher_add).
- * Built without CUDA (make CUDA=0) or on a machine without a GPU, every
- * function returns DCK_ERR_NODEVICE. A device pointer may be device or
+ * CPU's. Built without CUDA (make CUDA=0) or on a machine without a GPU,
+ * every function returns DCK_ERR_NODEVICE. A device pointer may be device or
  * managed memory of any device (the call runs on that device) and at any
  * byte alignment. stream is a cudaStream_t (NULL: the legacy default
- * stream); the synchronous calls wait for their own work on it. */
+ * stream); the synchronous calls wait for their own work on it. Sums and
+ * fragment partials of device memory: detcheck_static.h. */
 
 typedef void *dck_cuda_stream;
 
 /* Usable CUDA devices (0 with DCK_ERR_NODEVICE and a message saying why). */
-dck_status dck_gpu_device_count(int *count);
-
-/* Lane sums of the segments of a device buffer that starts at the global
- * segment boundary first_segment*128 (as dck_segments_sum). */
-dck_status dck_gpu_segments_sum(const void *dev_data, size_t len, uint64_t first_segment,
-                                dck_cuda_stream stream, dck_lanes *out);
-
-/* The same, asynchronous: adds the sums to dev_lanes, two uint64 (lo, hi)
- * in device memory, without waiting. Many tensors can be summed into one
- * array (or into an array of lanes) and read back, or reduced with NCCL on
- * uint64, once. */
-dck_status dck_gpu_segments_sum_async(const void *dev_data, size_t len, uint64_t first_segment,
-                                      uint64_t *dev_lanes, dck_cuda_stream stream);
-
-/* A fragment [offset, offset+length) of a tensor of tensor_bytes bytes whose
- * bytes are at dev_data: the same partial as dck_fragment_partial_compute
- * (offset need not be segment-aligned). */
-dck_status dck_gpu_fragment_partial(uint64_t tensor_bytes, uint64_t offset, const void *dev_data,
-                                    size_t length, dck_cuda_stream stream,
-                                    dck_fragment_partial *out);
+DCK_API dck_status dck_gpu_device_count(int *count);
 
 /* Digest of a whole tensor held contiguously in device memory (row-major,
  * little-endian): the same bits as dck_digest_buffer on the host. */
-dck_status dck_gpu_digest(dck_dtype t, const uint64_t *shape, int ndim, const void *dev_data,
-                          size_t len, dck_cuda_stream stream, dck_digest *out);
+DCK_API dck_status dck_gpu_digest(dck_dtype t, const uint64_t *shape, int ndim,
+                                  const void *dev_data, size_t len, dck_cuda_stream stream,
+                                  dck_digest *out);
 
 /* Where checkpoint hashing runs (detcheck hash --device). */
 typedef enum { DCK_DEVICE_CPU = 0, DCK_DEVICE_CUDA, DCK_DEVICE_AUTO } dck_device;
-const char *dck_device_name(dck_device d);
+DCK_API const char *dck_device_name(dck_device d);
 /* "cpu", "cuda", "auto"; DCK_ERR_INVALID otherwise. */
-dck_status dck_device_from_name(const char *name, dck_device *out);
-
-/* ---- end GPU ---- */
+DCK_API dck_status dck_device_from_name(const char *name, dck_device *out);
 
 #ifdef __cplusplus
 }

@@ -38,17 +38,17 @@ static const char *value_of(const collected *c, const char *name) {
 /* Loads and walks; returns the load status or the walk status. */
 static dck_status load_walk(const void *data, size_t len, const pk_limits *lim, collected *out) {
     pk_ctx *c;
-    ck_assert_int_eq(pk_ctx_create("test.pkl", lim, &c), DCK_OK);
+    ck_assert_int_eq(dck_pk_ctx_create("test.pkl", lim, &dck_pk_torch_handlers, &c), DCK_OK);
     pk_node *root;
     size_t used;
     memset(out, 0, sizeof *out);
-    dck_status s = pk_load(c, data, len, 0, &root, &used);
+    dck_status s = dck_pk_load(c, data, len, 0, &root, &used);
     if (!s) {
         ck_assert_uint_le(used, len);
-        pk_walker w = {out, on_tensor, NULL, on_value, NULL, pk_walk_budget(c)};
-        s = pk_walk(root, "", &w, "test.pkl");
+        pk_walker w = {out, on_tensor, NULL, on_value, NULL, dck_pk_walk_budget(c)};
+        s = dck_pk_walk(root, "", &w, "test.pkl");
     }
-    pk_ctx_free(c);
+    dck_pk_ctx_free(c);
     return s;
 }
 
@@ -114,13 +114,13 @@ END_TEST
 START_TEST(never_calls) {
     static const char p[] = "cos\nsystem\n(S'touch /tmp/detcheck-pwned'\ntR.";
     pk_ctx *c;
-    ck_assert_int_eq(pk_ctx_create("evil", NULL, &c), DCK_OK);
+    ck_assert_int_eq(dck_pk_ctx_create("evil", NULL, &dck_pk_torch_handlers, &c), DCK_OK);
     pk_node *root;
     size_t used;
-    ck_assert_int_eq(pk_load(c, (const uint8_t *)p, sizeof p - 1, 0, &root, &used), DCK_OK);
+    ck_assert_int_eq(dck_pk_load(c, (const uint8_t *)p, sizeof p - 1, 0, &root, &used), DCK_OK);
     ck_assert_int_eq(root->kind, PK_OBJECT);
-    ck_assert(pk_object_is(root, "os", "system"));
-    pk_ctx_free(c);
+    ck_assert(dck_pk_object_is(root, "os", "system"));
+    dck_pk_ctx_free(c);
     ck_assert_int_ne(access("/tmp/detcheck-pwned", F_OK), 0);
     collected col;
     ck_assert_int_eq(load_walk(p, sizeof p - 1, NULL, &col), DCK_OK);
@@ -149,14 +149,14 @@ START_TEST(tensor_and_tensor_limit) {
     ck_assert_int_eq(c.tensors, 1);
     pk_ctx *ctx;
     pk_limits lim;
-    pk_limits_default(&lim);
+    dck_pk_limits_default(&lim);
     lim.max_tensors = 0;
-    ck_assert_int_eq(pk_ctx_create("t", &lim, &ctx), DCK_OK);
+    ck_assert_int_eq(dck_pk_ctx_create("t", &lim, &dck_pk_torch_handlers, &ctx), DCK_OK);
     pk_node *root;
     size_t used;
-    ck_assert_int_eq(pk_load(ctx, (const uint8_t *)p, sizeof p - 1, 0, &root, &used), DCK_ERR_LIMIT);
+    ck_assert_int_eq(dck_pk_load(ctx, (const uint8_t *)p, sizeof p - 1, 0, &root, &used), DCK_ERR_LIMIT);
     ck_assert_ptr_nonnull(strstr(dck_last_error(), "t: more tensors than the limit at byte"));
-    pk_ctx_free(ctx);
+    dck_pk_ctx_free(ctx);
 }
 END_TEST
 
@@ -286,18 +286,18 @@ static const uint8_t fuzz_slow_dag[] = {
 
 START_TEST(regression_fuzz_slow_dag) {
     pk_ctx *c;
-    ck_assert_int_eq(pk_ctx_create("slow", NULL, &c), DCK_OK);
+    ck_assert_int_eq(dck_pk_ctx_create("slow", NULL, &dck_pk_torch_handlers, &c), DCK_OK);
     pk_node *root;
     size_t used;
-    ck_assert_int_eq(pk_load(c, fuzz_slow_dag, sizeof fuzz_slow_dag, 0, &root, &used), DCK_OK);
-    uint64_t budget = pk_walk_budget(c);
+    ck_assert_int_eq(dck_pk_load(c, fuzz_slow_dag, sizeof fuzz_slow_dag, 0, &root, &used), DCK_OK);
+    uint64_t budget = dck_pk_walk_budget(c);
     ck_assert_uint_lt(budget, 1000000);
     collected col;
     memset(&col, 0, sizeof col);
     pk_walker w = {&col, on_tensor, NULL, on_value, NULL, budget};
-    ck_assert_int_eq(pk_walk(root, "", &w, "slow"), DCK_ERR_LIMIT);
+    ck_assert_int_eq(dck_pk_walk(root, "", &w, "slow"), DCK_ERR_LIMIT);
     ck_assert_ptr_nonnull(strstr(dck_last_error(), "objects reachable"));
-    pk_ctx_free(c);
+    dck_pk_ctx_free(c);
 }
 END_TEST
 
@@ -311,17 +311,17 @@ START_TEST(object_and_memory_limits) {
     p[k++] = 'e';
     p[k++] = '.';
     pk_limits lim;
-    pk_limits_default(&lim);
+    dck_pk_limits_default(&lim);
     ck_assert_int_eq(status_of(p, k, &lim), DCK_OK);
     lim.max_nodes = 10;
     ck_assert_int_eq(status_of(p, k, &lim), DCK_ERR_LIMIT);
-    pk_limits_default(&lim);
+    dck_pk_limits_default(&lim);
     lim.max_bytes = 1000;
     ck_assert_int_eq(status_of(p, k, &lim), DCK_ERR_LIMIT);
-    pk_limits_default(&lim);
+    dck_pk_limits_default(&lim);
     lim.max_stack = 5;
     ck_assert_int_eq(status_of(p, k, &lim), DCK_ERR_LIMIT);
-    pk_limits_default(&lim);
+    dck_pk_limits_default(&lim);
     lim.max_str = 2;
     ck_assert_int_eq(status_of(S("X\x03\x00\x00\x00" "abc."), &lim), DCK_ERR_LIMIT);
     ck_assert_int_eq(status_of(S("X\x02\x00\x00\x00" "ab."), &lim), DCK_OK);
@@ -331,19 +331,80 @@ END_TEST
 /* numpy dtype strings and torch dtype names. */
 START_TEST(dtype_names) {
     bool bs;
-    ck_assert_int_eq(pk_numpy_dtype("<f4", &bs), DCK_F32);
+    ck_assert_int_eq(dck_pk_numpy_dtype("<f4", &bs), DCK_F32);
     ck_assert(!bs);
-    ck_assert_int_eq(pk_numpy_dtype(">i8", &bs), DCK_I64);
+    ck_assert_int_eq(dck_pk_numpy_dtype(">i8", &bs), DCK_I64);
     ck_assert(bs);
-    ck_assert_int_eq(pk_numpy_dtype("|u1", &bs), DCK_U8);
+    ck_assert_int_eq(dck_pk_numpy_dtype("|u1", &bs), DCK_U8);
     ck_assert(!bs);
-    ck_assert_int_eq(pk_numpy_dtype("<c8", &bs), -1);
-    ck_assert_int_eq(pk_torch_dtype("bfloat16"), DCK_BF16);
-    ck_assert_int_eq(pk_torch_dtype("float8_e5m2"), DCK_F8_E5M2);
-    ck_assert_int_eq(pk_torch_dtype("complex64"), -1);
-    ck_assert_int_eq(pk_storage_dtype("HalfStorage"), DCK_F16);
-    ck_assert_int_eq(pk_storage_dtype("UntypedStorage"), -2);
-    ck_assert_int_eq(pk_storage_dtype("ComplexFloatStorage"), -1);
+    ck_assert_int_eq(dck_pk_numpy_dtype("<c8", &bs), -1);
+    ck_assert_int_eq(dck_pk_torch_dtype("bfloat16"), DCK_BF16);
+    ck_assert_int_eq(dck_pk_torch_dtype("float8_e5m2"), DCK_F8_E5M2);
+    ck_assert_int_eq(dck_pk_torch_dtype("complex64"), -1);
+    ck_assert_int_eq(dck_pk_storage_dtype("HalfStorage"), DCK_F16);
+    ck_assert_int_eq(dck_pk_storage_dtype("UntypedStorage"), -2);
+    ck_assert_int_eq(dck_pk_storage_dtype("ComplexFloatStorage"), -1);
+}
+END_TEST
+
+/* The opcode table: every opcode of protocols 0 to 5 has a row, and every
+ * other byte is refused with the same message as before the table. */
+START_TEST(opcode_table) {
+    static const char known[] = "(.012NIJKLMFGSTUVX)t]lae}dsucRiobpqrghjPQBC"
+                                "\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a\x8b\x8c\x8d\x8e\x8f"
+                                "\x90\x91\x92\x93\x94\x95\x96\x97\x98";
+    ck_assert_uint_eq(sizeof known - 1, 68);
+    for (int b = 0; b < 256; b++) {
+        uint8_t one = (uint8_t)b;
+        dck_status s = status_of(&one, 1, NULL);
+        bool is_known = b && memchr(known, b, sizeof known - 1);
+        char want[64];
+        snprintf(want, sizeof want, "test.pkl: unknown opcode 0x%02x at byte 0", b);
+        if (is_known) {
+            ck_assert_msg(s != DCK_OK && !strstr(dck_last_error(), "unknown opcode"), "opcode 0x%02x: %s", b,
+                          dck_last_error());
+        } else {
+            ck_assert_int_eq(s, DCK_ERR_FORMAT);
+            ck_assert_str_eq(dck_last_error(), want);
+        }
+    }
+}
+END_TEST
+
+/* The VM interprets no global by itself: without a handler table an
+ * OrderedDict is an opaque object; with the torch table it is a dict; a name
+ * outside the allow-list stays opaque either way. */
+START_TEST(allow_list_is_the_table) {
+    static const char od[] = "\x80\x02" "ccollections\nOrderedDict\n)R.";
+    static const char ev[] = "\x80\x02" "cbuiltins\neval\nX\x01\x00\x00\x00" "1\x85R.";
+    static const char newobj_builtin_set[] = "\x80\x02" "c__builtin__\nset\n)\x81.";
+    static const char newobj_builtins_set[] = "\x80\x02" "cbuiltins\nset\n)\x81.";
+    const pk_handlers *tables[2] = {NULL, &dck_pk_torch_handlers};
+    for (int t = 0; t < 2; t++) {
+        pk_ctx *c;
+        ck_assert_int_eq(dck_pk_ctx_create("t", NULL, tables[t], &c), DCK_OK);
+        pk_node *root;
+        size_t used;
+        ck_assert_int_eq(dck_pk_load(c, (const uint8_t *)od, sizeof od - 1, 0, &root, &used), DCK_OK);
+        if (t) ck_assert_int_eq(root->kind, PK_DICT);
+        else ck_assert(dck_pk_object_is(root, "collections", "OrderedDict"));
+        ck_assert_int_eq(dck_pk_load(c, (const uint8_t *)ev, sizeof ev - 1, 0, &root, &used), DCK_OK);
+        ck_assert(dck_pk_object_is(root, "builtins", "eval"));
+        /* NEWOBJ: only builtins.set has a row, __builtin__.set (REDUCE only) does not */
+        ck_assert_int_eq(dck_pk_load(c, (const uint8_t *)newobj_builtin_set, sizeof newobj_builtin_set - 1, 0,
+                                     &root, &used), DCK_OK);
+        ck_assert(dck_pk_object_is(root, "__builtin__", "set"));
+        ck_assert_int_eq(dck_pk_load(c, (const uint8_t *)newobj_builtins_set, sizeof newobj_builtins_set - 1, 0,
+                                     &root, &used), DCK_OK);
+        if (t) ck_assert_int_eq(root->kind, PK_SET);
+        else ck_assert(dck_pk_object_is(root, "builtins", "set"));
+        dck_pk_ctx_free(c);
+    }
+    /* a refused argument keeps its message */
+    static const char enc[] = "c_codecs\nencode\n(Vx\nVutf-16\ntR.";
+    ck_assert_int_eq(status_of(S(enc), NULL), DCK_ERR_UNSUPPORTED);
+    ck_assert_str_eq(dck_last_error(),
+                     "test.pkl: _codecs.encode with an encoding other than latin1/utf-8 at byte 30");
 }
 END_TEST
 
@@ -363,6 +424,8 @@ static Suite *suite(void) {
     tcase_add_test(c, regression_fuzz_slow_dag);
     tcase_add_test(c, object_and_memory_limits);
     tcase_add_test(c, dtype_names);
+    tcase_add_test(c, opcode_table);
+    tcase_add_test(c, allow_list_is_the_table);
     suite_add_tcase(s, c);
     return s;
 }

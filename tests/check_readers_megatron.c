@@ -240,7 +240,8 @@ START_TEST(split_rules_defaults) {
 END_TEST
 
 /* dck_diff_paths reads both sides with open_options: the merged tree and
- * the whole model have the same tensors (the tree's values are extra). */
+ * the whole model have the same tensors; every value the tree records
+ * (TREE.values.json) is reported, absent from the safetensors side. */
 START_TEST(diff_open_options) {
     dck_options ro;
     dck_options_init(&ro);
@@ -253,7 +254,19 @@ START_TEST(diff_open_options) {
     ck_assert_msg(dck_diff_paths(fx(TREE), fx(TREE ".safetensors"), &o, &r) == DCK_OK, "%s", dck_last_error());
     ck_assert_uint_eq(r.ntensors, 62);
     ck_assert_uint_eq(r.count[DCK_DIFF_EQUAL], 62);
-    ck_assert_uint_gt(r.nvalues, 0);
+    json_error_t jerr;
+    json_t *want = json_load_file(fx(TREE ".values.json"), 0, &jerr);
+    ck_assert_msg(want != NULL, "%s: %s", TREE ".values.json", jerr.text);
+    ck_assert_msg(r.nvalues == json_object_size(want), "%zu values differ, expected all %zu of the tree's",
+                  r.nvalues, json_object_size(want));
+    for (size_t i = 0; i < r.nvalues; i++) {
+        json_t *e = json_object_get(want, r.values[i].name);
+        ck_assert_msg(e != NULL, "unexpected value %s", r.values[i].name);
+        ck_assert_msg(r.values[i].a && !strcmp(r.values[i].a, json_string_value(e)), "%s: A %s, expected %s",
+                      r.values[i].name, r.values[i].a ? r.values[i].a : "(absent)", json_string_value(e));
+        ck_assert_msg(r.values[i].b == NULL, "%s: B %s, expected absent", r.values[i].name, r.values[i].b);
+    }
+    json_decref(want);
     ck_assert(!r.equal);
     dck_diff_result_release(&r);
     /* without merging: rank names on one side, whole names on the other */

@@ -225,7 +225,8 @@ START_TEST(config_parse_and_match) {
 
     dck_train_config a;
     dck_train_config_init(&a);
-    char *ja = dck_train_config_json(&a);
+    char *ja;
+    ck_assert_int_eq(dck_train_config_json(&a, &ja), DCK_OK);
     ck_assert_int_eq(dck_train_config_match(&a, ja, "ck"), DCK_OK);
     dck_train_config b = a;
     b.width = 32;
@@ -241,6 +242,172 @@ START_TEST(config_parse_and_match) {
     ck_assert_int_eq(dck_train_config_from_json(&r, ja, "ck"), DCK_OK);
     ck_assert_int_eq(dck_train_config_match(&r, ja, "ck"), DCK_OK);
     free(ja);
+}
+END_TEST
+
+/* A value other than the default for every option of the table: a new
+ * option fails config_flags_round_trip until it has one here. */
+static const struct {
+    const char *name, *value;
+} samples[] = {
+    {"vocab", "300"},          {"layers", "3"},          {"width", "96"},
+    {"heads", "6"},            {"seq", "17"},            {"batch", "5"},
+    {"microbatches", "1024"},  {"seed", "18446744073709551615"},
+    {"lr", "0.00123456789"},   {"min-lr", "1.17549435e-38"},
+    {"beta1", "0.999998987"},  {"beta2", "0.1"},         {"eps", "-0"},
+    {"weight-decay", "9.99999905"}, {"clip", "1e30"},    {"warmup", "1000000000000"},
+    {"decay-steps", "77"},     {"precision", "bf16"},    {"mode", "fast"},
+    {"data", "tok en's.bin"},  {"steps", "0"},           {"threads", "256"},
+    {"digest-every", "0"},     {"compress", NULL},       {"out", "run dir"},
+    {"resume", NULL},          {"resume-from", "a/step_00000003"},
+    {"ckpt-every", "3"},       {"flip-bit", "4:model.blocks.1.attn.qkv.weight:123"},
+    {"kill-after-ckpt", "2"},  {"kill-during-ckpt", "9"},
+};
+#define NSAMPLES (sizeof samples / sizeof samples[0])
+
+/* config -> flags -> dck_train_config_set on a fresh config -> the same
+ * bytes. */
+static void round_trip(const dck_train_config *c, dck_train_scope upto, const char *what) {
+    dck_train_flag *f;
+    size_t n;
+    ck_assert_int_eq(dck_train_config_to_flags(c, upto, &f, &n), DCK_OK);
+    dck_train_config d;
+    dck_train_config_init(&d);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(dck_train_config_set(&d, f[i].name, f[i].value) == DCK_OK, "%s: --%s %s: %s",
+                      what, f[i].name, f[i].value ? f[i].value : "", dck_last_error());
+    free(f);
+    ck_assert_msg(memcmp(c, &d, sizeof d) == 0, "%s: the config does not survive its flags", what);
+}
+
+START_TEST(config_flags_round_trip) {
+    /* every option of the table has a sample */
+    size_t nopts = 0;
+    for (const char *name; (name = dck_train_option_name(nopts)); nopts++) {
+        size_t k = 0;
+        while (k < NSAMPLES && strcmp(samples[k].name, name)) k++;
+        ck_assert_msg(k < NSAMPLES, "option --%s has no sample in check_train.c", name);
+    }
+    ck_assert_uint_eq(nopts, NSAMPLES);
+    /* each option alone, then all of them */
+    dck_train_config all;
+    dck_train_config_init(&all);
+    for (size_t k = 0; k < NSAMPLES; k++) {
+        dck_train_config c;
+        dck_train_config_init(&c);
+        ck_assert_msg(dck_train_config_set(&c, samples[k].name, samples[k].value) == DCK_OK, "--%s: %s",
+                      samples[k].name, dck_last_error());
+        ck_assert_int_eq(dck_train_config_set(&all, samples[k].name, samples[k].value), DCK_OK);
+        dck_train_config d;
+        dck_train_config_init(&d);
+        ck_assert_msg(memcmp(&c, &d, sizeof d) != 0, "sample of --%s is its default", samples[k].name);
+        round_trip(&c, DCK_TRAIN_INSTANCE, samples[k].name);
+    }
+    round_trip(&all, DCK_TRAIN_INSTANCE, "every option");
+    /* floats bit for bit: random normal values across each float option's range */
+    static const char *const floats[] = {"lr", "min-lr", "beta1", "beta2", "eps", "weight-decay", "clip"};
+    for (size_t k = 0; k < sizeof floats / sizeof floats[0]; k++) {
+        int tried = 0;
+        for (uint32_t i = 0; tried < 3000; i++) {
+            uint32_t bits = dck_philox_u32(7, (uint32_t)k, i, 0, 0) & 0x7fffffffu;
+            float v = dck_f32_from_bits(bits);
+            if (!isnormal(v)) continue;
+            char text[32];
+            dck_float_text(v, text, sizeof text);
+            dck_train_config c;
+            dck_train_config_init(&c);
+            if (dck_train_config_set(&c, floats[k], text) != DCK_OK) continue; /* out of range */
+            tried++;
+            round_trip(&c, DCK_TRAIN_IDENTITY, floats[k]);
+        }
+    }
+    /* the scopes: identity, then the mode, then how to run, then the rest */
+    dck_train_flag *f;
+    size_t n, prev = 0;
+    for (int sc = DCK_TRAIN_IDENTITY; sc <= DCK_TRAIN_INSTANCE; sc++) {
+        ck_assert_int_eq(dck_train_config_to_flags(&all, (dck_train_scope)sc, &f, &n), DCK_OK);
+        ck_assert_uint_gt(n, prev);
+        prev = n;
+        free(f);
+    }
+    ck_assert_uint_eq(n, NSAMPLES);
+    /* the replay command's form: what bisect printed before there was a table */
+    dck_train_config c;
+    dck_train_config_init(&c);
+    c.decay_steps = 7;
+    char *line = dck_train_config_flags(&c, DCK_TRAIN_NUMERICS);
+    ck_assert_str_eq(line, "--vocab 256 --layers 2 --width 64 --heads 4 --seq 32 --batch 1 "
+                           "--microbatches 8 --seed 1 --lr 0.003 --min-lr 0.0003 --beta1 0.9 "
+                           "--beta2 0.95 --eps 1e-08 --weight-decay 0.1 --clip 1 --warmup 10 "
+                           "--decay-steps 7 --precision fp32");
+    free(line);
+    c.mode = DCK_MODE_FAST;
+    snprintf(c.data, sizeof c.data, "%s", "tok en's.bin");
+    c.threads = 3; /* not replayed */
+    line = dck_train_config_flags(&c, DCK_TRAIN_NUMERICS);
+    ck_assert_msg(strstr(line, " --precision fp32 --mode fast --data 'tok en'\\''s.bin'") != NULL, "%s", line);
+    ck_assert(strstr(line, "threads") == NULL);
+    free(line);
+}
+END_TEST
+
+START_TEST(config_limits) {
+    /* the option table's range of --microbatches is the stack arrays' limit */
+    dck_train_config c;
+    dck_train_config_init(&c);
+    char lim[32];
+    snprintf(lim, sizeof lim, "%d", DCK_TRAIN_MAX_MICROBATCHES);
+    ck_assert_int_eq(dck_train_config_set(&c, "microbatches", lim), DCK_OK);
+    ck_assert_int_eq(dck_train_config_check(&c), DCK_OK);
+    snprintf(lim, sizeof lim, "%d", 2 * DCK_TRAIN_MAX_MICROBATCHES);
+    ck_assert_int_eq(dck_train_config_set(&c, "microbatches", lim), DCK_ERR_INVALID);
+    ck_assert_msg(strstr(dck_last_error(), "--microbatches '2048': not an integer in [1, 1024]"), "%s",
+                  dck_last_error());
+    /* a config made in code meets the same range in the check */
+    c.microbatches = 2 * DCK_TRAIN_MAX_MICROBATCHES;
+    ck_assert_int_eq(dck_train_config_check(&c), DCK_ERR_INVALID);
+    ck_assert_msg(strstr(dck_last_error(), "--microbatches '2048': not an integer in [1, 1024]"), "%s",
+                  dck_last_error());
+    dck_train_result r;
+    ck_assert_int_eq(dck_train_run(&c, NULL, NULL, &r), DCK_ERR_INVALID);
+    dck_train_config_init(&c);
+    c.threads = 0;
+    ck_assert_int_eq(dck_train_config_check(&c), DCK_ERR_INVALID);
+    ck_assert(strstr(dck_last_error(), "--threads '0'"));
+    dck_train_config_init(&c);
+    c.lr = 11.0f;
+    ck_assert_int_eq(dck_train_config_check(&c), DCK_ERR_INVALID);
+    ck_assert(strstr(dck_last_error(), "--lr '11': not a number in [0, 10]"));
+    /* ranks: the limit by name, not "do not divide" */
+    dck_train_config_init(&c);
+    c.microbatches = DCK_TRAIN_MAX_MICROBATCHES;
+    ck_assert_int_eq(dck_train_config_ranks(&c, DCK_TRAIN_MAX_RANKS), DCK_OK);
+    ck_assert_int_eq(dck_train_config_ranks(&c, 2 * DCK_TRAIN_MAX_RANKS), DCK_ERR_LIMIT);
+    ck_assert_msg(strstr(dck_last_error(), "512 ranks are beyond this tool's limit of 256 ranks"), "%s",
+                  dck_last_error());
+    ck_assert(!strstr(dck_last_error(), "divide"));
+    c.microbatches = 8;
+    ck_assert_int_eq(dck_train_config_ranks(&c, 3), DCK_ERR_INVALID);
+    ck_assert(strstr(dck_last_error(), "3 ranks do not divide --microbatches 8"));
+    ck_assert_int_eq(dck_train_config_ranks(&c, 8), DCK_OK);
+}
+END_TEST
+
+START_TEST(config_errors_have_messages) {
+    /* a token file that cannot be read: I/O with its name, never a bare status */
+    dck_train_config c;
+    dck_train_config_init(&c);
+    snprintf(c.data, sizeof c.data, "%s", "/nonexistent/detcheck-tokens.bin");
+    char *json = NULL;
+    ck_assert_int_eq(dck_train_config_json(&c, &json), DCK_ERR_IO);
+    ck_assert_ptr_null(json);
+    ck_assert(strstr(dck_last_error(), "/nonexistent/detcheck-tokens.bin"));
+    dck_train_config a;
+    dck_train_config_init(&a);
+    ck_assert_int_eq(dck_train_config_json(&a, &json), DCK_OK);
+    ck_assert_int_eq(dck_train_config_match(&c, json, "ck"), DCK_ERR_IO);
+    ck_assert(strstr(dck_last_error(), "/nonexistent/detcheck-tokens.bin"));
+    free(json);
 }
 END_TEST
 
@@ -292,6 +459,9 @@ int main(void) {
     tcase_add_test(tc, lr_schedule);
     tcase_add_test(tc, data_is_indexed);
     tcase_add_test(tc, config_parse_and_match);
+    tcase_add_test(tc, config_flags_round_trip);
+    tcase_add_test(tc, config_limits);
+    tcase_add_test(tc, config_errors_have_messages);
     tcase_add_test(tc, trajectory_root_matches_checkpoint);
     suite_add_tcase(s, tc);
     return tu_run(s);

@@ -43,19 +43,106 @@ static inline char *tu_hex(dck_digest d) {
     dck_digest_to_hex(d, b);
     return b;
 }
-/* Runs a suite; returns 0 when every test passed. */
+/* ------------------------------------------------------------------ skips
+ * A test that cannot run (a file, tool or device it needs is missing) says
+ * so; it never passes silently. TU_SKIP("why %s", ...) in a test prints
+ * "SKIP: <test>: <why>", appends "<test>: <why>" to the file named by
+ * $DCK_SKIP_LOG and returns from the test. Check runs each test in a forked
+ * child, so the parent learns of skips only through that file: tu_run makes
+ * one of its own when $DCK_SKIP_LOG is unset (a suite run by hand), and
+ * returns 1 when any test failed, else 77 (automake's "skipped") when any
+ * test skipped, else 0. tests/run.sh gives each suite a fresh $DCK_SKIP_LOG,
+ * counts exit 77 as skipped and lists the file's lines by name. Counting is
+ * per suite: one skipped test makes its suite "skipped" (the other tests
+ * still run), and a failure makes it "failed" whatever skipped. */
+static inline void tu_skip_note(const char *why) {
+    const char *test = tcase_name();
+    printf("SKIP: %s: %s\n", test ? test : "?", why);
+    fflush(stdout);
+    const char *log = getenv("DCK_SKIP_LOG");
+    FILE *f = log && *log ? fopen(log, "a") : NULL;
+    if (f) {
+        fprintf(f, "%s: %s\n", test ? test : "?", why);
+        fclose(f);
+    }
+}
+#define TU_SKIP(...)                                                                                              \
+    do {                                                                                                          \
+        char tu_why_[8192];                                                                                       \
+        snprintf(tu_why_, sizeof tu_why_, __VA_ARGS__);                                                           \
+        tu_skip_note(tu_why_);                                                                                    \
+        return;                                                                                                   \
+    } while (0)
+
+static inline long tu_file_size(const char *path) {
+    struct stat st;
+    return path && stat(path, &st) == 0 ? (long)st.st_size : 0;
+}
+
+/* Runs a suite; returns 0 when every test passed, 77 when none failed and
+ * some skipped, 1 when any failed. */
 static inline int tu_run(Suite *s) {
+    char own[4096] = "";
+    const char *log = getenv("DCK_SKIP_LOG");
+    if (!log || !*log) { /* run by hand: a log of our own, inherited by the forked tests */
+        const char *base = getenv("TMPDIR");
+        snprintf(own, sizeof own, "%s/dckskip.XXXXXX", base && *base ? base : "/tmp");
+        int fd = mkstemp(own);
+        if (fd < 0) {
+            perror("tu_run: skip log");
+            return 1;
+        }
+        close(fd);
+        setenv("DCK_SKIP_LOG", own, 1);
+        log = own;
+    }
+    long before = tu_file_size(log);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int nf = srunner_ntests_failed(sr);
     srunner_free(sr);
-    return nf == 0 ? 0 : 1;
+    int skipped = tu_file_size(log) > before;
+    if (*own) {
+        unlink(own);
+        unsetenv("DCK_SKIP_LOG");
+    }
+    return nf ? 1 : skipped ? 77 : 0;
 }
-/* ../shared/fixtures/public from the project root, or NULL. */
-static inline const char *tu_public_fixtures(void) {
+
+/* ------------------------------------------------------------------ public fixtures
+ * Real files written by other projects: ../shared/fixtures/public beside the
+ * project root ($DCK_TOP), or $DCK_PUBLIC_FIXTURES when set (set it to a
+ * missing path to run the tests as on a machine without them). */
+static inline const char *tu_public_fixtures_path(void) {
     static char p[4096];
+    const char *over = getenv("DCK_PUBLIC_FIXTURES");
     const char *top = getenv("DCK_TOP");
-    snprintf(p, sizeof p, "%s/../shared/fixtures/public", top ? top : ".");
-    return access(p, R_OK) == 0 ? p : NULL;
+    if (over && *over) snprintf(p, sizeof p, "%s", over);
+    else snprintf(p, sizeof p, "%s/../shared/fixtures/public", top ? top : ".");
+    return p;
 }
+/* The public fixtures directory, or NULL when it is not there. */
+static inline const char *tu_public_fixtures(void) {
+    const char *p = tu_public_fixtures_path();
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode) && access(p, R_OK | X_OK) == 0 ? p : NULL;
+}
+/* $DCK_REQUIRE_FIXTURES set (not empty, not 0): absent public fixtures are
+ * a failure, not a skip. .ci/run sets it: in CI they must be there. */
+static inline int tu_require_fixtures(void) {
+    const char *r = getenv("DCK_REQUIRE_FIXTURES");
+    return r && *r && strcmp(r, "0") != 0;
+}
+/* In a test: const char *VAR = the public fixtures directory; when it is
+ * absent the test skips, or fails under DCK_REQUIRE_FIXTURES. */
+#define TU_NEED_PUBLIC_FIXTURES(var)                                                                              \
+    const char *var = tu_public_fixtures();                                                                       \
+    do {                                                                                                          \
+        if (!var) {                                                                                               \
+            ck_assert_msg(!tu_require_fixtures(), "public fixtures %s absent and DCK_REQUIRE_FIXTURES is set",     \
+                          tu_public_fixtures_path());                                                             \
+            TU_SKIP("public fixtures %s absent (DCK_REQUIRE_FIXTURES=1 makes this a failure)",                     \
+                    tu_public_fixtures_path());                                                                   \
+        }                                                                                                         \
+    } while (0)
 #endif

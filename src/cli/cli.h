@@ -3,7 +3,10 @@
 #define DCK_CLI_H
 
 #include "common/common.h" /* detcheck.h, dck_oom, DCK_TRY */
+#include <getopt.h>
+#include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Exit codes, as cmp(1) and diff(1): same, different, trouble. */
@@ -38,10 +41,34 @@ int cli_fail(const char *cmd, dck_status s);
 /* Misuse: message plus "try 'detcheck CMD --help'", returns 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* --megatron-merge and --tp-split GLOB=DIM (hash, verify, diff). add
- * appends a rule (argv strings outlive the command) to o; check, after the
- * options, refuses rules without merging. Each returns 0, or exit status 2
- * after a usage message. */
+/* ------------------------------------------------------------------ cli_options.c
+ * The options hash, verify and diff share, in one table: -t/--threads N,
+ * -q/--quiet, -h/--help, --json, --iteration N, --megatron-merge and
+ * --tp-split GLOB=DIM. A command fills a cli_shared and calls cli_getopt in
+ * place of getopt_long: it handles the shared options itself and returns the
+ * command's own codes (and getopt's '?' and ':'), -1 after the last option,
+ * or CLI_STOP when the command must return sh.exit now (the help printed, or
+ * a misuse reported). */
+enum { CLI_OPT_JSON = 0x1000, CLI_OPT_ITERATION, CLI_OPT_MEGATRON_MERGE, CLI_OPT_TP_SPLIT,
+       CLI_STOP = -2 };
+typedef struct {
+    const char *cmd;
+    const char *help_text;   /* printed by -h/--help */
+    dck_options *read;       /* how checkpoints are read: --iteration, Megatron */
+    int *threads;            /* where --threads goes */
+    long threads_max;        /* its range is 1..threads_max */
+    const char *threads_want;/* "--threads wants %s, not 'ARG'" */
+    bool json, help;         /* results */
+    int exit;                /* with CLI_STOP: the exit status */
+} cli_shared;
+int cli_getopt(int argc, char **argv, const char *own_short, const struct option *own_long,
+               cli_shared *sh);
+/* One shared option by its code (a command's alias calls it too): 1 done,
+ * 0 not a shared option, -1 misuse (usage message printed). */
+int cli_shared_option(cli_shared *sh, int code, const char *arg);
+/* --tp-split: appends a rule (argv strings outlive the command) to o;
+ * cli_check_megatron, after the options, refuses rules without
+ * --megatron-merge. Each returns 0, or exit status 2 after a usage message. */
 int cli_add_tp_split(const char *cmd, dck_options *o, const char *rule);
 int cli_check_megatron(const char *cmd, const dck_options *o);
 
@@ -59,8 +86,31 @@ void cli_progress_end(void);
 dck_status cli_emit_manifest(dck_manifest *m, const char *const *paths, size_t npaths,
                              dck_format fmt, const char *output, const char *how);
 
-/* Writes s as a JSON string literal (quoted, escaped). */
-void cli_json_string(FILE *f, const char *s);
+/* ------------------------------------------------------------------ cli_json.c
+ * --json output: documents built with jansson, written by cli_json_print.
+ * The builders keep a sticky failure: cli_jset and cli_jappend set *oom when
+ * jansson could not allocate (the value is freed), and cli_json_print then
+ * writes nothing. */
+void cli_jset(json_t *obj, const char *key, json_t *value, bool *oom);
+void cli_jappend(json_t *arr, json_t *value, bool *oom);
+/* A string from a file, a path or a message: as it is when it is UTF-8
+ * (which JSON must be), else each byte that is not as U+FFFD. */
+json_t *cli_json_text(const char *s);
+json_t *cli_json_str_or_null(const char *s); /* cli_json_text, or null for NULL */
+/* A number as printf(fmt, v) writes it: a JSON integer when that text is
+ * one, else a real with the text's value ("%.3f" of 0.9364 is 0.936); null
+ * for NaN and infinities. */
+json_t *cli_json_number(const char *fmt, double v);
+/* An unsigned 64-bit integer, exact over the whole range. */
+json_t *cli_json_u64(uint64_t v);
+/* Writes doc and a newline to stdout and frees it: keys in insertion order,
+ * reals with the fewest digits that read back as the same doubles. Styles:
+ * COMPACT one line without blanks (train, bisect, resume-check); LINES one
+ * line per top-level key and per record of an array of objects (diff: grep
+ * finds a tensor's record on one line); INDENT jansson's indentation by 2
+ * (verify). DCK_ERR_NOMEM (message set), writing nothing, when oom. */
+typedef enum { CLI_JSON_COMPACT, CLI_JSON_LINES, CLI_JSON_INDENT } cli_json_style;
+dck_status cli_json_print(json_t *doc, cli_json_style style, bool oom);
 
 /* A name from a file, fit to print on a terminal line: control characters
  * (newline, ESC...) as \xNN, so a file cannot forge report lines. Rotating

@@ -1,5 +1,6 @@
 /* Helpers shared by the subcommands: messages, exit codes, number parsing,
- * progress, JSON strings, safe names, colour and hash's manifest output.
+ * progress, safe names, colour and hash's manifest output (the shared
+ * options are cli_options.c's, JSON output cli_json.c's).
  * The command table is main.c's; nothing here names a subcommand. */
 #include "cli.h"
 
@@ -61,33 +62,6 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) {
     return DCK_EXIT_TROUBLE;
 }
 
-int cli_add_tp_split(const char *cmd, dck_options *o, const char *rule) {
-    /* one command per process: the rules live until exit */
-    static const char **rules;
-    static size_t cap;
-    if (o->ntp_split_rules == cap) {
-        size_t ncap = cap ? cap * 2 : 8;
-        const char **p = realloc(rules, ncap * sizeof *p);
-        if (!p) {
-            cli_error(cmd, "out of memory");
-            return DCK_EXIT_TROUBLE;
-        }
-        rules = p;
-        cap = ncap;
-    }
-    if (!strchr(rule, '='))
-        return cli_usage_error(cmd, "--tp-split wants GLOB=DIM (DIM a dimension number or 'none'), not '%s'", rule);
-    rules[o->ntp_split_rules++] = rule;
-    o->tp_split_rules = rules;
-    return 0;
-}
-
-int cli_check_megatron(const char *cmd, const dck_options *o) {
-    if (o->ntp_split_rules && !o->megatron_merge)
-        return cli_usage_error(cmd, "--tp-split needs --megatron-merge");
-    return 0;
-}
-
 bool cli_parse_long(const char *s, long min, long max, long *out) {
     if (!s || !*s) return false;
     char *end;
@@ -125,19 +99,6 @@ void cli_progress_end(void) {
         fprintf(stderr, "\r%60s\r", "");
         progress_shown = 0;
     }
-}
-
-void cli_json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", f);
-        else if (*p == '\t') fputs("\\t", f);
-        else if (*p == '\r') fputs("\\r", f);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
 }
 
 const char *cli_safe(const char *s) {

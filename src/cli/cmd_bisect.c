@@ -59,7 +59,9 @@ static char *replay_flags(const char *run, long step) {
             !dck_checkpoint_read(ck, (size_t)i, 0, json, ti->shape[0])) {
             dck_train_config c;
             dck_train_config_init(&c);
-            if (!dck_train_config_from_json(&c, json, dir)) flags = dck_train_config_flags(&c);
+            /* what reproduces the trajectory: the stored identity, and the mode */
+            if (!dck_train_config_from_json(&c, json, dir))
+                flags = dck_train_config_flags(&c, DCK_TRAIN_NUMERICS);
         }
     }
     free(json);
@@ -218,26 +220,30 @@ int cmd_bisect(int argc, char **argv) {
         free(flags);
     }
     if (json) {
-        printf("{\"identical\":%s,\"steps\":[%ld,%ld],\"first_step\":", different ? "false" : "true",
-               last[0], last[1]);
-        if (traj_diff)
-            printf("%ld,\"detail\":", step), cli_json_string(stdout, what);
-        else
-            printf("null,\"detail\":null");
-        printf(",\"checkpoints_in_both\":%zu,\"last_agreeing_checkpoint\":", ncommon);
-        if (agree >= 0) printf("%ld", agree); else printf("null");
-        printf(",\"first_differing_checkpoint\":");
-        if (differ >= 0) printf("%ld", differ); else printf("null");
-        printf(",\"tensors\":[");
+        bool oom = false;
+        json_t *o = json_object(), *steps = json_array(), *tensors = json_array();
+        cli_jset(o, "identical", json_boolean(!different), &oom);
+        cli_jappend(steps, json_integer(last[0]), &oom);
+        cli_jappend(steps, json_integer(last[1]), &oom);
+        cli_jset(o, "steps", steps, &oom);
+        cli_jset(o, "first_step", traj_diff ? json_integer(step) : json_null(), &oom);
+        cli_jset(o, "detail", traj_diff ? cli_json_text(what) : json_null(), &oom);
+        cli_jset(o, "checkpoints_in_both", cli_json_u64(ncommon), &oom);
+        cli_jset(o, "last_agreeing_checkpoint", agree >= 0 ? json_integer(agree) : json_null(), &oom);
+        cli_jset(o, "first_differing_checkpoint", differ >= 0 ? json_integer(differ) : json_null(), &oom);
         for (size_t i = 0; differ >= 0 && i < diff.n; i++) {
-            if (i) putchar(',');
-            printf("{\"name\":");
-            cli_json_string(stdout, diff.entries[i].name);
-            printf(",\"kind\":\"%s\"}", dck_cmp_kind_name(diff.entries[i].kind));
+            json_t *t = json_object();
+            cli_jset(t, "name", cli_json_text(diff.entries[i].name), &oom);
+            cli_jset(t, "kind", json_string(dck_cmp_kind_name(diff.entries[i].kind)), &oom);
+            cli_jappend(tensors, t, &oom);
         }
-        printf("],\"replay\":");
-        if (replay[0]) cli_json_string(stdout, replay); else printf("null");
-        printf("}\n");
+        cli_jset(o, "tensors", tensors, &oom);
+        cli_jset(o, "replay", replay[0] ? cli_json_text(replay) : json_null(), &oom);
+        dck_status s = cli_json_print(o, CLI_JSON_COMPACT, oom);
+        if (s) {
+            rc = cli_fail(CMD, s);
+            goto out;
+        }
     } else if (!different) {
         printf("identical: %ld and %ld steps agree bit for bit", last[0], last[1]);
         if (last[0] != last[1]) printf(" (over the %ld steps both ran)", last[0] < last[1] ? last[0] : last[1]);

@@ -3,7 +3,6 @@
  * the table or the JSON document. */
 #include "cli.h"
 
-#include <getopt.h>
 #include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,42 +11,41 @@
 
 static const char *const CMD = "diff";
 
-static void help(void) {
-    printf("usage: detcheck diff [OPTIONS] A B\n"
-           "\n"
-           "Compares two checkpoints tensor by tensor (as logical tensors, by name,\n"
-           "whatever their formats or sharding). Tensors whose bytes are equal are\n"
-           "reported equal; the others element by element: count of differing elements,\n"
-           "max abs/rel difference, max ULP distance on the dtype's grid, first differing\n"
-           "index, NaN/Inf counts, relative L2 norm. With a manifest on either side only\n"
-           "digests are compared.\n"
-           "\n"
-           "Options:\n"
-           "  --atol X        within tolerance when |a-b| <= X + rtol*max(|a|,|b|)\n"
-           "  --rtol Y        relative tolerance (with or without --atol)\n"
-           "  --ulp N         within tolerance when at most N ULPs apart\n"
-           "                  (a pair passes when it meets any tolerance given;\n"
-           "                  NaN and infinity differences never do)\n"
-           "  --group G       only tensors of group G: weights, optimizer, rng, other\n"
-           "                  (repeatable, or comma-separated)\n"
-           "  --top K         also list the K worst tensors by max ULP\n"
-           "  -v, --verbose   list equal tensors too\n"
-           "  --json          print a JSON document instead of the table\n"
-           "  --color WHEN    auto (default), always, never\n"
-           "  -t, --threads N worker threads (default: online CPUs); no result\n"
-           "                  depends on it\n"
-           "  --iteration N   Megatron-LM checkpoint roots: read iter_N instead of\n"
-           "                  the latest iteration (both sides)\n"
-           "  --megatron-merge  legacy Megatron-LM trees: merge the ranks' weights into\n"
-           "                  the unsplit model's tensors (see detcheck-formats(7))\n"
-           "  --tp-split GLOB=DIM  with --megatron-merge: split rule for tensor-parallel\n"
-           "                  ranks ('none': replicated); repeatable\n"
-           "  -q, --quiet     no progress bar\n"
-           "  -h, --help      this help\n"
-           "\n"
-           "Exit status: 0 equal (or every difference within the tolerances),\n"
-           "1 different, 2 trouble. See detcheck-diff(1).\n");
-}
+static const char diff_help[] =
+    "usage: detcheck diff [OPTIONS] A B\n"
+    "\n"
+    "Compares two checkpoints tensor by tensor (as logical tensors, by name,\n"
+    "whatever their formats or sharding). Tensors whose bytes are equal are\n"
+    "reported equal; the others element by element: count of differing elements,\n"
+    "max abs/rel difference, max ULP distance on the dtype's grid, first differing\n"
+    "index, NaN/Inf counts, relative L2 norm. With a manifest on either side only\n"
+    "digests are compared.\n"
+    "\n"
+    "Options:\n"
+    "  --atol X        within tolerance when |a-b| <= X + rtol*max(|a|,|b|)\n"
+    "  --rtol Y        relative tolerance (with or without --atol)\n"
+    "  --ulp N         within tolerance when at most N ULPs apart\n"
+    "                  (a pair passes when it meets any tolerance given;\n"
+    "                  NaN and infinity differences never do)\n"
+    "  --group G       only tensors of group G: weights, optimizer, rng, other\n"
+    "                  (repeatable, or comma-separated)\n"
+    "  --top K         also list the K worst tensors by max ULP\n"
+    "  -v, --verbose   list equal tensors too\n"
+    "  --json          print a JSON document instead of the table\n"
+    "  --color WHEN    auto (default), always, never\n"
+    "  -t, --threads N worker threads (default: online CPUs); no result\n"
+    "                  depends on it\n"
+    "  --iteration N   Megatron-LM checkpoint roots: read iter_N instead of\n"
+    "                  the latest iteration (both sides)\n"
+    "  --megatron-merge  legacy Megatron-LM trees: merge the ranks' weights into\n"
+    "                  the unsplit model's tensors (see detcheck-formats(7))\n"
+    "  --tp-split GLOB=DIM  with --megatron-merge: split rule for tensor-parallel\n"
+    "                  ranks ('none': replicated); repeatable\n"
+    "  -q, --quiet     no progress bar\n"
+    "  -h, --help      this help\n"
+    "\n"
+    "Exit status: 0 equal (or every difference within the tolerances),\n"
+    "1 different, 2 trouble. See detcheck-diff(1).\n";
 
 /* ------------------------------------------------------------------ formatting */
 
@@ -323,147 +321,140 @@ static void print_table(const dck_diff_result *r, const char *pa, const char *pb
 
 /* ------------------------------------------------------------------ JSON */
 
-
-/* Exact (round-trip) doubles; infinity as the string "inf". */
-static void json_num(FILE *f, double v) {
-    if (isinf(v)) fputs(v > 0 ? "\"inf\"" : "\"-inf\"", f);
-    else if (isnan(v)) fputs("\"nan\"", f);
-    else fprintf(f, "%.17g", v);
+/* Exact (round-trip) doubles; infinities and NaN as the strings "inf",
+ * "-inf", "nan". */
+static json_t *json_num(double v) {
+    if (isinf(v)) return json_string(v > 0 ? "inf" : "-inf");
+    if (isnan(v)) return json_string("nan");
+    return cli_json_number("%.17g", v);
 }
 
-static void json_shape(FILE *f, const uint64_t *shape, int ndim) {
-    fputc('[', f);
-    for (int d = 0; d < ndim; d++) fprintf(f, "%s%llu", d ? ", " : "", (unsigned long long)shape[d]);
-    fputc(']', f);
+static json_t *json_shape(const uint64_t *shape, int ndim, bool *oom) {
+    json_t *a = json_array();
+    for (int d = 0; d < ndim; d++) cli_jappend(a, cli_json_u64(shape[d]), oom);
+    return a;
 }
 
-static void json_tol(FILE *f, const char *key, double v, int last) {
-    fprintf(f, "\"%s\": ", key);
-    if (v < 0) fputs("null", f);
-    else json_num(f, v);
-    fputs(last ? "" : ", ", f);
+static json_t *json_name(const dck_diff_result *r, long i) {
+    return i >= 0 ? cli_json_text(r->tensors[i].name) : json_null();
 }
 
-static void print_json(const dck_diff_result *r, const char *pa, const char *pb,
-                       const dck_diff_tolerance *tol, long top) {
-    FILE *f = stdout;
-    fputs("{\n  \"a\": ", f);
-    cli_json_string(f, pa);
-    fputs(",\n  \"b\": ", f);
-    cli_json_string(f, pb);
-    fprintf(f, ",\n  \"mode\": \"%s\",\n", r->digest_only ? "digests" : "elements");
-    fprintf(f, "  \"equal\": %s,\n  \"ok\": %s,\n", r->equal ? "true" : "false",
-            r->ok ? "true" : "false");
-    fputs("  \"tolerance\": {", f);
-    json_tol(f, "atol", tol->atol, 0);
-    json_tol(f, "rtol", tol->rtol, 0);
-    fputs("\"ulp\": ", f);
-    if (tol->ulp < 0) fputs("null", f);
-    else fprintf(f, "%lld", (long long)tol->ulp);
-    fputs("},\n", f);
-    fprintf(f, "  \"summary\": {\"tensors\": %zu", r->ntensors);
-    for (int s = 0; s < DCK_DIFF_STATUS_COUNT; s++)
-        fprintf(f, ", \"%s\": %zu", dck_diff_status_name((dck_diff_status)s), r->count[s]);
-    fputs(", \"first_differing_tensor\": ", f);
-    if (r->first_tensor >= 0) cli_json_string(f, r->tensors[r->first_tensor].name);
-    else fputs("null", f);
-    fputs(", \"first_differing_layer\": ", f);
-    if (r->first_layer >= 0) cli_json_string(f, r->layers[r->first_layer].layer);
-    else fputs("null", f);
-    fputs(",\n    \"groups\": {", f);
-    for (int g = 0; g < DCK_GROUP_COUNT; g++)
-        fprintf(f, "%s\"%s\": {\"tensors\": %zu, \"differing\": %zu}", g ? ", " : "",
-                dck_group_name((dck_group)g), r->group_tensors[g], r->group_differing[g]);
-    fprintf(f, "},\n    \"bytes_compared\": %llu},\n", (unsigned long long)r->bytes_compared);
+static int print_json(const dck_diff_result *r, const char *pa, const char *pb,
+                      const dck_diff_tolerance *tol, long top) {
+    bool oom = false;
+    json_t *doc = json_object();
+    cli_jset(doc, "a", cli_json_text(pa), &oom);
+    cli_jset(doc, "b", cli_json_text(pb), &oom);
+    cli_jset(doc, "mode", json_string(r->digest_only ? "digests" : "elements"), &oom);
+    cli_jset(doc, "equal", json_boolean(r->equal), &oom);
+    cli_jset(doc, "ok", json_boolean(r->ok), &oom);
 
-    fputs("  \"layers\": [", f);
+    json_t *t = json_object();
+    cli_jset(t, "atol", tol->atol < 0 ? json_null() : json_num(tol->atol), &oom);
+    cli_jset(t, "rtol", tol->rtol < 0 ? json_null() : json_num(tol->rtol), &oom);
+    cli_jset(t, "ulp", tol->ulp < 0 ? json_null() : json_integer((json_int_t)tol->ulp), &oom);
+    cli_jset(doc, "tolerance", t, &oom);
+
+    json_t *sum = json_object();
+    cli_jset(sum, "tensors", cli_json_u64(r->ntensors), &oom);
+    for (int k = 0; k < DCK_DIFF_STATUS_COUNT; k++)
+        cli_jset(sum, dck_diff_status_name((dck_diff_status)k), cli_json_u64(r->count[k]), &oom);
+    cli_jset(sum, "first_differing_tensor", json_name(r, r->first_tensor), &oom);
+    cli_jset(sum, "first_differing_layer",
+             r->first_layer >= 0 ? cli_json_text(r->layers[r->first_layer].layer) : json_null(), &oom);
+    json_t *groups = json_object();
+    for (int g = 0; g < DCK_GROUP_COUNT; g++) {
+        json_t *o = json_object();
+        cli_jset(o, "tensors", cli_json_u64(r->group_tensors[g]), &oom);
+        cli_jset(o, "differing", cli_json_u64(r->group_differing[g]), &oom);
+        cli_jset(groups, dck_group_name((dck_group)g), o, &oom);
+    }
+    cli_jset(sum, "groups", groups, &oom);
+    cli_jset(sum, "bytes_compared", cli_json_u64(r->bytes_compared), &oom);
+    cli_jset(doc, "summary", sum, &oom);
+
+    json_t *layers = json_array();
     for (size_t i = 0; i < r->nlayers; i++) {
         const dck_diff_layer *L = &r->layers[i];
-        fputs(i ? ",\n    {\"layer\": " : "\n    {\"layer\": ", f);
-        cli_json_string(f, L->layer);
-        fprintf(f, ", \"tensors\": %zu, \"differing\": %zu", L->tensors, L->differing);
-        if (!r->digest_only) fprintf(f, ", \"max_ulp\": %llu", (unsigned long long)L->max_ulp);
-        fputs(", \"first_differing_tensor\": ", f);
-        if (L->differing) cli_json_string(f, r->tensors[L->first_differing].name);
-        else fputs("null", f);
-        fputc('}', f);
+        json_t *o = json_object();
+        cli_jset(o, "layer", cli_json_text(L->layer), &oom);
+        cli_jset(o, "tensors", cli_json_u64(L->tensors), &oom);
+        cli_jset(o, "differing", cli_json_u64(L->differing), &oom);
+        if (!r->digest_only) cli_jset(o, "max_ulp", cli_json_u64(L->max_ulp), &oom);
+        cli_jset(o, "first_differing_tensor",
+                 L->differing ? json_name(r, (long)L->first_differing) : json_null(), &oom);
+        cli_jappend(layers, o, &oom);
     }
-    fputs(r->nlayers ? "\n  ],\n" : "],\n", f);
+    cli_jset(doc, "layers", layers, &oom);
 
     if (top > 0 && !r->digest_only) {
         size_t n = 0, *idx = top_indices(r, &n);
-        fputs("  \"top\": [", f);
-        for (size_t k = 0; idx && k < n && k < (size_t)top; k++) {
-            fputs(k ? ", " : "", f);
-            cli_json_string(f, r->tensors[idx[k]].name);
-        }
-        fputs("],\n", f);
+        json_t *a = json_array();
+        if (!idx) oom = true;
+        for (size_t k = 0; idx && k < n && k < (size_t)top; k++)
+            cli_jappend(a, cli_json_text(r->tensors[idx[k]].name), &oom);
         free(idx);
+        cli_jset(doc, "top", a, &oom);
     }
-    fputs("  \"values\": [", f);
+    json_t *values = json_array();
     for (size_t i = 0; i < r->nvalues; i++) {
-        fputs(i ? ",\n    {\"name\": " : "\n    {\"name\": ", f);
-        cli_json_string(f, r->values[i].name);
-        fputs(", \"a\": ", f);
-        if (r->values[i].a) cli_json_string(f, r->values[i].a);
-        else fputs("null", f);
-        fputs(", \"b\": ", f);
-        if (r->values[i].b) cli_json_string(f, r->values[i].b);
-        else fputs("null", f);
-        fputc('}', f);
+        json_t *o = json_object();
+        cli_jset(o, "name", cli_json_text(r->values[i].name), &oom);
+        cli_jset(o, "a", cli_json_str_or_null(r->values[i].a), &oom);
+        cli_jset(o, "b", cli_json_str_or_null(r->values[i].b), &oom);
+        cli_jappend(values, o, &oom);
     }
-    fputs(r->nvalues ? "\n  ],\n" : "],\n", f);
+    cli_jset(doc, "values", values, &oom);
 
-    fputs("  \"tensors\": [", f);
+    json_t *tensors = json_array();
     for (size_t i = 0; i < r->ntensors; i++) {
-        const dck_diff_tensor *t = &r->tensors[i];
-        fputs(i ? ",\n    {\"name\": " : "\n    {\"name\": ", f);
-        cli_json_string(f, t->name);
-        fprintf(f, ", \"status\": \"%s\", \"group\": \"%s\", \"layer\": ",
-                dck_diff_status_name(t->status), dck_group_name(t->group));
-        if (t->layer) cli_json_string(f, t->layer);
-        else fputs("null", f);
-        fprintf(f, ", \"dtype\": \"%s\", \"shape\": ",
-                dck_dtype_name(t->in_a ? t->dtype_a : t->dtype_b));
-        if (t->in_a) json_shape(f, t->shape_a, t->ndim_a);
-        else json_shape(f, t->shape_b, t->ndim_b);
-        if (t->status == DCK_DIFF_DTYPE_MISMATCH || t->status == DCK_DIFF_SHAPE_MISMATCH) {
-            fprintf(f, ", \"dtype_b\": \"%s\", \"shape_b\": ", dck_dtype_name(t->dtype_b));
-            json_shape(f, t->shape_b, t->ndim_b);
+        const dck_diff_tensor *x = &r->tensors[i];
+        json_t *o = json_object();
+        cli_jset(o, "name", cli_json_text(x->name), &oom);
+        cli_jset(o, "status", json_string(dck_diff_status_name(x->status)), &oom);
+        cli_jset(o, "group", json_string(dck_group_name(x->group)), &oom);
+        cli_jset(o, "layer", cli_json_str_or_null(x->layer), &oom);
+        cli_jset(o, "dtype", json_string(dck_dtype_name(x->in_a ? x->dtype_a : x->dtype_b)), &oom);
+        cli_jset(o, "shape",
+                 x->in_a ? json_shape(x->shape_a, x->ndim_a, &oom) : json_shape(x->shape_b, x->ndim_b, &oom),
+                 &oom);
+        if (x->status == DCK_DIFF_DTYPE_MISMATCH || x->status == DCK_DIFF_SHAPE_MISMATCH) {
+            cli_jset(o, "dtype_b", json_string(dck_dtype_name(x->dtype_b)), &oom);
+            cli_jset(o, "shape_b", json_shape(x->shape_b, x->ndim_b, &oom), &oom);
         }
         char h[33];
-        if (t->has_digest_a) {
-            dck_digest_to_hex(t->digest_a, h);
-            fprintf(f, ", \"digest_a\": \"%s\"", h);
+        if (x->has_digest_a) {
+            dck_digest_to_hex(x->digest_a, h);
+            cli_jset(o, "digest_a", json_string(h), &oom);
         }
-        if (t->has_digest_b) {
-            dck_digest_to_hex(t->digest_b, h);
-            fprintf(f, ", \"digest_b\": \"%s\"", h);
+        if (x->has_digest_b) {
+            dck_digest_to_hex(x->digest_b, h);
+            cli_jset(o, "digest_b", json_string(h), &oom);
         }
-        if (t->has_stats) {
-            const dck_diff_stats *s = &t->stats;
-            fprintf(f, ",\n     \"count\": %llu, \"diff_count\": %llu, \"beyond_tolerance\": %llu",
-                    (unsigned long long)s->count, (unsigned long long)s->diff_count,
-                    (unsigned long long)s->beyond_count);
-            fputs(", \"max_abs\": ", f);
-            json_num(f, s->max_abs);
-            fputs(", \"max_rel\": ", f);
-            json_num(f, s->max_rel);
-            fprintf(f, ", \"max_ulp\": %llu, \"first_index\": ", (unsigned long long)s->max_ulp);
-            if (s->first_flat != UINT64_MAX) json_shape(f, t->first_index, t->ndim_a);
-            else fputs("null", f);
-            fputs(", \"rel_l2\": ", f);
-            json_num(f, t->rel_l2);
-            fprintf(f,
-                    ",\n     \"nan_a\": %llu, \"nan_b\": %llu, \"inf_a\": %llu, \"inf_b\": %llu, "
-                    "\"nan_vs_number\": %llu, \"nan_payload\": %llu",
-                    (unsigned long long)s->nan_a, (unsigned long long)s->nan_b,
-                    (unsigned long long)s->inf_a, (unsigned long long)s->inf_b,
-                    (unsigned long long)s->nan_vs_number, (unsigned long long)s->nan_payload);
+        if (x->has_stats) {
+            const dck_diff_stats *st = &x->stats;
+            cli_jset(o, "count", cli_json_u64(st->count), &oom);
+            cli_jset(o, "diff_count", cli_json_u64(st->diff_count), &oom);
+            cli_jset(o, "beyond_tolerance", cli_json_u64(st->beyond_count), &oom);
+            cli_jset(o, "max_abs", json_num(st->max_abs), &oom);
+            cli_jset(o, "max_rel", json_num(st->max_rel), &oom);
+            cli_jset(o, "max_ulp", cli_json_u64(st->max_ulp), &oom);
+            cli_jset(o, "first_index",
+                     st->first_flat != UINT64_MAX ? json_shape(x->first_index, x->ndim_a, &oom) : json_null(),
+                     &oom);
+            cli_jset(o, "rel_l2", json_num(x->rel_l2), &oom);
+            cli_jset(o, "nan_a", cli_json_u64(st->nan_a), &oom);
+            cli_jset(o, "nan_b", cli_json_u64(st->nan_b), &oom);
+            cli_jset(o, "inf_a", cli_json_u64(st->inf_a), &oom);
+            cli_jset(o, "inf_b", cli_json_u64(st->inf_b), &oom);
+            cli_jset(o, "nan_vs_number", cli_json_u64(st->nan_vs_number), &oom);
+            cli_jset(o, "nan_payload", cli_json_u64(st->nan_payload), &oom);
         }
-        fputc('}', f);
+        cli_jappend(tensors, o, &oom);
     }
-    fputs(r->ntensors ? "\n  ]\n}\n" : "]\n}\n", f);
+    cli_jset(doc, "tensors", tensors, &oom);
+    dck_status s = cli_json_print(doc, CLI_JSON_LINES, oom);
+    return s ? cli_fail(CMD, s) : 0;
 }
 
 /* ------------------------------------------------------------------ main */
@@ -483,32 +474,29 @@ static int parse_groups(const char *arg, unsigned *mask) {
 }
 
 int cmd_diff(int argc, char **argv) {
-    enum { OPT_ATOL = 256, OPT_RTOL, OPT_ULP, OPT_TOP, OPT_GROUP, OPT_JSON, OPT_COLOR,
-           OPT_ITERATION, OPT_MERGE, OPT_TP_SPLIT };
+    enum { OPT_ATOL = 256, OPT_RTOL, OPT_ULP, OPT_TOP, OPT_GROUP, OPT_COLOR };
     static const struct option longopts[] = {
         {"atol", required_argument, 0, OPT_ATOL},   {"rtol", required_argument, 0, OPT_RTOL},
         {"ulp", required_argument, 0, OPT_ULP},     {"top", required_argument, 0, OPT_TOP},
-        {"group", required_argument, 0, OPT_GROUP}, {"json", no_argument, 0, OPT_JSON},
-        {"color", required_argument, 0, OPT_COLOR}, {"verbose", no_argument, 0, 'v'},
-        {"threads", required_argument, 0, 't'},     {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},
-        {"iteration", required_argument, 0, OPT_ITERATION},
-        {"megatron-merge", no_argument, 0, OPT_MERGE},
-        {"tp-split", required_argument, 0, OPT_TP_SPLIT}, {0, 0, 0, 0}};
+        {"group", required_argument, 0, OPT_GROUP}, {"color", required_argument, 0, OPT_COLOR},
+        {"verbose", no_argument, 0, 'v'},           {0, 0, 0, 0}};
     dck_diff_options opt;
     dck_diff_options_init(&opt);
     dck_options ropt; /* how checkpoints are read (Megatron) */
     dck_options_init(&ropt);
     opt.open_options = &ropt;
-    int json = 0, verbose = 0, color = -1;
+    cli_shared sh = {.cmd = CMD, .help_text = diff_help, .read = &ropt, .threads = &opt.threads,
+                     .threads_max = 4096, .threads_want = "a count >= 1"};
+    int verbose = 0, color = -1;
     long top = 0;
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":vt:j:qh", longopts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":vj:", longopts, &sh)) != -1) {
         long v;
         double d;
         switch (c) {
+        case CLI_STOP: return sh.exit;
         case OPT_ATOL:
         case OPT_RTOL:
             if (!cli_parse_double(optarg, &d) || d < 0 || isinf(d))
@@ -533,7 +521,6 @@ int cmd_diff(int argc, char **argv) {
                                        "--group wants weights, optimizer, rng or other, not '%s'",
                                        optarg);
             break;
-        case OPT_JSON: json = 1; break;
         case OPT_COLOR:
             if (!strcmp(optarg, "auto")) color = -1;
             else if (!strcmp(optarg, "always")) color = 1;
@@ -541,27 +528,14 @@ int cmd_diff(int argc, char **argv) {
             else return cli_usage_error(CMD, "--color wants auto, always or never, not '%s'", optarg);
             break;
         case 'v': verbose = 1; break;
-        case 't':
-        case 'j': /* make(1) habit */
-            if (!cli_parse_long(optarg, 1, 4096, &v))
-                return cli_usage_error(CMD, "--threads wants a count >= 1, not '%s'", optarg);
-            opt.threads = (int)v;
+        case 'j': /* make(1) habit: -j N is --threads N */
+            if (cli_shared_option(&sh, 't', optarg) < 0) return DCK_EXIT_TROUBLE;
             break;
-        case OPT_ITERATION: /* Megatron checkpoint roots: which iter_N directory */
-            if (!cli_parse_long(optarg, 0, 999999999, &v))
-                return cli_usage_error(CMD, "--iteration wants an integer 0..999999999, not '%s'", optarg);
-            ropt.iteration = v;
-            break;
-        case OPT_MERGE: ropt.megatron_merge = 1; break;
-        case OPT_TP_SPLIT:
-            if (cli_add_tp_split(CMD, &ropt, optarg)) return DCK_EXIT_TROUBLE;
-            break;
-        case 'q': cli_quiet = true; break;
-        case 'h': help(); return DCK_EXIT_SAME;
         case ':': return cli_usage_error(CMD, "option '%s' needs a value", argv[optind - 1]);
         default: return cli_usage_error(CMD, "unknown option '%s'", argv[optind - 1]);
         }
     }
+    int json = sh.json;
     if (argc - optind != 2)
         return cli_usage_error(CMD, "wants two checkpoints or manifests, A and B (got %d)",
                                argc - optind);
@@ -576,11 +550,12 @@ int cmd_diff(int argc, char **argv) {
     dck_status s = dck_diff_paths(pa, pb, &opt, &r);
     cli_progress_end();
     if (s != DCK_OK) return cli_fail(CMD, s);
-    if (json) print_json(&r, pa, pb, &opt.tol, top);
+    int trouble = 0;
+    if (json) trouble = print_json(&r, pa, pb, &opt.tol, top);
     else print_table(&r, pa, pb, verbose, top, &opt.tol);
     if (r.digest_only && dck_diff_tolerance_given(&opt.tol) && json)
         cli_warn(CMD, "tolerances need element statistics; a manifest holds digests only");
-    int rc = r.ok ? DCK_EXIT_SAME : DCK_EXIT_DIFFERENT;
+    int rc = trouble ? trouble : r.ok ? DCK_EXIT_SAME : DCK_EXIT_DIFFERENT;
     fflush(stdout);
     if (ferror(stdout)) {
         cli_error(CMD, "cannot write the report to stdout");

@@ -1,7 +1,6 @@
 /* detcheck hash: digest every tensor of a checkpoint into a manifest. */
 #include "cli.h"
 
-#include <getopt.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,12 +46,8 @@ static const char hash_help[] =
 
 int cmd_hash(int argc, char **argv) {
     static const struct option opts[] = {
-        {"output", required_argument, NULL, 'o'}, {"json", no_argument, NULL, 'j'},
-        {"threads", required_argument, NULL, 't'}, {"no-files", no_argument, NULL, 'F'},
-        {"quiet", no_argument, NULL, 'q'},         {"help", no_argument, NULL, 'h'},
-        {"iteration", required_argument, NULL, 'I'},
-        {"device", required_argument, NULL, 'D'},  {"distributed", no_argument, NULL, 'M'},
-        {"megatron-merge", no_argument, NULL, 'G'}, {"tp-split", required_argument, NULL, 'S'},
+        {"output", required_argument, NULL, 'o'}, {"no-files", no_argument, NULL, 'F'},
+        {"device", required_argument, NULL, 'D'}, {"distributed", no_argument, NULL, 'M'},
         {NULL, 0, NULL, 0}};
     const char *output = NULL;
     dck_format fmt = DCK_FORMAT_YAML;
@@ -60,40 +55,26 @@ int cmd_hash(int argc, char **argv) {
     dck_options_init(&o);
     dck_device device = DCK_DEVICE_CPU;
     int distributed = 0;
+    cli_shared sh = {.cmd = "hash", .help_text = hash_help, .read = &o, .threads = &o.threads,
+                     .threads_max = 1024, .threads_want = "an integer 1..1024"};
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "o:t:qh", opts, NULL)) != -1) {
-        long v;
+    while ((c = cli_getopt(argc, argv, "o:", opts, &sh)) != -1) {
         switch (c) {
+        case CLI_STOP: return sh.exit;
         case 'o': output = optarg; break;
-        case 'j': fmt = DCK_FORMAT_JSON; break;
-        case 't':
-            if (!cli_parse_long(optarg, 1, 1024, &v))
-                return cli_usage_error("hash", "--threads wants an integer 1..1024, not '%s'", optarg);
-            o.threads = (int)v;
-            break;
         case 'F': o.hash_files = 0; break;
-        case 'q': cli_quiet = true; break;
-        case 'I': /* Megatron checkpoint roots: which iter_N directory */
-            if (!cli_parse_long(optarg, 0, 999999999, &v))
-                return cli_usage_error("hash", "--iteration wants an integer 0..999999999, not '%s'", optarg);
-            o.iteration = v;
-            break;
         case 'D':
             if (dck_device_from_name(optarg, &device))
                 return cli_usage_error("hash", "--device wants cpu, cuda or auto, not '%s'", optarg);
             break;
         case 'M': distributed = 1; break;
-        case 'G': o.megatron_merge = 1; break;
-        case 'S':
-            if (cli_add_tp_split("hash", &o, optarg)) return DCK_EXIT_TROUBLE;
-            break;
-        case 'h': fputs(hash_help, stdout); return 0;
         default:
             return cli_usage_error("hash", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
+    if (sh.json) fmt = DCK_FORMAT_JSON;
     if (optind >= argc) return cli_usage_error("hash", "no PATH given");
     /* -o must not replace a checkpoint file it is about to read */
     struct stat so, si;

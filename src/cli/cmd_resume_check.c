@@ -154,26 +154,16 @@ static int add_words(strv *s, const char *line) {
     return 0;
 }
 
-/* The identity and run options of c as argv words. */
+/* The options of c every run shares (identity, mode, steps, threads...) as
+ * argv words, from the trainer's option table. */
 static int add_config(strv *s, const dck_train_config *c) {
+    dck_train_flag *f;
+    size_t n;
+    if (dck_train_config_to_flags(c, DCK_TRAIN_RUN, &f, &n)) return -1;
     int e = 0;
-    e |= sv_addf(s, "--vocab=%d", c->vocab) | sv_addf(s, "--layers=%d", c->layers);
-    e |= sv_addf(s, "--width=%d", c->width) | sv_addf(s, "--heads=%d", c->heads);
-    e |= sv_addf(s, "--seq=%d", c->seq) | sv_addf(s, "--batch=%d", c->batch);
-    e |= sv_addf(s, "--microbatches=%d", c->microbatches);
-    e |= sv_addf(s, "--seed=%llu", (unsigned long long)c->seed);
-    e |= sv_addf(s, "--lr=%.9g", (double)c->lr) | sv_addf(s, "--min-lr=%.9g", (double)c->min_lr);
-    e |= sv_addf(s, "--beta1=%.9g", (double)c->beta1) | sv_addf(s, "--beta2=%.9g", (double)c->beta2);
-    e |= sv_addf(s, "--eps=%.9g", (double)c->eps);
-    e |= sv_addf(s, "--weight-decay=%.9g", (double)c->weight_decay);
-    e |= sv_addf(s, "--clip=%.9g", (double)c->clip) | sv_addf(s, "--warmup=%ld", c->warmup);
-    e |= sv_addf(s, "--decay-steps=%ld", c->decay_steps > 0 ? c->decay_steps : c->steps);
-    e |= sv_addf(s, "--precision=%s", c->precision == DCK_PREC_BF16 ? "bf16" : "fp32");
-    e |= sv_addf(s, "--mode=%s", c->mode == DCK_MODE_FAST ? "fast" : "deterministic");
-    e |= sv_addf(s, "--threads=%d", c->threads) | sv_addf(s, "--digest-every=%ld", c->digest_every);
-    e |= sv_addf(s, "--steps=%ld", c->steps);
-    if (c->data[0]) e |= sv_addf(s, "--data=%s", c->data);
-    if (c->compress) e |= sv_add(s, "--compress");
+    for (size_t i = 0; i < n; i++)
+        e |= f[i].value ? sv_addf(s, "--%s=%s", f[i].name, f[i].value) : sv_addf(s, "--%s", f[i].name);
+    free(f);
     e |= sv_add(s, "-q");
     return e;
 }
@@ -321,7 +311,7 @@ static int compare_runs(ctx_t *x, const char *a, const char *b, check_t *ck) {
     ma = da ? dck_path_join(da, DCK_CKPT_MANIFEST) : NULL;
     mb = db ? dck_path_join(db, DCK_CKPT_MANIFEST) : NULL;
     dck_manifest *A = NULL, *B = NULL;
-    s = ma && mb ? dck_manifest_load(ma, &A) : DCK_ERR_NOMEM;
+    s = ma && mb ? dck_manifest_load(ma, &A) : dck_oom(CMD);
     if (!s) s = dck_manifest_load(mb, &B);
     if (!s) {
         dck_cmp_result r;
@@ -506,27 +496,27 @@ int cmd_resume_check(int argc, char **argv) {
         }
     }
     if (f.json) {
-        printf("{\"identical\":%s,\"steps\":%ld,\"workdir\":", worst == 0 ? "true" : "false", c.steps);
-        cli_json_string(stdout, work);
-        printf(",\"checks\":[");
+        bool oom = false;
+        json_t *o = json_object(), *arr = json_array();
+        cli_jset(o, "identical", json_boolean(worst == 0), &oom);
+        cli_jset(o, "steps", json_integer(c.steps), &oom);
+        cli_jset(o, "workdir", cli_json_text(work), &oom);
         for (int i = 0; i < nchk; i++) {
-            printf("%s{\"name\":\"%s\",\"result\":\"%s\",\"first_step\":", i ? "," : "",
-                   checks[i].name,
-                   checks[i].result == 0 ? "identical" : checks[i].result == 1 ? "different" : "trouble");
-            if (checks[i].first_step >= 0)
-                printf("%ld", checks[i].first_step);
-            else
-                printf("null");
-            printf(",\"tensor\":");
-            if (checks[i].tensor[0])
-                cli_json_string(stdout, checks[i].tensor);
-            else
-                printf("null");
-            printf(",\"detail\":");
-            cli_json_string(stdout, checks[i].what);
-            printf("}");
+            static const char *const result[] = {"identical", "different", "trouble"};
+            json_t *e = json_object();
+            cli_jset(e, "name", cli_json_text(checks[i].name), &oom);
+            cli_jset(e, "result", json_string(result[checks[i].result]), &oom);
+            cli_jset(e, "first_step", checks[i].first_step >= 0 ? json_integer(checks[i].first_step) : json_null(), &oom);
+            cli_jset(e, "tensor", checks[i].tensor[0] ? cli_json_text(checks[i].tensor) : json_null(), &oom);
+            cli_jset(e, "detail", cli_json_text(checks[i].what), &oom);
+            cli_jappend(arr, e, &oom);
         }
-        printf("]}\n");
+        cli_jset(o, "checks", arr, &oom);
+        dck_status s = cli_json_print(o, CLI_JSON_COMPACT, oom);
+        if (s) {
+            cli_fail(CMD, s);
+            worst = 2;
+        }
     } else {
         for (int i = 0; i < nchk; i++)
             if (checks[i].result == 1)

@@ -156,11 +156,19 @@ static int bench(dck_train_config *c, dck_comm *comm, bool json) {
     double tax = best[1] > 0 && best[0] > 0 ? best[1] / best[0] : 0;
     if (cli_rank == 0) {
         int K = dck_comm_size(comm);
-        if (json)
-            printf("{\"ranks\":%d,\"threads\":%d,\"steps\":%ld,\"deterministic_steps_per_s\":%.3f,"
-                   "\"fast_steps_per_s\":%.3f,\"determinism_tax\":%.4f,\"goal\":1.10}\n",
-                   K, c->threads, c->steps, best[0], best[1], tax);
-        else
+        if (json) {
+            bool oom = false;
+            json_t *o = json_object();
+            cli_jset(o, "ranks", json_integer(K), &oom);
+            cli_jset(o, "threads", json_integer(c->threads), &oom);
+            cli_jset(o, "steps", json_integer(c->steps), &oom);
+            cli_jset(o, "deterministic_steps_per_s", cli_json_number("%.3f", best[0]), &oom);
+            cli_jset(o, "fast_steps_per_s", cli_json_number("%.3f", best[1]), &oom);
+            cli_jset(o, "determinism_tax", cli_json_number("%.4f", tax), &oom);
+            cli_jset(o, "goal", cli_json_number("%.2f", 1.10), &oom);
+            dck_status s = cli_json_print(o, CLI_JSON_COMPACT, oom);
+            if (s) return cli_fail("train", s);
+        } else
             printf("ranks %d, threads %d, %ld steps\n"
                    "deterministic  %8.2f steps/s\n"
                    "fast           %8.2f steps/s\n"
@@ -200,19 +208,22 @@ int cmd_train(int argc, char **argv) {
         return rc;
     }
     if (cli_rank == 0) {
-        char hex[40] = "null";
-        if (r.has_root) {
-            hex[0] = '"';
-            dck_digest_to_hex(r.final_root, hex + 1);
-            strcat(hex, "\"");
-        }
         long done = r.last_step - r.first_step + 1;
-        if (f.json)
-            printf("{\"ranks\":%d,\"first_step\":%ld,\"last_step\":%ld,\"first_loss\":%.9g,"
-                   "\"last_loss\":%.9g,\"seconds\":%.3f,\"steps_per_s\":%.3f,\"root\":%s}\n",
-                   dck_comm_size(comm), r.first_step, r.last_step, (double)r.first_loss,
-                   (double)r.last_loss, r.seconds, r.steps_per_s, hex);
-        else if (done > 0)
+        if (f.json) {
+            char hex[33];
+            if (r.has_root) dck_digest_to_hex(r.final_root, hex);
+            bool oom = false;
+            json_t *o = json_object();
+            cli_jset(o, "ranks", json_integer(dck_comm_size(comm)), &oom);
+            cli_jset(o, "first_step", json_integer(r.first_step), &oom);
+            cli_jset(o, "last_step", json_integer(r.last_step), &oom);
+            cli_jset(o, "first_loss", cli_json_number("%.9g", (double)r.first_loss), &oom);
+            cli_jset(o, "last_loss", cli_json_number("%.9g", (double)r.last_loss), &oom);
+            cli_jset(o, "seconds", cli_json_number("%.3f", r.seconds), &oom);
+            cli_jset(o, "steps_per_s", cli_json_number("%.3f", r.steps_per_s), &oom);
+            cli_jset(o, "root", r.has_root ? json_string(hex) : json_null(), &oom);
+            if ((s = cli_json_print(o, CLI_JSON_COMPACT, oom))) rc = cli_fail("train", s);
+        } else if (done > 0)
             cli_info("train", "steps %ld..%ld on %d rank%s: loss %.4f -> %.4f, %.2f steps/s",
                      r.first_step, r.last_step, dck_comm_size(comm),
                      dck_comm_size(comm) > 1 ? "s" : "", (double)r.first_loss,
@@ -221,5 +232,5 @@ int cmd_train(int argc, char **argv) {
             cli_info("train", "nothing to do: already at step %ld", r.last_step);
     }
     dck_comm_finalize(comm);
-    return 0;
+    return rc;
 }

@@ -2,7 +2,6 @@
  * manifest. Exit 0 same, 1 different, 2 trouble. */
 #include "cli.h"
 
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,59 +39,51 @@ static void fmt_shape(char *b, size_t n, const dck_manifest_tensor *t) {
     if (k < n) snprintf(b + k, n - k, "]");
 }
 
-static json_t *tensor_json(const dck_manifest_tensor *t) {
+static json_t *tensor_json(const dck_manifest_tensor *t, bool *oom) {
     if (!t) return json_null();
     json_t *o = json_object(), *sh = json_array();
     char hex[33];
     dck_digest_to_hex(t->digest, hex);
-    json_object_set_new(o, "dtype", json_string(dck_dtype_name(t->dtype)));
-    for (int i = 0; i < t->ndim; i++) json_array_append_new(sh, json_integer((json_int_t)t->shape[i]));
-    json_object_set_new(o, "shape", sh);
-    json_object_set_new(o, "digest", json_string(hex));
+    cli_jset(o, "dtype", json_string(dck_dtype_name(t->dtype)), oom);
+    for (int i = 0; i < t->ndim; i++) cli_jappend(sh, cli_json_u64(t->shape[i]), oom);
+    cli_jset(o, "shape", sh, oom);
+    cli_jset(o, "digest", json_string(hex), oom);
+    return o;
+}
+
+static json_t *file_json(const dck_manifest_file *f, bool *oom) {
+    if (!f) return json_null();
+    char h[33];
+    dck_digest_to_hex(f->xxh128, h);
+    json_t *o = json_object();
+    cli_jset(o, "bytes", cli_json_u64(f->bytes), oom);
+    cli_jset(o, "xxh128", json_string(h), oom);
     return o;
 }
 
 int cmd_verify(int argc, char **argv) {
     static const struct option opts[] = {
         {"golden", required_argument, NULL, 'g'}, {"files", no_argument, NULL, 'F'},
-        {"json", no_argument, NULL, 'j'},         {"threads", required_argument, NULL, 't'},
-        {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
-        {"iteration", required_argument, NULL, 'I'},
-        {"megatron-merge", no_argument, NULL, 'G'}, {"tp-split", required_argument, NULL, 'S'},
         {NULL, 0, NULL, 0}};
     const char *golden_path = NULL;
-    int files = 0, json = 0;
+    int files = 0;
     dck_options o;
     dck_options_init(&o);
+    cli_shared sh = {.cmd = "verify", .help_text = verify_help, .read = &o, .threads = &o.threads,
+                     .threads_max = 1024, .threads_want = "an integer 1..1024"};
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "g:t:qh", opts, NULL)) != -1) {
-        long v;
+    while ((c = cli_getopt(argc, argv, "g:", opts, &sh)) != -1) {
         switch (c) {
+        case CLI_STOP: return sh.exit;
         case 'g': golden_path = optarg; break;
         case 'F': files = 1; break;
-        case 'j': json = 1; break;
-        case 't':
-            if (!cli_parse_long(optarg, 1, 1024, &v))
-                return cli_usage_error("verify", "--threads wants an integer 1..1024, not '%s'", optarg);
-            o.threads = (int)v;
-            break;
-        case 'q': cli_quiet = true; break;
-        case 'I': /* Megatron checkpoint roots: which iter_N directory */
-            if (!cli_parse_long(optarg, 0, 999999999, &v))
-                return cli_usage_error("verify", "--iteration wants an integer 0..999999999, not '%s'", optarg);
-            o.iteration = v;
-            break;
-        case 'G': o.megatron_merge = 1; break;
-        case 'S':
-            if (cli_add_tp_split("verify", &o, optarg)) return DCK_EXIT_TROUBLE;
-            break;
-        case 'h': fputs(verify_help, stdout); return 0;
         default:
             return cli_usage_error("verify", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
+    int json = sh.json;
     if (!golden_path) return cli_usage_error("verify", "--golden MANIFEST is required");
     if (optind >= argc) return cli_usage_error("verify", "no PATH given");
     if (cli_check_megatron("verify", &o)) return DCK_EXIT_TROUBLE;
@@ -133,50 +124,36 @@ int cmd_verify(int argc, char **argv) {
     for (size_t i = 0; i < r.n && !first; i++)
         if (r.entries[i].kind <= DCK_CMP_EXTRA) first = r.entries[i].name;
     if (!first && r.n) first = r.entries[0].name;
-    if (json) {
+    if (json && !cli_quiet) {
+        bool oom = false;
         json_t *doc = json_object(), *diffs = json_array();
-        json_object_set_new(doc, "equal", json_boolean(r.n == 0));
-        json_object_set_new(doc, "golden", json_string(golden_path));
-        json_object_set_new(doc, "root_golden", json_string(hg));
-        json_object_set_new(doc, "root_actual", json_string(ha));
-        json_object_set_new(doc, "tensors_golden", json_integer((json_int_t)dck_manifest_tensor_count(golden)));
-        json_object_set_new(doc, "tensors_actual", json_integer((json_int_t)dck_manifest_tensor_count(actual)));
-        json_object_set_new(doc, "tensors_equal", json_integer((json_int_t)r.tensors_equal));
-        json_object_set_new(doc, "first_difference", first ? json_string(first) : json_null());
+        cli_jset(doc, "equal", json_boolean(r.n == 0), &oom);
+        cli_jset(doc, "golden", cli_json_text(golden_path), &oom);
+        cli_jset(doc, "root_golden", json_string(hg), &oom);
+        cli_jset(doc, "root_actual", json_string(ha), &oom);
+        cli_jset(doc, "tensors_golden", cli_json_u64(dck_manifest_tensor_count(golden)), &oom);
+        cli_jset(doc, "tensors_actual", cli_json_u64(dck_manifest_tensor_count(actual)), &oom);
+        cli_jset(doc, "tensors_equal", cli_json_u64(r.tensors_equal), &oom);
+        cli_jset(doc, "first_difference", cli_json_str_or_null(first), &oom);
         for (size_t i = 0; i < r.n; i++) {
-            json_t *e = json_object();
-            json_object_set_new(e, "name", json_string(r.entries[i].name));
-            json_object_set_new(e, "kind", json_string(dck_cmp_kind_name(r.entries[i].kind)));
             const dck_cmp_entry *ce = &r.entries[i];
+            json_t *e = json_object();
+            cli_jset(e, "name", cli_json_text(ce->name), &oom);
+            cli_jset(e, "kind", json_string(dck_cmp_kind_name(ce->kind)), &oom);
             if (ce->kind <= DCK_CMP_EXTRA) {
-                json_object_set_new(e, "golden", tensor_json(ce->golden));
-                json_object_set_new(e, "actual", tensor_json(ce->actual));
+                cli_jset(e, "golden", tensor_json(ce->golden, &oom), &oom);
+                cli_jset(e, "actual", tensor_json(ce->actual, &oom), &oom);
             } else if (ce->kind == DCK_CMP_VALUE) {
-                json_object_set_new(e, "golden", ce->golden_value ? json_string(ce->golden_value->value) : json_null());
-                json_object_set_new(e, "actual", ce->actual_value ? json_string(ce->actual_value->value) : json_null());
+                cli_jset(e, "golden", ce->golden_value ? cli_json_text(ce->golden_value->value) : json_null(), &oom);
+                cli_jset(e, "actual", ce->actual_value ? cli_json_text(ce->actual_value->value) : json_null(), &oom);
             } else if (ce->kind == DCK_CMP_FILE) {
-                char h[33];
-                json_t *fg = json_null(), *fa = json_null();
-                if (ce->golden_file) {
-                    dck_digest_to_hex(ce->golden_file->xxh128, h);
-                    fg = json_pack("{s:I,s:s}", "bytes", (json_int_t)ce->golden_file->bytes, "xxh128", h);
-                }
-                if (ce->actual_file) {
-                    dck_digest_to_hex(ce->actual_file->xxh128, h);
-                    fa = json_pack("{s:I,s:s}", "bytes", (json_int_t)ce->actual_file->bytes, "xxh128", h);
-                }
-                json_object_set_new(e, "golden", fg);
-                json_object_set_new(e, "actual", fa);
+                cli_jset(e, "golden", file_json(ce->golden_file, &oom), &oom);
+                cli_jset(e, "actual", file_json(ce->actual_file, &oom), &oom);
             }
-            json_array_append_new(diffs, e);
+            cli_jappend(diffs, e, &oom);
         }
-        json_object_set_new(doc, "differences", diffs);
-        if (!cli_quiet) {
-            char *t = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-            if (t) puts(t);
-            free(t);
-        }
-        json_decref(doc);
+        cli_jset(doc, "differences", diffs, &oom);
+        if ((s = cli_json_print(doc, CLI_JSON_INDENT, oom))) rc = cli_fail("verify", s);
     } else if (!cli_quiet) {
         if (!r.n) {
             printf("OK: %zu tensors identical to %s (root %s)\n", r.tensors_equal, golden_path, ha);

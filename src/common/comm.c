@@ -9,11 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__has_include)
-#if __has_include(<mpi.h>)
+#ifdef DCK_HAVE_MPI /* set by the Makefile when mpicc is found */
 #include <mpi.h>
-#define DCK_HAVE_MPI 1
-#endif
 #endif
 
 struct dck_comm {
@@ -25,6 +22,15 @@ struct dck_comm {
 static dck_comm self_comm = {0, 1, false, false};
 
 dck_comm *dck_comm_self(void) { return &self_comm; }
+
+#ifndef DCK_HAVE_MPI
+/* Only an MPI communicator reaches a collective's MPI branch; without MPI
+ * there is none, so this is a library bug rather than bad input. */
+static dck_status no_mpi(const char *what) {
+    return dck_set_error(DCK_ERR_COMM, "mpi: %s on an MPI communicator, but built without MPI",
+                         what);
+}
+#endif
 
 static bool launched_by_mpi(void) {
     static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK",
@@ -106,7 +112,7 @@ dck_status dck_comm_allgather(dck_comm *c, const void *send, void *recv, size_t 
                        "MPI_Allgather");
     return dck_set_error(DCK_ERR_LIMIT, "mpi: allgather of %zu bytes per rank", n);
 #else
-    return DCK_ERR_COMM;
+    return no_mpi("dck_comm_allgather");
 #endif
 }
 
@@ -134,7 +140,8 @@ dck_status dck_comm_allgatherv(dck_comm *c, const void *send, size_t n, void *re
     free(ic);
     return dck_mpi_check(rc, "MPI_Allgatherv");
 #else
-    return DCK_ERR_COMM;
+    (void)counts;
+    return no_mpi("dck_comm_allgatherv");
 #endif
 }
 
@@ -145,7 +152,9 @@ dck_status dck_comm_allreduce_sum_f32(dck_comm *c, float *data, size_t n) {
     return dck_mpi_check(MPI_Allreduce(MPI_IN_PLACE, data, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
                    "MPI_Allreduce");
 #else
-    return DCK_ERR_COMM;
+    (void)data;
+    (void)n;
+    return no_mpi("dck_comm_allreduce_sum_f32");
 #endif
 }
 
@@ -189,8 +198,9 @@ dck_status dck_comm_bcast(dck_comm *c, void *data, size_t n, int root) {
     return dck_mpi_check(MPI_Bcast(data, (int)n, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
 #else
     (void)data;
+    (void)n;
     (void)root;
-    return DCK_ERR_COMM;
+    return no_mpi("dck_comm_bcast");
 #endif
 }
 

@@ -5,7 +5,7 @@
 #ifndef DCK_COMMON_H
 #define DCK_COMMON_H
 
-#include "detcheck.h"
+#include "detcheck_static.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -64,6 +64,21 @@ dck_status dck_mpi_check(int rc, const char *what);
  * one of them); items are taken dynamically. */
 typedef void (*dck_task_fn)(void *ctx, size_t i, int worker);
 void dck_parallel_for(int threads, size_t n, dck_task_fn fn, void *ctx);
+
+/* Tasks that can fail. Error messages are per thread (dck_last_error), so a
+ * message set on a worker never reaches the caller by itself: this is the
+ * one way a parallel loop reports a failure. Runs fn as dck_parallel_for
+ * does and returns DCK_OK, or the first failure with its message set on the
+ * calling thread (the worker's dck_last_error() is copied; a status returned
+ * without a message gets dck_strerror's text). "First" is the lowest task
+ * index that failed, not the earliest in time, so one input gives one
+ * message whatever the thread count. Once a task has failed, tasks with
+ * higher indexes are skipped (they cannot change the outcome); lower ones
+ * still run. Tasks must not rely on running when an earlier one failed. */
+typedef dck_status (*dck_status_task_fn)(void *ctx, size_t i, int worker);
+dck_status dck_parallel_for_status(int threads, size_t n, dck_status_task_fn fn, void *ctx);
+/* Bytes of a dck_last_error() message, NUL included (longer ones are cut). */
+#define DCK_ERROR_MESSAGE_MAX 1024
 
 /* ------------------------------------------------------------------ io.c
  * A checkpoint file. Raw files are memory-mapped window by window; zstd

@@ -23,13 +23,16 @@
 
 static const uint8_t zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
 
-static dck_status read_full(int fd, uint64_t off, void *buf, size_t len, size_t *got) {
+/* Reads up to len bytes at off (fewer only at the end of the file); path
+ * names the file in the message. */
+static dck_status read_full(int fd, const char *path, uint64_t off, void *buf, size_t len,
+                            size_t *got) {
     size_t done = 0;
     while (done < len) {
         ssize_t r = pread(fd, (uint8_t *)buf + done, len - done, (off_t)(off + done));
         if (r < 0) {
             if (errno == EINTR) continue;
-            return DCK_ERR_IO;
+            return dck_set_error(DCK_ERR_IO, "%s: read error: %s", path, strerror(errno));
         }
         if (r == 0) break;
         done += (size_t)r;
@@ -61,9 +64,10 @@ dck_status dck_file_open(const char *path, const char *relpath, dck_file **out) 
     f->data_size = f->size;
     uint8_t head[32];
     size_t got = 0;
-    if (read_full(fd, 0, head, sizeof head, &got) != DCK_OK) {
+    dck_status s = read_full(fd, path, 0, head, sizeof head, &got);
+    if (s) {
         dck_file_close(f);
-        return dck_set_error(DCK_ERR_IO, "%s: read error: %s", path, strerror(errno));
+        return s;
     }
     if (got >= 4 && !memcmp(head, zstd_magic, 4)) {
         f->zstd = true;
@@ -110,10 +114,7 @@ static dck_status zstd_pump(dck_file *f, int fd_out, uint8_t *buf, size_t limit,
     ZSTD_initDStream(ds);
     for (;;) {
         size_t n;
-        if (read_full(f->fd, inoff, in, inCap, &n) != DCK_OK) {
-            s = dck_set_error(DCK_ERR_IO, "%s: read error: %s", f->path, strerror(errno));
-            goto done;
-        }
+        if ((s = read_full(f->fd, f->path, inoff, in, inCap, &n))) goto done;
         if (n == 0) break;
         inoff += n;
         ZSTD_inBuffer ib = {in, n, 0};
@@ -237,8 +238,7 @@ dck_status dck_file_pread(dck_file *f, uint64_t off, void *buf, size_t len) {
         return DCK_OK;
     }
     size_t got;
-    if (read_full(f->fd, off, buf, len, &got) != DCK_OK)
-        return dck_set_error(DCK_ERR_IO, "%s: read error: %s", f->path, strerror(errno));
+    DCK_TRY(read_full(f->fd, f->path, off, buf, len, &got));
     if (got != len)
         return dck_set_error(DCK_ERR_TRUNCATED, "%s: truncated: needs bytes up to %llu, has %llu",
                              f->path, (unsigned long long)(off + len),
@@ -253,11 +253,7 @@ dck_status dck_file_read_prefix(dck_file *f, void *buf, size_t len, size_t *got)
         *got = n;
         return DCK_OK;
     }
-    if (!f->zstd) {
-        if (read_full(f->fd, 0, buf, len, got) != DCK_OK)
-            return dck_set_error(DCK_ERR_IO, "%s: read error: %s", f->path, strerror(errno));
-        return DCK_OK;
-    }
+    if (!f->zstd) return read_full(f->fd, f->path, 0, buf, len, got);
     return zstd_pump(f, -1, buf, len, got, NULL);
 }
 
@@ -326,8 +322,7 @@ static dck_status stream_next_zstd(dck_stream *s, const uint8_t **data, uint64_t
         if (s->ib.pos == s->ib.size) {
             if (s->eof) break;
             size_t n;
-            if (read_full(f->fd, s->in_off, s->in, s->in_cap, &n) != DCK_OK)
-                return dck_set_error(DCK_ERR_IO, "%s: read error: %s", f->path, strerror(errno));
+            DCK_TRY(read_full(f->fd, f->path, s->in_off, s->in, s->in_cap, &n));
             if (n == 0) {
                 s->eof = true;
                 break;

@@ -10,7 +10,7 @@
 
 /* ------------------------------------------------------------------ errors */
 
-static _Thread_local char last_error[1024];
+static _Thread_local char last_error[DCK_ERROR_MESSAGE_MAX];
 
 const char *dck_strerror(dck_status s) {
     switch (s) {
@@ -53,6 +53,9 @@ dck_status dck_oom(const char *what) {
 }
 
 const char *dck_version(void) { return DCK_VERSION_STRING; }
+unsigned dck_version_number(void) { return DCK_VERSION_NUMBER; }
+/* The library's allocator may differ from the caller's (static runtimes). */
+void dck_free(void *p) { free(p); }
 
 /* ------------------------------------------------------------------ memory */
 
@@ -148,12 +151,13 @@ const char *dck_dtype_name(dck_dtype t) {
 }
 
 dck_status dck_dtype_from_name(const char *name, dck_dtype *out) {
+    if (!name) return dck_set_error(DCK_ERR_FORMAT, "dtype name missing (NULL)");
     for (int i = 0; i < DCK_DTYPE_COUNT; i++)
         if (!strcmp(name, dtypes[i].name)) {
             *out = (dck_dtype)i;
             return DCK_OK;
         }
-    return DCK_ERR_FORMAT;
+    return dck_set_error(DCK_ERR_FORMAT, "unknown dtype \"%.200s\"", name);
 }
 
 size_t dck_dtype_size(dck_dtype t) { return (unsigned)t < DCK_DTYPE_COUNT ? dtypes[t].size : 0; }
@@ -162,14 +166,30 @@ int dck_dtype_is_float(dck_dtype t) {
     return (unsigned)t < DCK_DTYPE_COUNT ? dtypes[t].is_float : 0;
 }
 
+/* "[2, 3] of F32" for messages. */
+static const char *shape_text(char *buf, size_t n, dck_dtype t, const uint64_t *shape, int ndim) {
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%llu", i ? ", " : "",
+                              (unsigned long long)shape[i]);
+    if (k < n) snprintf(buf + k, n - k, "] of %s", dck_dtype_name(t));
+    return buf;
+}
+
 dck_status dck_shape_bytes(dck_dtype t, const uint64_t *shape, int ndim, uint64_t *nbytes) {
-    if (ndim < 0 || ndim > DCK_MAX_DIMS) return DCK_ERR_LIMIT;
+    if (ndim < 0 || ndim > DCK_MAX_DIMS)
+        return dck_set_error(DCK_ERR_LIMIT, "shape of %d dimensions (limit %d)", ndim,
+                             DCK_MAX_DIMS);
+    if (ndim && !shape) return dck_set_error(DCK_ERR_INVALID, "shape missing (NULL)");
     uint64_t n = dck_dtype_size(t);
     int zero = 0;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] == 0) zero = 1;
-        else if (n > UINT64_MAX / shape[i]) return DCK_ERR_LIMIT;
-        else n *= shape[i];
+        else if (n > UINT64_MAX / shape[i]) {
+            char buf[400];
+            return dck_set_error(DCK_ERR_LIMIT, "shape %s: byte size overflows 64 bits",
+                                 shape_text(buf, sizeof buf, t, shape, ndim));
+        } else n *= shape[i];
     }
     /* Even an empty tensor's other dims must not overflow. */
     *nbytes = zero ? 0 : n;
@@ -212,12 +232,14 @@ const char *dck_group_name(dck_group g) {
 }
 
 dck_status dck_group_from_name(const char *name, dck_group *out) {
+    if (!name) return dck_set_error(DCK_ERR_FORMAT, "group name missing (NULL)");
     for (int i = 0; i < DCK_GROUP_COUNT; i++)
         if (!strcmp(name, group_names[i])) {
             *out = (dck_group)i;
             return DCK_OK;
         }
-    return DCK_ERR_FORMAT;
+    return dck_set_error(DCK_ERR_FORMAT,
+                         "unknown group \"%.200s\" (weights, optimizer, rng or other)", name);
 }
 
 /* Case-insensitive comparison of one dotted/slashed component. */

@@ -174,7 +174,14 @@ static int boxes_overlap(const dck_piece *a, const dck_piece *b, int nd) {
     return 1;
 }
 
-/* Highest byte (exclusive) a piece touches in its file. */
+static dck_status extent_overflow(const dck_tensor_entry *t) {
+    return dck_set_error(DCK_ERR_LIMIT, "tensor %s: storage extent overflows 64 bits",
+                         t->info.name);
+}
+
+/* Highest byte (exclusive) a piece touches in its file. The message names
+ * the tensor, not the file (a piece knows only its file's index); callers
+ * with the checkpoint at hand replace it with one that names the file. */
 dck_status dck_piece_extent(const dck_tensor_entry *t, const dck_piece *p, uint64_t *end) {
     uint64_t es = dck_dtype_size(t->info.dtype), n = piece_elems(p, t->info.ndim);
     if (n == 0) {
@@ -184,18 +191,22 @@ dck_status dck_piece_extent(const dck_tensor_entry *t, const dck_piece *p, uint6
     uint64_t last = 0;
     if (p->strides) {
         for (int i = 0; i < t->info.ndim; i++) {
-            if (p->strides[i] < 0) return DCK_ERR_UNSUPPORTED;
+            if (p->strides[i] < 0)
+                return dck_set_error(DCK_ERR_UNSUPPORTED,
+                                     "tensor %s: negative stride %lld along dim %d", t->info.name,
+                                     (long long)p->strides[i], i);
             uint64_t st = (uint64_t)p->strides[i];
-            if (st && (p->shape[i] - 1) > UINT64_MAX / st) return DCK_ERR_LIMIT;
+            if (st && (p->shape[i] - 1) > UINT64_MAX / st) return extent_overflow(t);
             uint64_t d = (p->shape[i] - 1) * st;
-            if (last > UINT64_MAX - d) return DCK_ERR_LIMIT;
+            if (last > UINT64_MAX - d) return extent_overflow(t);
             last += d;
         }
         last += 1;
     } else {
         last = n;
     }
-    if (last > UINT64_MAX / es || p->file_offset > UINT64_MAX - last * es) return DCK_ERR_LIMIT;
+    if (last > UINT64_MAX / es || p->file_offset > UINT64_MAX - last * es)
+        return extent_overflow(t);
     *end = p->file_offset + last * es;
     return DCK_OK;
 }
@@ -433,7 +444,9 @@ void dck_piece_gather(const dck_tensor_entry *t, const dck_piece *p, const uint8
 /* ------------------------------------------------------------------ logical reads */
 
 dck_status dck_checkpoint_read(dck_checkpoint *ck, size_t ti, uint64_t off, void *vbuf, size_t len) {
-    if (ti >= ck->ntensors) return dck_set_error(DCK_ERR_INVALID, "tensor index out of range");
+    if (ti >= ck->ntensors)
+        return dck_set_error(DCK_ERR_INVALID, "tensor index %zu out of range (%zu tensors)", ti,
+                             ck->ntensors);
     dck_tensor_entry *t = &ck->tensors[ti];
     if (off > t->info.nbytes || len > t->info.nbytes - off)
         return dck_set_error(DCK_ERR_INVALID, "read of tensor %s outside its %llu bytes",

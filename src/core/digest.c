@@ -87,8 +87,8 @@ dck_status dck_digest_buffer(dck_dtype t, const uint64_t *shape, int ndim, const
     uint64_t want;
     if ((unsigned)t >= DCK_DTYPE_COUNT)
         return dck_set_error(DCK_ERR_INVALID, "digest: unknown dtype %d", (int)t);
-    if (ndim < 0 || ndim > DCK_MAX_DIMS || dck_shape_bytes(t, shape, ndim, &want) != DCK_OK)
-        return dck_set_error(DCK_ERR_LIMIT, "digest: shape too large");
+    dck_status s = dck_shape_bytes(t, shape, ndim, &want);
+    if (s) return dck_set_error(s, "digest: %s", dck_last_error());
     if (want != len)
         return dck_set_error(DCK_ERR_INVALID, "digest: %zu bytes given, shape needs %llu", len,
                              (unsigned long long)want);
@@ -126,14 +126,21 @@ void dck_digest_to_hex(dck_digest d, char out[33]) {
 }
 
 dck_status dck_digest_from_hex(const char *hex, dck_digest *out) {
-    if (!hex || strlen(hex) != 32) return DCK_ERR_FORMAT;
+    if (!hex) return dck_set_error(DCK_ERR_FORMAT, "digest: missing (NULL)");
+    size_t n = strlen(hex);
+    if (n != 32)
+        return dck_set_error(DCK_ERR_FORMAT, "digest \"%.64s%s\": %zu characters, not 32 hex digits",
+                             hex, n > 64 ? "..." : "", n);
     uint64_t v[2] = {0, 0};
     for (int i = 0; i < 32; i++) {
         char c = hex[i];
         int x;
         if (c >= '0' && c <= '9') x = c - '0';
         else if (c >= 'a' && c <= 'f') x = c - 'a' + 10;
-        else return DCK_ERR_FORMAT; /* canonical form is lowercase */
+        else /* canonical form is lowercase */
+            return dck_set_error(DCK_ERR_FORMAT,
+                                 "digest \"%s\": character %d is not a lowercase hex digit", hex,
+                                 i + 1);
         v[i / 16] = (v[i / 16] << 4) | (uint64_t)x;
     }
     out->high64 = v[0];
@@ -154,6 +161,7 @@ dck_status dck_fragment_partial_compute(uint64_t tensor_bytes, uint64_t offset, 
         return dck_set_error(DCK_ERR_LAYOUT, "fragment [%llu, +%zu) outside tensor of %llu bytes",
                              (unsigned long long)offset, length,
                              (unsigned long long)tensor_bytes);
+    if (length && !data) return dck_set_error(DCK_ERR_INVALID, "fragment: NULL data");
     out->offset = offset;
     out->length = length;
     if (!length) return DCK_OK;
@@ -193,22 +201,28 @@ struct dck_tensor_hasher {
     size_t npend, cap_pend;
     interval *iv;
     size_t niv, cap_iv;
-    dck_status failed;
+    dck_status failed; /* the first add that failed, and its message (malloc'd) */
+    char *failed_msg;
 };
 
 dck_status dck_tensor_hasher_create(dck_dtype t, const uint64_t *shape, int ndim,
                                     dck_tensor_hasher **out) {
     *out = NULL;
-    if ((unsigned)t >= DCK_DTYPE_COUNT || ndim < 0 || ndim > DCK_MAX_DIMS)
-        return dck_set_error(DCK_ERR_INVALID, "hasher: bad dtype or rank");
+    if ((unsigned)t >= DCK_DTYPE_COUNT)
+        return dck_set_error(DCK_ERR_INVALID, "hasher: unknown dtype %d", (int)t);
+    if (ndim < 0 || ndim > DCK_MAX_DIMS)
+        return dck_set_error(DCK_ERR_INVALID, "hasher: %d dimensions (limit %d)", ndim,
+                             DCK_MAX_DIMS);
+    if (ndim && !shape) return dck_set_error(DCK_ERR_INVALID, "hasher: NULL shape");
     dck_tensor_hasher *h = calloc(1, sizeof *h);
     if (!h) return dck_oom(NULL);
     h->dtype = t;
     h->ndim = ndim;
     if (ndim) memcpy(h->shape, shape, sizeof(uint64_t) * (size_t)ndim);
-    if (dck_shape_bytes(t, shape, ndim, &h->nbytes) != DCK_OK) {
+    dck_status s = dck_shape_bytes(t, shape, ndim, &h->nbytes);
+    if (s) {
         free(h);
-        return dck_set_error(DCK_ERR_LIMIT, "hasher: shape size overflows 64 bits");
+        return dck_set_error(s, "hasher: %s", dck_last_error());
     }
     pthread_mutex_init(&h->mu, NULL);
     *out = h;
@@ -218,6 +232,7 @@ dck_status dck_tensor_hasher_create(dck_dtype t, const uint64_t *shape, int ndim
 void dck_tensor_hasher_free(dck_tensor_hasher *h) {
     if (!h) return;
     pthread_mutex_destroy(&h->mu);
+    free(h->failed_msg);
     free(h->pend);
     free(h->iv);
     free(h);
@@ -255,7 +270,11 @@ dck_status dck_tensor_hasher_add(dck_tensor_hasher *h, const dck_fragment_partia
         else if (!(s = dck_grow((void **)&h->iv, &h->cap_iv, h->niv + 1, sizeof *h->iv)))
             h->iv[h->niv++] = (interval){st, en};
     }
-    if (s && !h->failed) h->failed = s;
+    if (s && !h->failed) {
+        /* final may run on another thread: keep this thread's message */
+        h->failed = s;
+        h->failed_msg = dck_strdup(dck_last_error());
+    }
     pthread_mutex_unlock(&h->mu);
     return s;
 }
@@ -280,7 +299,10 @@ static int cmp_pending(const void *a, const void *b) {
 }
 
 dck_status dck_tensor_hasher_final(dck_tensor_hasher *h, dck_digest *out) {
-    if (h->failed) return h->failed;
+    if (h->failed)
+        return dck_set_error(h->failed, "an earlier fragment failed: %s",
+                             h->failed_msg && *h->failed_msg ? h->failed_msg
+                                                             : dck_strerror(h->failed));
     dck_qsort(h->iv, h->niv, sizeof *h->iv, cmp_interval);
     uint64_t pos = 0;
     for (size_t i = 0; i < h->niv; i++) {

@@ -69,9 +69,12 @@ void dck_manifest_free(dck_manifest *m) {
 }
 
 dck_status dck_manifest_add_tensor(dck_manifest *m, const dck_manifest_tensor *t) {
+    if (!t->name) return dck_set_error(DCK_ERR_INVALID, "manifest: tensor entry without a name");
     if (t->ndim < 0 || t->ndim > DCK_MAX_DIMS || (unsigned)t->dtype >= DCK_DTYPE_COUNT ||
-        (unsigned)t->group >= DCK_GROUP_COUNT || !t->name)
-        return dck_set_error(DCK_ERR_INVALID, "manifest: invalid tensor entry");
+        (unsigned)t->group >= DCK_GROUP_COUNT)
+        return dck_set_error(DCK_ERR_INVALID,
+                             "manifest: tensor %s: invalid entry (dtype %d, %d dimensions, group %d)",
+                             t->name, (int)t->dtype, t->ndim, (int)t->group);
     dck_status s = dck_grow((void **)&m->t, &m->cap_t, m->nt + 1, sizeof *m->t);
     if (s) return s;
     m->t[m->nt] = *t;
@@ -82,6 +85,7 @@ dck_status dck_manifest_add_tensor(dck_manifest *m, const dck_manifest_tensor *t
 }
 
 dck_status dck_manifest_add_file(dck_manifest *m, const dck_manifest_file *f) {
+    if (!f->path) return dck_set_error(DCK_ERR_INVALID, "manifest: file entry without a path");
     dck_status s = dck_grow((void **)&m->f, &m->cap_f, m->nf + 1, sizeof *m->f);
     if (s) return s;
     m->f[m->nf] = *f;
@@ -91,10 +95,16 @@ dck_status dck_manifest_add_file(dck_manifest *m, const dck_manifest_file *f) {
 }
 
 dck_status dck_manifest_add_value(dck_manifest *m, const char *name, const char *value) {
+    if (!name || !value)
+        return dck_set_error(DCK_ERR_INVALID, "manifest: value %s without a %s",
+                             name ? name : "(NULL)", name ? "value" : "name");
     return dck_value_push(&m->v, &m->nv, &m->cap_v, name, value);
 }
 
 dck_status dck_manifest_set_meta(dck_manifest *m, const char *key, const char *value) {
+    if (!key || !value)
+        return dck_set_error(DCK_ERR_INVALID, "manifest: metadata %s without a %s",
+                             key ? key : "(NULL)", key ? "value" : "key");
     for (size_t i = 0; i < m->nmeta; i++)
         if (!strcmp(m->meta[i].key, key)) {
             char *v = dck_strdup(value);

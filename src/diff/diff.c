@@ -22,7 +22,6 @@
 #include "common/element.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -327,31 +326,19 @@ static dck_status side_build(side *sd, unsigned groups) {
  * first map is not meant to race, so it is done here, before the chunk
  * workers start: one thread per file (files are independent). Raw row-major
  * pieces are read with pread and never mapped. */
-typedef struct {
-    dck_file **files;
-    dck_status *status;
-    char (*msg)[512];
-} premap_job;
-
-static void premap_task(void *ctx, size_t i, int worker) {
+static dck_status premap_task(void *ctx, size_t i, int worker) {
     (void)worker;
-    premap_job *j = ctx;
+    dck_file **files = ctx;
     const uint8_t *d;
     uint64_t n;
-    j->status[i] = dck_file_map(j->files[i], &d, &n);
-    if (j->status[i]) snprintf(j->msg[i], sizeof j->msg[i], "%s", dck_last_error());
+    return dck_file_map(files[i], &d, &n);
 }
 
 static dck_status premap(side *a, side *b, int threads) {
     size_t cap = (a->ck ? a->ck->nfiles : 0) + (b->ck ? b->ck->nfiles : 0), n = 0;
     if (!cap) return DCK_OK;
-    premap_job j = {dck_xcalloc(cap, sizeof *j.files), dck_xcalloc(cap, sizeof *j.status),
-                    dck_xcalloc(cap, sizeof *j.msg)};
-    dck_status s = DCK_OK;
-    if (!j.files || !j.status || !j.msg) {
-        s = dck_oom(NULL);
-        goto done;
-    }
+    dck_file **files = dck_xcalloc(cap, sizeof *files);
+    if (!files) return dck_oom(NULL);
     for (int side_i = 0; side_i < 2; side_i++) {
         dck_checkpoint *ck = side_i ? b->ck : a->ck;
         if (!ck) continue;
@@ -363,18 +350,13 @@ static dck_status premap(side *a, side *b, int threads) {
                 dck_file *f = ck->files[p->file];
                 if (f->mapped || !(f->zstd || p->strides || p->byteswap)) continue;
                 int seen = 0;
-                for (size_t k = first; k < n && !seen; k++) seen = j.files[k] == f;
-                if (!seen && n < cap) j.files[n++] = f;
+                for (size_t k = first; k < n && !seen; k++) seen = files[k] == f;
+                if (!seen && n < cap) files[n++] = f;
             }
         }
     }
-    dck_parallel_for(threads, n, premap_task, &j);
-    for (size_t k = 0; k < n && !s; k++)
-        if (j.status[k]) s = dck_set_error(j.status[k], "%s", j.msg[k]);
-done:
-    free(j.files);
-    free(j.status);
-    free(j.msg);
+    dck_status s = dck_parallel_for_status(threads, n, premap_task, files);
+    free(files);
     return s;
 }
 
@@ -416,37 +398,21 @@ typedef struct {
     work_item *items;
     work_out *out;
     size_t window;                /* chunks per window */
-    atomic_int failed;
-    pthread_mutex_t mu;
-    dck_status err;
-    char errmsg[1024];
 } engine;
 
-static void engine_fail(engine *e, dck_status s) {
-    pthread_mutex_lock(&e->mu);
-    if (e->err == DCK_OK) {
-        e->err = s;
-        snprintf(e->errmsg, sizeof e->errmsg, "%s", dck_last_error());
-        atomic_store(&e->failed, 1);
-    }
-    pthread_mutex_unlock(&e->mu);
-}
-
-static int read_side(engine *e, side *sd, const side_tensor *st, uint64_t off, void *buf,
-                     size_t len) {
+static dck_status read_side(side *sd, const side_tensor *st, uint64_t off, void *buf, size_t len) {
     dck_status s = dck_checkpoint_read(sd->ck, st->index, off, buf, len);
     if (s != DCK_OK) {
         const char *m = dck_last_error();
         if (!m || !*m) dck_set_error(s, "%s: tensor %s: %s", sd->label, st->name, dck_strerror(s));
-        engine_fail(e, s);
-        return 0;
     }
-    return 1;
+    return s;
 }
 
-static void work_task(void *ctx, size_t i, int worker) {
+/* A failing chunk stops the diff; dck_parallel_for_status reports the
+ * lowest failing chunk, so the message does not depend on the threads. */
+static dck_status work_task(void *ctx, size_t i, int worker) {
     engine *e = ctx;
-    if (atomic_load_explicit(&e->failed, memory_order_relaxed)) return;
     const work_item *it = &e->items[i];
     work_out *o = &e->out[i];
     const side_tensor *ta = e->ta[it->tensor], *tb = e->tb[it->tensor];
@@ -456,15 +422,15 @@ static void work_task(void *ctx, size_t i, int worker) {
     case JOB_EQUAL:
         /* Once one chunk differs the tensor goes to the statistics pass;
          * skipping its other chunks changes no result. */
-        if (atomic_load_explicit(&e->differs[it->tensor], memory_order_relaxed)) return;
-        if (!read_side(e, e->a, ta, it->offset, ba, len)) return;
-        if (!read_side(e, e->b, tb, it->offset, bb, len)) return;
+        if (atomic_load_explicit(&e->differs[it->tensor], memory_order_relaxed)) return DCK_OK;
+        DCK_TRY(read_side(e->a, ta, it->offset, ba, len));
+        DCK_TRY(read_side(e->b, tb, it->offset, bb, len));
         if (memcmp(ba, bb, len) != 0)
             atomic_store_explicit(&e->differs[it->tensor], 1, memory_order_relaxed);
-        return;
+        return DCK_OK;
     case JOB_STATS: {
-        if (!read_side(e, e->a, ta, it->offset, ba, len)) return;
-        if (!read_side(e, e->b, tb, it->offset, bb, len)) return;
+        DCK_TRY(read_side(e->a, ta, it->offset, ba, len));
+        DCK_TRY(read_side(e->b, tb, it->offset, bb, len));
         uint64_t seg = it->offset / DCK_SEGMENT;
         o->la = dck_segments_sum(ba, len, seg);
         o->lb = dck_segments_sum(bb, len, seg);
@@ -474,16 +440,16 @@ static void work_task(void *ctx, size_t i, int worker) {
             diff_equal_elements(ta->dtype, ba, len / esz, &o->st);
         else
             dck_diff_elements(ta->dtype, ba, bb, len / esz, it->offset / esz, e->tol, &o->st);
-        return;
+        return DCK_OK;
     }
     case JOB_DIGEST_A:
-        if (!read_side(e, e->a, ta, it->offset, ba, len)) return;
+        DCK_TRY(read_side(e->a, ta, it->offset, ba, len));
         o->la = dck_segments_sum(ba, len, it->offset / DCK_SEGMENT);
-        return;
+        return DCK_OK;
     default:
-        if (!read_side(e, e->b, tb, it->offset, bb, len)) return;
+        DCK_TRY(read_side(e->b, tb, it->offset, bb, len));
         o->lb = dck_segments_sum(bb, len, it->offset / DCK_SEGMENT);
-        return;
+        return DCK_OK;
     }
 }
 
@@ -525,8 +491,7 @@ static dck_status engine_run(engine *e, const job *jobs, size_t njobs, dck_lanes
             off += len;
         }
         if (!n) break;
-        dck_parallel_for(ps->threads, n, work_task, e);
-        if (atomic_load(&e->failed)) return dck_set_error(e->err, "%s", e->errmsg);
+        DCK_TRY(dck_parallel_for_status(ps->threads, n, work_task, e));
         for (size_t i = 0; i < n; i++) {
             const work_item *it = &e->items[i];
             work_out *o = &e->out[i];
@@ -743,7 +708,6 @@ static dck_status diff_sides(side *a, side *b, const dck_diff_options *opt,
     job *jobs = dck_xcalloc(cap ? cap : 1, sizeof *jobs);
     engine e;
     memset(&e, 0, sizeof e);
-    pthread_mutex_init(&e.mu, NULL);
     int threads = opt->threads > 0 ? opt->threads : dck_default_threads();
     if (threads > DIFF_MAX_THREADS) threads = DIFF_MAX_THREADS;
     if (!r->tensors || !ta || !tb || !lanes_a || !lanes_b || !differs || !jobs) {
@@ -910,7 +874,6 @@ done:
     free(e.buf_b);
     free(e.items);
     free(e.out);
-    pthread_mutex_destroy(&e.mu);
     free(ta);
     free(tb);
     free(lanes_a);

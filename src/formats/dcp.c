@@ -122,35 +122,37 @@ static dck_status get_file(dcp_ctx *c, const char *rel, dcp_file **out) {
     return DCK_OK;
 }
 
-static dck_status tuple_u64(const pk_node *n, int *nd, uint64_t *out) {
+/* A tuple of at most DCK_MAX_DIMS non-negative integers (a size or an
+ * offset): true and its values, or false (the caller says which one). */
+static bool tuple_u64(const pk_node *n, int *nd, uint64_t *out) {
     size_t k;
-    pk_node **it = pk_items(n, &k);
-    if (!it || k > DCK_MAX_DIMS) return DCK_ERR_FORMAT;
+    pk_node **it = dck_pk_items(n, &k);
+    if (!it || k > DCK_MAX_DIMS) return false;
     for (size_t i = 0; i < k; i++) {
         int64_t v;
-        if (!pk_int(it[i], &v) || v < 0) return DCK_ERR_FORMAT;
+        if (!dck_pk_int(it[i], &v) || v < 0) return false;
         out[i] = (uint64_t)v;
     }
     *nd = (int)k;
-    return DCK_OK;
+    return true;
 }
 
 static int dtype_of_props(const pk_node *props) {
-    const pk_node *d = pk_get(props, "dtype");
+    const pk_node *d = dck_pk_get(props, "dtype");
     if (!d && props && props->kind == PK_OBJECT && props->u.obj.state) {
         size_t k;
-        pk_node **it = pk_items(props->u.obj.state, &k);
+        pk_node **it = dck_pk_items(props->u.obj.state, &k);
         if (k >= 1) d = it[0];
     }
     if (!d || d->kind != PK_GLOBAL) return -1;
-    return pk_torch_dtype(d->u.global.name);
+    return dck_pk_torch_dtype(d->u.global.name);
 }
 
 static const char *dtype_name_of_props(const pk_node *props) {
-    const pk_node *d = pk_get(props, "dtype");
+    const pk_node *d = dck_pk_get(props, "dtype");
     if (!d && props && props->kind == PK_OBJECT && props->u.obj.state) {
         size_t k;
-        pk_node **it = pk_items(props->u.obj.state, &k);
+        pk_node **it = dck_pk_items(props->u.obj.state, &k);
         if (k >= 1) d = it[0];
     }
     return d && d->kind == PK_GLOBAL ? d->u.global.name : "?";
@@ -252,12 +254,12 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
     if (s) goto done;
     c.mem = (dck_memfile){ck, ck->files[mf->file]->path, 0, false, 0};
     c.label = ck->files[mf->file]->path;
-    if ((s = pk_ctx_create(c.label, NULL, &pc))) goto done;
+    if ((s = dck_pk_ctx_create(c.label, NULL, &dck_pk_torch_handlers, &pc))) goto done;
     pk_node *root;
     size_t used;
-    if ((s = pk_load(pc, mf->data, (size_t)mf->len, -1, &root, &used))) goto done;
-    pk_node *sdm = pk_get(root, "state_dict_metadata");
-    pk_node *sdat = pk_get(root, "storage_data");
+    if ((s = dck_pk_load(pc, mf->data, (size_t)mf->len, -1, &root, &used))) goto done;
+    pk_node *sdm = dck_pk_get(root, "state_dict_metadata");
+    pk_node *sdat = dck_pk_get(root, "storage_data");
     if (!sdm || sdm->kind != PK_DICT || !sdat || sdat->kind != PK_DICT) {
         s = dck_set_error(DCK_ERR_FORMAT, "%s: not a torch.distributed.checkpoint Metadata", c.label);
         goto done;
@@ -269,25 +271,25 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
     }
     for (size_t i = 0; i < sdat->u.dict.n; i++) {
         const pk_node *k = sdat->u.dict.keys[i], *v = sdat->u.dict.vals[i];
-        const pk_node *fqn = pk_get(k, "fqn"), *off = pk_get(k, "offset");
-        const pk_node *rp = pk_get(v, "relative_path"), *o = pk_get(v, "offset"), *l = pk_get(v, "length");
-        const pk_node *td = pk_get(v, "transform_descriptors");
+        const pk_node *fqn = dck_pk_get(k, "fqn"), *off = dck_pk_get(k, "offset");
+        const pk_node *rp = dck_pk_get(v, "relative_path"), *o = dck_pk_get(v, "offset"), *l = dck_pk_get(v, "length");
+        const pk_node *td = dck_pk_get(v, "transform_descriptors");
         int64_t oo, ll;
         sd_entry *e = &sd[nsd];
-        if (!fqn || fqn->kind != PK_STR || !rp || rp->kind != PK_STR || !pk_int(o, &oo) || !pk_int(l, &ll) ||
+        if (!fqn || fqn->kind != PK_STR || !rp || rp->kind != PK_STR || !dck_pk_int(o, &oo) || !dck_pk_int(l, &ll) ||
             oo < 0 || ll < 0) {
             s = dck_set_error(DCK_ERR_FORMAT, "%s: bad storage_data entry %zu", c.label, i);
             goto done;
         }
         size_t ntd;
-        if (td && td->kind != PK_NONE && (pk_items(td, &ntd), ntd > 0)) {
+        if (td && td->kind != PK_NONE && (dck_pk_items(td, &ntd), ntd > 0)) {
             s = dck_set_error(DCK_ERR_UNSUPPORTED, "%s: %s is stored with transforms (extensions), which detcheck does not read",
                               c.label, fqn->u.s.p);
             goto done;
         }
         e->fqn = fqn->u.s.p;
         e->nd = -1;
-        if (off && off->kind != PK_NONE && tuple_u64(off, &e->nd, e->off)) {
+        if (off && off->kind != PK_NONE && !tuple_u64(off, &e->nd, e->off)) {
             s = dck_set_error(DCK_ERR_FORMAT, "%s: bad chunk offset of %s", c.label, e->fqn);
             goto done;
         }
@@ -304,7 +306,7 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
             break;
         }
         const char *fqn = k->u.s.p;
-        if (pk_object_is(md, "torch.distributed.checkpoint.metadata", "BytesStorageMetadata")) {
+        if (dck_pk_object_is(md, "torch.distributed.checkpoint.metadata", "BytesStorageMetadata")) {
             const sd_entry *e = find_sd(sd, nsd, fqn, -1, NULL);
             if (!e) {
                 s = dck_set_error(DCK_ERR_FORMAT, "%s: no storage for item %s", c.label, fqn);
@@ -328,24 +330,24 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
             s = dck_pt_load_zip(ck, f->file, b, e->length, e->offset, ck->files[f->file]->path, &o, &c.mem);
             continue;
         }
-        if (!pk_object_is(md, "torch.distributed.checkpoint.metadata", "TensorStorageMetadata")) {
+        if (!dck_pk_object_is(md, "torch.distributed.checkpoint.metadata", "TensorStorageMetadata")) {
             s = dck_set_error(DCK_ERR_UNSUPPORTED, "%s: item %s has an unknown kind of metadata", c.label, fqn);
             break;
         }
-        int dtype = dtype_of_props(pk_get(md, "properties"));
+        int dtype = dtype_of_props(dck_pk_get(md, "properties"));
         if (dtype < 0) {
             s = dck_set_error(DCK_ERR_UNSUPPORTED, "%s: tensor %s has dtype %s, which detcheck does not read", c.label,
-                              fqn, dtype_name_of_props(pk_get(md, "properties")));
+                              fqn, dtype_name_of_props(dck_pk_get(md, "properties")));
             break;
         }
         int gnd;
         uint64_t gshape[DCK_MAX_DIMS];
-        if (tuple_u64(pk_get(md, "size"), &gnd, gshape)) {
+        if (!tuple_u64(dck_pk_get(md, "size"), &gnd, gshape)) {
             s = dck_set_error(DCK_ERR_FORMAT, "%s: bad size of %s", c.label, fqn);
             break;
         }
         size_t nch;
-        pk_node **ch = pk_items(pk_get(md, "chunks"), &nch);
+        pk_node **ch = dck_pk_items(dck_pk_get(md, "chunks"), &nch);
         if (!ch && nch == 0) {
             uint64_t nb;
             if (!dck_shape_bytes((dck_dtype)dtype, gshape, gnd, &nb) && nb == 0) continue;
@@ -353,7 +355,7 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
         for (size_t j = 0; j < nch && !s; j++) {
             int nd1, nd2;
             uint64_t co[DCK_MAX_DIMS], cs[DCK_MAX_DIMS];
-            if (tuple_u64(pk_get(ch[j], "offsets"), &nd1, co) || tuple_u64(pk_get(ch[j], "sizes"), &nd2, cs) ||
+            if (!tuple_u64(dck_pk_get(ch[j], "offsets"), &nd1, co) || !tuple_u64(dck_pk_get(ch[j], "sizes"), &nd2, cs) ||
                 nd1 != gnd || nd2 != gnd) {
                 s = dck_set_error(DCK_ERR_FORMAT, "%s: bad chunk %zu of %s", c.label, j, fqn);
                 break;
@@ -367,7 +369,7 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
         }
     }
 done:
-    pk_ctx_free(pc);
+    dck_pk_ctx_free(pc);
     free(sd);
     for (size_t i = 0; i < c.nfiles; i++) free(c.files[i].rel);
     free(c.files);

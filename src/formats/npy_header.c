@@ -63,7 +63,7 @@ dck_status dck_npy_parse_header(const uint8_t *data, uint64_t len, const char *l
     char descr[16];
     memcpy(descr, d, (size_t)(de - d));
     descr[de - d] = 0;
-    int t = pk_numpy_dtype(descr, byteswap);
+    int t = dck_pk_numpy_dtype(descr, byteswap);
     if (t < 0) return dck_set_error(DCK_ERR_UNSUPPORTED, "%s: .npy dtype '%s', which detcheck does not read", label, descr);
     *dtype = (dck_dtype)t;
     if ((size_t)(end - f) >= 4 && !memcmp(f, "True", 4)) *fortran = true;

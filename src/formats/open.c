@@ -34,6 +34,17 @@ static const dck_reader *const readers[] = {
 
 /* ------------------------------------------------------------------ open */
 
+/* dck_checkpoint_open is public: every failure leaves a message. A reader's
+ * status that came without one gets the path, the reader and the status. */
+static dck_status reader_open(const dck_reader *r, dck_checkpoint *ck, const char *path,
+                              const char *relpath) {
+    dck_clear_error();
+    dck_status s = r->open(ck, path, relpath);
+    if (s && !*dck_last_error())
+        return dck_set_error(s, "%s: %s reader: %s", path, r->name, dck_strerror(s));
+    return s;
+}
+
 static dck_status open_file_path(dck_checkpoint *ck, const char *path, const char *relpath) {
     dck_file *f;
     dck_status s = dck_file_open(path, relpath, &f);
@@ -44,7 +55,8 @@ static dck_status open_file_path(dck_checkpoint *ck, const char *path, const cha
     dck_file_close(f);
     if (s) return s;
     for (size_t i = 0; i < sizeof readers / sizeof readers[0]; i++)
-        if (readers[i]->probe(path, false, head, got)) return readers[i]->open(ck, path, relpath);
+        if (readers[i]->probe(path, false, head, got))
+            return reader_open(readers[i], ck, path, relpath);
     return dck_set_error(DCK_ERR_UNSUPPORTED, "%s: not a checkpoint format detcheck reads", path);
 }
 
@@ -54,7 +66,7 @@ static int cmp_str(const void *a, const void *b) {
 
 static dck_status open_dir(dck_checkpoint *ck, const char *path) {
     for (size_t i = 0; i < sizeof readers / sizeof readers[0]; i++)
-        if (readers[i]->probe(path, true, NULL, 0)) return readers[i]->open(ck, path, "");
+        if (readers[i]->probe(path, true, NULL, 0)) return reader_open(readers[i], ck, path, "");
     DIR *d = opendir(path);
     if (!d) return dck_set_error(DCK_ERR_IO, "%s: cannot open directory: %s", path, strerror(errno));
     char **names = NULL;
@@ -88,7 +100,7 @@ static dck_status open_dir(dck_checkpoint *ck, const char *path) {
             }
             for (size_t r = 0; !s && r < sizeof readers / sizeof readers[0]; r++)
                 if (readers[r]->in_directories && readers[r]->probe(p, false, head, got)) {
-                    s = readers[r]->open(ck, p, names[i]);
+                    s = reader_open(readers[r], ck, p, names[i]);
                     opened++;
                     break;
                 }
@@ -110,11 +122,16 @@ static const char *base_name(const char *p) {
 dck_status dck_checkpoint_open(const char *const *paths, size_t npaths, const dck_options *opt,
                                dck_checkpoint **out) {
     *out = NULL;
-    if (!npaths) return dck_set_error(DCK_ERR_INVALID, "no input paths");
+    if (!npaths || !paths) return dck_set_error(DCK_ERR_INVALID, "no input paths");
     /* bad reader options are an error whatever the paths hold */
     dck_status s = DCK_OK;
     for (size_t i = 0; opt && i < sizeof readers / sizeof readers[0] && !s; i++)
-        if (readers[i]->check_options) s = readers[i]->check_options(opt);
+        if (readers[i]->check_options) {
+            dck_clear_error();
+            if ((s = readers[i]->check_options(opt)) && !*dck_last_error())
+                s = dck_set_error(s, "%s reader: bad options: %s", readers[i]->name,
+                                  dck_strerror(s));
+        }
     dck_checkpoint *ck;
     if (s || (s = dck_ck_create(opt, &ck))) return s;
     for (size_t i = 0; i < npaths && !s; i++) {

@@ -461,8 +461,8 @@ static dck_status cb_other(void *ctx, const char *name, const pk_node *n) {
 }
 
 static dck_status walk_root(pt_src *p, const pk_ctx *c, const pk_node *root) {
-    pk_walker w = {p, cb_tensor, cb_ndarray, cb_value, cb_other, pk_walk_budget(c)};
-    return pk_walk(root, p->o && p->o->prefix ? p->o->prefix : "", &w, p->label);
+    pk_walker w = {p, cb_tensor, cb_ndarray, cb_value, cb_other, dck_pk_walk_budget(c)};
+    return dck_pk_walk(root, p->o && p->o->prefix ? p->o->prefix : "", &w, p->label);
 }
 
 /* ------------------------------------------------------------------ zip */
@@ -549,16 +549,16 @@ dck_status dck_pt_load_zip(dck_checkpoint *ck, uint32_t file, const uint8_t *dat
             goto done;
         }
         snprintf(pl, ln, "%s: data.pkl", label);
-        s = pk_ctx_create(pl, NULL, &pc);
+        s = dck_pk_ctx_create(pl, NULL, &dck_pk_torch_handlers, &pc);
         free(pl);
         if (s) goto done;
     }
     pk_node *root;
     size_t used;
-    if ((s = pk_load(pc, pk, (size_t)pkl->usize, (int64_t)(base + pkl->data_offset), &root, &used))) goto done;
+    if ((s = dck_pk_load(pc, pk, (size_t)pkl->usize, (int64_t)(base + pkl->data_offset), &root, &used))) goto done;
     s = walk_root(&p, pc, root);
 done:
-    pk_ctx_free(pc);
+    dck_pk_ctx_free(pc);
     free(pbuf);
     free(bo);
     free(prefix);
@@ -667,7 +667,7 @@ bool dck_is_tar(const uint8_t *head, size_t n) {
 static dck_status load_one(pk_ctx *c, const uint8_t *data, uint64_t len, uint64_t *pos, uint64_t base,
                            pk_node **root) {
     size_t used;
-    dck_status s = pk_load(c, data + *pos, (size_t)(len - *pos), (int64_t)(base + *pos), root, &used);
+    dck_status s = dck_pk_load(c, data + *pos, (size_t)(len - *pos), (int64_t)(base + *pos), root, &used);
     if (s) return s;
     *pos += used;
     return DCK_OK;
@@ -685,7 +685,7 @@ static int cmp_storage_key(const void *a, const void *b) {
 static dck_status legacy_load(pt_src *p) {
     pk_node **sorted = NULL;
     pk_ctx *c;
-    dck_status s = pk_ctx_create(p->label, NULL, &c);
+    dck_status s = dck_pk_ctx_create(p->label, NULL, &dck_pk_torch_handlers, &c);
     if (s) return s;
     uint64_t pos = 0;
     pk_node *magic, *proto, *info, *root, *keys;
@@ -696,18 +696,18 @@ static dck_status legacy_load(pt_src *p) {
     }
     if ((s = load_one(c, p->data, p->len, &pos, 0, &proto))) goto done;
     int64_t pv;
-    if (!pk_int(proto, &pv) || pv != 1001) {
+    if (!dck_pk_int(proto, &pv) || pv != 1001) {
         s = dck_set_error(DCK_ERR_UNSUPPORTED, "%s: legacy torch.save protocol version is not 1001", p->label);
         goto done;
     }
     if ((s = load_one(c, p->data, p->len, &pos, 0, &info))) goto done;
-    pk_node *le = pk_get(info, "little_endian");
+    pk_node *le = dck_pk_get(info, "little_endian");
     if (le && le->kind == PK_BOOL && !le->u.b) p->byteswap = true;
     if ((s = load_one(c, p->data, p->len, &pos, 0, &root))) goto done;
     if ((s = load_one(c, p->data, p->len, &pos, 0, &keys))) goto done;
     size_t nk, nst;
-    pk_node **k = pk_items(keys, &nk);
-    pk_node *const *sts = pk_storages(c, &nst);
+    pk_node **k = dck_pk_items(keys, &nk);
+    pk_node *const *sts = dck_pk_storages(c, &nst);
     if (!k && keys->kind != PK_LIST) {
         s = dck_set_error(DCK_ERR_FORMAT, "%s: legacy storage key list missing", p->label);
         goto done;
@@ -761,7 +761,7 @@ static dck_status legacy_load(pt_src *p) {
     s = walk_root(p, c, root);
 done:
     free(sorted);
-    pk_ctx_free(c);
+    dck_pk_ctx_free(c);
     return s;
 }
 
@@ -801,25 +801,25 @@ static dck_status tar_load(pt_src *p) {
     if (!m[1].found || !m[2].found)
         return dck_set_error(DCK_ERR_FORMAT, "%s: tar torch file without pickle or storages", p->label);
     pk_ctx *c;
-    if ((s = pk_ctx_create(p->label, NULL, &c))) return s;
+    if ((s = dck_pk_ctx_create(p->label, NULL, &dck_pk_torch_handlers, &c))) return s;
     pk_node *n, *root;
     const uint8_t *sd = p->data + m[2].off;
     uint64_t pos = 0, slen = m[2].size;
     int64_t cnt;
     if ((s = load_one(c, sd, slen, &pos, m[2].off, &n))) goto done;
-    if (!pk_int(n, &cnt) || cnt < 0 || (uint64_t)cnt > slen) {
+    if (!dck_pk_int(n, &cnt) || cnt < 0 || (uint64_t)cnt > slen) {
         s = dck_set_error(DCK_ERR_FORMAT, "%s: bad storage count", p->label);
         goto done;
     }
     for (int64_t i = 0; i < cnt; i++) {
         if ((s = load_one(c, sd, slen, &pos, m[2].off, &n))) goto done;
         size_t k;
-        pk_node **a = pk_items(n, &k);
+        pk_node **a = dck_pk_items(n, &k);
         if (k != 3 || a[0]->kind != PK_STR || a[2]->kind != PK_GLOBAL) {
             s = dck_set_error(DCK_ERR_FORMAT, "%s: bad storage record", p->label);
             goto done;
         }
-        int d = pk_storage_dtype(a[2]->u.global.name);
+        int d = dck_pk_storage_dtype(a[2]->u.global.name);
         size_t es = d >= 0 ? dck_dtype_size((dck_dtype)d) : 1;
         if (slen - pos < 8) {
             s = dck_set_error(DCK_ERR_TRUNCATED, "%s: truncated storage", p->label);
@@ -839,14 +839,14 @@ static dck_status tar_load(pt_src *p) {
     if (pos < slen) { /* storage views: (target, root, offset, numel) */
         if ((s = load_one(c, sd, slen, &pos, m[2].off, &n))) goto done;
         size_t k;
-        pk_node **v = pk_items(n, &k);
+        pk_node **v = dck_pk_items(n, &k);
         for (size_t i = 0; i < k; i++) {
             size_t q;
-            pk_node **a = pk_items(v[i], &q);
+            pk_node **a = dck_pk_items(v[i], &q);
             int64_t off, num;
             st_loc *r;
-            if (q != 4 || a[0]->kind != PK_STR || a[1]->kind != PK_STR || !pk_int(a[2], &off) ||
-                !pk_int(a[3], &num) || off < 0 || num < 0 || !(r = find_loc(p, a[1]->u.s.p)) ||
+            if (q != 4 || a[0]->kind != PK_STR || a[1]->kind != PK_STR || !dck_pk_int(a[2], &off) ||
+                !dck_pk_int(a[3], &num) || off < 0 || num < 0 || !(r = find_loc(p, a[1]->u.s.p)) ||
                 (uint64_t)off > r->bytes / r->es || (uint64_t)num > r->bytes / r->es - (uint64_t)off) {
                 s = dck_set_error(DCK_ERR_FORMAT, "%s: bad storage view", p->label);
                 goto done;
@@ -862,7 +862,7 @@ static dck_status tar_load(pt_src *p) {
         uint64_t tl = m[3].size;
         pos = 0;
         if ((s = load_one(c, td, tl, &pos, m[3].off, &n))) goto done;
-        if (!pk_int(n, &cnt) || cnt < 0 || (uint64_t)cnt > tl) {
+        if (!dck_pk_int(n, &cnt) || cnt < 0 || (uint64_t)cnt > tl) {
             s = dck_set_error(DCK_ERR_FORMAT, "%s: bad tensor count", p->label);
             goto done;
         }
@@ -874,7 +874,7 @@ static dck_status tar_load(pt_src *p) {
         for (int64_t i = 0; i < cnt; i++) {
             if ((s = load_one(c, td, tl, &pos, m[3].off, &n))) goto done;
             size_t k;
-            pk_node **a = pk_items(n, &k);
+            pk_node **a = dck_pk_items(n, &k);
             if (k < 3 || a[0]->kind != PK_STR || a[1]->kind != PK_STR || a[2]->kind != PK_GLOBAL) {
                 s = dck_set_error(DCK_ERR_FORMAT, "%s: bad tensor record", p->label);
                 goto done;
@@ -908,14 +908,14 @@ static dck_status tar_load(pt_src *p) {
             for (int b = 0; b < 8; b++) so |= (uint64_t)td[pos + (uint64_t)b] << (8 * b);
             pos += 8;
             t->t.offset = so;
-            int d = pk_storage_dtype(a[2]->u.global.name[0] ? a[2]->u.global.name : "");
+            int d = dck_pk_storage_dtype(a[2]->u.global.name[0] ? a[2]->u.global.name : "");
             if (d < 0) { /* FloatTensor -> FloatStorage */
                 char sn[64];
                 const char *tn = a[2]->u.global.name;
                 size_t l = strlen(tn);
                 if (l > 6 && l < 50 && !strcmp(tn + l - 6, "Tensor")) {
                     snprintf(sn, sizeof sn, "%.*sStorage", (int)(l - 6), tn);
-                    d = pk_storage_dtype(sn);
+                    d = dck_pk_storage_dtype(sn);
                 }
             }
             t->t.dtype = d;
@@ -932,7 +932,7 @@ static dck_status tar_load(pt_src *p) {
 trunc:
     s = dck_set_error(DCK_ERR_TRUNCATED, "%s: truncated tensor record", p->label);
 done:
-    pk_ctx_free(c);
+    dck_pk_ctx_free(c);
     free(p->tt);
     p->tt = NULL;
     return s;

@@ -28,6 +28,7 @@ static int cmp_range(const void *a, const void *b) {
     return x->end < y->end ? -1 : x->end > y->end;
 }
 
+/* No message: every caller sets its own, naming the file, tensor and field. */
 static dck_status json_u64(json_t *v, uint64_t *out) {
     if (!json_is_integer(v) || json_integer_value(v) < 0) return DCK_ERR_FORMAT;
     *out = (uint64_t)json_integer_value(v);
@@ -459,8 +460,21 @@ dck_status dck_safetensors_write(const char *path, const dck_st_tensor *tensors,
     for (size_t i = 0; i < n; i++) {
         const dck_st_tensor *t = &tensors[i];
         uint64_t nb;
+        if (!t->name) {
+            s = dck_set_error(DCK_ERR_INVALID, "%s: tensor %zu has no name", path, i);
+            goto done;
+        }
+        if ((unsigned)t->dtype >= DCK_DTYPE_COUNT) {
+            s = dck_set_error(DCK_ERR_INVALID, "%s: tensor %s: unknown dtype %d", path, t->name,
+                              (int)t->dtype);
+            goto done;
+        }
         if (dck_shape_bytes(t->dtype, t->shape, t->ndim, &nb)) {
             s = dck_set_error(DCK_ERR_INVALID, "%s: tensor %s: shape overflows", path, t->name);
+            goto done;
+        }
+        if (nb && !t->data) {
+            s = dck_set_error(DCK_ERR_INVALID, "%s: tensor %s: NULL data", path, t->name);
             goto done;
         }
         json_t *e = json_object();

@@ -252,14 +252,13 @@ dck_status dck_gpu_digest(dck_dtype t, const uint64_t *shape, int ndim, const vo
     memset(out, 0, sizeof *out);
     if ((unsigned)t >= DCK_DTYPE_COUNT)
         return dck_set_error(DCK_ERR_INVALID, "gpu digest: unknown dtype %d", (int)t);
-    if (ndim < 0 || ndim > DCK_MAX_DIMS || dck_shape_bytes(t, shape, ndim, &want) != DCK_OK)
-        return dck_set_error(DCK_ERR_LIMIT, "gpu digest: shape too large");
+    dck_status s = dck_shape_bytes(t, shape, ndim, &want);
+    if (s) return dck_set_error(s, "gpu digest: %s", dck_last_error());
     if (want != len)
         return dck_set_error(DCK_ERR_INVALID, "gpu digest: %zu bytes given, shape needs %llu", len,
                              (unsigned long long)want);
     dck_lanes l;
-    dck_status s = dck_gpu_segments_sum(dev_data, len, 0, stream, &l);
-    if (s) return s;
+    DCK_TRY(dck_gpu_segments_sum(dev_data, len, 0, stream, &l));
     *out = dck_digest_finish(t, shape, ndim, l);
     return DCK_OK;
 }

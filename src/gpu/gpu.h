@@ -4,7 +4,7 @@
 #ifndef DCK_GPU_INTERNAL_H
 #define DCK_GPU_INTERNAL_H
 
-#include "detcheck.h"
+#include "detcheck_static.h"
 
 #include <stdint.h>
 #include <stddef.h>

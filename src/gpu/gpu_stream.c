@@ -5,7 +5,6 @@
 #include "core/core.h"
 #include "gpu/gpu.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,35 +13,6 @@
 #endif
 
 #define READ_BYTES ((uint64_t)4 << 20) /* one read task; a multiple of 128 */
-
-/* First failure of a parallel loop, with its message (messages are per
- * thread, so the worker's text is copied for the caller). */
-typedef struct {
-    pthread_mutex_t mu;
-    dck_status s;
-    char msg[512];
-} first_error;
-
-static void fe_init(first_error *e) {
-    pthread_mutex_init(&e->mu, NULL);
-    e->s = DCK_OK;
-    e->msg[0] = 0;
-}
-
-static void fe_set(first_error *e, dck_status s) {
-    pthread_mutex_lock(&e->mu);
-    if (!e->s) {
-        e->s = s;
-        snprintf(e->msg, sizeof e->msg, "%s", dck_last_error());
-    }
-    pthread_mutex_unlock(&e->mu);
-}
-
-static dck_status fe_finish(first_error *e) {
-    pthread_mutex_destroy(&e->mu);
-    if (!e->s) return DCK_OK;
-    return dck_set_error(e->s, "%s", e->msg[0] ? e->msg : dck_strerror(e->s));
-}
 
 /* Files that random-access reads would map lazily (zstd, strided or
  * byte-swapped pieces) are mapped here, once, before threads read. */
@@ -93,21 +63,17 @@ typedef struct {
     const read_task *t;
     uint8_t **bufs; /* one per worker */
     uint64_t *lanes;
-    first_error err;
 } cpu_job;
 
-static void cpu_task(void *ctx, size_t i, int worker) {
+static dck_status cpu_task(void *ctx, size_t i, int worker) {
     cpu_job *j = ctx;
     const read_task *t = &j->t[i];
     size_t n = (size_t)(t->b - t->a);
-    dck_status s = dck_checkpoint_read(j->ck, t->tensor, t->a, j->bufs[worker], n);
-    if (s) {
-        fe_set(&j->err, s);
-        return;
-    }
+    DCK_TRY(dck_checkpoint_read(j->ck, t->tensor, t->a, j->bufs[worker], n));
     dck_lanes l = dck_segments_sum(j->bufs[worker], n, t->a / DCK_SEGMENT);
     __atomic_fetch_add(&j->lanes[2 * t->tensor], l.lo, __ATOMIC_RELAXED);
     __atomic_fetch_add(&j->lanes[2 * t->tensor + 1], l.hi, __ATOMIC_RELAXED);
+    return DCK_OK;
 }
 
 dck_status dck_cpu_lanes_run(dck_checkpoint *ck, const dck_lane_range *r, size_t nr, int threads,
@@ -125,16 +91,15 @@ dck_status dck_cpu_lanes_run(dck_checkpoint *ck, const dck_lane_range *r, size_t
     j.ck = ck;
     j.t = tasks;
     j.lanes = host_lanes;
-    fe_init(&j.err);
     j.bufs = calloc((size_t)threads, sizeof *j.bufs);
     for (int w = 0; j.bufs && w < threads; w++)
         if (!(j.bufs[w] = malloc(READ_BYTES))) break;
-    if (!j.bufs || !j.bufs[threads - 1]) fe_set(&j.err, dck_oom(NULL));
-    else dck_parallel_for(threads, nt, cpu_task, &j);
+    if (!j.bufs || !j.bufs[threads - 1]) s = dck_oom(NULL);
+    else s = dck_parallel_for_status(threads, nt, cpu_task, &j);
     for (int w = 0; j.bufs && w < threads; w++) free(j.bufs[w]);
     free(j.bufs);
     free(tasks);
-    return fe_finish(&j.err);
+    return s;
 }
 
 /* ------------------------------------------------------------------ staged pipeline
@@ -158,16 +123,13 @@ typedef struct {
     dck_checkpoint *ck;
     const read_task *t;
     uint8_t *staging;
-    first_error err;
 } fill_job;
 
-static void fill_task(void *ctx, size_t i, int worker) {
+static dck_status fill_task(void *ctx, size_t i, int worker) {
     (void)worker;
     fill_job *f = ctx;
     const read_task *t = &f->t[i];
-    dck_status s = dck_checkpoint_read(f->ck, t->tensor, t->a, f->staging + t->pos,
-                                       (size_t)(t->b - t->a));
-    if (s) fe_set(&f->err, s);
+    return dck_checkpoint_read(f->ck, t->tensor, t->a, f->staging + t->pos, (size_t)(t->b - t->a));
 }
 
 static dck_status staged_run(const stage_backend *be, dck_checkpoint *ck, const dck_lane_range *r,
@@ -194,9 +156,7 @@ static dck_status staged_run(const stage_backend *be, dck_checkpoint *ck, const 
         f.ck = ck;
         f.t = tasks + first;
         f.staging = be->staging(be->ctx, b);
-        fe_init(&f.err);
-        dck_parallel_for(threads, i - first, fill_task, &f);
-        if ((s = fe_finish(&f.err))) break;
+        if ((s = dck_parallel_for_status(threads, i - first, fill_task, &f))) break;
         s = be->submit(be->ctx, b, pos, tasks + first, i - first);
         used[b] = true;
         b ^= 1;
@@ -258,17 +218,21 @@ dck_status dck_twin_staged_lanes(dck_checkpoint *ck, const dck_lane_range *r, si
 
 #ifndef DCK_HAVE_CUDA
 
+static dck_status no_cuda(void) {
+    return dck_set_error(DCK_ERR_NODEVICE,
+                         "no CUDA device: this detcheck was built without CUDA (make CUDA=0)");
+}
+
 dck_status dck_gpu_job_create(int device, size_t ntensors, size_t buffer_bytes,
                               dck_gpu_job **out) {
     (void)device, (void)ntensors, (void)buffer_bytes;
     *out = NULL;
-    return dck_set_error(DCK_ERR_NODEVICE,
-                         "no CUDA device: this detcheck was built without CUDA (make CUDA=0)");
+    return no_cuda();
 }
 dck_status dck_gpu_job_run(dck_gpu_job *j, dck_checkpoint *ck, const dck_lane_range *r, size_t nr,
                            int threads) {
     (void)j, (void)ck, (void)r, (void)nr, (void)threads;
-    return DCK_ERR_NODEVICE;
+    return no_cuda();
 }
 uint64_t *dck_gpu_job_device_lanes(dck_gpu_job *j) {
     (void)j;
@@ -280,7 +244,7 @@ void *dck_gpu_job_stream(dck_gpu_job *j) {
 }
 dck_status dck_gpu_job_download(dck_gpu_job *j, uint64_t *host_lanes) {
     (void)j, (void)host_lanes;
-    return DCK_ERR_NODEVICE;
+    return no_cuda();
 }
 void dck_gpu_job_free(dck_gpu_job *j) { (void)j; }
 

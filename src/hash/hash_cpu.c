@@ -25,10 +25,10 @@ typedef struct {
     hash_task *tasks;
     size_t n, cap;
     dck_stream *stream;
-    dck_status err;
+    const char *path; /* the file the window belongs to, for messages */
 } window_job;
 
-static void run_task(const hash_task *k, dck_status *err) {
+static dck_status run_task(const window_job *j, const hash_task *k) {
     uint64_t a = k->a;
     const uint8_t *d = k->data;
     while (a < k->b) {
@@ -37,22 +37,24 @@ static void run_task(const hash_task *k, dck_status *err) {
         if (take > k->b - a) take = k->b - a;
         uint64_t goff = dck_piece_run_global(k->t, k->p, &k->g, run) + in;
         dck_status s = dck_tensor_hasher_update(k->h, goff, d, (size_t)take);
-        if (s && !*err) *err = s;
+        if (s)
+            return dck_set_error(s, "%s: tensor %s: %s", j->path, k->t->info.name,
+                                 dck_last_error());
         a += take;
         d += take;
     }
+    return DCK_OK;
 }
 
-static void window_task(void *ctx, size_t i, int worker) {
+/* Task 0 feeds the window to the whole-file hash; task i > 0 hashes tasks[i - 1]. */
+static dck_status window_task(void *ctx, size_t i, int worker) {
     (void)worker;
     window_job *j = ctx;
     if (i == 0) {
         dck_stream_hash_window(j->stream);
-        return;
+        return DCK_OK;
     }
-    dck_status e = DCK_OK;
-    run_task(&j->tasks[i - 1], &e);
-    if (e) __atomic_store_n(&j->err, e, __ATOMIC_RELAXED);
+    return run_task(j, &j->tasks[i - 1]);
 }
 
 typedef struct {
@@ -99,6 +101,7 @@ static dck_status hash_file_stream(dck_checkpoint *ck, uint32_t fi, span *sp, si
     if (s) return s;
     window_job j = {0};
     j.stream = st;
+    j.path = f->path;
     size_t first = 0;
     for (;;) {
         const uint8_t *wd;
@@ -118,8 +121,7 @@ static dck_status hash_file_stream(dck_checkpoint *ck, uint32_t fi, span *sp, si
             s = add_tasks(&j, &sp[i], &g, w0, wd, a, b);
         }
         if (s) break;
-        dck_parallel_for(threads, j.n + 1, window_task, &j);
-        if ((s = j.err)) break;
+        if ((s = dck_parallel_for_status(threads, j.n + 1, window_task, &j))) break;
         *done += wl;
         if (ck->opt.progress) ck->opt.progress(ck->opt.progress_ctx, *done, total);
     }
@@ -144,7 +146,7 @@ static dck_status hash_strided(dck_checkpoint *ck, dck_tensor_entry *t, dck_tens
                                const dck_piece *p) {
     dck_file *f = ck->files[p->file];
     const uint8_t *base;
-    uint64_t blen, pend;
+    uint64_t blen, pend = 0;
     dck_status s = dck_file_map(f, &base, &blen);
     if (s) return s;
     if (dck_piece_extent(t, p, &pend) || pend > blen)
@@ -158,7 +160,8 @@ static dck_status hash_strided(dck_checkpoint *ck, dck_tensor_entry *t, dck_tens
     for (uint64_t e = 0; e < n && !s; e += per) {
         size_t k = (size_t)(n - e < per ? n - e : per);
         dck_piece_gather(t, p, base, e, k, buf);
-        s = dck_tensor_hasher_update(h, e * es, buf, k * es);
+        if ((s = dck_tensor_hasher_update(h, e * es, buf, k * es)))
+            s = dck_set_error(s, "%s: tensor %s: %s", f->path, t->info.name, dck_last_error());
     }
     free(buf);
     return s;

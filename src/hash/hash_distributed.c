@@ -22,17 +22,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__has_include)
-#if __has_include(<mpi.h>)
+#ifdef DCK_HAVE_MPI /* set by the Makefile when mpicc is found */
 #include <mpi.h>
-#define DCK_HAVE_MPI 1
-#endif
 #endif
 
 #ifdef DCK_HAVE_CUDA
@@ -227,28 +223,17 @@ typedef struct {
     dck_checkpoint *ck;
     const uint32_t *files;
     uint64_t *words; /* 2 per file: high64, low64 */
-    dck_status err;
-    char msg[512];
-    pthread_mutex_t mu;
 } files_job;
 
-static void file_task(void *ctx, size_t i, int worker) {
+static dck_status file_task(void *ctx, size_t i, int worker) {
     (void)worker;
     files_job *j = ctx;
     uint32_t fi = j->files[i];
     dck_digest d = {0, 0};
-    dck_status s = file_xxh128(j->ck->files[fi], &d);
-    if (s) {
-        pthread_mutex_lock(&j->mu);
-        if (!j->err) {
-            j->err = s;
-            snprintf(j->msg, sizeof j->msg, "%s", dck_last_error());
-        }
-        pthread_mutex_unlock(&j->mu);
-        return;
-    }
+    DCK_TRY(file_xxh128(j->ck->files[fi], &d));
     j->words[2 * fi] = d.high64;
     j->words[2 * fi + 1] = d.low64;
+    return DCK_OK;
 }
 
 static dck_status hash_my_files(dck_checkpoint *ck, const world *w, int threads, uint64_t *words) {
@@ -257,17 +242,11 @@ static dck_status hash_my_files(dck_checkpoint *ck, const world *w, int threads,
     size_t n = 0;
     for (uint32_t fi = 0; fi < ck->nfiles; fi++)
         if ((int)(fi % (uint32_t)w->size) == w->rank) mine[n++] = fi;
-    files_job j;
-    memset(&j, 0, sizeof j);
-    j.ck = ck;
-    j.files = mine;
-    j.words = words;
-    pthread_mutex_init(&j.mu, NULL);
-    dck_parallel_for(threads < (int)n ? threads : (int)(n ? n : 1), n, file_task, &j);
+    files_job j = {ck, mine, words};
+    dck_status s =
+        dck_parallel_for_status(threads < (int)n ? threads : (int)(n ? n : 1), n, file_task, &j);
     free(mine);
-    pthread_mutex_destroy(&j.mu);
-    if (j.err) return dck_set_error(j.err, "%s", j.msg);
-    return DCK_OK;
+    return s;
 }
 
 /* ------------------------------------------------------------------ this rank's share */

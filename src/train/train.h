@@ -51,6 +51,19 @@ typedef enum { DCK_MODE_DET = 0, DCK_MODE_FAST = 1 } dck_train_mode;
 
 #define DCK_TRAIN_PATH 1024
 
+/* Limits of one run. The step's tree sums keep one pointer per microbatch
+ * and per rank on the stack (train_loop.c); the option table's range of
+ * --microbatches is DCK_TRAIN_MAX_MICROBATCHES, and dck_train_config_ranks
+ * refuses more than DCK_TRAIN_MAX_RANKS ranks. Both are powers of two, and K
+ * divides M, so the rank limit is the tighter one only above it. */
+#define DCK_TRAIN_MAX_MICROBATCHES 1024
+#define DCK_TRAIN_MAX_RANKS 256
+_Static_assert((DCK_TRAIN_MAX_MICROBATCHES & (DCK_TRAIN_MAX_MICROBATCHES - 1)) == 0 &&
+                   (DCK_TRAIN_MAX_RANKS & (DCK_TRAIN_MAX_RANKS - 1)) == 0,
+               "the microbatch and rank limits are powers of two");
+_Static_assert(DCK_TRAIN_MAX_RANKS <= DCK_TRAIN_MAX_MICROBATCHES,
+               "K divides M: more ranks than microbatches could never run");
+
 typedef struct {
     /* identity of the run: stored in every checkpoint, checked on resume */
     int vocab, layers, width, heads, seq;
@@ -71,7 +84,7 @@ typedef struct {
     bool decay_set;   /* decay_steps given explicitly */
     long ckpt_every;  /* 0 = only the final step (when out is set) */
     long digest_every;/* root digest in the trajectory every N steps (1) */
-    int compress;     /* zstd level for shards, 0 = none */
+    int compress;     /* zstd level for shards, 0 = none (--compress: 3) */
     /* testing hooks (documented in detcheck-train(1)) */
     long flip_step;   /* after step s, flip the low bit of one weight */
     char flip_tensor[256];
@@ -80,19 +93,49 @@ typedef struct {
     long kill_during_ckpt; /* SIGKILL while writing the checkpoint of step s */
 } dck_train_config;
 
+/* What an option of the table (train_config.c) belongs to, from the run's
+ * identity outwards; asking for a scope includes every scope before it. */
+typedef enum {
+    DCK_TRAIN_IDENTITY = 0, /* stored in every checkpoint, checked on resume */
+    DCK_TRAIN_NUMERICS = 1, /* changes the bits, not stored: --mode */
+    DCK_TRAIN_RUN = 2,      /* how to run, the same for every run of an experiment:
+                               --steps, --threads, --digest-every, --compress */
+    DCK_TRAIN_INSTANCE = 3, /* one run's own: --out, --resume, checkpoints, testing hooks */
+} dck_train_scope;
+
 void dck_train_config_init(dck_train_config *c);
 /* Sets one option by its long flag name without dashes ("width", "lr",
  * "precision"...). DCK_ERR_INVALID with a message for unknown names or bad
- * values. *takes_value tells whether the flag takes an argument (for
- * parsers): call with value NULL to ask. */
+ * values. */
 dck_status dck_train_config_set(dck_train_config *c, const char *name, const char *value);
 int dck_train_flag_takes_value(const char *name); /* -1 unknown, 0 switch, 1 value */
-/* Checks sizes and combinations (not K). */
+/* The option table's names in its order (NULL past the end). */
+const char *dck_train_option_name(size_t i);
+/* Checks every option against the table's range, then sizes and
+ * combinations (not K). */
 dck_status dck_train_config_check(const dck_train_config *c);
-/* Canonical JSON of the identity part (malloc'd); decay_steps resolved. */
-char *dck_train_config_json(const dck_train_config *c);
-/* The flags that reproduce the identity part, for replay commands. */
-char *dck_train_config_flags(const dck_train_config *c);
+/* Checks that K ranks can run c: at most DCK_TRAIN_MAX_RANKS, dividing M. */
+dck_status dck_train_config_ranks(const dck_train_config *c, int ranks);
+/* Canonical JSON of the identity part (*json malloc'd); decay_steps resolved. */
+dck_status dck_train_config_json(const dck_train_config *c, char **json);
+
+/* One command-line flag: --name VALUE, or --name alone when value is NULL. */
+typedef struct {
+    const char *name; /* without dashes */
+    const char *value;
+} dck_train_flag;
+/* The flags, in the option table's order, that reproduce c's options of
+ * scope up to `upto`: dck_train_config_set of each on a dck_train_config_init
+ * config gives back the same fields bit for bit (floats as the shortest
+ * decimal that reads back as the same float). Options that are off (at their
+ * default: --data, --mode deterministic, --decay-steps, --compress, --out,
+ * --resume, --ckpt-every, the testing hooks) are left out, so decay_steps is
+ * not resolved here. *flags is one malloc'd block (free it); *n flags. */
+dck_status dck_train_config_to_flags(const dck_train_config *c, dck_train_scope upto,
+                                     dck_train_flag **flags, size_t *n);
+/* The same flags as one shell command-line fragment ("--vocab 256 --layers
+ * 2 ..."), string values in single quotes (malloc'd; NULL when out of memory). */
+char *dck_train_config_flags(const dck_train_config *c, dck_train_scope upto);
 /* Compares a stored config JSON with c: DCK_ERR_MISMATCH naming the fields. */
 dck_status dck_train_config_match(const dck_train_config *c, const char *stored_json,
                                   const char *label);

@@ -360,7 +360,7 @@ static dck_status verify_checkpoint(trainer *tr, const char *dir) {
     dck_manifest *stored = NULL, *fresh = NULL;
     char **shards = NULL;
     size_t ns = 0;
-    dck_status s = mpath ? dck_manifest_load(mpath, &stored) : DCK_ERR_NOMEM;
+    dck_status s = mpath ? dck_manifest_load(mpath, &stored) : dck_oom("train");
     if (!s) s = dck_ckpt_shards(dir, &shards, &ns);
     if (!s) {
         dck_options opt;
@@ -433,10 +433,7 @@ static dck_status load_checkpoint(trainer *tr, const char *dir, long *step_out) 
         if (json_is_integer(d) && json_integer_value(d) > 0) tr->c.decay_steps = (long)json_integer_value(d);
         json_decref(o);
         free(tr->config_json);
-        if (!(tr->config_json = dck_train_config_json(&tr->c))) {
-            s = DCK_ERR_NOMEM;
-            goto done;
-        }
+        DCK_TRY_GOTO(s, dck_train_config_json(&tr->c, &tr->config_json), done);
     }
     if ((s = dck_train_config_match(&tr->c, stored, dir))) goto done;
     int64_t step = 0;
@@ -543,12 +540,18 @@ static dck_status traj_open(trainer *tr, long resumed) {
     char *keep = NULL;
     size_t klen = 0;
     FILE *old = resumed > 0 ? fopen(tr->traj_path, "rb") : NULL;
+    if (resumed > 0 && !old && errno != ENOENT)
+        return dck_set_error(DCK_ERR_IO, "%s: %s", tr->traj_path, strerror(errno));
     if (old) {
         FILE *mem = open_memstream(&keep, &klen);
+        if (!mem) {
+            fclose(old);
+            return dck_oom("train");
+        }
         char *line = NULL;
         size_t cap = 0;
         ssize_t len;
-        while (mem && (len = getline(&line, &cap, old)) > 0) {
+        while ((len = getline(&line, &cap, old)) > 0) {
             if (line[len - 1] != '\n') break;
             json_t *o = json_loadb(line, (size_t)len, 0, NULL);
             json_t *st = o ? json_object_get(o, "step") : NULL;
@@ -557,8 +560,14 @@ static dck_status traj_open(trainer *tr, long resumed) {
             if (take) fwrite(line, 1, (size_t)len, mem);
         }
         free(line);
+        /* a record lost here would be lost for good: the file is rewritten */
+        bool unread = ferror(old) != 0;
         fclose(old);
-        if (mem) fclose(mem);
+        if (fclose(mem) != 0 || unread) {
+            free(keep);
+            return unread ? dck_set_error(DCK_ERR_IO, "%s: cannot read the trajectory", tr->traj_path)
+                          : dck_oom("train");
+        }
     }
     dck_status s = dck_write_file_atomic(tr->traj_path, keep ? keep : "", keep ? klen : 0);
     free(keep);
@@ -641,12 +650,12 @@ static dck_status step_once(trainer *tr, long step, dck_train_step_info *si) {
             if ((s = dck_comm_allgather(tr->comm, tr->losses, tr->all_losses,
                                         (size_t)tr->nloc * sizeof(float))))
                 return s;
-            float *sub[256];
+            float *sub[DCK_TRAIN_MAX_RANKS]; /* K <= the limit: dck_train_config_ranks */
             for (int r = 0; r < tr->K; r++) sub[r] = tr->gather + (size_t)r * P;
             dck_tree_sum(sub, (size_t)tr->K, P);
             grad = tr->gather;
         }
-        float *lp[1024];
+        float *lp[DCK_TRAIN_MAX_MICROBATCHES]; /* M: the option table's range */
         for (int j = 0; j < tr->M; j++) lp[j] = &tr->all_losses[j];
         dck_tree_sum(lp, (size_t)tr->M, 1);
         loss = tr->all_losses[0] * inv_m;
@@ -661,7 +670,7 @@ static dck_status step_once(trainer *tr, long step, dck_train_step_info *si) {
     float gscale = (tr->c.clip > 0.0f && norm > tr->c.clip) ? tr->c.clip / (norm + 1e-6f) : 1.0f;
     dck_adamw(&tr->m, &tr->c, step, lr, gscale, grad, tr->master, tr->m1, tr->m2, tr->lo, tr->hi);
     if (tr->K > 1) {
-        size_t counts[256], displs[256];
+        size_t counts[DCK_TRAIN_MAX_RANKS], displs[DCK_TRAIN_MAX_RANKS];
         for (int r = 0; r < tr->K; r++) {
             counts[r] = (tr->part[r + 1] - tr->part[r]) * sizeof(float);
             displs[r] = tr->part[r] * sizeof(float);
@@ -725,16 +734,12 @@ static void release(trainer *tr) {
 
 static dck_status setup(trainer *tr) {
     const dck_train_config *c = &tr->c;
-    dck_status s = dck_train_config_check(c);
-    if (s) return s;
-    if (tr->K > 256 || c->microbatches % tr->K != 0)
-        return dck_set_error(DCK_ERR_INVALID,
-                             "%d ranks do not divide --microbatches %d: use a K that divides M "
-                             "(both powers of two)",
-                             tr->K, c->microbatches);
-    if (c->microbatches > 1024)
-        return dck_set_error(DCK_ERR_INVALID, "--microbatches %d: at most 1024", c->microbatches);
-    if ((s = dck_model_init(&tr->m, c))) return s;
+    /* the limits the step's stack arrays are sized by: the option table's
+     * range of --microbatches (checked by dck_train_config_check) and the
+     * number of ranks */
+    DCK_TRY(dck_train_config_check(c));
+    DCK_TRY(dck_train_config_ranks(c, tr->K));
+    DCK_TRY(dck_model_init(&tr->m, c));
     if (c->flip_step > 0) {
         long t = dck_model_find(&tr->m, c->flip_tensor);
         if (t < 0)
@@ -789,8 +794,8 @@ static dck_status setup(trainer *tr) {
             if (!(tr->scratch[w] = dck_xcalloc(P, sizeof(float))))
                 return dck_oom("train");
     }
-    if ((s = dck_data_open(c, &tr->data))) return s;
-    if (!(tr->config_json = dck_train_config_json(c))) return DCK_ERR_IO;
+    DCK_TRY(dck_data_open(c, &tr->data));
+    DCK_TRY(dck_train_config_json(c, &tr->config_json));
     dck_model_init_weights(&tr->m, tr->master);
     return DCK_OK;
 }

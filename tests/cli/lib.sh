@@ -1,9 +1,33 @@
 # Helpers for CLI tests. Sourced by tests/cli/test_*.sh, which run in a fresh
 # temporary directory ($TESTTMP) with $DETCHECK pointing at the binary.
+#
+# Skips: a test never passes without checking. A test that cannot run at all
+# calls `skip "why"`: it prints "SKIP: why", appends the reason to the file
+# named by $DCK_SKIP_LOG (tests/run.sh sets it) and exits 77, automake's
+# "skipped". A test that can run only in part calls `skip_part "why"` for the
+# part it leaves out and goes on; done_ok then exits 77 instead of 0, so the
+# test counts as skipped (a failure still fails it) and run.sh lists each
+# reason. `need_public_fixtures` sets FIX to ../shared/fixtures/public beside
+# the project root ($DCK_PUBLIC_FIXTURES when set: point it at a missing path
+# to test as on a machine without them) and skips when it is absent, or fails
+# when $DCK_REQUIRE_FIXTURES is set (.ci/run sets it: in CI they must be
+# there). done_ok fails a test that ran no check.
 set -u
 DCK_CHECKS=0
+DCK_PARTS_SKIPPED=0
 fail() { echo "FAIL: $*" >&2; exit 1; }
 ok() { DCK_CHECKS=$((DCK_CHECKS+1)); }
+skip_note() { echo "SKIP: $*"; [ -z "${DCK_SKIP_LOG:-}" ] || echo "$*" >> "$DCK_SKIP_LOG"; }
+skip() { skip_note "$*"; exit 77; }
+skip_part() { skip_note "$*"; DCK_PARTS_SKIPPED=$((DCK_PARTS_SKIPPED+1)); }
+need_public_fixtures() {
+    FIX="${DCK_PUBLIC_FIXTURES:-$DCK_TOP/../shared/fixtures/public}"
+    [ -d "$FIX" ] && return 0
+    case "${DCK_REQUIRE_FIXTURES:-0}" in
+    "" | 0) skip "public fixtures $FIX absent (DCK_REQUIRE_FIXTURES=1 makes this a failure)" ;;
+    *) fail "public fixtures $FIX absent and DCK_REQUIRE_FIXTURES is set" ;;
+    esac
+}
 # expect_exit CODE CMD...: runs CMD, stdout to out.txt, stderr to err.txt
 expect_exit() {
     want=$1; shift
@@ -14,5 +38,12 @@ expect_exit() {
 # expect_grep PATTERN FILE
 expect_grep() { grep -q -- "$1" "$2" || { cat "$2"; fail "'$1' not in $2"; }; ok; }
 expect_no_grep() { ! grep -q -- "$1" "$2" || { cat "$2"; fail "'$1' unexpectedly in $2"; }; ok; }
-done_ok() { echo "ok: $DCK_CHECKS checks"; }
+done_ok() {
+    [ "$DCK_CHECKS" -gt 0 ] || fail "no check ran"
+    if [ "$DCK_PARTS_SKIPPED" -gt 0 ]; then
+        echo "ok: $DCK_CHECKS checks, $DCK_PARTS_SKIPPED part(s) skipped"
+        exit 77
+    fi
+    echo "ok: $DCK_CHECKS checks"
+}
 set -e

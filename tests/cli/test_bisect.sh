@@ -44,4 +44,35 @@ expect_grep 'g/trajectory.jsonl has a gap: step 4 is missing' err.txt
 : > h/trajectory.jsonl
 expect_exit 2 $DETCHECK bisect a h
 expect_grep 'h/trajectory.jsonl has no records' err.txt
+# --json: the keys in their order, integers as integers, nulls where nothing
+expect_exit 1 $DETCHECK bisect --json c d
+python3 - <<'PY' || fail "bisect --json keys and types"
+import json
+d = json.load(open("out.txt"), object_pairs_hook=lambda kv: kv)
+assert [k for k, _ in d] == ["identical", "steps", "first_step", "detail", "checkpoints_in_both",
+                             "last_agreeing_checkpoint", "first_differing_checkpoint", "tensors",
+                             "replay"], d
+v = dict(d)
+assert v["identical"] is False and v["steps"] == [7, 7] and v["first_step"] is None, d
+assert v["detail"] is None and v["checkpoints_in_both"] == 7, d
+assert v["last_agreeing_checkpoint"] == 3 and v["first_differing_checkpoint"] == 4, d
+assert [list(dict(t)) for t in v["tensors"]] == [["name", "kind"]], d
+assert v["replay"].startswith("detcheck train --vocab 64 --layers 2 --width 32 "), d
+PY
+ok
+# the replay command comes from the option table: a token file whose name
+# needs quoting and floats that need nine digits replay bit for bit
+python3 -c "
+import struct, random
+random.seed(5)
+open(\"tok it's.bin\", 'wb').write(struct.pack('<3000H', *[random.randrange(64) for _ in range(3000)]))"
+QCFG="--vocab 64 --width 32 --layers 1 --heads 2 --seq 8 --microbatches 2 --steps 5 --ckpt-every 1 -q --lr 0.00123456789 --beta2 0.987654321"
+expect_exit 0 $DETCHECK train $QCFG --data "tok it's.bin" --out qa
+expect_exit 0 $DETCHECK train $QCFG --data "tok it's.bin" --out qb --flip-bit 3:model.wte.weight:7
+expect_exit 1 $DETCHECK bisect qa qb
+expect_grep "replay: detcheck train .* --lr 0.0012345678 .* --beta2 0.9876543 .* --data 'tok it'\\\\''s.bin' --resume-from qa/step_00000002" out.txt
+cmd=$($DETCHECK bisect qa qb | sed -n 's/^replay: //p' | sed 's/REPLAY_DIR/qreplay/; s/^detcheck /$DETCHECK /')
+eval "$cmd -q" || fail "replay failed: $cmd"; ok
+expect_exit 0 $DETCHECK hash -o qa3.yaml qa/step_00000003
+expect_exit 0 $DETCHECK verify --golden qa3.yaml qreplay/step_00000003
 done_ok

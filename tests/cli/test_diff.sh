@@ -163,4 +163,46 @@ expect_grep "junk.yaml" err.txt
 expect_exit 2 "$DETCHECK" diff empty.safetensors b.safetensors
 expect_grep "empty.safetensors" err.txt
 
+# JSON numbers beyond jansson's signed integers stay exact: ULP distances up
+# to 2^64 - 1 (U64 0 vs max, I64 min vs max, F64 -max vs +max)
+python3 - <<'PY'
+import json, struct
+def st(path, vals):
+    hdr, data = {}, b""
+    for name, dt, f, v in vals:
+        b = struct.pack(f, v)
+        hdr[name] = {"dtype": dt, "shape": [1], "data_offsets": [len(data), len(data) + len(b)]}
+        data += b
+    h = json.dumps(hdr).encode()
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
+st("big_a.safetensors", [("u", "U64", "<Q", 0), ("i", "I64", "<q", -2**63), ("f", "F64", "<d", -1.7976931348623157e308)])
+st("big_b.safetensors", [("u", "U64", "<Q", 2**64 - 1), ("i", "I64", "<q", 2**63 - 1), ("f", "F64", "<d", 1.7976931348623157e308)])
+PY
+expect_exit 1 "$DETCHECK" diff --json big_a.safetensors big_b.safetensors
+expect_eq "$(jget out.txt "t['u']['max_ulp'], t['i']['max_ulp'], t['f']['max_ulp'] == 2 * 0x7fefffffffffffff, [l['max_ulp'] for l in d['layers']]")" \
+    "18446744073709551615 18446744073709551615 True []" big-ulp
+expect_eq "$(jget out.txt "type(t['u']['max_abs']).__name__, t['f']['max_abs'], t['u']['count']")" "float inf 1" big-abs
+# the document's keys, in their order; one tensor record per line (for grep)
+python3 - <<'PY' || fail "diff --json keys and layout"
+import json
+d = json.load(open("d.json"), object_pairs_hook=lambda kv: kv)
+assert [k for k, _ in d] == ["a", "b", "mode", "equal", "ok", "tolerance", "summary", "layers",
+                             "values", "tensors"], [k for k, _ in d]
+t = [dict(x) for x in dict(d)["tensors"]]
+assert [k for k in t[0]] == ["name", "status", "group", "layer", "dtype", "shape", "digest_a", "digest_b",
+                             "count", "diff_count", "beyond_tolerance", "max_abs", "max_rel", "max_ulp",
+                             "first_index", "rel_l2", "nan_a", "nan_b", "inf_a", "inf_b", "nan_vs_number",
+                             "nan_payload"], list(t[0])
+s = dict(dict(d)["summary"])
+assert list(s)[:2] == ["tensors", "equal"] and list(s)[-3:] == ["first_differing_layer", "groups", "bytes_compared"], s
+lines = [l for l in open("d.json") if '"status": ' in l]
+assert len(lines) == len(t), lines
+PY
+ok
+expect_grep '"tensors": 9, "equal": 2,' d.json
+# a path that is not UTF-8 still gives a document JSON can read (U+FFFD for the stray byte)
+cp a.safetensors "$(printf 'x\377y.safetensors')"
+expect_exit 1 "$DETCHECK" diff --json "$(printf 'x\377y.safetensors')" b.safetensors
+expect_eq "$(jget out.txt "d['a'] == 'x\\ufffdy.safetensors', d['summary']['differ']")" "True 7" not-utf8
+
 done_ok

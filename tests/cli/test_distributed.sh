@@ -5,9 +5,9 @@
 # a GPU, also --device cuda under mpirun. Needs no GPU.
 . "$DCK_TOP/tests/cli/lib.sh"
 
-command -v mpirun > /dev/null || { echo "ok: skipped (no mpirun)"; exit 0; }
+command -v mpirun > /dev/null || skip "no mpirun"
 # ci/gpu-check.sh on a machine without this build's Open MPI runtime
-[ -z "${DCK_NO_MPI_TESTS:-}" ] || { echo "ok: skipped ($DCK_NO_MPI_TESTS)"; exit 0; }
+[ -z "${DCK_NO_MPI_TESTS:-}" ] || skip "$DCK_NO_MPI_TESTS"
 export SOURCE_DATE_EPOCH=1700000000 # the manifest's "created"
 # Open MPI allocates at init in ways LeakSanitizer reports (SANITIZE=1 builds)
 export ASAN_OPTIONS=detect_leaks=0

@@ -66,4 +66,35 @@ if [ -n "$objs" ] && command -v nm > /dev/null; then
     nm $objs | grep -E ' U (exp|expf|log|logf|tanh|tanhf|erf|erff|pow|powf|cos|cosf|sin|sinf)$' > libm.txt || true
     [ ! -s libm.txt ] || { cat libm.txt; fail "training math calls libm"; }; ok
 fi
+# the run's limits come from the option table and are named in the message
+expect_exit 2 $DETCHECK train $CFG --steps 1 --microbatches 2048
+expect_grep "microbatches '2048': not an integer in \[1, 1024\]" err.txt
+expect_exit 2 $DETCHECK train $CFG --steps 1 --threads 257
+expect_grep "threads '257': not an integer in \[1, 256\]" err.txt
+# --json: the keys in their order, integers as integers, the rest as before
+expect_exit 0 $DETCHECK train $CFG --steps 2 --json
+python3 - <<'PY' || fail "train --json keys and types"
+import json
+d = json.load(open("out.txt"), object_pairs_hook=lambda kv: kv)
+assert [k for k, _ in d] == ["ranks", "first_step", "last_step", "first_loss", "last_loss",
+                             "seconds", "steps_per_s", "root"], d
+v = dict(d)
+assert [type(v[k]) for k in ("ranks", "first_step", "last_step")] == [int] * 3, d
+assert type(v["first_loss"]) is float and type(v["seconds"]) is float, d
+assert len(v["root"]) == 32 and v["last_step"] == 2, d
+# the losses as %.9g wrote them: 9 significant digits, no more
+assert len(repr(v["first_loss"]).replace(".", "").lstrip("0")) <= 9, d
+PY
+ok
+expect_exit 0 $DETCHECK train $CFG --steps 1 --bench --json
+python3 - <<'PY' || fail "train --bench --json keys and types"
+import json
+d = json.load(open("out.txt"), object_pairs_hook=lambda kv: kv)
+assert [k for k, _ in d] == ["ranks", "threads", "steps", "deterministic_steps_per_s",
+                             "fast_steps_per_s", "determinism_tax", "goal"], d
+v = dict(d)
+assert v["ranks"] == 1 and v["steps"] == 1 and v["goal"] == 1.1, d
+assert type(v["determinism_tax"]) is float, d
+PY
+ok
 done_ok

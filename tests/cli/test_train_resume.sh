@@ -57,10 +57,32 @@ expect_exit 0 $DETCHECK resume-check $CFG --steps 6 --at 2,4 --ckpt-every 2
 expect_grep 'identical (4 interrupted runs' out.txt
 expect_exit 0 $DETCHECK resume-check $CFG --steps 5 --at 2 --launcher "$MPI 2" --resume-launcher "$MPI 4" --json
 expect_grep '"identical":true' out.txt
+python3 - <<'PY' || fail "resume-check --json keys and types"
+import json
+d = json.load(open("out.txt"), object_pairs_hook=lambda kv: kv)
+assert [k for k, _ in d] == ["identical", "steps", "workdir", "checks"], d
+v = dict(d)
+assert v["identical"] is True and v["steps"] == 5 and len(v["checks"]) == 2, d
+for c in v["checks"]:
+    assert [k for k, _ in c] == ["name", "result", "first_step", "tensor", "detail"], c
+    assert dict(c)["result"] == "identical" and dict(c)["first_step"] is None, c
+PY
+ok
 # ...and it can fail: a corrupted resume is caught at the right step and tensor
 expect_exit 1 $DETCHECK resume-check $CFG --steps 6 --at 3 --resume-flip-bit 5:model.blocks.0.mlp.fc.weight:7 --workdir rc
 expect_grep 'first differing step 5' out.txt
 expect_grep 'NOT reproducible' out.txt
 expect_exit 2 $DETCHECK resume-check $CFG --steps 6 --at 6
 expect_exit 2 $DETCHECK resume-check $CFG --at 2
+# --json of a difference: its step and tensor as numbers and strings
+expect_exit 1 $DETCHECK resume-check $CFG --steps 4 --at 2 --resume-flip-bit 4:model.blocks.0.mlp.fc.weight:7 --workdir rcj --json
+python3 - <<'PY' || fail "resume-check --json of a difference"
+import json
+d = json.load(open("out.txt"))
+assert d["identical"] is False and d["workdir"] == "rcj", d
+for c in d["checks"]:
+    assert c["result"] == "different" and c["first_step"] == 4, c
+    assert c["tensor"] == "model.blocks.0.mlp.fc.weight" and c["detail"].startswith("first differing step 4"), c
+PY
+ok
 done_ok

@@ -29,22 +29,22 @@ static dck_status on_other(void *ctx, const char *name, const pk_node *n) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pk_limits lim;
-    pk_limits_default(&lim);
+    dck_pk_limits_default(&lim);
     lim.max_bytes = (uint64_t)64 << 20;
     lim.max_nodes = (size_t)1 << 20;
     lim.max_memo = (size_t)1 << 16;
     pk_ctx *c;
-    if (pk_ctx_create("fuzz", &lim, &c)) return 0;
+    if (dck_pk_ctx_create("fuzz", &lim, &dck_pk_torch_handlers, &c)) return 0;
     size_t off = 0;
     /* several pickles back to back, as the legacy torch format has */
     for (int k = 0; k < 4 && off < size; k++) {
         pk_node *root;
         size_t used;
-        if (pk_load(c, data + off, size - off, (int64_t)off, &root, &used)) break;
-        pk_walker w = {NULL, on_tensor, on_array, on_value, on_other, pk_walk_budget(c)};
-        if (pk_walk(root, k ? "x" : "", &w, "fuzz")) break;
+        if (dck_pk_load(c, data + off, size - off, (int64_t)off, &root, &used)) break;
+        pk_walker w = {NULL, on_tensor, on_array, on_value, on_other, dck_pk_walk_budget(c)};
+        if (dck_pk_walk(root, k ? "x" : "", &w, "fuzz")) break;
         off += used;
     }
-    pk_ctx_free(c);
+    dck_pk_ctx_free(c);
     return 0;
 }
