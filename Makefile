@@ -45,13 +45,18 @@ endif
 # -ffp-contract=off: no fused multiply-add behind our back, so the host
 # arithmetic is the exact twin of the CUDA code built with --fmad=false.
 CFLAGS  ?= -O2
-CFLAGS  += -std=c11 -Wall -Wextra -Werror -ffp-contract=off -fPIC -pthread \
+override CFLAGS  += -std=c11 -Wall -Wextra -Werror -ffp-contract=off -fPIC -pthread \
            -D_GNU_SOURCE -Iinclude -Isrc $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(MPI_CFLAGS)
-LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(MPI_LIBS) -lpthread -lm
+override LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(MPI_LIBS) -lpthread -lm
 ifeq ($(SANITIZE),1)
-CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-LDFLAGS += -fsanitize=address,undefined
+override CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+override LDFLAGS += -fsanitize=address,undefined
 endif
+# Objects are rebuilt when the flags change (CFLAGS, SANITIZE, CUDA, MPI...):
+# the stamp is rewritten only when its text differs, and every object
+# depends on it.
+FLAGS_STAMP := $(BUILD)/flags.txt
+FLAGS_NOW = $(CC) $(CFLAGS) $(LIB_VISIBILITY) | $(NVCC) $(NVCCFLAGS) | $(LDFLAGS) $(LDLIBS)
 # Header dependencies: every compile writes a .d file next to its output.
 DEPFLAGS = -MMD -MP -MF $@.d -MT $@
 # The library's objects: only DCK_API functions leave libdetcheck.so.
@@ -64,11 +69,15 @@ NVCCFLAGS ?= -O2 --fmad=false -std=c++17 -Iinclude -Isrc -Xcompiler -fPIC \
              $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a)$(comma)code=sm_$(a)) \
              -gencode arch=compute_$(lastword $(CUDA_ARCHS))$(comma)code=compute_$(lastword $(CUDA_ARCHS))
 ifeq ($(CUDA),1)
-CFLAGS  += -DDCK_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lnccl -lstdc++
+override CFLAGS  += -DDCK_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+override LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lnccl -lstdc++
 CU_SRC  := $(wildcard cuda/*.cu)
 else
 CU_SRC  :=
+endif
+
+ifneq ($(filter-out help clean deps,$(or $(MAKECMDGOALS),all)),)
+$(shell mkdir -p $(BUILD) && { [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP); })
 endif
 
 LIB_SRC := $(filter-out src/cli/%,$(wildcard src/*/*.c))
@@ -94,13 +103,13 @@ $(BUILD)/ldlibs.txt: Makefile
 
 lib: $(BUILD)/libdetcheck.a $(BUILD)/$(SONAME) $(BUILD)/libdetcheck.so
 
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(OBJ_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(filter-out %.cu.o,$(LIB_OBJ)): OBJ_CFLAGS := $(LIB_VISIBILITY)
 
-$(BUILD)/%.cu.o: %.cu
+$(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $(foreach f,$(LIB_VISIBILITY),-Xcompiler $(f)) $(DEPFLAGS) -c $< -o $@
 
@@ -117,11 +126,11 @@ $(BUILD)/$(SONAME) $(BUILD)/libdetcheck.so: $(BUILD)/$(SHLIB)
 $(BUILD)/detcheck: $(CLI_OBJ) $(BUILD)/libdetcheck.a
 	$(CC) -o $@ $(CLI_OBJ) $(BUILD)/libdetcheck.a $(LDFLAGS) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libdetcheck.a
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libdetcheck.a $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEPFLAGS) -Itests -o $@ $< $(BUILD)/libdetcheck.a $(LDFLAGS) $(TEST_LIBS) $(LDLIBS)
 
-$(BUILD)/tests/gpu/%: tests/gpu/%.c $(BUILD)/libdetcheck.a
+$(BUILD)/tests/gpu/%: tests/gpu/%.c $(BUILD)/libdetcheck.a $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEPFLAGS) -o $@ $< $(BUILD)/libdetcheck.a $(LDFLAGS) $(LDLIBS)
 

@@ -5,8 +5,8 @@
 // block (warp shuffles), then into the caller's device lanes with 64-bit
 // atomics. Integer addition mod 2^64 is associative and commutative, so the
 // bits do not depend on the grid, the scheduling or the order of the atomics,
-// and they equal the CPU's (src/digest.c). The hash and the tile geometry are
-// in src/gpu_xxh3.h, shared with the CPU twin (src/gpu_twin.c).
+// and they equal the CPU's (src/core/digest.c). The hash and the tile geometry are
+// in src/gpu/gpu_xxh3.h, shared with the CPU twin (src/gpu/digest_twin.c).
 #include "gpu/gpu.h"
 #include "gpu/gpu_xxh3.h"
 

@@ -1,4 +1,4 @@
-/* The CPU twin of the GPU digest (src/gpu_twin.c, src/gpu_xxh3.h): the
+/* The CPU twin of the GPU digest (src/gpu/digest_twin.c, src/gpu/gpu_xxh3.h): the
  * kernels' XXH3 code against libxxhash, the kernel's tiles/staging/funnel
  * shifts against dck_segments_sum, the GPU fragment logic against
  * dck_fragment_partial_compute, and random splits against the CPU digest.

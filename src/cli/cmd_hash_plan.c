@@ -1,5 +1,5 @@
 /* detcheck hash --device cuda|auto and --distributed: the planned paths
- * (src/hash_distributed.c). cmd_hash.c parses the options and calls here
+ * (src/hash/hash_distributed.c). cmd_hash.c parses the options and calls here
  * when either is given; the manifest is the one plain `hash` writes. */
 #include "cli.h"
 #include "hash/hash.h"
@@ -52,7 +52,7 @@ int cmd_hash_planned(int argc, char **argv, const char *const *paths, size_t npa
     int rc = DCK_EXIT_TROUBLE;
     dck_checkpoint *ck = NULL;
     dck_manifest *m = NULL;
-    dck_device use;
+    dck_device use = DCK_DEVICE_CPU;
     char why[512];
     s = resolve_device(comm, device, &use, why, sizeof why);
     if (s) {

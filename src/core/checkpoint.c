@@ -36,7 +36,7 @@ typedef struct ck_private {
     name_index idx;
 } ck_private;
 
-/* dck_checkpoint is declared in internal.h; private data is allocated
+/* dck_checkpoint is declared in core.h; private data is allocated
  * together with it. */
 typedef struct {
     dck_checkpoint ck;

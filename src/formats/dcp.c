@@ -239,7 +239,6 @@ static const sd_entry *find_sd(const sd_entry *v, size_t n, const char *fqn, int
 
 /* Loads a DCP directory (its .metadata) into ck. relroot: dir's path
  * relative to the hashed root. */
-dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *relroot);
 
 dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *relroot) {
     dcp_ctx c = {0};

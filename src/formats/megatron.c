@@ -28,7 +28,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *relroot);
 
 #define LATEST "latest_checkpointed_iteration.txt"
 

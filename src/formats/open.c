@@ -1,7 +1,8 @@
 /* Opening paths: the only place that names the individual readers. A path
  * is a file (sniffed by its first bytes, decompressed when zstd) or a
  * directory (a reader that takes the whole directory, else each regular
- * file in name order). Adding a format is one file plus one row below. */
+ * file in name order). Adding a format is one file plus one row of
+ * DCK_READERS below. */
 #include "formats/formats.h"
 
 #include <dirent.h>
@@ -13,24 +14,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-extern const dck_reader dck_reader_safetensors;
-extern const dck_reader dck_reader_st_index;   /* *.safetensors.index.json */
-extern const dck_reader dck_reader_megatron;   /* Megatron-LM checkpoint roots and iter_N dirs */
-extern const dck_reader dck_reader_dcp;        /* torch.distributed.checkpoint directories */
-extern const dck_reader dck_reader_npz;        /* NumPy .npz */
-extern const dck_reader dck_reader_pt;         /* torch.save: zip, legacy, tar */
-extern const dck_reader dck_reader_npy;        /* NumPy .npy */
+/* The reader table: one row per format, tried in this order on each path
+ * (the index reader before safetensors, directory readers before the
+ * per-file ones). Each row X(NAME) names `const dck_reader dck_reader_NAME`,
+ * defined in the format's own file. */
+#define DCK_READERS(X)                                                                             \
+    X(st_index)    /* *.safetensors.index.json */                                                 \
+    X(safetensors) /* safetensors, detcheck's sharded layout */                                   \
+    X(megatron)    /* Megatron-LM checkpoint roots and iter_N dirs */                             \
+    X(dcp)         /* torch.distributed.checkpoint directories */                                 \
+    X(npz)         /* NumPy .npz */                                                               \
+    X(pt)          /* torch.save: zip, legacy, tar */                                             \
+    X(npy)         /* NumPy .npy */
 
-/* Readers tried in order on each path. */
-static const dck_reader *const readers[] = {
-    &dck_reader_st_index,
-    &dck_reader_safetensors,
-    &dck_reader_megatron,
-    &dck_reader_dcp,
-    &dck_reader_npz,
-    &dck_reader_pt,
-    &dck_reader_npy,
-};
+#define DCK_READER_EXTERN(name) extern const dck_reader dck_reader_##name;
+#define DCK_READER_ROW(name) &dck_reader_##name,
+DCK_READERS(DCK_READER_EXTERN)
+static const dck_reader *const readers[] = {DCK_READERS(DCK_READER_ROW)};
 
 /* ------------------------------------------------------------------ open */
 

@@ -58,6 +58,11 @@ dck_status dck_pt_load_file(dck_checkpoint *ck, uint32_t file, const dck_pt_opts
 dck_status dck_pt_open_path(dck_checkpoint *ck, const char *path, const char *relpath,
                             const dck_pt_opts *o);
 
+/* A torch.distributed.checkpoint directory (dcp.c): its .metadata and
+ * .distcp files, tensors named by their fully qualified names. Megatron's
+ * torch_dist checkpoints are read through it. */
+dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *relroot);
+
 /* npz members or a whole .npy in bytes (npy_header.c). */
 dck_status dck_npy_parse_header(const uint8_t *data, uint64_t len, const char *label,
                                 dck_dtype *dtype, bool *byteswap, bool *fortran, int *ndim,

@@ -25,7 +25,7 @@ dck_status dck_fragment_split_compute(uint64_t tensor_bytes, uint64_t offset, ui
     uint64_t end = offset + length;
     out->mid_begin = out->mid_end = out->tail_begin = end;
     if (!length) return DCK_OK;
-    /* The same cuts as dck_fragment_partial_compute (src/digest.c): the
+    /* The same cuts as dck_fragment_partial_compute (src/core/digest.c): the
      * head runs to the first segment boundary; the tail starts at the last
      * boundary, unless the fragment ends the tensor (then its short last
      * segment is whole). */

@@ -1,7 +1,7 @@
 /* The public GPU digest API (include/detcheck.h, "GPU"). With CUDA it drives
  * the kernels of cuda/digest.cu; without (make CUDA=0) every call says so
  * with DCK_ERR_NODEVICE. The fragment logic is shared with the CPU twin
- * (src/gpu_twin.c). */
+ * (src/gpu/digest_twin.c). */
 #include "core/core.h"
 #include "gpu/gpu.h"
 

@@ -65,13 +65,13 @@ int dck_cuda_segments_sum_launch(const void *data, uint64_t len, uint64_t first_
 int dck_cuda_word_sum_launch(const uint64_t *data, uint64_t nwords, uint64_t *dev_out,
                              uint32_t nblocks, void *stream);
 
-/* ------------------------------------------------------------------ host helpers (src/gpu.c) */
+/* ------------------------------------------------------------------ host helpers (src/gpu/gpu.c) */
 /* Sets DCK_ERR_DEVICE with the CUDA error text; returns it. */
 dck_status dck_gpu_error(int cuda_err, const char *what);
 /* Which device holds ptr (DCK_ERR_INVALID when it is not device memory). */
 dck_status dck_gpu_pointer_device(const void *ptr, int *device);
 
-/* ------------------------------------------------------------------ file hashing (src/gpu_stream.c)
+/* ------------------------------------------------------------------ file hashing (src/gpu/gpu_stream.c)
  * The logical bytes [begin, end) of a checkpoint tensor, begin a multiple of
  * 128, end a multiple of 128 or the tensor's size: a run of whole segments. */
 typedef struct {

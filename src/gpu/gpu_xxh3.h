@@ -2,7 +2,7 @@
  * v1 hashes (one segment). Written from the XXH3 specification
  * (xxhash_spec.md, "XXH3 Algorithm Description for small / medium inputs").
  *
- * This one header is compiled twice: as C for the CPU twin (src/gpu_twin.c),
+ * This one header is compiled twice: as C for the CPU twin (src/gpu/digest_twin.c),
  * and as CUDA for the kernels (the .cu files in cuda/), so the twin's tests against
  * libxxhash test the very arithmetic the GPU runs. Integer operations only;
  * no table lookups (the secret words are constants), so device code needs no

@@ -1,4 +1,5 @@
-/* Checkpoint hashing split over devices and ranks (src/hash_distributed.c):
+/* hash/: the hashing engines. The CPU engine (hash_cpu.c: dck_checkpoint_hash,
+ * dck_hash_paths) and hashing split over devices and ranks (hash_distributed.c):
  * `detcheck hash --device cuda` and `mpirun -np K detcheck hash
  * --distributed`. The manifest is the one dck_checkpoint_hash builds. */
 #ifndef DCK_HASH_H

@@ -19,7 +19,7 @@ int dck_diff_paths(void);
 int planted_upward(void) { return dck_diff_paths(); }
 C
 cc -c up.c -o planted/src/common/planted_up.o
-expect_exit 1 python3 "$DCK_TOP/ci/layers.py" planted "$DCK_TOP/src"
+expect_exit 1 python3 "$DCK_TOP/ci/layers.py" --all-objects planted "$DCK_TOP/src"
 expect_grep 'src/common/planted_up.o (layer common) uses src/diff/diff.o (layer diff, above it): dck_diff_paths' out.txt
 rm planted/src/common/planted_up.o
 
@@ -34,7 +34,7 @@ int planted_b(void) { return planted_a(); }
 C
 cc -c a.c -o planted/src/core/planted_a.o
 cc -c b.c -o planted/src/core/planted_b.o
-expect_exit 1 python3 "$DCK_TOP/ci/layers.py" planted "$DCK_TOP/src"
+expect_exit 1 python3 "$DCK_TOP/ci/layers.py" --all-objects planted "$DCK_TOP/src"
 expect_grep 'cycle in layer core: .*planted_a.o -> .*planted_b.o' out.txt
 rm planted/src/core/planted_a.o planted/src/core/planted_b.o
 
