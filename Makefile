@@ -45,6 +45,16 @@ endif
 # -ffp-contract=off: no fused multiply-add behind our back, so the host
 # arithmetic is the exact twin of the CUDA code built with --fmad=false.
 CFLAGS  ?= -O2
+# Same bits from any build: the flags that let the compiler change
+# floating-point results are refused (src/common/common.h also refuses them
+# with #error where the compiler says so, e.g. GCC's __ASSOCIATIVE_MATH__;
+# clang defines no macro for most of them, hence this list), and
+# -ffp-contract=off comes after the user's flags.
+FAST_MATH_FLAGS := -ffast-math -Ofast -ffinite-math-only -fassociative-math -freciprocal-math \
+                   -fno-signed-zeros -funsafe-math-optimizations -ffp-model=fast -fapprox-func
+ifneq ($(filter $(FAST_MATH_FLAGS),$(CC) $(CFLAGS)),)
+$(error detcheck must give the same bits from any build: remove $(filter $(FAST_MATH_FLAGS),$(CC) $(CFLAGS)) from CC/CFLAGS)
+endif
 override CFLAGS  += -std=c11 -Wall -Wextra -Werror -ffp-contract=off -fPIC -pthread \
            -D_GNU_SOURCE -Iinclude -Isrc $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(MPI_CFLAGS)
 override LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(MPI_LIBS) -lpthread -lm
@@ -68,9 +78,16 @@ CUDA_ARCHS ?= 80 90 100
 NVCCFLAGS ?= -O2 --fmad=false -std=c++17 -Iinclude -Isrc -Xcompiler -fPIC \
              $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a)$(comma)code=sm_$(a)) \
              -gencode arch=compute_$(lastword $(CUDA_ARCHS))$(comma)code=compute_$(lastword $(CUDA_ARCHS))
+# CUDA: neither cudart nor NCCL is linked; src/gpu/cuda_loader.c loads them
+# with dlopen on the first GPU call, so CPU calls start as fast as a CPU-only
+# build. The kernels are compiled to a fatbin (device code only: no <<<>>>
+# host stub, which would link cudart) and embedded in the library as data;
+# the rpath lets dlopen find the toolkit's libraries. The GPU test programs
+# call the runtime themselves and link it (GPU_LDLIBS).
 ifeq ($(CUDA),1)
 override CFLAGS  += -DDCK_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-override LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lnccl -lstdc++
+override LDLIBS  += -Wl,-rpath,$(CUDA_HOME)/lib64 -ldl
+GPU_LDLIBS := -L$(CUDA_HOME)/lib64 -lcudart
 CU_SRC  := $(wildcard cuda/*.cu)
 else
 CU_SRC  :=
@@ -109,9 +126,19 @@ $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 
 $(filter-out %.cu.o,$(LIB_OBJ)): OBJ_CFLAGS := $(LIB_VISIBILITY)
 
-$(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP)
+# cuda/NAME.cu -> a fatbin -> an object holding it as the hidden symbol
+# dck_cuda_NAME_fatbin (64-byte aligned, read-only), loaded by
+# src/gpu/cuda_loader.c. The object keeps the name NAME.cu.o (ci/layers.py
+# maps it to its source).
+$(BUILD)/%.fatbin: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) $(foreach f,$(LIB_VISIBILITY),-Xcompiler $(f)) $(DEPFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) $(DEPFLAGS) -fatbin $< -o $@
+
+$(BUILD)/%.cu.o: $(BUILD)/%.fatbin
+	printf '\t.section .rodata.%s,"a"\n\t.balign 64\n\t.globl %s\n\t.hidden %s\n\t.type %s,@object\n%s:\n\t.incbin "%s"\n\t.size %s, .-%s\n\t.section .note.GNU-stack,"",@progbits\n' \
+	  $(foreach i,1 2 3 4 5,$(SYM)) '$<' $(SYM) $(SYM) | $(CC) -c -x assembler - -o $@
+$(BUILD)/%.cu.o: SYM = dck_cuda_$(notdir $*)_fatbin
+.SECONDARY: $(CU_SRC:%.cu=$(BUILD)/%.fatbin)
 
 $(BUILD)/libdetcheck.a: $(LIB_OBJ)
 	@rm -f $@
@@ -132,13 +159,14 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libdetcheck.a $(FLAGS_STAMP)
 
 $(BUILD)/tests/gpu/%: tests/gpu/%.c $(BUILD)/libdetcheck.a $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(DEPFLAGS) -o $@ $< $(BUILD)/libdetcheck.a $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(DEPFLAGS) -o $@ $< $(BUILD)/libdetcheck.a $(LDFLAGS) $(LDLIBS) $(GPU_LDLIBS)
 
 $(BUILD)/tests/gpu/gpu_hash: examples/gpu_hash.c $(BUILD)/libdetcheck.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(DEPFLAGS) -o $@ $< $(BUILD)/libdetcheck.a $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(DEPFLAGS) -o $@ $< $(BUILD)/libdetcheck.a $(LDFLAGS) $(LDLIBS) $(GPU_LDLIBS)
 
--include $(LIB_OBJ:=.d) $(CLI_OBJ:=.d) $(TEST_BIN:=.d) $(GPU_TEST_BIN:=.d)
+-include $(LIB_OBJ:=.d) $(CLI_OBJ:=.d) $(TEST_BIN:=.d) $(GPU_TEST_BIN:=.d) \
+         $(CU_SRC:%.cu=$(BUILD)/%.fatbin.d)
 
 # ---------------------------------------------------------------- packages
 # The one way to the package installer: installs the Debian packages that are

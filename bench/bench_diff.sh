@@ -1,71 +1,102 @@
 #!/bin/sh
-# detcheck diff vs cmp(1) on the same identical 1 GiB safetensors files, from
-# the page cache, in the same run; detcheck diff on two files that differ in
-# every tensor (the last element of each, so no tensor can be settled early);
-# peak resident memory of each run, and of a diff of two 4 GiB checkpoints
-# (goal: under 256 MiB).
-#   BENCH_DIFF_MB=1024      size of the timed pair
-#   BENCH_DIFF_RSS_MB=4096  size of the memory pair (0: skip)
-#   BENCH_REPS=3            best of N wall times
-set -e
-top=${DCK_TOP:-$(cd "$(dirname "$0")/.." && pwd)}
-D=${DETCHECK:-$top/build/detcheck}
-MB=${BENCH_DIFF_MB:-1024}
-RSS_MB=${BENCH_DIFF_RSS_MB:-4096}
-REPS=${BENCH_REPS:-3}
-work=$(mktemp -d "${TMPDIR:-/tmp}/dck-bench-diff.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-cc -std=c11 -O2 -o "$work/gen" "$top/bench/bench_diff_gen.c"
-G="$work/gen"
+# diff (issue 10, row 5, and the earlier diff rows), files in the page cache:
+#   row 5: diff of two 1 GiB F32 files, every element differs, vs a NumPy
+#          script (bench/numpy_diff.py: count of differing elements and max
+#          abs difference, np.memmap) on the same files (CPU time; goal <=
+#          1.0x), and detcheck's peak RSS (goal < 256 MiB)
+#   diff-same: diff of two identical 1 GiB files vs cmp (wall time; goal <= 1.0x)
+#   diff-last: diff of two 1 GiB files whose every tensor differs in its last
+#          element (no peer: a figure)
+#   diff-rss: peak RSS of a diff of two 4 GiB files, every tensor differs
+#          (goal < 256 MiB)
+# Environment (besides bench/lib.sh's):
+#   BENCH_DIFF_MB=1024  BENCH_DIFF_RSS_MB=4096 (0: skip)  BENCH_DIFF_ARGS=""
+. "$(dirname "$0")/lib.sh"
+bench_init diff
+MB=${BENCH_DIFF_MB:-$(bench_size 1024 64)}
+RSS_MB=${BENCH_DIFF_RSS_MB:-$(bench_size 4096 256)}
+ARGS=${BENCH_DIFF_ARGS:-}
+G=$work/bench_gen
+bench_cc "$G" "$top/bench/bench_gen.c"
+a=$work/a.safetensors b=$work/b.safetensors
+"$G" big "$a" "$MB" f32 || exit 2
+"$G" big "$b" "$MB" f32-other || exit 2
+MB=$(bench_mib "$a")
+echo "files: 2 x $MB MiB safetensors of F32 [2048, 2048] tensors, page cache, $(nproc) CPUs"
 
-# run_best WANT_EXIT CMD...: sets BT (best wall time of REPS runs, seconds)
-# and BR (their largest peak RSS, KiB); stops the bench when the exit status
-# is not WANT_EXIT.
-run_best() {
-    want=$1; shift
-    bt=""; br=0; i=0
-    while [ $i -lt "$REPS" ]; do
-        set +e; "$G" rss "$@" > /dev/null 2> "$work/rss"; rc=$?; set -e
-        [ "$rc" -eq "$want" ] || { echo "bench_diff: exit $rc, wanted $want: $*" >&2; tail -n 3 "$work/rss" >&2; exit 1; }
-        read -r t r < "$work/rss"
-        if [ -z "$bt" ] || [ "$(awk "BEGIN{print ($t < $bt)}")" = 1 ]; then bt=$t; fi
-        [ "$r" -gt "$br" ] && br=$r
-        i=$((i+1))
-    done
-    BT=$bt; BR=$br
+# bench_rss_goal RES SUMMARY_ID TITLE LIMIT_MIB: the largest peak RSS of
+# detcheck's runs (side A, warm-up included) in row RES.
+bench_rss_goal() {
+    _k=$(cat "$work/res/$1.A" "$work/res/$1.A.warm" 2> /dev/null | awk '$3 > m { m = $3 } END { print m + 0 }')
+    _mib=$(awk -v k="$_k" 'BEGIN { printf "%.1f", k / 1024 }')
+    _v=$(awk -v m="$_mib" -v g="$4" 'BEGIN { print (m > 0 && m < g) ? "met" : "NOT met" }')
+    printf "   detcheck peak RSS %s MiB   goal < %s MiB   %s\n" "$_mib" "$4" "$_v"
+    bench_note_status "$_v"
+    bench_summary "$2" "$3" "$_mib MiB" "" "peak RSS $_mib MiB" "< $4 MiB" "$_v"
 }
 
-"$G" write "$work/a.safetensors" "$MB"
-cp "$work/a.safetensors" "$work/same.safetensors"
-"$G" write "$work/edit.safetensors" "$MB" edit
-cat "$work/a.safetensors" "$work/same.safetensors" "$work/edit.safetensors" > /dev/null
-
-run_best 0 cmp "$work/a.safetensors" "$work/same.safetensors"; tc=$BT
-run_best 0 "$D" diff -q "$work/a.safetensors" "$work/same.safetensors"; ts=$BT; rs=$BR
-run_best 0 "$D" diff -q -t 1 "$work/a.safetensors" "$work/same.safetensors"; ts1=$BT
-run_best 1 "$D" diff -q "$work/a.safetensors" "$work/edit.safetensors"; td=$BT; rd=$BR
-"$D" diff --json "$work/a.safetensors" "$work/edit.safetensors" > "$work/d.json" || true
-nt=$(grep -c '"status": "differ"' "$work/d.json" || true)
-ntot=$(grep -c '"status": ' "$work/d.json" || true)
-
-gib=$(awk "BEGIN{print $MB / 1024}")
-printf "files: 2 x %d MiB safetensors (page cache), %s CPUs\n" "$MB" "$(nproc)"
-printf "cmp (identical)                        %7.3f s  %6.2f GiB/s per side\n" "$tc" "$(awk "BEGIN{print $gib / $tc}")"
-printf "detcheck diff (identical)              %7.3f s  %6.2f GiB/s per side  peak RSS %6.1f MiB\n" \
-    "$ts" "$(awk "BEGIN{print $gib / $ts}")" "$(awk "BEGIN{print $rs / 1024}")"
-printf "detcheck diff -t 1 (identical)         %7.3f s  %6.2f GiB/s per side\n" "$ts1" "$(awk "BEGIN{print $gib / $ts1}")"
-printf "detcheck diff (every tensor differs)   %7.3f s  %6.2f GiB/s per side  peak RSS %6.1f MiB  (%s of %s tensors differ)\n" \
-    "$td" "$(awk "BEGIN{print $gib / $td}")" "$(awk "BEGIN{print $rd / 1024}")" "$nt" "$ntot"
-printf "ratio cmp/detcheck diff, identical (goal >= 1.0): %.2f\n" "$(awk "BEGIN{print $tc / $ts}")"
-printf "ratio cmp/detcheck diff, every tensor differs:    %.2f\n" "$(awk "BEGIN{print $tc / $td}")"
-
-if [ "$RSS_MB" -gt 0 ]; then
-    rm -f "$work/a.safetensors" "$work/same.safetensors" "$work/edit.safetensors"
-    "$G" write "$work/big_a.safetensors" "$RSS_MB"
-    "$G" write "$work/big_b.safetensors" "$RSS_MB" edit
-    REPS=1
-    run_best 1 "$D" diff -q "$work/big_a.safetensors" "$work/big_b.safetensors"; tb=$BT; rb=$BR
-    printf "detcheck diff, 2 x %d MiB, every tensor differs: %.3f s, peak RSS %.1f MiB (goal < 256 MiB: %s)\n" \
-        "$RSS_MB" "$tb" "$(awk "BEGIN{print $rb / 1024}")" \
-        "$(awk "BEGIN{print ($rb < 262144) ? \"met\" : \"MISSED\"}")"
+# ---- row 5
+t5="diff of two $MB MiB F32 files, every element differs"
+if ! command -v python3 > /dev/null || ! bench_has_numpy; then
+    bench_skip 5 "$t5" "the peer needs python3 with numpy (pip install numpy)"
+else
+    bench_header 5 "$t5"
+    cat "$a" "$b" > /dev/null
+    A_LABEL="detcheck diff $ARGS" A_CMD="\"$D\" diff -q $ARGS \"$a\" \"$b\"" A_RC=1
+    B_LABEL="numpy_diff.py (count, max abs)" B_CMD="python3 \"$top/bench/numpy_diff.py\" \"$a\" \"$b\"" B_RC=0
+    if bench_pair 5 5; then
+        read -r nd nt mx < "$work/5.B.out"
+        if [ "$nd" != "$nt" ]; then
+            bench_row_failed="numpy counts $nd of $nt elements differing, not all"
+            bench_row_fail 5 "$t5"
+        else
+            echo "   numpy: $nd of $nt elements differ, max abs $mx"
+            bench_ratio 5 "$t5" cpu 1.0
+            bench_rss_goal 5 5-rss "$t5: detcheck peak RSS" 256
+        fi
+    else
+        bench_row_fail 5 "$t5"
+    fi
 fi
+A_RC=0 B_RC=0
+
+# ---- identical files vs cmp
+rm -f "$b"
+cp "$a" "$work/same.safetensors"
+cat "$a" "$work/same.safetensors" > /dev/null
+ts="diff of two identical $MB MiB files"
+bench_header diff-same "$ts"
+A_LABEL="detcheck diff $ARGS" A_CMD="\"$D\" diff -q $ARGS \"$a\" \"$work/same.safetensors\""
+B_LABEL="cmp" B_CMD="cmp \"$a\" \"$work/same.safetensors\""
+if bench_pair diff-same 5; then bench_ratio diff-same "$ts" wall 1.0; else bench_row_fail diff-same "$ts"; fi
+rm -f "$a" "$work/same.safetensors"
+
+# ---- every tensor differs in its last element (a figure, no peer)
+"$G" big "$a" "$MB" || exit 2
+"$G" big "$b" "$MB" edit || exit 2
+cat "$a" "$b" > /dev/null
+tl="diff of two $(bench_mib "$a") MiB files, every tensor differs in its last element"
+bench_header diff-last "$tl"
+A_LABEL="detcheck diff $ARGS" A_CMD="\"$D\" diff -q $ARGS \"$a\" \"$b\"" A_RC=1
+if bench_single diff-last 5; then
+    bench_figure diff-last "$tl"
+else
+    bench_row_fail diff-last "$tl"
+fi
+rm -f "$a" "$b"
+
+# ---- peak RSS on bigger files
+if [ "$RSS_MB" -gt 0 ]; then
+    "$G" big "$a" "$RSS_MB" || exit 2
+    "$G" big "$b" "$RSS_MB" edit || exit 2
+    tr="diff of two $(bench_mib "$a") MiB files, every tensor differs: peak RSS"
+    bench_header diff-rss "$tr"
+    if bench_single diff-rss 1; then
+        bench_table diff-rss
+        bench_rss_goal diff-rss diff-rss "$tr" 256
+    else
+        bench_row_fail diff-rss "$tr"
+    fi
+    rm -f "$a" "$b"
+fi
+bench_finish

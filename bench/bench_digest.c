@@ -1,7 +1,6 @@
-/* Helpers for bench_hash.sh:
- *   bench_digest write FILE MB   a safetensors file of MB MiB (BF16 tensors)
- *   bench_digest rate            in-memory digest rate on one core vs XXH3
- *                                over the whole buffer */
+/* Helper of bench_hash.sh (links libdetcheck.a):
+ *   bench_digest rate [MIB]   in-memory digest rate on one core vs XXH3 over
+ *                             the whole buffer (MIB MiB, default 256) */
 #define _POSIX_C_SOURCE 200809L
 #include <detcheck_static.h>
 
@@ -17,30 +16,13 @@ static double now(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc >= 4 && !strcmp(argv[1], "write")) {
-        long mb = atol(argv[3]);
-        /* 64 tensors of mb/64 MiB each, plus odd-sized ones */
-        int nt = 64;
-        size_t per = (size_t)mb * 1048576 / (size_t)nt;
-        uint8_t *buf = malloc(per);
-        for (size_t i = 0; i < per; i++) buf[i] = (uint8_t)(i * 2654435761u >> 13);
-        dck_st_tensor *t = calloc((size_t)nt, sizeof *t);
-        for (int i = 0; i < nt; i++) {
-            char *name = malloc(64);
-            snprintf(name, 64, "model.layers.%d.weight", i);
-            t[i] = (dck_st_tensor){.name = name, .dtype = DCK_BF16, .ndim = 2, .shape = {per / 2 / 1024, 1024}, .data = buf};
-            t[i].shape[0] = per / 2 / 1024;
-        }
-        dck_status s = dck_safetensors_write(argv[2], t, (size_t)nt, NULL, 0, 0);
-        if (s) {
-            fprintf(stderr, "%s\n", dck_last_error());
+    if (argc >= 2 && !strcmp(argv[1], "rate")) {
+        size_t n = (size_t)(argc >= 3 && atol(argv[2]) > 0 ? atol(argv[2]) : 256) << 20;
+        uint8_t *b = malloc(n);
+        if (!b) {
+            fprintf(stderr, "bench_digest: out of memory\n");
             return 2;
         }
-        return 0;
-    }
-    if (argc >= 2 && !strcmp(argv[1], "rate")) {
-        size_t n = (size_t)256 << 20;
-        uint8_t *b = malloc(n);
         for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(i * 31);
         volatile uint64_t sink = 0;
         double best_d = 1e9, best_x = 1e9;
@@ -61,6 +43,6 @@ int main(int argc, char **argv) {
         free(b);
         return 0;
     }
-    fprintf(stderr, "usage: bench_digest write FILE MB | rate\n");
+    fprintf(stderr, "usage: bench_digest rate [MIB]\n");
     return 2;
 }

@@ -22,9 +22,12 @@
 #                              build-gpucheck/) with CUDA: library, CLI,
 #                              tests/gpu programs; copies the shared libraries
 #                              they load (xxhash, zstd, yaml, jansson, Open MPI,
-#                              cudart, ...) into $B/lib, leaving out glibc,
-#                              libstdc++, the driver and NCCL (218 MB; the GPU
-#                              machine has its own, found at run time).
+#                              ...) into $B/lib, and cudart, which detcheck
+#                              loads with dlopen on its first GPU call (ldd
+#                              does not list it), leaving out glibc,
+#                              libstdc++, the driver and NCCL (218 MB, also
+#                              dlopen'ed; the GPU machine has its own, found
+#                              at run time through LD_LIBRARY_PATH).
 #   sh ci/gpu-check.sh run     on the GPU machine, from the carried $B: runs
 #                              1-3 with LD_LIBRARY_PATH=$B/lib (+ NCCL's dir).
 #   sh ci/gpu-check.sh         both, on a machine that has everything.
@@ -46,7 +49,7 @@ build() {
         { echo "gpu-check build: no nvcc"; exit 2; }
     make BUILD="$B" CUDA=1 NVCC="$nvcc" -j"$(nproc)" all gpu-tests || exit 2
     mkdir -p "$B/lib"
-    for f in "$B/detcheck" "$B/libdetcheck.so" "$B"/tests/gpu/*; do ldd "$f"; done |
+    for f in "$B/detcheck" "$B/libdetcheck.so" "$B"/tests/gpu/*; do [ -x "$f" ] && ldd "$f"; done |
         awk '/=> \// {print $3}' | sort -u | while read -r lib; do
             case $(basename "$lib") in
             libc.so* | libm.so* | libpthread* | libdl.so* | librt.so* | libgcc_s* | \
@@ -54,6 +57,11 @@ build() {
             *) cp -L "$lib" "$B/lib/" ;;
             esac
         done
+    # the runtime that src/gpu/cuda_loader.c dlopens: libcudart.so.MAJOR
+    cuda_home=$(dirname "$(dirname "$nvcc")")
+    cudart=$(ls "$cuda_home"/lib64/libcudart.so.[0-9]* 2>/dev/null | grep -E 'so\.[0-9]+$' | head -n 1)
+    [ -n "$cudart" ] || { echo "gpu-check build: no libcudart.so.N under $cuda_home/lib64"; exit 2; }
+    cp -L "$cudart" "$B/lib/"
     echo "gpu-check build: $B ready ($(du -sh "$B" | cut -f1)); carry it to the GPU machine"
 }
 
@@ -96,6 +104,10 @@ run_checks() {
         echo "gpu-check: shared libraries missing on this machine (see above)"
         exit 2
     fi
+    # cudart and NCCL are loaded on the first GPU call, never linked
+    if ldd "$B/detcheck" | grep -E "libcudart|libnccl"; then
+        failed "detcheck links cudart or NCCL (they must be loaded only for a GPU path)"
+    else pass "detcheck links neither cudart nor NCCL (loaded on the first GPU call)"; fi
     D="$top/$B/detcheck"
     gpu=$("$D" hash --device cuda "$top/$B/gpu-probe-none" 2>&1)
     case $gpu in *"no CUDA device"*)

@@ -7,7 +7,14 @@
 // bits do not depend on the grid, the scheduling or the order of the atomics,
 // and they equal the CPU's (src/core/digest.c). The hash and the tile geometry are
 // in src/gpu/gpu_xxh3.h, shared with the CPU twin (src/gpu/digest_twin.c).
-#include "gpu/gpu.h"
+//
+// Device code only: the Makefile compiles this file to a fatbin (nvcc
+// -fatbin) that is embedded in libdetcheck as data and loaded at run time
+// through the dlopen'ed CUDA runtime (src/gpu/cuda_loader.c says why: no
+// <<<>>> host stub, so nothing links cudart). The kernels are extern "C" so
+// that the loader finds them by these names; their launchers (grid size,
+// cudaLaunchKernel) are in src/gpu/gpu_launch.c, and their parameter lists
+// must match the argument arrays there.
 #include "gpu/gpu_xxh3.h"
 
 #include <cuda_runtime.h>
@@ -41,11 +48,13 @@ __device__ __forceinline__ void add_block_lanes(uint64_t lo, uint64_t hi,
     }
 }
 
+} // namespace
+
 // Whole segments [0, nseg) of data (segment k has global index
 // first_segment + k), then, when tail_len > 0, the short segment after them.
-__global__ void __launch_bounds__(DCK_KERNEL_THREADS)
-    segments_sum_kernel(const uint8_t *data, uint64_t nseg, uint32_t tail_len,
-                        uint64_t first_segment, unsigned long long *dev_lanes) {
+extern "C" __global__ void __launch_bounds__(DCK_KERNEL_THREADS)
+    dck_segments_sum_kernel(const uint8_t *data, uint64_t nseg, uint32_t tail_len,
+                            uint64_t first_segment, unsigned long long *dev_lanes) {
     __shared__ uint64_t stage[DCK_STAGE_SLOTS];
     uint64_t lo = 0, hi = 0;
     const uint64_t ntiles = (nseg + DCK_TILE_SEGMENTS - 1) / DCK_TILE_SEGMENTS;
@@ -82,9 +91,9 @@ __global__ void __launch_bounds__(DCK_KERNEL_THREADS)
 }
 
 // The peer of the benchmark: reads every 64-bit word once and sums them.
-__global__ void __launch_bounds__(DCK_KERNEL_THREADS)
-    word_sum_kernel(const unsigned long long *data, uint64_t nwords,
-                    unsigned long long *dev_out) {
+extern "C" __global__ void __launch_bounds__(DCK_KERNEL_THREADS)
+    dck_word_sum_kernel(const unsigned long long *data, uint64_t nwords,
+                        unsigned long long *dev_out) {
     uint64_t s = 0;
     const uint64_t stride = (uint64_t)gridDim.x * DCK_KERNEL_THREADS;
 #pragma unroll 4
@@ -92,62 +101,4 @@ __global__ void __launch_bounds__(DCK_KERNEL_THREADS)
          i += stride)
         s += __ldcs(data + i);
     add_block_lanes(s, 0, dev_out);
-}
-
-// Blocks that keep every SM busy (resident blocks per SM x SMs), found once
-// per device and kernel (racing threads store the same value).
-template <typename K>
-cudaError_t fill_grid(K kernel, int which, uint64_t work_blocks, uint32_t want, uint32_t *grid) {
-    static uint32_t cache[2][64];
-    if (want == 0) {
-        int dev = 0, sms = 0, per_sm = 0;
-        cudaError_t e = cudaGetDevice(&dev);
-        if (e != cudaSuccess) return e;
-        uint32_t *slot = dev >= 0 && dev < 64 ? &cache[which][dev] : NULL;
-        if (slot && *slot) {
-            want = *slot;
-        } else {
-            e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-            if (e == cudaSuccess)
-                e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel,
-                                                                  DCK_KERNEL_THREADS, 0);
-            if (e != cudaSuccess) return e;
-            want = (uint32_t)(sms > 0 ? sms : 1) * (uint32_t)(per_sm > 0 ? per_sm : 1);
-            if (slot) *slot = want;
-        }
-    }
-    if (work_blocks < want) want = (uint32_t)(work_blocks ? work_blocks : 1);
-    *grid = want;
-    return cudaSuccess;
-}
-
-} // namespace
-
-extern "C" int dck_cuda_segments_sum_launch(const void *data, uint64_t len,
-                                            uint64_t first_segment, uint64_t *dev_lanes,
-                                            uint32_t nblocks, void *stream) {
-    if (len == 0) return (int)cudaSuccess;
-    const uint64_t nseg = len / 128;
-    const uint32_t tail_len = (uint32_t)(len % 128);
-    uint32_t grid = 0;
-    cudaError_t e = fill_grid(segments_sum_kernel, 0, (nseg + DCK_TILE_SEGMENTS - 1) / DCK_TILE_SEGMENTS,
-                              nblocks, &grid);
-    if (e != cudaSuccess) return (int)e;
-    segments_sum_kernel<<<grid, DCK_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
-        (const uint8_t *)data, nseg, tail_len, first_segment,
-        reinterpret_cast<unsigned long long *>(dev_lanes));
-    return (int)cudaGetLastError();
-}
-
-extern "C" int dck_cuda_word_sum_launch(const uint64_t *data, uint64_t nwords, uint64_t *dev_out,
-                                        uint32_t nblocks, void *stream) {
-    if (nwords == 0) return (int)cudaSuccess;
-    uint32_t grid = 0;
-    cudaError_t e = fill_grid(word_sum_kernel, 1, (nwords + DCK_KERNEL_THREADS - 1) / DCK_KERNEL_THREADS,
-                              nblocks, &grid);
-    if (e != cudaSuccess) return (int)e;
-    word_sum_kernel<<<grid, DCK_KERNEL_THREADS, 0, (cudaStream_t)stream>>>(
-        reinterpret_cast<const unsigned long long *>(data), nwords,
-        reinterpret_cast<unsigned long long *>(dev_out));
-    return (int)cudaGetLastError();
 }

@@ -11,7 +11,10 @@
  * or by hand:
  *   cc -std=c11 -Iinclude -I/usr/local/cuda/include examples/gpu_hash.c build/libdetcheck.a \
  *      $(pkg-config --libs libxxhash libzstd yaml-0.1 jansson) $(mpicc --showme:link) \
- *      -L/usr/local/cuda/lib64 -lcudart -lnccl -lstdc++ -lpthread -lm -o gpu_hash
+ *      -L/usr/local/cuda/lib64 -lcudart -ldl -lpthread -lm -o gpu_hash
+ * (-lcudart for this program's own cudaMalloc & co.: libdetcheck links neither
+ * cudart nor NCCL, it loads the runtime with dlopen on its first GPU call and
+ * shares the one this program loaded.)
  * Exit 0 when the GPU digests equal the CPU's, 1 when not, 2 without a GPU. */
 #include "detcheck_static.h"
 

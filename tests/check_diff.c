@@ -3,6 +3,7 @@
  * names, and the checkpoint comparison (counts, first index, sharded vs
  * unsharded, missing, mismatches, manifests, thread-count invariance). */
 #include "testutil.h"
+#include "diff/diff_kernels.h"
 #include "formats/formats.h"
 
 #include <float.h>
@@ -347,6 +348,216 @@ START_TEST(test_rel_l2_and_merge) {
     }
     ck_assert_uint_eq(whole.first_flat, 5);
     ck_assert_uint_eq(whole.diff_count, 7);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ vector kernels */
+
+static uint64_t kt_rng = 0x243f6a8885a308d3ull;
+static uint64_t kt_next(void) {
+    uint64_t x = kt_rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return kt_rng = x;
+}
+
+/* Bits of a special value of a float dtype: +-0, +-inf, NaNs of several
+ * payloads and signs, the largest finite, the smallest subnormal. */
+static uint64_t kt_special(dck_dtype t) {
+    size_t sz = dck_dtype_size(t);
+    uint64_t sign = 1ull << (8 * sz - 1), all = sz == 8 ? ~0ull : (1ull << (8 * sz)) - 1;
+    uint64_t e = t == DCK_F64    ? 0x7ff0000000000000ull
+                 : t == DCK_F32  ? 0x7f800000u
+                 : t == DCK_F16  ? 0x7c00u
+                 : t == DCK_BF16 ? 0x7f80u
+                 : t == DCK_F8_E5M2 ? 0x7cu
+                                    : 0x78u; /* E4M3: exponent 1111; 0x7f is NaN */
+    uint64_t r = kt_next();
+    uint64_t s = (r >> 8) & 1 ? sign : 0;
+    switch (r % 7) {
+    case 0: return s;                                         /* +-0 */
+    case 1: return t == DCK_F8_E4M3 ? (s | 0x7f) : (s | e);  /* inf (E4M3: NaN) */
+    case 2: return s | (t == DCK_F8_E4M3 ? 0x7f : e | 1);    /* NaN */
+    case 3: return s | (t == DCK_F8_E4M3 ? 0x7f : (e | ((r >> 16) & (sign - 1) & ~e)) | 1);
+    case 4: return s | (e - 1 - (t == DCK_F8_E4M3 ? 1 : 0)) | (t == DCK_F8_E4M3 ? 0 : 0); /* near max */
+    case 5: return s | 1;                                    /* smallest subnormal */
+    default: return kt_next() & all;                         /* any bits */
+    }
+}
+
+/* A weight-like element: small, finite, either sign (random mantissa). */
+static uint64_t kt_weight(dck_dtype t) {
+    uint64_t r = kt_next();
+    switch (t) {
+    case DCK_F64: return (r & 0x800fffffffffffffull) | (uint64_t)(1000 + (r >> 52) % 30) << 52;
+    case DCK_F32: return (r & 0x807fffffu) | (uint32_t)(110 + (r >> 40) % 20) << 23;
+    case DCK_BF16: return (r & 0x807fu) | (uint32_t)(110 + (r >> 40) % 20) << 7;
+    case DCK_F16: return (r & 0x83ffu) | (uint32_t)(1 + (r >> 40) % 29) << 10;
+    case DCK_F8_E5M2: return (r & 0x83u) | (uint32_t)(1 + (r >> 40) % 29) << 2;
+    case DCK_F8_E4M3: return (r & 0x87u) | (uint32_t)(1 + (r >> 40) % 14) << 3;
+    default: return r;
+    }
+}
+
+static void kt_store(uint8_t *p, size_t sz, uint64_t v) {
+    for (size_t k = 0; k < sz; k++) p[k] = (uint8_t)(v >> (8 * k));
+}
+
+/* Pairs of several kinds: every element differs by a few ULP or at random;
+ * a few differ; special values in some blocks only; all random bits (most
+ * NaN and infinity); -0 against +0. */
+static void kt_fill(dck_dtype t, int kind, uint8_t *a, uint8_t *b, size_t n) {
+    size_t sz = dck_dtype_size(t);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t x = kt_weight(t), y = x;
+        int block_special = ((i / 256) % 3) == 1;
+        switch (kind) {
+        case 0: y = kt_next() % 3 ? x + 1 + kt_next() % 3 : kt_weight(t); break;
+        case 1: y = kt_next() % 97 == 0 ? x ^ 1 : x; break;
+        case 2:
+            if (block_special && kt_next() % 5 == 0) x = kt_special(t);
+            y = kt_next() % 4 == 0 ? (block_special ? kt_special(t) : x) : x + 1;
+            break;
+        case 3:
+            x = kt_next();
+            y = kt_next() % 3 ? kt_next() : x;
+            break;
+        default:
+            x = kt_next() & 1 ? (1ull << (8 * sz - 1)) : 0;
+            y = kt_next() % 2 ? x ^ (1ull << (8 * sz - 1)) : x;
+            break;
+        }
+        kt_store(a + i * sz, sz, x);
+        kt_store(b + i * sz, sz, y);
+    }
+}
+
+static void kt_assert_same(const dck_diff_stats *want, const dck_diff_stats *got, const char *what) {
+    ck_assert_msg(memcmp(want, got, sizeof *want) == 0,
+                  "%s: count %llu/%llu diff %llu/%llu beyond %llu/%llu first %llu/%llu "
+                  "max_abs %a/%a max_rel %a/%a max_ulp %llu/%llu nan %llu/%llu %llu/%llu "
+                  "inf %llu/%llu %llu/%llu vs %llu/%llu payload %llu/%llu "
+                  "sums %a/%a %a/%a %a/%a",
+                  what, (unsigned long long)want->count, (unsigned long long)got->count,
+                  (unsigned long long)want->diff_count, (unsigned long long)got->diff_count,
+                  (unsigned long long)want->beyond_count, (unsigned long long)got->beyond_count,
+                  (unsigned long long)want->first_flat, (unsigned long long)got->first_flat,
+                  want->max_abs, got->max_abs, want->max_rel, got->max_rel,
+                  (unsigned long long)want->max_ulp, (unsigned long long)got->max_ulp,
+                  (unsigned long long)want->nan_a, (unsigned long long)got->nan_a,
+                  (unsigned long long)want->nan_b, (unsigned long long)got->nan_b,
+                  (unsigned long long)want->inf_a, (unsigned long long)got->inf_a,
+                  (unsigned long long)want->inf_b, (unsigned long long)got->inf_b,
+                  (unsigned long long)want->nan_vs_number, (unsigned long long)got->nan_vs_number,
+                  (unsigned long long)want->nan_payload, (unsigned long long)got->nan_payload,
+                  want->sum_sq_diff, got->sum_sq_diff, want->sum_sq_a, got->sum_sq_a,
+                  want->sum_sq_b, got->sum_sq_b);
+}
+
+/* Every vector kernel this machine runs gives the reference's bits: every
+ * float dtype, lengths around the vector and block sizes, every kind of
+ * pair, with and without tolerances, from a fresh and from a carried
+ * accumulator. */
+START_TEST(test_kernels_match_reference) {
+    const dck_dtype types[] = {DCK_F32, DCK_BF16, DCK_F16, DCK_F64, DCK_F8_E5M2, DCK_F8_E4M3, DCK_I32};
+    const size_t lens[] = {0, 1, 3, 4, 7, 8, 9, 31, 255, 256, 257, 1000, 4099};
+    int isas = 0;
+    for (int isa = DCK_DIFF_ISA_SCALAR + 1; isa < DCK_DIFF_ISA_COUNT; isa++) {
+        if (!dck_diff_isa_available((dck_diff_isa)isa)) continue;
+        isas++;
+        for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+            dck_dtype t = types[ti];
+            size_t sz = dck_dtype_size(t);
+            for (int kind = 0; kind < 5; kind++) {
+                for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+                    size_t n = lens[li];
+                    uint8_t *a = malloc(n * sz + 1), *b = malloc(n * sz + 1);
+                    ck_assert(a && b);
+                    kt_fill(t, kind, a, b, n);
+                    for (int tk = 0; tk < 5; tk++) {
+                        dck_diff_tolerance tol;
+                        dck_diff_tolerance_init(&tol);
+                        if (tk == 1) tol.atol = 1e-3;
+                        if (tk == 2) tol.rtol = 0.25;
+                        if (tk == 3) tol.ulp = 2;
+                        if (tk == 4) {
+                            tol.atol = 0;
+                            tol.rtol = 1e-2;
+                            tol.ulp = 4000000000.0;
+                        }
+                        const dck_diff_tolerance *tp = tk ? &tol : NULL;
+                        for (int carried = 0; carried < 2; carried++) {
+                            dck_diff_stats want, got;
+                            dck_diff_stats_init(&want);
+                            if (carried) {
+                                /* an accumulator that already holds earlier elements */
+                                want.sum_sq_diff = 0.1;
+                                want.sum_sq_a = 3.5;
+                                want.sum_sq_b = 1e-300;
+                                want.first_flat = 3;
+                                want.max_abs = 1e-7;
+                                want.max_ulp = 2;
+                                want.count = 11;
+                            }
+                            got = want;
+                            dck_diff_elements_isa(DCK_DIFF_ISA_SCALAR, t, a, b, n, 1000, tp, &want);
+                            dck_diff_elements_isa((dck_diff_isa)isa, t, a, b, n, 1000, tp, &got);
+                            char what[160];
+                            snprintf(what, sizeof what, "%s %s kind %d n %zu tol %d carried %d",
+                                     dck_diff_isa_name((dck_diff_isa)isa), dck_dtype_name(t), kind,
+                                     n, tk, carried);
+                            kt_assert_same(&want, &got, what);
+                        }
+                    }
+                    /* an equal run: the four-lane sum and the NaN/Inf counts */
+                    dck_diff_stats want, got;
+                    dck_diff_stats_init(&want);
+                    dck_diff_stats_init(&got);
+                    dck_diff_equal_isa(DCK_DIFF_ISA_SCALAR, t, a, n, &want);
+                    dck_diff_equal_isa((dck_diff_isa)isa, t, a, n, &got);
+                    char what[160];
+                    snprintf(what, sizeof what, "equal run: %s %s kind %d n %zu",
+                             dck_diff_isa_name((dck_diff_isa)isa), dck_dtype_name(t), kind, n);
+                    kt_assert_same(&want, &got, what);
+                    free(a);
+                    free(b);
+                }
+            }
+        }
+    }
+    /* the public entry point runs the best kernel */
+    ck_assert(dck_diff_isa_available(dck_diff_isa_best()));
+    if (!isas) TU_SKIP("no vector diff kernel runs on this machine (x86-64 with AVX2 needed)");
+}
+END_TEST
+
+/* Sums of squares in element order, whatever the kernel: known values whose
+ * order-dependent rounding shows (a large square first, then many that are
+ * each below half its ULP: added one at a time they vanish, pairwise they
+ * would not). */
+START_TEST(test_kernel_sums_in_element_order) {
+    enum { N = 1027 };
+    static double a[N], b[N];
+    a[0] = 1.0;
+    b[0] = 0.0;
+    for (int i = 1; i < N; i++) {
+        a[i] = 0x1p-27; /* square 2^-54: half an ULP of 1.0, lost one at a time */
+        b[i] = 0.0;
+    }
+    dck_diff_stats s;
+    dck_diff_stats_init(&s);
+    dck_diff_elements(DCK_F64, a, b, N, 0, NULL, &s);
+    ck_assert_msg(s.sum_sq_a == 1.0, "sum_sq_a %a: not added in element order", s.sum_sq_a);
+    ck_assert_msg(s.sum_sq_diff == 1.0, "sum_sq_diff %a", s.sum_sq_diff);
+    ck_assert(s.sum_sq_b == 0.0 && !signbit(s.sum_sq_b));
+    ck_assert_uint_eq(s.diff_count, N);
+    /* the other order: the small ones first add up, then count */
+    a[0] = 0x1p-27;
+    a[N - 1] = 1.0;
+    dck_diff_stats_init(&s);
+    dck_diff_elements(DCK_F64, a, b, N, 0, NULL, &s);
+    ck_assert_msg(s.sum_sq_a > 1.0, "sum_sq_a %a", s.sum_sq_a);
 }
 END_TEST
 
@@ -904,6 +1115,8 @@ static Suite *diff_suite(void) {
     tcase_add_test(tc, test_tolerances);
     tcase_add_test(tc, test_rel_l2_and_merge);
     tcase_add_test(tc, test_layer_names);
+    tcase_add_test(tc, test_kernels_match_reference);
+    tcase_add_test(tc, test_kernel_sums_in_element_order);
     suite_add_tcase(s, tc);
     tc = tcase_create("checkpoints");
     tcase_set_timeout(tc, 60);

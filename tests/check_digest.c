@@ -2,7 +2,9 @@
  * and thread-count invariance. */
 #include "testutil.h"
 #include "formats/formats.h"
+#include "hash/hash.h"
 #include <stdint.h>
+#include <xxhash.h>
 
 static uint8_t *ramp(size_t n, unsigned mul, unsigned mod) {
     uint8_t *b = malloc(n ? n : 1);
@@ -210,6 +212,201 @@ START_TEST(test_dtypes) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ the CPU engine
+ * dck_checkpoint_hash streams files in 128 MiB windows of cache-sized
+ * blocks and batches small files: every digest and whole-file hash must be
+ * the definition's, whatever the window edges, batches and threads. */
+
+/* The xxh128 of a file's bytes, read back in pieces. */
+static dck_digest file_xxh128(const char *path) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    XXH3_state_t *st = XXH3_createState();
+    XXH3_128bits_reset(st);
+    uint8_t *buf = malloc(1 << 20);
+    size_t n;
+    while ((n = fread(buf, 1, 1 << 20, f)) > 0) XXH3_128bits_update(st, buf, n);
+    fclose(f);
+    free(buf);
+    XXH128_hash_t h = XXH3_128bits_digest(st);
+    XXH3_freeState(st);
+    return (dck_digest){h.high64, h.low64};
+}
+
+static dck_checkpoint *open_one(const char *path) {
+    dck_checkpoint *ck;
+    const char *ps[] = {path};
+    dck_status s = dck_checkpoint_open(ps, 1, NULL, &ck);
+    ck_assert_msg(s == DCK_OK, "%s", dck_last_error());
+    return ck;
+}
+
+static dck_manifest *hash_with(const char *path, int threads) {
+    dck_options o;
+    dck_options_init(&o);
+    o.threads = threads;
+    dck_manifest *m = NULL;
+    const char *ps[] = {path};
+    dck_status s = dck_hash_paths(ps, 1, &o, &m);
+    ck_assert_msg(s == DCK_OK, "%s", dck_last_error());
+    return m;
+}
+
+/* Tensors that a window edge (128 MiB into the file) cuts inside a segment,
+ * a short last segment, an empty tensor. */
+START_TEST(engine_window_edges) {
+    char *dir = tu_tmpdir();
+    char *path = tu_path(dir, "big.safetensors");
+    const size_t na = ((size_t)100 << 20) + 5, nb = ((size_t)40 << 20) + 77, nc = 250;
+    uint8_t *data = malloc(na + nb + nc * 4);
+    ck_assert_ptr_nonnull(data);
+    uint64_t x = 88172645463325252ULL;
+    for (size_t i = 0; i < na + nb + nc * 4; i += 8) { /* xorshift: cheap, not constant */
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        memcpy(data + i, &x, na + nb + nc * 4 - i < 8 ? na + nb + nc * 4 - i : 8);
+    }
+    dck_st_tensor t[4] = {
+        {.name = "a", .dtype = DCK_U8, .ndim = 1, .shape = {na}, .data = data},
+        {.name = "b", .dtype = DCK_U8, .ndim = 1, .shape = {nb}, .data = data + na},
+        {.name = "c", .dtype = DCK_F32, .ndim = 1, .shape = {nc}, .data = data + na + nb},
+        {.name = "d", .dtype = DCK_U8, .ndim = 1, .shape = {0}, .data = data}};
+    ck_assert_int_eq(dck_safetensors_write(path, t, 4, NULL, 0, 0), DCK_OK);
+    dck_digest want[4];
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(dck_digest_buffer(t[i].dtype, t[i].shape, 1, t[i].data,
+                                           t[i].shape[0] * dck_dtype_size(t[i].dtype), 2, &want[i]),
+                         DCK_OK);
+    dck_digest fwant = file_xxh128(path);
+    for (int threads = 1; threads <= 3; threads += 2) {
+        dck_manifest *m = hash_with(path, threads);
+        for (int i = 0; i < 4; i++) {
+            const dck_manifest_tensor *mt = dck_manifest_find_tensor(m, t[i].name);
+            ck_assert_ptr_nonnull(mt);
+            ck_assert_msg(dck_digest_equal(mt->digest, want[i]), "tensor %s, %d threads",
+                          t[i].name, threads);
+        }
+        ck_assert(dck_digest_equal(dck_manifest_file_at(m, 0)->xxh128, fwant));
+        dck_manifest_free(m);
+    }
+    /* a rank's share (--distributed): ranges of whole segments of b, one
+     * across the window edge, lane sums as the definition's */
+    dck_checkpoint *ck = open_one(path);
+    size_t bi = 0;
+    while (strcmp(ck->tensors[bi].info.name, "b")) bi++;
+    const uint64_t cuts[] = {0, 128, (uint64_t)7 << 20, ((uint64_t)31 << 20) + 640, nb};
+    for (size_t k = 0; k + 1 < sizeof cuts / sizeof cuts[0]; k++) {
+        dck_lane_range r = {bi, cuts[k], cuts[k + 1]};
+        uint64_t *lanes = calloc(2 * ck->ntensors, sizeof *lanes);
+        unsigned char want_file = (unsigned char)(k == 1);
+        dck_digest fh = {0, 0};
+        ck_assert_int_eq(dck_cpu_hash_ranges(ck, &r, 1, &want_file, 2, lanes, &fh), DCK_OK);
+        dck_lanes l = dck_segments_sum(data + na + cuts[k], cuts[k + 1] - cuts[k], cuts[k] / 128);
+        ck_assert_msg(lanes[2 * bi] == l.lo && lanes[2 * bi + 1] == l.hi, "range %zu", k);
+        if (want_file) ck_assert(dck_digest_equal(fh, fwant));
+        free(lanes);
+    }
+    dck_checkpoint_free(ck);
+    free(data);
+    free(path);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* A directory of many small files (hashed in batches on the pool) with a
+ * compressed one among them: each digest and file hash as the definition's,
+ * the same manifest for every thread count. */
+START_TEST(engine_small_files) {
+    char *dir = tu_tmpdir();
+    enum { NFILES = 300 };
+    uint8_t *buf = malloc(8192);
+    for (int i = 0; i < 8192; i++) buf[i] = (uint8_t)(i * 131 + 7);
+    dck_digest want[NFILES][2];
+    char *paths[NFILES];
+    for (int i = 0; i < NFILES; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "shard-%04d.safetensors", i);
+        paths[i] = tu_path(dir, name);
+        char n0[32], n1[32];
+        snprintf(n0, sizeof n0, "layer.%d.w", i);
+        snprintf(n1, sizeof n1, "layer.%d.b", i);
+        uint64_t len0 = (uint64_t)(i * 37) % 5000, len1 = (uint64_t)(i % 7) * 129;
+        dck_st_tensor t[2] = {
+            {.name = n0, .dtype = DCK_U8, .ndim = 1, .shape = {len0}, .data = buf + i % 100},
+            {.name = n1, .dtype = DCK_I8, .ndim = 1, .shape = {len1}, .data = buf + 3000}};
+        ck_assert_int_eq(dck_safetensors_write(paths[i], t, 2, NULL, 0, i == 150 ? 3 : 0), DCK_OK);
+        for (int k = 0; k < 2; k++)
+            dck_digest_buffer(t[k].dtype, t[k].shape, 1, t[k].data, t[k].shape[0], 1, &want[i][k]);
+    }
+    dck_manifest *first = NULL;
+    for (int threads = 1; threads <= 4; threads++) {
+        dck_manifest *m = hash_with(dir, threads);
+        ck_assert_uint_eq(dck_manifest_tensor_count(m), 2 * NFILES);
+        ck_assert_uint_eq(dck_manifest_file_count(m), NFILES);
+        for (int i = 0; i < NFILES; i++) {
+            char n0[32];
+            snprintf(n0, sizeof n0, "layer.%d.w", i);
+            ck_assert(dck_digest_equal(dck_manifest_find_tensor(m, n0)->digest, want[i][0]));
+            snprintf(n0, sizeof n0, "layer.%d.b", i);
+            ck_assert(dck_digest_equal(dck_manifest_find_tensor(m, n0)->digest, want[i][1]));
+        }
+        for (size_t f = 0; f < NFILES; f++) {
+            const dck_manifest_file *mf = dck_manifest_file_at(m, f);
+            char *p = tu_path(dir, mf->path);
+            ck_assert_msg(dck_digest_equal(mf->xxh128, file_xxh128(p)), "file %s", mf->path);
+            free(p);
+        }
+        if (!first) first = m;
+        else {
+            ck_assert(dck_digest_equal(dck_manifest_root(m), dck_manifest_root(first)));
+            dck_manifest_free(m);
+        }
+    }
+    dck_manifest_free(first);
+    for (int i = 0; i < NFILES; i++) free(paths[i]);
+    free(buf);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+/* Files cut short after the checkpoint was opened: the first of them in
+ * file order is reported, whatever the threads (files hashed in one batch
+ * fail as one after another would), and nothing maps past a file's end. */
+START_TEST(engine_truncated_in_batch) {
+    char *dir = tu_tmpdir();
+    char *paths[6];
+    float v[1000];
+    for (int i = 0; i < 1000; i++) v[i] = (float)i;
+    for (int i = 0; i < 6; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "p%d.safetensors", i);
+        paths[i] = tu_path(dir, name);
+        dck_st_tensor t = {.name = name, .dtype = DCK_F32, .ndim = 1, .shape = {1000}, .data = v};
+        ck_assert_int_eq(dck_safetensors_write(paths[i], &t, 1, NULL, 0, 0), DCK_OK);
+    }
+    for (int threads = 1; threads <= 4; threads++) {
+        for (int i = 0; i < 6; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "p%d.safetensors", i);
+            dck_st_tensor t = {.name = name, .dtype = DCK_F32, .ndim = 1, .shape = {1000}, .data = v};
+            ck_assert_int_eq(dck_safetensors_write(paths[i], &t, 1, NULL, 0, 0), DCK_OK);
+        }
+        dck_checkpoint *ck = open_one(dir);
+        ck_assert_int_eq(truncate(paths[4], 100), 0);
+        ck_assert_int_eq(truncate(paths[2], 1000), 0);
+        dck_options o;
+        dck_options_init(&o);
+        o.threads = threads;
+        dck_manifest *m = NULL;
+        ck_assert_int_eq(dck_checkpoint_hash(ck, &o, &m), DCK_ERR_TRUNCATED);
+        ck_assert_ptr_null(m);
+        ck_assert_msg(strstr(dck_last_error(), "p2.safetensors: truncated"), "%s", dck_last_error());
+        dck_checkpoint_free(ck);
+    }
+    for (int i = 0; i < 6; i++) free(paths[i]);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("digest");
     TCase *tc = tcase_create("core");
@@ -224,5 +421,11 @@ int main(void) {
     tcase_add_test(tc, test_names_and_groups);
     tcase_add_test(tc, test_dtypes);
     suite_add_tcase(s, tc);
+    TCase *te = tcase_create("engine");
+    tcase_set_timeout(te, 240);
+    tcase_add_test(te, engine_window_edges);
+    tcase_add_test(te, engine_small_files);
+    tcase_add_test(te, engine_truncated_in_batch);
+    suite_add_tcase(s, te);
     return tu_run(s);
 }

@@ -4,6 +4,7 @@
  * dck_fragment_partial_compute, and random splits against the CPU digest.
  * Needs no GPU. */
 #include "testutil.h"
+#include "gpu/cuda_loader.h"
 #include "gpu/gpu.h"
 #include "hash/hash.h"
 
@@ -261,6 +262,71 @@ START_TEST(device_api_without_gpu) {
 }
 END_TEST
 
+/* The CUDA runtime and NCCL are loaded on the first GPU call: a runtime that
+ * cannot be loaded is DCK_ERR_NODEVICE with a message naming it, from every
+ * entry point, the launchers included (an error, never a crash). Check runs
+ * each test in a forked process, so the loader starts fresh here. */
+START_TEST(device_api_names_missing_runtime) {
+    const char *missing = "libcudart-dck-missing.so.0";
+    if (getenv("CK_FORK") && !strcmp(getenv("CK_FORK"), "no"))
+        TU_SKIP("CK_FORK=no: the loader's once-per-process state is shared between tests");
+    setenv("DETCHECK_CUDART_LIB", missing, 1);
+    int n = -1;
+    ck_assert_int_eq(dck_gpu_device_count(&n), DCK_ERR_NODEVICE);
+    ck_assert_int_eq(n, 0);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "no CUDA device"));
+#ifdef DCK_HAVE_CUDA
+    ck_assert_msg(strstr(dck_last_error(), missing), "message does not name %s: %s", missing,
+                  dck_last_error());
+    /* the same answer from a second call and from another entry point */
+    ck_assert_int_eq(dck_gpu_device_count(&n), DCK_ERR_NODEVICE);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), missing));
+    uint8_t host[256] = {0};
+    dck_lanes l;
+    ck_assert_int_eq(dck_gpu_segments_sum(host, 256, 0, NULL, &l), DCK_ERR_NODEVICE);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), missing));
+    dck_gpu_job *job = NULL;
+    ck_assert_int_eq(dck_gpu_job_create(0, 1, 0, &job), DCK_ERR_NODEVICE);
+    ck_assert_ptr_null(job);
+    uint64_t lanes[2] = {0, 0};
+    ck_assert_int_ne(dck_cuda_segments_sum_launch(host, 256, 0, lanes, 0, NULL), 0);
+    ck_assert_int_ne(dck_cuda_word_sum_launch(lanes, 2, lanes, 0, NULL), 0);
+    /* NCCL: the same, naming its library */
+    setenv("DETCHECK_NCCL_LIB", "libnccl-dck-missing.so.2", 1);
+    const dck_nccl_api *nccl = NULL;
+    ck_assert_int_eq(dck_nccl_load(&nccl), DCK_ERR_NODEVICE);
+    ck_assert_ptr_null(nccl);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "libnccl-dck-missing.so.2"));
+#else
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "built without CUDA"));
+#endif
+}
+END_TEST
+
+#ifdef DCK_HAVE_CUDA
+extern const unsigned char dck_cuda_digest_fatbin[];
+/* The kernels travel as a fatbin embedded in the library (the Makefile
+ * turns cuda/digest.cu into it), loaded by name: it is there, it is a
+ * fatbin, and it holds both kernels under the names the loader asks for. */
+START_TEST(embedded_fatbin_holds_the_kernels) {
+    const unsigned char *fb = dck_cuda_digest_fatbin;
+    uint32_t magic;
+    uint16_t header;
+    uint64_t body;
+    memcpy(&magic, fb, 4);
+    memcpy(&header, fb + 6, 2);
+    memcpy(&body, fb + 8, 8);
+    ck_assert_uint_eq(magic, 0xba55ed50u);
+    ck_assert_uint_ge(header, 16);
+    ck_assert_uint_gt(body, 1024);
+    ck_assert_uint_lt(body, (uint64_t)64 << 20);
+    size_t n = (size_t)header + (size_t)body;
+    ck_assert_ptr_nonnull(memmem(fb, n, "dck_segments_sum_kernel", 23));
+    ck_assert_ptr_nonnull(memmem(fb, n, "dck_word_sum_kernel", 19));
+}
+END_TEST
+#endif
+
 START_TEST(device_names) {
     dck_device d;
     ck_assert_int_eq(dck_device_from_name("cuda", &d), DCK_OK);
@@ -418,6 +484,10 @@ int main(void) {
     tcase_add_test(tc, random_splits_every_dtype);
     tcase_add_test(tc, spec_vectors_through_twin);
     tcase_add_test(tc, device_api_without_gpu);
+    tcase_add_test(tc, device_api_names_missing_runtime);
+#ifdef DCK_HAVE_CUDA
+    tcase_add_test(tc, embedded_fatbin_holds_the_kernels);
+#endif
     tcase_add_test(tc, device_names);
     tcase_add_test(tc, distributed_ranges_tile_the_stream);
     tcase_add_test(tc, staged_pipeline_twin_matches_cpu_engine);

@@ -205,6 +205,185 @@ START_TEST(test_save_atomic) {
 }
 END_TEST
 
+
+/* The manifest writers write directly; libyaml and jansson wrote every
+ * manifest before them, and the bytes must stay the same. Names with
+ * quotes, colons, YAML indicators, unicode, control characters, line
+ * breaks (which go to the libraries), words YAML would type... */
+static const char *const tricky[] = {
+    "", " ", "a", "-", "--", "---", "---x", "...", "..x", "-x", "- x", "?", "?x", "? x", ":", ":x", "x:", "x: y",
+    "x:y", "#x", "x #y", "x#y", "a,b", "a[0]", "{a}", "&a", "*a", "!a", "|a", ">a", "'a", "a'b", "\"a", "a\"b",
+    "%a", "@a", "`a", "a\\b", " a", "a ", "a  b", "a\tb", "\t", "yes", "No", "TRUE", "off", "~", "null", "y",
+    "1", "1.5", "1e5", "1e5e", "-1", "+1", "0x1F", "12_3", "e", "E.", "1.2.3", "model.layers.0.weight",
+    "caf\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xc2\xa0", "\xc2\x9f", "\xc2\x85", "\xe2\x80\xa8",
+    "\xe2\x80\xa9", "\xef\xbb\xbf", "\xef\xbf\xbe", "\xef\xbf\xbd", "\xed\x9f\xbf", "\xee\x80\x80", "\x01",
+    "\x1b", "\x7f", "a\nb", "a\rb", "\n", "a\n", "a \nb", "a\n b", "/x/y:z", "C:\\x", "a/../b",
+};
+
+static char *write_to_string(const dck_manifest *m, dck_format fmt, int reference, size_t *len) {
+    char *buf = NULL;
+    FILE *mem = open_memstream(&buf, len);
+    dck_status s = reference ? dck_manifest_write_reference(m, fmt, mem) : dck_manifest_write(m, fmt, mem);
+    fclose(mem);
+    ck_assert_msg(s == DCK_OK, "%s", dck_last_error());
+    return buf;
+}
+
+/* The manifest text reads back the same through the direct reader of the
+ * written layout and through libyaml (a leading blank line sends a
+ * document to libyaml): the same status, the same manifest. */
+static void expect_same_reading(const char *text, size_t len, const char *what) {
+    char *shifted = malloc(len + 1);
+    shifted[0] = '\n';
+    memcpy(shifted + 1, text, len);
+    dck_manifest *a = NULL, *b = NULL;
+    dck_status sa = dck_manifest_parse(text, len, "m.yaml", &a);
+    dck_status sb = dck_manifest_parse(shifted, len + 1, "m.yaml", &b);
+    ck_assert_msg(sa == sb, "%s: read %d directly, %d by libyaml (%s)\n%s", what, sa, sb, dck_last_error(), text);
+    if (!sa) {
+        size_t la, lb;
+        char *ja = write_to_string(a, DCK_FORMAT_JSON, 1, &la), *jb = write_to_string(b, DCK_FORMAT_JSON, 1, &lb);
+        ck_assert_msg(la == lb && !memcmp(ja, jb, la), "%s: read differently:\n%s\n%s", what, ja, jb);
+        free(ja);
+        free(jb);
+    }
+    dck_manifest_free(a);
+    dck_manifest_free(b);
+    free(shifted);
+}
+
+static void expect_same_text(const dck_manifest *m, const char *what) {
+    for (int f = 0; f < 2; f++) {
+        dck_format fmt = f ? DCK_FORMAT_JSON : DCK_FORMAT_YAML;
+        size_t la, lb;
+        char *a = write_to_string(m, fmt, 0, &la), *b = write_to_string(m, fmt, 1, &lb);
+        ck_assert_msg(la == lb && !memcmp(a, b, la), "%s, %s:\n--- direct\n%s\n--- library\n%s", what,
+                      f ? "JSON" : "YAML", a, b);
+        if (!f) expect_same_reading(a, la, what);
+        free(a);
+        free(b);
+    }
+}
+
+static dck_manifest *tricky_manifest(const char *const *names, size_t n, const char *meta_key,
+                                     const char *meta_value, const char *value) {
+    dck_manifest *m;
+    ck_assert_int_eq(dck_manifest_create(&m), DCK_OK);
+    for (size_t i = 0; i < n; i++) {
+        dck_manifest_tensor t;
+        memset(&t, 0, sizeof t);
+        t.name = names[i];
+        t.group = dck_group_of_name(names[i]);
+        t.dtype = (dck_dtype)(i % DCK_DTYPE_COUNT);
+        t.ndim = (int)(i % 4);
+        for (int d = 0; d < t.ndim; d++) t.shape[d] = i % 5 == 0 ? UINT64_MAX - (uint64_t)d : (uint64_t)(i * 31 + (size_t)d);
+        /* digests of every kind: hex that YAML would read as a number too */
+        if (i % 7 == 0) dck_digest_from_hex("12345678901234567890123456789e12", &t.digest);
+        else t.digest = (dck_digest){0x0123456789abcdefULL * (i + 1), 0xfedcba9876543210ULL ^ i};
+        ck_assert_int_eq(dck_manifest_add_tensor(m, &t), DCK_OK);
+        dck_manifest_file fl = {names[i][0] ? names[i] : "empty", i * 1000003ULL, {i, ~(uint64_t)i}};
+        if (i % 3 == 0) ck_assert_int_eq(dck_manifest_add_file(m, &fl), DCK_OK);
+    }
+    if (meta_key) ck_assert_int_eq(dck_manifest_set_meta(m, meta_key, meta_value), DCK_OK);
+    if (value) {
+        ck_assert_int_eq(dck_manifest_add_value(m, value, value), DCK_OK);
+        ck_assert_int_eq(dck_manifest_add_value(m, "zz.second", "1000"), DCK_OK);
+    }
+    ck_assert_int_eq(dck_manifest_set_meta(m, "tool", "detcheck test"), DCK_OK);
+    if (dck_manifest_finalize(m) != DCK_OK) { /* duplicate file paths: not a manifest */
+        dck_manifest_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+START_TEST(test_direct_text_as_libraries) {
+    size_t nt = sizeof tricky / sizeof tricky[0];
+    /* all at once, and one at a time with every kind of meta and value */
+    dck_manifest *m = tricky_manifest(tricky, nt, "source", "a b: c", "iteration");
+    ck_assert_ptr_nonnull(m);
+    expect_same_text(m, "all names");
+    dck_manifest_free(m);
+    for (size_t i = 0; i < nt; i++) {
+        m = tricky_manifest(&tricky[i], 1, tricky[i], tricky[i], tricky[i][0] ? tricky[i] : "v");
+        ck_assert_ptr_nonnull(m);
+        expect_same_text(m, tricky[i]);
+        dck_manifest_free(m);
+    }
+    /* empty lists, a key YAML cannot write as a simple key, keys that are top-level keys */
+    m = tricky_manifest(NULL, 0, NULL, NULL, NULL);
+    expect_same_text(m, "empty");
+    dck_manifest_free(m);
+    char longkey[200];
+    memset(longkey, 'k', sizeof longkey - 1);
+    longkey[sizeof longkey - 1] = 0;
+    const char *keys[] = {longkey, "root", "detcheck", "files", "values", "tensors", "created"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        m = tricky_manifest(tricky, 3, keys[i], "x", NULL);
+        expect_same_text(m, keys[i]);
+        dck_manifest_free(m);
+    }
+    /* documents in the written layout, bent: each is read the same both ways */
+    const char *docs[] = {
+        "detcheck: 1\nroot: 0\ntensors: []\n",
+        "detcheck: 2\nroot: 99aabb\ntensors: []\n",
+        "detcheck: 1\ndetcheck: 1\n",
+        "detcheck: 1\nroot: %s\ntensors: []\nk: a\nk: b\n",
+        "detcheck: 1\nroot: %s\ntensors: []\nk: \"a\\u2028b\"\n",
+        "detcheck: 1\nroot: %s\ntensors: []\nk: \"a\\x00b\"\n",
+        "detcheck: 1\nroot: %s\ntensors: []\nk: \"\\/\\ \\t\"\n",
+        "detcheck: 1\nroot: %s\ntensors: []\nk: 'a''b'\n",
+        "detcheck: 1\nroot: %s\ntensors: []\nk: a # comment\n",
+        "detcheck: 1\nroot: %s\ntensors: []\nk: a:b\n",
+        "detcheck: 1\nroot: %s\ntensors: []\nk:\n",
+        "detcheck: 1\nroot: %s\ntensors: []\nfiles: []\nvalues: []\n",
+        "detcheck: 1\nroot: %s\ntensors:\n",
+        "detcheck: 1\nroot: %s\ntensors: []",
+        "detcheck: 1\r\nroot: %s\r\ntensors: []\r\n",
+        "---\ndetcheck: 1\nroot: %s\ntensors: []\n...\n",
+        "detcheck: 1\nroot: %s\ntensors: []\nfiles:\n- {path: a, bytes: 1, xxh128: 0123456789abcdef0123456789abcdef}\n",
+        "detcheck: 1\nroot: %s\ntensors: []\nfiles:\n- {path: /a, bytes: 1, xxh128: 0123456789abcdef0123456789abcdef}\n",
+        "detcheck: 1\nroot: %s\ntensors: []\nfiles:\n- {path: a, bytes: 1, xxh128: 0123456789abcdef0123456789abcdef, x: 1}\n",
+        "detcheck: 1\nroot: %s\ntensors: []\nvalues:\n- {name: a, value: \"1\"}\n- {name: a, value: \"2\"}\n",
+        "detcheck: 1\nroot: %s\ntensors:\n- {name: a, group: weights, dtype: F32, shape: [1], digest: 0123456789abcdef0123456789abcdef}\n",
+    };
+    char root0[33], doc[1024];
+    dck_digest_to_hex(dck_root_digest(NULL, NULL, 0), root0);
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+        snprintf(doc, sizeof doc, docs[i], root0);
+        expect_same_reading(doc, strlen(doc), docs[i]);
+    }
+    char key[2100];
+    for (size_t n = 120; n < 2100; n += n < 140 ? 4 : 500) {
+        memset(key, 'k', n);
+        snprintf(key + n, sizeof key - n, ": v\nroot: %s\ntensors: []\ndetcheck: 1\n", root0);
+        expect_same_reading(key, strlen(key), "long key");
+    }
+    /* random names made of the pieces above */
+    srand(7);
+    const char *names[64];
+    char store[64][64];
+    for (int round = 0; round < 300; round++) {
+        size_t n = 0;
+        for (int i = 0; i < 64; i++) {
+            store[i][0] = 0;
+            int k = 1 + rand() % 4;
+            for (int j = 0; j < k; j++) {
+                const char *p = tricky[rand() % (int)nt];
+                if (strlen(store[i]) + strlen(p) < 63) strcat(store[i], p);
+            }
+            int dup = 0;
+            for (size_t q = 0; q < n; q++) dup |= !strcmp(names[q], store[i]);
+            if (!dup) names[n++] = store[i];
+        }
+        m = tricky_manifest(names, n, names[0], names[n - 1], names[n / 2][0] ? names[n / 2] : "v");
+        if (!m) continue;
+        expect_same_text(m, "random names");
+        dck_manifest_free(m);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("manifest");
     TCase *tc = tcase_create("core");
@@ -213,6 +392,7 @@ int main(void) {
     tcase_add_test(tc, test_compare);
     tcase_add_test(tc, test_bad_manifests);
     tcase_add_test(tc, test_save_atomic);
+    tcase_add_test(tc, test_direct_text_as_libraries);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

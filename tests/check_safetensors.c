@@ -4,6 +4,7 @@
 #include "testutil.h"
 #include "formats/formats.h"
 
+#include <jansson.h>
 #include <zstd.h>
 
 static char *dir;
@@ -468,6 +469,152 @@ START_TEST(test_view_expansion_limit) {
 }
 END_TEST
 
+
+/* The header reader accepts exactly the JSON that jansson's loader accepts
+ * with the flags the reader used before it (JSON_REJECT_DUPLICATES |
+ * JSON_ALLOW_NUL): every malformed header is still rejected, naming the
+ * file, and nothing valid is. jansson is the judge here; the fuzz target
+ * (tests/fuzz/fuzz_safetensors.c) asks it the same question at random. */
+typedef struct {
+    const char *text;
+    size_t len; /* 0: strlen */
+} hdr_case;
+
+#define E "\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]"
+
+static const hdr_case header_cases[] = {
+    {"{\"a\":{" E "}}", 0},
+    {"  {\"a\":{" E "}}  \n\t\r ", 0},
+    {"{\"a\":{" E "}} x", 0},
+    {"{\"a\":{" E "}}\0", sizeof("{\"a\":{" E "}}\0") - 1}, /* NUL padding */
+    {"{\"a\":{" E "},}", 0},
+    {"{\"a\":{" E ",}}", 0},
+    {"{\"a\":{" E "}", 0},
+    {"{\"a\" {" E "}}", 0},
+    {"{'a':{" E "}}", 0},
+    {"{a:{" E "}}", 0},
+    {"[]", 0},
+    {"[1,2,]", 0},
+    {"\"x\"", 0},
+    {"", 0},
+    {"{}", 0},
+    {"{\"a\":{" E "},\"a\":{" E "}}", 0},
+    {"{\"a\":{" E ",\"dtype\":\"U8\"}}", 0},
+    {"{\"a\":{" E ",\"x\":{\"k\":1,\"k\":2}}}", 0},
+    {"{\"a\":{" E ",\"x\":[{\"k\":1},{\"k\":2}]}}", 0},
+    {"{\"__metadata__\":{\"k\":\"v\",\"k\":\"w\"},\"a\":{" E "}}", 0},
+    {"{\"__metadata__\":{\"k\":\"v\"},\"__metadata__\":{},\"a\":{" E "}}", 0},
+    {"{\"__metadata__\":{\"k\":\"v\\u0000w\"},\"a\":{" E "}}", 0},
+    {"{\"a\\u0000b\":{" E "}}", 0},
+    {"{\"a\":{" E ",\"x\":\"\\ud83d\\ude00\"}}", 0},
+    {"{\"a\":{" E ",\"x\":\"\\ud83d\"}}", 0},
+    {"{\"a\":{" E ",\"x\":\"\\ude00\"}}", 0},
+    {"{\"a\":{" E ",\"x\":\"\\ud83d\\u0041\"}}", 0},
+    {"{\"a\":{" E ",\"x\":\"\\u12G4\"}}", 0},
+    {"{\"a\":{" E ",\"x\":\"\\x41\"}}", 0},
+    {"{\"a\":{" E ",\"x\":\"\\/\\b\\f\\n\\r\\t\\\"\\\\\"}}", 0},
+    {"{\"a\":{" E ",\"x\":\"tab\there\"}}", 0},
+    {"{\"a\":{" E ",\"x\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"}}", 0},
+    {"{\"a\":{" E ",\"x\":\"\xc0\x80\"}}", 0},
+    {"{\"a\":{" E ",\"x\":\"\xed\xa0\x80\"}}", 0},
+    {"{\"a\":{" E ",\"x\":\"\xf4\x90\x80\x80\"}}", 0},
+    {"{\"a\":{" E ",\"x\":\"\xf5\x80\x80\x80\"}}", 0},
+    {"{\"a\":{" E ",\"x\":\"\xe2\x82\"}}", 0},
+    {"{\"a\":{" E ",\"x\":\"\x80\"}}", 0},
+    {"{\"a\":{" E ",\"x\":\"\x7f\"}}", 0},
+    {"{\"\xff\":{" E "}}", 0},
+    {"{\"a\":{" E ",\"x\":1e400}}", 0},
+    {"{\"a\":{" E ",\"x\":-1e400}}", 0},
+    {"{\"a\":{" E ",\"x\":1e-400}}", 0},
+    {"{\"a\":{" E ",\"x\":1.5E+3}}", 0},
+    {"{\"a\":{" E ",\"x\":01}}", 0},
+    {"{\"a\":{" E ",\"x\":-0}}", 0},
+    {"{\"a\":{" E ",\"x\":-}}", 0},
+    {"{\"a\":{" E ",\"x\":1.}}", 0},
+    {"{\"a\":{" E ",\"x\":.5}}", 0},
+    {"{\"a\":{" E ",\"x\":1e}}", 0},
+    {"{\"a\":{" E ",\"x\":1e+}}", 0},
+    {"{\"a\":{" E ",\"x\":+1}}", 0},
+    {"{\"a\":{" E ",\"x\":9223372036854775807}}", 0},
+    {"{\"a\":{" E ",\"x\":9223372036854775808}}", 0},
+    {"{\"a\":{" E ",\"x\":-9223372036854775808}}", 0},
+    {"{\"a\":{" E ",\"x\":-9223372036854775809}}", 0},
+    {"{\"a\":{" E ",\"x\":123456789012345678901234567890}}", 0},
+    {"{\"a\":{" E ",\"x\":12a}}", 0},
+    {"{\"a\":{" E ",\"x\":[true,false,null]}}", 0},
+    {"{\"a\":{" E ",\"x\":tru}}", 0},
+    {"{\"a\":{" E ",\"x\":nulll}}", 0},
+    {"{\"a\":{" E ",\"x\":True}}", 0},
+    {"{\"a\":{" E ",\"x\":[1 2]}}", 0},
+    {"{\"a\":{" E ",\"x\":[1,]}}", 0},
+    {"{\"a\":{" E ",\"x\":{}}}", 0},
+    {"{\"a\":{" E ",\"x\":{\"\":1}}}", 0},
+    {"{\"a\":{\"dtype\":\"U8\",\"shape\":[1e0],\"data_offsets\":[0,1]}}", 0},
+    {"{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,99999999999999999999]}}", 0},
+    {"{\"a\":{\"dtype\":\"U8\\u0000x\",\"shape\":[1],\"data_offsets\":[0,1]}}", 0},
+    {"{\"a\":{" E "},\"b\":\"c\"}", 0},
+    {"{\"a\":{" E "}\"b\":1}", 0},
+    {"{\"a\":{" E "}}}", 0},
+    {"{\"a\":{" E "}]", 0},
+};
+
+static int jansson_accepts(const char *t, size_t n) {
+    json_error_t je;
+    json_t *j = json_loadb(t, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    json_decref(j);
+    return j != NULL;
+}
+
+/* Our reader's verdict on the JSON (not on what it says): 1 accepted. */
+static int reader_accepts(const char *t, size_t n, const char *file) {
+    dck_checkpoint *ck;
+    ck_assert_int_eq(dck_ck_create(NULL, &ck), DCK_OK);
+    dck_file *f;
+    ck_assert_int_eq(dck_file_open(file, "x", &f), DCK_OK);
+    uint32_t fi;
+    ck_assert_int_eq(dck_ck_add_file(ck, f, &fi), DCK_OK);
+    dck_status s = dck_safetensors_parse_header(ck, fi, t, n, UINT64_MAX, "hdr.safetensors");
+    int syntax = s == DCK_ERR_FORMAT && strstr(dck_last_error(), "invalid JSON");
+    if (s) ck_assert_ptr_nonnull(strstr(dck_last_error(), "hdr.safetensors"));
+    dck_checkpoint_free(ck);
+    return !syntax;
+}
+
+/* nesting depth d inside an extra field of a valid entry */
+static char *nested(int d, size_t *len) {
+    size_t cap = (size_t)d * 2 + 128, k = 0;
+    char *t = malloc(cap);
+    k += (size_t)snprintf(t, cap, "{\"a\":{" E ",\"x\":");
+    for (int i = 0; i < d; i++) t[k++] = '[';
+    for (int i = 0; i < d; i++) t[k++] = ']';
+    k += (size_t)snprintf(t + k, cap - k, "}}");
+    *len = k;
+    return t;
+}
+
+START_TEST(test_header_json_as_jansson) {
+    char *file = tu_path(dir, "any.bin");
+    tu_write(file, "x", 1);
+    for (size_t i = 0; i < sizeof header_cases / sizeof header_cases[0]; i++) {
+        const char *t = header_cases[i].text;
+        size_t n = header_cases[i].len ? header_cases[i].len : strlen(t);
+        int want = jansson_accepts(t, n), got = reader_accepts(t, n, file);
+        ck_assert_msg(want == got, "case %zu (%.*s): jansson %s, reader %s (%s)", i, (int)n, t,
+                      want ? "accepts" : "rejects", got ? "accepts" : "rejects", dck_last_error());
+    }
+    /* nesting: the value at depth 2048 is jansson's last; 4 levels are the
+     * header's own (object, entry, the field's value) */
+    for (int d = 2040; d <= 2050; d++) {
+        size_t n;
+        char *t = nested(d, &n);
+        int want = jansson_accepts(t, n), got = reader_accepts(t, n, file);
+        ck_assert_msg(want == got, "depth %d: jansson %d, reader %d", d, want, got);
+        free(t);
+    }
+    free(file);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("safetensors");
     TCase *tc = tcase_create("core");
@@ -484,6 +631,7 @@ int main(void) {
     tcase_add_test(tc, test_hf_index);
     tcase_add_test(tc, test_threads_and_large);
     tcase_add_test(tc, test_view_expansion_limit);
+    tcase_add_test(tc, test_header_json_as_jansson);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

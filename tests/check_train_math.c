@@ -209,6 +209,88 @@ START_TEST(tree_sum_any_split) {
 }
 END_TEST
 
+/* The array forms (several lanes at once) against the scalar functions, bit
+ * for bit: a walk over the whole float range by a stride prime to 2^32, the
+ * edges of dck_expf's paths and every special value, at every offset and
+ * length modulo the vector width, so the vector body and the scalar tail
+ * both meet every input. */
+static size_t lane_inputs(float *x, size_t cap) {
+    size_t n = 0;
+    static const uint32_t special[] = {
+        0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u,
+        0x7f800001u, 0xff800001u, 0x7fc12345u, 0x7fbfffffu, 0x00000001u, 0x80000001u,
+        0x007fffffu, 0x00800000u, 0x7f7fffffu, 0xff7fffffu, 0x3f800000u, 0xbf800000u,
+        0x3f808000u, 0x3f818000u, 0x3f7f8000u,
+    };
+    for (size_t k = 0; k < sizeof special / sizeof special[0]; k++)
+        x[n++] = dck_f32_from_bits(special[k]);
+    /* dck_expf's edges: overflow, underflow, the normal range of 2^k */
+    static const float edge[] = {88.72283935546875f, -103.97208404541016f, -87.33654f,
+                                 -87.3365479f, -88.0f, -87.0f, 88.0f, 88.7f, 0.34657359f,
+                                 -0.34657359f, 1e-30f, -1e-30f};
+    for (size_t k = 0; k < sizeof edge / sizeof edge[0]; k++) {
+        x[n++] = edge[k];
+        x[n++] = nextafterf(edge[k], INFINITY);
+        x[n++] = nextafterf(edge[k], -INFINITY);
+    }
+    for (int k = -130; k <= 130; k++) /* x with kf + 0.5 at every integer boundary */
+        x[n++] = ((float)k + 0.5f) / 1.442695040888963407f;
+    for (uint64_t u = 0; u < (1ull << 32) && n < cap; u += 40009u)
+        x[n++] = dck_f32_from_bits((uint32_t)u);
+    return n;
+}
+
+static void same_bits(const float *got, const float *want, const float *in, size_t n,
+                      const char *what) {
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(dck_f32_bits(got[i]) == dck_f32_bits(want[i]),
+                      "%s(%08x): %08x, scalar %08x", what, dck_f32_bits(in[i]),
+                      dck_f32_bits(got[i]), dck_f32_bits(want[i]));
+}
+
+START_TEST(array_forms_match_scalar) {
+    enum { CAP = 1 << 18 };
+    float *x = malloc(CAP * sizeof(float)), *y = malloc(CAP * sizeof(float));
+    float *s = malloc(CAP * sizeof(float)), *d = malloc(CAP * sizeof(float));
+    float *want = malloc(CAP * sizeof(float));
+    ck_assert(x && y && s && d && want);
+    size_t n = lane_inputs(x, CAP);
+    /* scaled copies reach the exp and GELU ranges densely, too */
+    size_t m = n;
+    for (size_t i = 0; i < n && m < CAP; i += 3) x[m++] = (float)((double)(i % 4000) / 20.0 - 110.0);
+    for (size_t i = 0; i < n && m < CAP; i += 5) x[m++] = (float)((double)(i % 3000) / 300.0 - 5.0);
+    n = m;
+    /* everything once, and the first values (the specials and edges) at
+     * every offset and length up to 64, body and tail */
+    for (size_t off = 0; off < 9; off++)
+        for (size_t len = 0; len <= (off ? 64 : n); len += (off || len < 64) ? 1 : n - 64) {
+            const float *in = x + off;
+            memcpy(y, in, len * sizeof(float));
+            dck_expf_n(y, len);
+            for (size_t i = 0; i < len; i++) want[i] = dck_expf(in[i]);
+            same_bits(y, want, in, len, "dck_expf_n");
+
+            dck_gelu_n(in, y, s, len);
+            for (size_t i = 0; i < len; i++) want[i] = dck_gelu(in[i]);
+            same_bits(y, want, in, len, "dck_gelu_n");
+            for (size_t i = 0; i < len; i++) d[i] = 0.75f - (float)(i % 3);
+            dck_gelu_grad_n(in, s, d, len);
+            for (size_t i = 0; i < len; i++) want[i] = (0.75f - (float)(i % 3)) * dck_gelu_grad(in[i]);
+            same_bits(d, want, in, len, "dck_gelu_grad_n");
+
+            memcpy(y, in, len * sizeof(float));
+            dck_bf16_round_n(y, len);
+            for (size_t i = 0; i < len; i++) want[i] = dck_bf16_round(in[i]);
+            same_bits(y, want, in, len, "dck_bf16_round_n");
+        }
+    free(x);
+    free(y);
+    free(s);
+    free(d);
+    free(want);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("train_math");
     TCase *tc = tcase_create("core");
@@ -222,6 +304,7 @@ int main(void) {
     tcase_add_test(tc, bf16_rne);
     tcase_add_test(tc, fixed_order_sums);
     tcase_add_test(tc, tree_sum_any_split);
+    tcase_add_test(tc, array_forms_match_scalar);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -42,6 +42,10 @@ static const char hash_help[] =
     "  -q, --quiet        no progress or notes on stderr\n"
     "  -h, --help         this help\n"
     "\n"
+    "Environment: DETCHECK_DIGEST_KERNEL=portable|avx2|avx512|avx512ifma picks the\n"
+    "segment hash's instruction set (default: the widest this CPU runs; one it\n"
+    "lacks is ignored); every kernel gives the same digests.\n"
+    "\n"
     "Exit status: 0 done, 2 trouble (unreadable or malformed input).\n";
 
 int cmd_hash(int argc, char **argv) {
@@ -85,6 +89,16 @@ int cmd_hash(int argc, char **argv) {
     if (getenv("OMPI_COMM_WORLD_SIZE") && atoi(getenv("OMPI_COMM_WORLD_SIZE")) > 1 && !distributed)
         cli_warn("hash", "started by mpirun without --distributed: every rank hashes everything");
     if (cli_check_megatron("hash", &o)) return DCK_EXIT_TROUBLE;
+    const char *how = "";
+    if (device == DCK_DEVICE_AUTO && !distributed) {
+        /* no GPU here: plain hash, the same engine and the same manifest */
+        int ngpu = 0;
+        if (dck_gpu_device_count(&ngpu) != DCK_OK || ngpu <= 0) {
+            cli_info("hash", "device auto: hashing on the CPU (%s)", dck_last_error());
+            device = DCK_DEVICE_CPU;
+            how = " (cpu)";
+        }
+    }
     if (device != DCK_DEVICE_CPU || distributed)
         return cmd_hash_planned(argc, argv, (const char *const *)argv + optind,
                                 (size_t)(argc - optind), &o, fmt, output, device, distributed);
@@ -95,7 +109,7 @@ int cmd_hash(int argc, char **argv) {
     dck_status s = dck_hash_paths(paths, npaths, &o, &m);
     cli_progress_end();
     if (s) return cli_fail("hash", s);
-    s = cli_emit_manifest(m, paths, npaths, fmt, output, "");
+    s = cli_emit_manifest(m, paths, npaths, fmt, output, how);
     dck_manifest_free(m);
     if (s) return cli_fail("hash", s);
     return 0;

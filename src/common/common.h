@@ -5,6 +5,21 @@
 #ifndef DCK_COMMON_H
 #define DCK_COMMON_H
 
+/* ------------------------------------------------------------------ no fast math
+ * detcheck promises the same bits from any build, so the floating-point
+ * value-changing optimisations are refused at compile time (every library
+ * file includes this header). GCC names each part; clang names only
+ * -ffast-math and -ffinite-math-only, so the Makefile also refuses the
+ * flags by name (-fassociative-math, -freciprocal-math, ...). The Makefile
+ * appends -ffp-contract=off after the user's flags: no fused multiply-add. */
+#if defined(__FAST_MATH__)
+#error "detcheck must not be built with -ffast-math (or -Ofast): it changes floating-point results; drop it from CFLAGS"
+#elif defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__
+#error "detcheck must not be built with -ffinite-math-only: NaN and infinity handling is part of its results"
+#elif defined(__ASSOCIATIVE_MATH__) || defined(__RECIPROCAL_MATH__) || defined(__NO_SIGNED_ZEROS__)
+#error "detcheck must not be built with -fassociative-math, -freciprocal-math, -fno-signed-zeros or -funsafe-math-optimizations: they reorder or change floating-point results"
+#endif
+
 #include "detcheck_static.h"
 
 #include <pthread.h>

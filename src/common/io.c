@@ -113,7 +113,7 @@ static dck_status zstd_pump(dck_file *f, int fd_out, uint8_t *buf, size_t limit,
     }
     ZSTD_initDStream(ds);
     for (;;) {
-        size_t n;
+        size_t n = 0;
         if ((s = read_full(f->fd, f->path, inoff, in, inCap, &n))) goto done;
         if (n == 0) break;
         inoff += n;
@@ -181,6 +181,10 @@ static dck_status file_map_locked(dck_file *f, const uint8_t **data, uint64_t *l
     }
     int fd = f->fd;
     uint64_t size = f->size;
+    struct stat st;
+    /* a file cut short since it was opened: map what is there, never past
+     * its end (touching that faults); reads beyond say "truncated" */
+    if (!f->zstd && fstat(fd, &st) == 0 && (uint64_t)st.st_size < size) size = (uint64_t)st.st_size;
     if (f->zstd) {
         const char *tdir = getenv("TMPDIR");
         if (!tdir || !*tdir) tdir = "/tmp";
@@ -237,7 +241,7 @@ dck_status dck_file_pread(dck_file *f, uint64_t off, void *buf, size_t len) {
         if (len) memcpy(buf, f->map + off, len);
         return DCK_OK;
     }
-    size_t got;
+    size_t got = 0;
     DCK_TRY(read_full(f->fd, f->path, off, buf, len, &got));
     if (got != len)
         return dck_set_error(DCK_ERR_TRUNCATED, "%s: truncated: needs bytes up to %llu, has %llu",
@@ -263,8 +267,11 @@ struct dck_stream {
     dck_file *f;
     size_t window;
     bool hash_file;
-    XXH3_state_t fh;
+    /* XXH3_state_t is 64-byte aligned: XXH3_createState, not inside this
+     * calloc'ed struct (an aligned AVX store there faults) */
+    XXH3_state_t *fh;
     uint64_t pos;      /* decompressed offset of the next window */
+    uint64_t size;     /* raw files: bytes to stream (the size now, if it shrank) */
     /* raw */
     void *map;
     size_t map_len, map_skew;
@@ -290,7 +297,16 @@ dck_status dck_stream_open(dck_file *f, size_t window, bool hash_file, dck_strea
     s->window = window;
     s->hash_file = hash_file;
     s->last = 1;
-    XXH3_128bits_reset(&s->fh);
+    s->size = f->size;
+    struct stat st;
+    /* a file cut short since it was opened: never map past its end (SIGBUS) */
+    if (!f->zstd && fstat(f->fd, &st) == 0 && (uint64_t)st.st_size < s->size)
+        s->size = (uint64_t)st.st_size;
+    if (!(s->fh = XXH3_createState())) {
+        free(s);
+        return dck_oom(NULL);
+    }
+    XXH3_128bits_reset(s->fh);
     if (f->zstd) {
         s->ds = ZSTD_createDStream();
         s->in_cap = ZSTD_DStreamInSize();
@@ -310,6 +326,7 @@ void dck_stream_close(dck_stream *s) {
     if (!s) return;
     if (s->map) munmap(s->map, s->map_len);
     if (s->ds) ZSTD_freeDStream(s->ds);
+    XXH3_freeState(s->fh);
     free(s->in);
     free(s->out);
     free(s);
@@ -321,13 +338,13 @@ static dck_status stream_next_zstd(dck_stream *s, const uint8_t **data, uint64_t
     while (ob.pos < ob.size) {
         if (s->ib.pos == s->ib.size) {
             if (s->eof) break;
-            size_t n;
+            size_t n = 0;
             DCK_TRY(read_full(f->fd, f->path, s->in_off, s->in, s->in_cap, &n));
             if (n == 0) {
                 s->eof = true;
                 break;
             }
-            if (s->hash_file) XXH3_128bits_update(&s->fh, s->in, n);
+            if (s->hash_file) XXH3_128bits_update(s->fh, s->in, n);
             s->in_off += n;
             s->ib = (ZSTD_inBuffer){s->in, n, 0};
         }
@@ -355,12 +372,12 @@ dck_status dck_stream_next(dck_stream *s, const uint8_t **data, uint64_t *off, s
     s->cur = NULL;
     s->cur_len = 0;
     *off = s->pos;
-    if (s->pos >= s->f->size) {
+    if (s->pos >= s->size) {
         *data = NULL;
         *len = 0;
         return DCK_OK;
     }
-    uint64_t n = s->f->size - s->pos;
+    uint64_t n = s->size - s->pos;
     if (n > s->window) n = s->window;
     void *m = mmap(NULL, (size_t)n, PROT_READ, MAP_PRIVATE, s->f->fd, (off_t)s->pos);
     if (m == MAP_FAILED)
@@ -377,11 +394,11 @@ dck_status dck_stream_next(dck_stream *s, const uint8_t **data, uint64_t *off, s
 }
 
 void dck_stream_hash_window(dck_stream *s) {
-    if (s->hash_file && !s->f->zstd && s->cur_len) XXH3_128bits_update(&s->fh, s->cur, s->cur_len);
+    if (s->hash_file && !s->f->zstd && s->cur_len) XXH3_128bits_update(s->fh, s->cur, s->cur_len);
 }
 
 dck_digest dck_stream_file_hash(dck_stream *s) {
-    XXH128_hash_t h = XXH3_128bits_digest(&s->fh);
+    XXH128_hash_t h = XXH3_128bits_digest(s->fh);
     return (dck_digest){h.high64, h.low64};
 }
 

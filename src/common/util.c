@@ -153,7 +153,7 @@ const char *dck_dtype_name(dck_dtype t) {
 dck_status dck_dtype_from_name(const char *name, dck_dtype *out) {
     if (!name) return dck_set_error(DCK_ERR_FORMAT, "dtype name missing (NULL)");
     for (int i = 0; i < DCK_DTYPE_COUNT; i++)
-        if (!strcmp(name, dtypes[i].name)) {
+        if (name[0] == dtypes[i].name[0] && !strcmp(name, dtypes[i].name)) {
             *out = (dck_dtype)i;
             return DCK_OK;
         }
@@ -198,16 +198,30 @@ dck_status dck_shape_bytes(dck_dtype t, const uint64_t *shape, int ndim, uint64_
 
 /* ------------------------------------------------------------------ names */
 
+static inline int is_dec(unsigned c) { return c - '0' < 10u; } /* isdigit() in every locale */
+
 int dck_name_compare(const char *a, const char *b) {
     const unsigned char *p = (const unsigned char *)a, *q = (const unsigned char *)b;
+    /* Skip the common prefix at memcmp speed. Every digit run that ends
+     * inside it compares equal, so the walk below may start at the run the
+     * strings differ in (backing up to its first digit) and give the same
+     * answer as a walk from the start. */
+    size_t k = 0;
+    while (p[k] == q[k]) {
+        if (!p[k]) return 0;
+        k++;
+    }
+    while (k && is_dec(p[k - 1])) k--;
+    p += k;
+    q += k;
     while (*p && *q) {
-        if (isdigit(*p) && isdigit(*q)) {
+        if (is_dec(*p) && is_dec(*q)) {
             const unsigned char *ps = p, *qs = q;
-            while (*ps == '0' && isdigit(ps[1])) ps++;
-            while (*qs == '0' && isdigit(qs[1])) qs++;
+            while (*ps == '0' && is_dec(ps[1])) ps++;
+            while (*qs == '0' && is_dec(qs[1])) qs++;
             const unsigned char *pe = ps, *qe = qs;
-            while (isdigit(*pe)) pe++;
-            while (isdigit(*qe)) qe++;
+            while (is_dec(*pe)) pe++;
+            while (is_dec(*qe)) qe++;
             size_t lp = (size_t)(pe - ps), lq = (size_t)(qe - qs);
             if (lp != lq) return lp < lq ? -1 : 1;
             int c = memcmp(ps, qs, lp);
@@ -273,33 +287,116 @@ static int comp_has(const char *c, size_t n, const char *word) {
  *              "scheduler", "lr_scheduler", "config", "args", "metadata",
  *              "loss_scale", "_metadata";
  *   weights:   everything else. */
+typedef struct {
+    const char *w;
+    size_t n;
+} word;
+#define W(s) {s, sizeof s - 1}
+static const word opt_eq[] = {W("optimizer"), W("optim"), W("distrib_optim"), W("optimizer_state"),
+                              W("param_groups"), W("master")};
+static const word other_eq[] = {W("step"), W("epoch"), W("iteration"), W("iter"), W("scheduler"),
+                                W("lr_scheduler"), W("config"), W("args"), W("metadata"),
+                                W("_metadata"), W("loss_scale")};
+#undef W
+
+static int eq_any(const char *low, size_t n, const word *ws, size_t nw) {
+    if (n < 4 || n > 15) return 0; /* the lengths of the words */
+    for (size_t i = 0; i < nw; i++)
+        if (ws[i].n == n && !memcmp(low, ws[i].w, n)) return 1;
+    return 0;
+}
+
+static int at(const char *low, size_t n, size_t i, const char *w, size_t wn) {
+    return n - i >= wn && !memcmp(low + i, w, wn);
+}
+
+/* The substring rules in one pass over a lowered component: 1 optimizer
+ * ("exp_avg", "momentum", "adam", "optimizer"), 2 rng ("random",
+ * "generator", "rng_state"), 0 neither (the first optimizer hit wins). */
+static int substrings(const char *low, size_t n) {
+    int rng = 0;
+    for (size_t i = 0; i < n; i++) {
+        switch (low[i]) {
+        case 'e': if (at(low, n, i, "exp_avg", 7)) return 1; break;
+        case 'm': if (at(low, n, i, "momentum", 8)) return 1; break;
+        case 'a': if (at(low, n, i, "adam", 4)) return 1; break;
+        case 'o': if (at(low, n, i, "optimizer", 9)) return 1; break;
+        case 'r': if (at(low, n, i, "random", 6) || at(low, n, i, "rng_state", 9)) rng = 1; break;
+        case 'g': if (at(low, n, i, "generator", 9)) rng = 1; break;
+        default: break;
+        }
+    }
+    return rng ? 2 : 0;
+}
+
+#define NW(a) (sizeof a / sizeof a[0])
+
+/* The group rules (documented in detcheck-hash(1)), applied to the name's
+ * components split at '.', '/' and ':'; the first rule that matches any
+ * component wins, in this order:
+ *   optimizer: a component "optimizer", "optim", "optimizer_state",
+ *              "param_groups", "master", or containing "exp_avg",
+ *              "momentum", "adam", "optimizer";
+ *   rng:       a component starting with "rng" or containing "random",
+ *              "generator", "rng_state";
+ *   other:     a component "step", "epoch", "iteration", "iter",
+ *              "scheduler", "lr_scheduler", "config", "args", "metadata",
+ *              "loss_scale", "_metadata";
+ *   weights:   everything else.
+ * Components are compared case-insensitively (tolower(), as before), each
+ * lowered once into a buffer. */
 dck_group dck_group_of_name(const char *name) {
     int found_rng = 0, found_other = 0;
     const char *s = name;
+    char small[128], *low = small;
+    size_t cap = sizeof small;
+    dck_group g = DCK_GROUP_WEIGHTS;
     while (*s) {
         size_t n = strcspn(s, "./:");
         if (n) {
-            if (comp_eq(s, n, "optimizer") || comp_eq(s, n, "optim") ||
-                comp_eq(s, n, "distrib_optim") || /* Megatron's distributed optimizer file */
-                comp_eq(s, n, "optimizer_state") || comp_eq(s, n, "param_groups") ||
-                comp_eq(s, n, "master") || comp_has(s, n, "exp_avg") ||
-                comp_has(s, n, "momentum") || comp_has(s, n, "adam") ||
-                comp_has(s, n, "optimizer"))
-                return DCK_GROUP_OPTIMIZER;
-            if ((n >= 3 && comp_eq(s, 3, "rng")) || comp_has(s, n, "random") ||
-                comp_has(s, n, "generator") || comp_has(s, n, "rng_state"))
-                found_rng = 1;
-            if (comp_eq(s, n, "step") || comp_eq(s, n, "epoch") || comp_eq(s, n, "iteration") ||
-                comp_eq(s, n, "iter") || comp_eq(s, n, "scheduler") ||
-                comp_eq(s, n, "lr_scheduler") || comp_eq(s, n, "config") ||
-                comp_eq(s, n, "args") || comp_eq(s, n, "metadata") ||
-                comp_eq(s, n, "_metadata") || comp_eq(s, n, "loss_scale"))
-                found_other = 1;
+            if (n >= cap) {
+                char *big = malloc(n + 1);
+                if (!big) { /* no memory for the lowered copy: compare in place */
+                    if (comp_eq(s, n, "optimizer") || comp_eq(s, n, "optim") ||
+                        comp_eq(s, n, "distrib_optim") || comp_eq(s, n, "optimizer_state") ||
+                        comp_eq(s, n, "param_groups") || comp_eq(s, n, "master") ||
+                        comp_has(s, n, "exp_avg") || comp_has(s, n, "momentum") ||
+                        comp_has(s, n, "adam") || comp_has(s, n, "optimizer")) {
+                        g = DCK_GROUP_OPTIMIZER;
+                        goto done;
+                    }
+                    if ((n >= 3 && comp_eq(s, 3, "rng")) || comp_has(s, n, "random") ||
+                        comp_has(s, n, "generator") || comp_has(s, n, "rng_state"))
+                        found_rng = 1;
+                    if (comp_eq(s, n, "step") || comp_eq(s, n, "epoch") || comp_eq(s, n, "iteration") ||
+                        comp_eq(s, n, "iter") || comp_eq(s, n, "scheduler") ||
+                        comp_eq(s, n, "lr_scheduler") || comp_eq(s, n, "config") ||
+                        comp_eq(s, n, "args") || comp_eq(s, n, "metadata") ||
+                        comp_eq(s, n, "_metadata") || comp_eq(s, n, "loss_scale"))
+                        found_other = 1;
+                    s += n;
+                    if (*s) s++;
+                    continue;
+                }
+                if (low != small) free(low);
+                low = big;
+                cap = n + 1;
+            }
+            for (size_t i = 0; i < n; i++) low[i] = (char)tolower((unsigned char)s[i]);
+            int sub = substrings(low, n);
+            if (sub == 1 || eq_any(low, n, opt_eq, NW(opt_eq))) {
+                g = DCK_GROUP_OPTIMIZER;
+                goto done;
+            }
+            if ((n >= 3 && !memcmp(low, "rng", 3)) || sub == 2) found_rng = 1;
+            if (eq_any(low, n, other_eq, NW(other_eq))) found_other = 1;
         }
         s += n;
         if (*s) s++;
     }
-    if (found_rng) return DCK_GROUP_RNG;
-    if (found_other) return DCK_GROUP_OTHER;
-    return DCK_GROUP_WEIGHTS;
+    if (found_rng) g = DCK_GROUP_RNG;
+    else if (found_other) g = DCK_GROUP_OTHER;
+done:
+    if (low != small) free(low);
+    return g;
 }

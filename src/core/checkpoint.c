@@ -22,18 +22,38 @@ void dck_options_init(dck_options *o) {
     o->hash_files = 1;
 }
 
-/* ------------------------------------------------------------------ name index */
+/* ------------------------------------------------------------------ name index
+ * Open addressing over tensor indexes. Each slot keeps 32 bits of the
+ * name's hash, so a probe touches a tensor's name only when they agree,
+ * and the full hashes are kept per tensor, so growing the table or sorting
+ * the tensors never hashes a name again. */
 
 typedef struct {
-    size_t *slots; /* tensor index + 1, 0 = empty */
-    size_t cap;
+    uint32_t idx1; /* tensor index + 1, 0 = empty */
+    uint32_t fp;   /* high 32 bits of the name's hash */
+} ix_slot;
+
+typedef struct {
+    ix_slot *slots;
+    size_t cap;        /* a power of two, at least twice the tensors */
+    uint64_t *hashes;  /* per tensor */
+    size_t cap_hashes;
 } name_index;
 
-static size_t name_hash(const char *s) { return (size_t)XXH3_64bits(s, strlen(s)); }
+static uint64_t name_hash(const char *s, size_t n) { return XXH3_64bits(s, n); }
+
+/* Names and first pieces live in blocks owned by the checkpoint: no
+ * allocation per tensor (a header may list a million tensors). */
+typedef struct arena_block {
+    struct arena_block *next;
+    size_t used, cap;
+    _Alignas(16) unsigned char data[];
+} arena_block;
 
 /* Private state kept beside the public struct (allocated together). */
 typedef struct ck_private {
     name_index idx;
+    arena_block *arena;
 } ck_private;
 
 /* dck_checkpoint is declared in core.h; private data is allocated
@@ -45,31 +65,96 @@ typedef struct {
 
 static ck_private *priv_of(dck_checkpoint *ck) { return &((ck_box *)ck)->priv; }
 
+static void *arena_alloc(dck_checkpoint *ck, size_t n) {
+    ck_private *pv = priv_of(ck);
+    arena_block *b = pv->arena;
+    n = (n + 15) & ~(size_t)15;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = b ? b->cap * 2 : 16384;
+        if (cap > ((size_t)8 << 20)) cap = (size_t)8 << 20; /* doubling from 16 KiB to 8 MiB */
+        if (cap < n) cap = n;
+        arena_block *nb = malloc(sizeof *nb + cap);
+        if (!nb) return NULL;
+        dck_hugepage_hint(nb, sizeof *nb + cap);
+        nb->next = b;
+        nb->used = 0;
+        nb->cap = cap;
+        pv->arena = b = nb;
+    }
+    void *p = b->data + b->used;
+    b->used += n;
+    return p;
+}
+
+static void ix_put(ix_slot *slots, size_t cap, uint64_t h, size_t i) {
+    size_t m = cap - 1, p = (size_t)h & m;
+    while (slots[p].idx1) p = (p + 1) & m;
+    slots[p] = (ix_slot){(uint32_t)(i + 1), (uint32_t)(h >> 32)};
+}
+
 static dck_status index_rebuild(dck_checkpoint *ck, size_t cap) {
     name_index *ix = &priv_of(ck)->idx;
-    size_t *slots = calloc(cap, sizeof *slots);
+    ix_slot *slots = calloc(cap, sizeof *slots);
     if (!slots) return dck_oom(NULL);
-    for (size_t i = 0; i < ck->ntensors; i++) {
-        size_t h = name_hash(ck->tensors[i].info.name) & (cap - 1);
-        while (slots[h]) h = (h + 1) & (cap - 1);
-        slots[h] = i + 1;
-    }
+    for (size_t i = 0; i < ck->ntensors; i++) ix_put(slots, cap, ix->hashes[i], i);
     free(ix->slots);
     ix->slots = slots;
     ix->cap = cap;
     return DCK_OK;
 }
 
-static long index_find(dck_checkpoint *ck, const char *name) {
+static long index_find_h(dck_checkpoint *ck, const char *name, uint64_t h) {
     name_index *ix = &priv_of(ck)->idx;
     if (!ix->cap) return -1;
-    size_t h = name_hash(name) & (ix->cap - 1);
-    while (ix->slots[h]) {
-        size_t i = ix->slots[h] - 1;
-        if (!strcmp(ck->tensors[i].info.name, name)) return (long)i;
-        h = (h + 1) & (ix->cap - 1);
+    size_t m = ix->cap - 1, p = (size_t)h & m;
+    uint32_t fp = (uint32_t)(h >> 32);
+    for (; ix->slots[p].idx1; p = (p + 1) & m) {
+        size_t i = ix->slots[p].idx1 - 1;
+        if (ix->slots[p].fp == fp && !strcmp(ck->tensors[i].info.name, name)) return (long)i;
     }
     return -1;
+}
+
+static long index_find(dck_checkpoint *ck, const char *name) {
+    return index_find_h(ck, name, name_hash(name, strlen(name)));
+}
+
+/* Puts the tensors in model order, moving their hashes along and
+ * renumbering the table (no name is hashed again). */
+static int cmp_tensor_idx(const void *a, const void *b, void *ctx) {
+    const dck_tensor_entry *t = ctx;
+    return dck_name_compare(t[*(const uint32_t *)a].info.name, t[*(const uint32_t *)b].info.name);
+}
+
+static dck_status index_sort(dck_checkpoint *ck) {
+    name_index *ix = &priv_of(ck)->idx;
+    size_t n = ck->ntensors;
+    uint32_t *perm = malloc(n * sizeof *perm), *inv = malloc(n * sizeof *inv);
+    dck_tensor_entry *nt = malloc(ck->cap_tensors * sizeof *nt);
+    uint64_t *nh = malloc(ix->cap_hashes * sizeof *nh);
+    if (!perm || !inv || !nt || !nh) {
+        free(perm);
+        free(inv);
+        free(nt);
+        free(nh);
+        return dck_oom(NULL);
+    }
+    for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
+    qsort_r(perm, n, sizeof *perm, cmp_tensor_idx, ck->tensors);
+    for (size_t k = 0; k < n; k++) {
+        nt[k] = ck->tensors[perm[k]];
+        nh[k] = ix->hashes[perm[k]];
+        inv[perm[k]] = (uint32_t)k;
+    }
+    for (size_t p = 0; p < ix->cap; p++)
+        if (ix->slots[p].idx1) ix->slots[p].idx1 = inv[ix->slots[p].idx1 - 1] + 1;
+    free(ck->tensors);
+    free(ix->hashes);
+    ck->tensors = nt;
+    ix->hashes = nh;
+    free(perm);
+    free(inv);
+    return DCK_OK;
 }
 
 /* ------------------------------------------------------------------ builders */
@@ -97,39 +182,45 @@ dck_status dck_ck_add_piece(dck_checkpoint *ck, const char *name, dck_dtype dtyp
     if (ndim < 0 || ndim > DCK_MAX_DIMS)
         return dck_set_error(DCK_ERR_LIMIT, "%s: tensor %s has %d dimensions (limit %d)",
                              ck->files[piece->file]->path, name, ndim, DCK_MAX_DIMS);
-    if (strlen(name) > DCK_MAX_NAME)
+    size_t nl = strlen(name);
+    if (nl > DCK_MAX_NAME)
         return dck_set_error(DCK_ERR_LIMIT, "%s: tensor name longer than %d bytes",
                              ck->files[piece->file]->path, DCK_MAX_NAME);
-    long i = index_find(ck, name);
+    uint64_t h = name_hash(name, nl);
+    long i = index_find_h(ck, name, h);
     dck_tensor_entry *t;
     if (i < 0) {
         if (ck->ntensors >= DCK_MAX_TENSORS)
             return dck_set_error(DCK_ERR_LIMIT, "%s: more than %u tensors",
                                  ck->files[piece->file]->path, DCK_MAX_TENSORS);
+        name_index *ix = &priv_of(ck)->idx;
         dck_status s = dck_grow((void **)&ck->tensors, &ck->cap_tensors, ck->ntensors + 1,
                                 sizeof *ck->tensors);
+        if (!s) s = dck_grow((void **)&ix->hashes, &ix->cap_hashes, ck->ntensors + 1, sizeof *ix->hashes);
         if (s) return s;
+        if (ck->ntensors + 1 == ck->cap_tensors / 2 + 1) /* just grown */
+            dck_hugepage_hint(ck->tensors, ck->cap_tensors * sizeof *ck->tensors);
+        char *nm = arena_alloc(ck, nl + 1);
+        if (!nm) return dck_oom(NULL);
+        memcpy(nm, name, nl + 1);
         t = &ck->tensors[ck->ntensors];
         memset(t, 0, sizeof *t);
-        t->info.name = dck_strdup(name);
-        t->info.source = dck_strdup(ck->files[piece->file]->path);
-        if (!t->info.name || !t->info.source) {
-            free((char *)t->info.name);
-            free((char *)t->info.source);
-            return dck_oom(NULL);
-        }
+        t->info.name = nm;
+        /* the file's own path: files live as long as the checkpoint */
+        t->info.source = ck->files[piece->file]->path;
         t->info.dtype = dtype;
         t->info.ndim = ndim;
         if (ndim) memcpy(t->info.shape, global_shape, sizeof(uint64_t) * (size_t)ndim);
+        ix->hashes[ck->ntensors] = h;
         ck->ntensors++;
-        name_index *ix = &priv_of(ck)->idx;
         if (ck->ntensors * 2 > ix->cap) {
             s = index_rebuild(ck, ix->cap ? ix->cap * 2 : 64);
-            if (s) return s;
+            if (s) {
+                ck->ntensors--;
+                return s;
+            }
         } else {
-            size_t h = name_hash(name) & (ix->cap - 1);
-            while (ix->slots[h]) h = (h + 1) & (ix->cap - 1);
-            ix->slots[h] = ck->ntensors;
+            ix_put(ix->slots, ix->cap, h, ck->ntensors - 1);
         }
     } else {
         t = &ck->tensors[i];
@@ -144,14 +235,45 @@ dck_status dck_ck_add_piece(dck_checkpoint *ck, const char *name, dck_dtype dtyp
                                  dck_dtype_name(dtype), b, ck->files[piece->file]->path);
         }
     }
-    /* Most tensors have one piece: start with exactly one (a piece is ~300
-     * bytes, and a header may list a million tensors). */
-    dck_status s = t->cap_pieces == 0 && (t->pieces = malloc(sizeof *t->pieces)) != NULL
-                       ? (t->cap_pieces = 1, DCK_OK)
-                       : dck_grow((void **)&t->pieces, &t->cap_pieces, t->npieces + 1, sizeof *t->pieces);
-    if (s) return s;
+    /* Most tensors have one piece: it goes to the arena (cap_pieces 0); a
+     * second one moves them to an array of their own. */
+    if (t->npieces == 0) {
+        if (!(t->pieces = arena_alloc(ck, sizeof *t->pieces))) return dck_oom(NULL);
+    } else if (t->cap_pieces == 0) {
+        dck_piece *pc = malloc(2 * sizeof *pc);
+        if (!pc) return dck_oom(NULL);
+        memcpy(pc, t->pieces, t->npieces * sizeof *pc);
+        t->pieces = pc;
+        t->cap_pieces = 2;
+    } else {
+        dck_status s = dck_grow((void **)&t->pieces, &t->cap_pieces, t->npieces + 1, sizeof *t->pieces);
+        if (s) return s;
+    }
     t->pieces[t->npieces++] = *piece;
     return DCK_OK;
+}
+
+/* dck_grow to exactly `need` when it must grow */
+static dck_status grow_exact(void **ptr, size_t *cap, size_t need, size_t sz) {
+    if (need <= *cap) return DCK_OK;
+    if (need > SIZE_MAX / sz) return dck_oom(NULL);
+    void *p = realloc(*ptr, need * sz);
+    if (!p) return dck_oom(NULL);
+    *ptr = p;
+    *cap = need;
+    return DCK_OK;
+}
+
+dck_status dck_ck_reserve(dck_checkpoint *ck, size_t more) {
+    name_index *ix = &priv_of(ck)->idx;
+    if (more > DCK_MAX_TENSORS) more = DCK_MAX_TENSORS;
+    size_t need = ck->ntensors + more;
+    DCK_TRY(grow_exact((void **)&ck->tensors, &ck->cap_tensors, need, sizeof *ck->tensors));
+    dck_hugepage_hint(ck->tensors, ck->cap_tensors * sizeof *ck->tensors);
+    DCK_TRY(grow_exact((void **)&ix->hashes, &ix->cap_hashes, need, sizeof *ix->hashes));
+    size_t cap = ix->cap ? ix->cap : 64;
+    while (cap < need * 2) cap *= 2;
+    return cap != ix->cap ? index_rebuild(ck, cap) : DCK_OK;
 }
 
 dck_status dck_ck_add_value(dck_checkpoint *ck, const char *name, const char *value) {
@@ -285,10 +407,12 @@ dck_status dck_ck_validate(dck_checkpoint *ck) {
                                  t->info.name, (unsigned long long)covered, (unsigned long long)total,
                                  t->info.source);
     }
-    dck_qsort(ck->tensors, ck->ntensors, sizeof *ck->tensors, cmp_tensor);
-    size_t cap = 64;
-    while (cap < ck->ntensors * 2) cap *= 2;
-    return index_rebuild(ck, cap);
+    /* model order; files often list their tensors in it already. The name
+     * index follows (it holds every tensor: dck_ck_add_piece keeps it). */
+    size_t sorted = 1;
+    while (sorted < ck->ntensors && cmp_tensor(&ck->tensors[sorted - 1], &ck->tensors[sorted]) <= 0)
+        sorted++;
+    return sorted < ck->ntensors ? index_sort(ck) : DCK_OK;
 }
 
 dck_status dck_ck_create(const dck_options *opt, dck_checkpoint **out) {
@@ -308,9 +432,7 @@ void dck_checkpoint_free(dck_checkpoint *ck) {
     for (size_t i = 0; i < ck->ntensors; i++) {
         dck_tensor_entry *t = &ck->tensors[i];
         for (size_t p = 0; p < t->npieces; p++) free(t->pieces[p].strides);
-        free(t->pieces);
-        free((char *)t->info.name);
-        free((char *)t->info.source);
+        if (t->cap_pieces) free(t->pieces); /* else in the arena, as the name */
     }
     free(ck->tensors);
     for (size_t i = 0; i < ck->nvalues; i++) {
@@ -320,6 +442,11 @@ void dck_checkpoint_free(dck_checkpoint *ck) {
     free(ck->values);
     free(ck->root);
     free(priv_of(ck)->idx.slots);
+    free(priv_of(ck)->idx.hashes);
+    for (arena_block *b = priv_of(ck)->arena, *nb; b; b = nb) {
+        nb = b->next;
+        free(b);
+    }
     free((ck_box *)ck);
 }
 
@@ -510,7 +637,11 @@ dck_status dck_ck_build_manifest(dck_checkpoint *ck, const dck_digest *tensor_di
     dck_manifest *m;
     *out = NULL;
     dck_status s = dck_manifest_create(&m);
-    if (s) return s;
+    if (!s) s = dck_manifest_reserve(m, ck->ntensors, ck->nfiles);
+    if (s) {
+        dck_manifest_free(m);
+        return s;
+    }
     char tbuf[64];
     dck_manifest_set_meta(m, "tool", "detcheck " DCK_VERSION_STRING);
     dck_manifest_set_meta(m, "created", iso_time(tbuf, sizeof tbuf));

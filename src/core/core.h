@@ -6,6 +6,8 @@
 
 #include "common/common.h"
 
+#include <stdio.h>
+
 /* ------------------------------------------------------------------ checkpoint.c
  * What readers produce. A tensor is stored as one or more pieces; a piece is
  * a hyperrectangular slice [offset, offset+shape) of the global tensor whose
@@ -22,8 +24,10 @@ typedef struct {
 } dck_piece;
 
 typedef struct {
-    dck_tensor_info info;      /* info.name / info.source owned here */
-    dck_piece *pieces;
+    dck_tensor_info info;      /* info.name: in the checkpoint's arena; info.source: the
+                                  path of the file of its first piece (ck->files[]) */
+    dck_piece *pieces;         /* cap_pieces 0: one piece, in the checkpoint's arena;
+                                  else a malloc'd array (builders only: dck_ck_add_piece) */
     size_t npieces, cap_pieces;
 } dck_tensor_entry;
 
@@ -51,6 +55,10 @@ dck_status dck_ck_add_file(dck_checkpoint *ck, dck_file *f, uint32_t *index);
 dck_status dck_ck_add_piece(dck_checkpoint *ck, const char *name, dck_dtype dtype,
                             const uint64_t *global_shape, int ndim, const dck_piece *piece);
 dck_status dck_ck_add_value(dck_checkpoint *ck, const char *name, const char *value);
+/* Room for `more` new tensors without growing again (a reader that knows
+ * how many it will add, such as a safetensors header: no copies of the
+ * tensor array, one sizing of the name index). Optional. */
+dck_status dck_ck_reserve(dck_checkpoint *ck, size_t more);
 /* Checks every tensor's pieces: inside bounds, disjoint, covering it. Sorts
  * tensors in model order and fills info (group, nbytes, source). */
 dck_status dck_ck_validate(dck_checkpoint *ck);
@@ -60,6 +68,20 @@ dck_status dck_ck_validate(dck_checkpoint *ck);
 dck_status dck_ck_build_manifest(dck_checkpoint *ck, const dck_digest *tensor_digests,
                                  const dck_digest *file_hashes, dck_manifest **out);
 
+
+/* ------------------------------------------------------------------ manifest.c
+ * Manifests are written directly (one buffer, no per-scalar library calls);
+ * this writes one through libyaml / jansson instead, as every manifest was
+ * written before: the direct writers must give the same bytes (tests and
+ * tests/fuzz/fuzz_manifest.c compare them). */
+dck_status dck_manifest_write_reference(const dck_manifest *m, dck_format fmt, FILE *out);
+/* Room for that many tensors and files (dck_ck_build_manifest). */
+dck_status dck_manifest_reserve(dck_manifest *m, size_t ntensors, size_t nfiles);
+/* A hint that the n bytes at p (a large array about to be filled) are
+ * better served by transparent huge pages; no effect on small blocks or
+ * where the system has none. (Here rather than in checkpoint.c, which uses
+ * this file: the files of a layer form no cycle.) */
+void dck_hugepage_hint(void *p, size_t n);
 
 /* ------------------------------------------------------------------ piece geometry
  * A contiguous piece is a set of runs: q is the last dim where the slice is

@@ -4,6 +4,7 @@
  * The lane sums are plain 64-bit integer adds, so any split of the segments
  * (threads, shards, GPU blocks, ranks) gives the same bits. */
 #include "core/core.h"
+#include "core/digest_simd.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -12,25 +13,107 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ------------------------------------------------------------------ kernels */
+
+static void xxh3_update_portable(void *state, const void *data, size_t len) {
+    XXH3_128bits_update((XXH3_state_t *)state, data, len);
+}
+
+#if DCK_DIGEST_X86
+/* cpuid and the OS's saved register state (libgcc / compiler-rt check XCR0) */
+static int cpu_runs_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+}
+static int cpu_runs_avx512(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+}
+static int cpu_runs_avx512ifma(void) {
+    return cpu_runs_avx512() && __builtin_cpu_supports("avx512ifma");
+}
+#endif
+
+/* Portable first; then wider ones, the widest last (the default pick). */
+static const dck_digest_kernel kernels[] = {
+    {"portable", "nothing", NULL, NULL, xxh3_update_portable},
+#if DCK_DIGEST_X86
+    {"avx2", "AVX2", cpu_runs_avx2, dck_segments_avx2, dck_xxh3_update_avx2},
+    {"avx512", "AVX-512F and AVX-512DQ", cpu_runs_avx512, dck_segments_avx512,
+     dck_xxh3_update_avx512},
+    {"avx512ifma", "AVX-512F, AVX-512DQ and AVX-512 IFMA", cpu_runs_avx512ifma,
+     dck_segments_avx512ifma, dck_xxh3_update_avx512},
+#endif
+};
+#define NKERNELS (sizeof kernels / sizeof kernels[0])
+
+size_t dck_digest_kernel_count(void) { return NKERNELS; }
+
+const dck_digest_kernel *dck_digest_kernel_at(size_t i) { return i < NKERNELS ? &kernels[i] : NULL; }
+
+int dck_digest_kernel_supported(const dck_digest_kernel *k) {
+    return k && (!k->cpu_runs || k->cpu_runs());
+}
+
+static const dck_digest_kernel *active_kernel; /* set once (atomics): any racer picks the same */
+
+const dck_digest_kernel *dck_digest_kernel_active(void) {
+    const dck_digest_kernel *k = __atomic_load_n(&active_kernel, __ATOMIC_ACQUIRE);
+    if (k) return k;
+    const char *want = getenv("DETCHECK_DIGEST_KERNEL");
+    for (size_t i = 0; i < NKERNELS && !k; i++)
+        if (want && !strcmp(want, kernels[i].name) && dck_digest_kernel_supported(&kernels[i]))
+            k = &kernels[i];
+    for (size_t i = NKERNELS; i-- > 0 && !k;)
+        if (dck_digest_kernel_supported(&kernels[i])) k = &kernels[i];
+    __atomic_store_n(&active_kernel, k, __ATOMIC_RELEASE);
+    return k;
+}
+
 /* ------------------------------------------------------------------ segments */
 
-dck_lanes dck_segments_sum(const void *data, size_t len, uint64_t first_segment) {
+dck_lanes dck_segments_sum_kernel(const dck_digest_kernel *k, const void *data, size_t len,
+                                  uint64_t first_segment) {
     const uint8_t *p = data;
-    uint64_t lo = 0, hi = 0, seg = first_segment;
-    size_t whole = len / DCK_SEGMENT;
-    for (size_t i = 0; i < whole; i++, seg++, p += DCK_SEGMENT) {
-        XXH128_hash_t h = XXH3_128bits_withSeed(p, DCK_SEGMENT, seg);
-        lo += h.low64;
-        hi += h.high64;
+    uint64_t lanes[2] = {0, 0};
+    size_t whole = len / DCK_SEGMENT, i = 0;
+    if (k->segments && whole) i = k->segments(p, whole, first_segment, lanes);
+    for (; i < whole; i++) {
+        XXH128_hash_t h = XXH3_128bits_withSeed(p + i * DCK_SEGMENT, DCK_SEGMENT, first_segment + i);
+        lanes[0] += h.low64;
+        lanes[1] += h.high64;
     }
     size_t rest = len % DCK_SEGMENT;
     if (rest) {
-        XXH128_hash_t h = XXH3_128bits_withSeed(p, rest, seg);
-        lo += h.low64;
-        hi += h.high64;
+        XXH128_hash_t h = XXH3_128bits_withSeed(p + whole * DCK_SEGMENT, rest, first_segment + whole);
+        lanes[0] += h.low64;
+        lanes[1] += h.high64;
     }
-    return (dck_lanes){lo, hi};
+    return (dck_lanes){lanes[0], lanes[1]};
 }
+
+dck_lanes dck_segments_sum(const void *data, size_t len, uint64_t first_segment) {
+    return dck_segments_sum_kernel(dck_digest_kernel_active(), data, len, first_segment);
+}
+
+/* ------------------------------------------------------------------ whole-file streams */
+
+dck_xxh3 *dck_xxh3_create(void) {
+    XXH3_state_t *s = XXH3_createState(); /* 64-byte aligned, as the type demands */
+    if (s) XXH3_128bits_reset(s);
+    return (dck_xxh3 *)s;
+}
+
+void dck_xxh3_update(dck_xxh3 *s, const void *data, size_t len) {
+    if (len) dck_digest_kernel_active()->xxh3_update(s, data, len);
+}
+
+dck_digest dck_xxh3_digest(const dck_xxh3 *s) {
+    XXH128_hash_t h = XXH3_128bits_digest((const XXH3_state_t *)s);
+    return (dck_digest){h.high64, h.low64};
+}
+
+void dck_xxh3_free(dck_xxh3 *s) { XXH3_freeState((XXH3_state_t *)s); }
 
 static void put_u64(uint8_t *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));

@@ -16,6 +16,8 @@
 #include "core/core.h"
 
 #include <jansson.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
+#include <xxhash.h>
 #include <yaml.h>
 
 #include <ctype.h>
@@ -23,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 #define MANIFEST_VERSION 1
 #define MAX_MANIFEST_BYTES ((size_t)1 << 30)
@@ -42,7 +46,36 @@ struct dck_manifest {
     size_t nmeta, cap_meta;
     dck_digest root;
     bool finalized;
+    struct name_block *names; /* tensor names and file paths */
 };
+
+/* Tensor names and file paths are copied into blocks (no allocation per
+ * tensor; a manifest may list a million). */
+typedef struct name_block {
+    struct name_block *next;
+    size_t used, cap;
+    char data[];
+} name_block;
+
+static char *m_strdup(dck_manifest *m, const char *s) {
+    size_t n = strlen(s) + 1;
+    name_block *b = m->names;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = b ? b->cap * 2 : 4096;
+        if (cap > ((size_t)1 << 20)) cap = (size_t)1 << 20;
+        if (cap < n) cap = n;
+        name_block *nb = malloc(sizeof *nb + cap);
+        if (!nb) return NULL;
+        nb->next = b;
+        nb->used = 0;
+        nb->cap = cap;
+        m->names = b = nb;
+    }
+    char *p = b->data + b->used;
+    memcpy(p, s, n);
+    b->used += n;
+    return p;
+}
 
 dck_status dck_manifest_create(dck_manifest **out) {
     *out = calloc(1, sizeof **out);
@@ -51,8 +84,10 @@ dck_status dck_manifest_create(dck_manifest **out) {
 
 void dck_manifest_free(dck_manifest *m) {
     if (!m) return;
-    for (size_t i = 0; i < m->nt; i++) free((char *)m->t[i].name);
-    for (size_t i = 0; i < m->nf; i++) free((char *)m->f[i].path);
+    for (name_block *b = m->names, *nb; b; b = nb) {
+        nb = b->next;
+        free(b);
+    }
     for (size_t i = 0; i < m->nv; i++) {
         free((char *)m->v[i].name);
         free((char *)m->v[i].value);
@@ -68,6 +103,40 @@ void dck_manifest_free(dck_manifest *m) {
     free(m);
 }
 
+/* Arrays of many megabytes that are about to be filled: transparent huge
+ * pages where the system hands them out on request (THP "madvise"), so
+ * that a million tensors cost a few hundred page faults, not 100,000. The
+ * 2 MiB-aligned part of the block only; nothing changes elsewhere. */
+void dck_hugepage_hint(void *p, size_t n) {
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    if (!p || n < 2 * huge) return;
+    uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1), e = ((uintptr_t)p + n) & ~(huge - 1);
+    if (e > a) madvise((void *)a, e - a, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
+
+dck_status dck_manifest_reserve(dck_manifest *m, size_t ntensors, size_t nfiles) {
+    if (ntensors > SIZE_MAX / sizeof *m->t || nfiles > SIZE_MAX / sizeof *m->f) return dck_oom(NULL);
+    if (m->nt + ntensors > m->cap_t) {
+        void *p = realloc(m->t, (m->nt + ntensors) * sizeof *m->t);
+        if (!p) return dck_oom(NULL);
+        m->t = p;
+        m->cap_t = m->nt + ntensors;
+        dck_hugepage_hint(m->t, m->cap_t * sizeof *m->t);
+    }
+    if (m->nf + nfiles > m->cap_f) {
+        void *p = realloc(m->f, (m->nf + nfiles) * sizeof *m->f);
+        if (!p) return dck_oom(NULL);
+        m->f = p;
+        m->cap_f = m->nf + nfiles;
+    }
+    return DCK_OK;
+}
+
 dck_status dck_manifest_add_tensor(dck_manifest *m, const dck_manifest_tensor *t) {
     if (!t->name) return dck_set_error(DCK_ERR_INVALID, "manifest: tensor entry without a name");
     if (t->ndim < 0 || t->ndim > DCK_MAX_DIMS || (unsigned)t->dtype >= DCK_DTYPE_COUNT ||
@@ -78,7 +147,7 @@ dck_status dck_manifest_add_tensor(dck_manifest *m, const dck_manifest_tensor *t
     dck_status s = dck_grow((void **)&m->t, &m->cap_t, m->nt + 1, sizeof *m->t);
     if (s) return s;
     m->t[m->nt] = *t;
-    if (!(m->t[m->nt].name = dck_strdup(t->name))) return dck_oom(NULL);
+    if (!(m->t[m->nt].name = m_strdup(m, t->name))) return dck_oom(NULL);
     m->nt++;
     m->finalized = false;
     return DCK_OK;
@@ -89,7 +158,7 @@ dck_status dck_manifest_add_file(dck_manifest *m, const dck_manifest_file *f) {
     dck_status s = dck_grow((void **)&m->f, &m->cap_f, m->nf + 1, sizeof *m->f);
     if (s) return s;
     m->f[m->nf] = *f;
-    if (!(m->f[m->nf].path = dck_strdup(f->path))) return dck_oom(NULL);
+    if (!(m->f[m->nf].path = m_strdup(m, f->path))) return dck_oom(NULL);
     m->nf++;
     return DCK_OK;
 }
@@ -173,10 +242,52 @@ static int cmp_mv(const void *a, const void *b) {
                             ((const dck_manifest_value *)b)->name);
 }
 
+/* qsort, after a check whether the array is sorted already (the tensors of
+ * a validated checkpoint, a manifest read back) */
+static void sort_if_needed(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+    const char *p = base;
+    for (size_t i = 1; i < n; i++)
+        if (cmp(p + (i - 1) * size, p + i * size) > 0) {
+            dck_qsort(base, n, size, cmp);
+            return;
+        }
+}
+
+static int cmp_mt_ptr_strcmp(const void *a, const void *b) {
+    return strcmp((*(const dck_manifest_tensor *const *)a)->name,
+                  (*(const dck_manifest_tensor *const *)b)->name);
+}
+
+/* The root digest (detcheck-digest(7), what dck_root_digest computes):
+ * names in strcmp order, u32 length | name | canonical digest, XXH3-128.
+ * Sorts pointers to the entries rather than copies of names and digests. */
+static dck_status root_of(const dck_manifest *m, dck_digest *out) {
+    const dck_manifest_tensor **v = malloc(sizeof *v * (m->nt ? m->nt : 1));
+    if (!v) return dck_oom(NULL);
+    for (size_t i = 0; i < m->nt; i++) v[i] = &m->t[i];
+    /* model order is strcmp order when no names differ in a number's length */
+    sort_if_needed(v, m->nt, sizeof *v, cmp_mt_ptr_strcmp);
+    XXH3_state_t st;
+    XXH3_128bits_reset(&st);
+    for (size_t i = 0; i < m->nt; i++) {
+        uint32_t len = (uint32_t)strlen(v[i]->name);
+        uint8_t lb[4] = {(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16), (uint8_t)(len >> 24)};
+        uint8_t c[16];
+        dck_digest_canonical(v[i]->digest, c);
+        XXH3_128bits_update(&st, lb, 4);
+        XXH3_128bits_update(&st, v[i]->name, len);
+        XXH3_128bits_update(&st, c, 16);
+    }
+    free(v);
+    XXH128_hash_t h = XXH3_128bits_digest(&st);
+    *out = (dck_digest){h.high64, h.low64};
+    return DCK_OK;
+}
+
 dck_status dck_manifest_finalize(dck_manifest *m) {
-    dck_qsort(m->t, m->nt, sizeof *m->t, cmp_mt);
-    dck_qsort(m->f, m->nf, sizeof *m->f, cmp_mf);
-    dck_qsort(m->v, m->nv, sizeof *m->v, cmp_mv);
+    sort_if_needed(m->t, m->nt, sizeof *m->t, cmp_mt);
+    sort_if_needed(m->f, m->nf, sizeof *m->f, cmp_mf);
+    sort_if_needed(m->v, m->nv, sizeof *m->v, cmp_mv);
     for (size_t i = 1; i < m->nt; i++)
         if (!strcmp(m->t[i - 1].name, m->t[i].name))
             return dck_set_error(DCK_ERR_FORMAT, "duplicate tensor name %s", m->t[i].name);
@@ -186,20 +297,7 @@ dck_status dck_manifest_finalize(dck_manifest *m) {
     for (size_t i = 1; i < m->nv; i++)
         if (!strcmp(m->v[i - 1].name, m->v[i].name))
             return dck_set_error(DCK_ERR_FORMAT, "duplicate value name %s", m->v[i].name);
-    const char **names = malloc(sizeof *names * (m->nt ? m->nt : 1));
-    dck_digest *d = malloc(sizeof *d * (m->nt ? m->nt : 1));
-    if (!names || !d) {
-        free(names);
-        free(d);
-        return dck_oom(NULL);
-    }
-    for (size_t i = 0; i < m->nt; i++) {
-        names[i] = m->t[i].name;
-        d[i] = m->t[i].digest;
-    }
-    m->root = dck_root_digest(names, d, m->nt);
-    free(names);
-    free(d);
+    DCK_TRY(root_of(m, &m->root));
     m->finalized = true;
     return DCK_OK;
 }
@@ -221,13 +319,16 @@ static void y_emit(yout *y, yaml_event_t *ev) {
  * other than a string (a number, a bool, null...). */
 static int needs_quotes(const char *s) {
     if (!*s) return 1;
-    int digits_only = 1, ndig = 0, ne = 0;
-    for (const char *p = s; *p; p++) {
+    int ndig = 0, ne = 0;
+    const char *p = s;
+    for (; *p; p++) {
         if (isdigit((unsigned char)*p)) ndig++;
         else if (*p == 'e' || *p == 'E') ne++;
-        else if (*p != '.' && *p != '-' && *p != '+' && *p != '_') digits_only = 0;
+        else if (*p != '.' && *p != '-' && *p != '+' && *p != '_') break; /* not a number */
     }
-    if (digits_only && ndig && ne <= 1) return 1;
+    if (!*p && ndig && ne <= 1) return 1;
+    /* the words below are at most 5 bytes long */
+    if (p - s > 5 || strnlen(p, 6) > (size_t)(5 - (p - s))) return 0;
     static const char *words[] = {"y", "n", "yes", "no", "true", "false", "on", "off", "null", "~"};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
         if (!strcasecmp(s, words[i])) return 1;
@@ -413,7 +514,9 @@ static int json_fwrite(const char *buf, size_t size, void *data) {
     return fwrite(buf, 1, size, (FILE *)data) == size ? 0 : -1;
 }
 
-dck_status dck_manifest_write(const dck_manifest *m, dck_format fmt, FILE *out) {
+/* Through libyaml and jansson: what every manifest was written with before
+ * the direct writers, which must match it byte for byte. */
+dck_status dck_manifest_write_reference(const dck_manifest *m, dck_format fmt, FILE *out) {
     if (fmt == DCK_FORMAT_YAML) return write_yaml(m, out);
     json_t *j = to_json(m);
     int r = json_dump_callback(j, json_fwrite, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -422,12 +525,517 @@ dck_status dck_manifest_write(const dck_manifest *m, dck_format fmt, FILE *out) 
     return DCK_OK;
 }
 
+/* ------------------------------------------------------------------ direct output
+ * The manifest text written directly into one buffer, byte for byte what
+ * the libyaml emitter (write_yaml) and jansson's dump (to_json) write:
+ * tests/check_manifest.c and tests/fuzz/fuzz_manifest.c compare the two
+ * on many names. A document holding a string these writers do not cover
+ * (YAML: a line break in a scalar or a key over 128 bytes, which libyaml
+ * lays out over several lines; either format: bytes that are not UTF-8, or
+ * a metadata key that is also a top-level key) goes through the libraries
+ * instead. */
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} obuf;
+
+static void ob_reserve(obuf *b, size_t more) {
+    if (b->oom || b->cap - b->n >= more) return;
+    size_t nc = b->cap ? b->cap : 4096;
+    while (nc - b->n < more) {
+        if (nc > SIZE_MAX / 2) {
+            b->oom = true;
+            return;
+        }
+        nc *= 2;
+    }
+    char *np = realloc(b->p, nc);
+    if (!np) {
+        b->oom = true;
+        return;
+    }
+    b->p = np;
+    b->cap = nc;
+    dck_hugepage_hint(np, nc);
+}
+
+static void ob_put(obuf *b, const void *s, size_t n) {
+    ob_reserve(b, n);
+    if (b->oom) return;
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+}
+
+static void ob_str(obuf *b, const char *s) { ob_put(b, s, strlen(s)); }
+
+static void ob_c(obuf *b, char c) {
+    ob_reserve(b, 1);
+    if (!b->oom) b->p[b->n++] = c;
+}
+
+static void ob_u64(obuf *b, uint64_t v) {
+    char t[24];
+    int k = 24;
+    do t[--k] = (char)('0' + v % 10);
+    while (v /= 10);
+    ob_put(b, t + k, (size_t)(24 - k));
+}
+
+/* "%lld" of the value as jansson's json_int_t holds it */
+static void ob_i64(obuf *b, uint64_t u) {
+    if ((int64_t)u < 0) {
+        ob_c(b, '-');
+        u = 0 - u;
+    }
+    ob_u64(b, u);
+}
+
+/* dck_digest_to_hex: high64 then low64, 16 lowercase digits each */
+static void hex32(dck_digest d, char out[33]) {
+    static const char hx[] = "0123456789abcdef";
+    for (int i = 0; i < 16; i++) {
+        out[15 - i] = hx[(d.high64 >> (4 * i)) & 15];
+        out[31 - i] = hx[(d.low64 >> (4 * i)) & 15];
+    }
+    out[32] = 0;
+}
+
+static void ob_hex(obuf *b, dck_digest d) {
+    char hex[33];
+    hex32(d, hex);
+    ob_put(b, hex, 32);
+}
+
+/* Strict UTF-8 (jansson's rules), or 0: the width of the sequence at s. */
+static int utf8_width(const unsigned char *s, const unsigned char *end) {
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    int n;
+    uint32_t v;
+    if (c >= 0xC2 && c <= 0xDF) n = 2, v = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF) n = 3, v = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4) n = 4, v = c & 0x07;
+    else return 0;
+    if (end - s < n) return 0;
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        v = (v << 6) | (s[i] & 0x3F);
+    }
+    if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF) || (n == 3 && v < 0x800) || (n == 4 && v < 0x10000))
+        return 0;
+    return n;
+}
+
+/* libyaml's IS_BREAK: CR, LF, NEL, LS, PS. */
+static bool y_is_break(const unsigned char *s) {
+    return s[0] == '\r' || s[0] == '\n' || (s[0] == 0xC2 && s[1] == 0x85) ||
+           (s[0] == 0xE2 && s[1] == 0x80 && (s[2] == 0xA8 || s[2] == 0xA9));
+}
+
+/* How a string may be written: bit 0 valid UTF-8, bit 1 no YAML line break. */
+enum { STR_UTF8 = 1, STR_NOBREAK = 2 };
+static unsigned str_class(const char *str) {
+    const unsigned char *s = (const unsigned char *)str, *end = s + strlen(str);
+    unsigned r = STR_UTF8 | STR_NOBREAK;
+    while (s < end) {
+        if (*s >= 0x20 && *s < 0x80) {
+            s++;
+            continue;
+        }
+        int w = utf8_width(s, end);
+        if (!w) return 0; /* libyaml and jansson refuse it: leave it to them */
+        if (y_is_break(s)) r &= ~(unsigned)STR_NOBREAK;
+        s += w;
+    }
+    return r;
+}
+
+/* libyaml's IS_PRINTABLE (0.2.5) on valid UTF-8. */
+static bool y_printable(const unsigned char *s) {
+    unsigned c = s[0];
+    return c == 0x0A || (c >= 0x20 && c <= 0x7E) || (c == 0xC2 && s[1] >= 0xA0) || (c > 0xC2 && c < 0xED) ||
+           (c == 0xED && s[1] < 0xA0) || c == 0xEE ||
+           (c == 0xEF && !(s[1] == 0xBB && s[2] == 0xBF) && !(s[1] == 0xBF && (s[2] == 0xBE || s[2] == 0xBF)));
+}
+
+static bool y_blankz(const unsigned char *s) { return *s == ' ' || *s == '\t' || *s == 0 || y_is_break(s); }
+
+static int y_width(unsigned c) {
+    return (c & 0x80) == 0 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+}
+
+enum { Y_FLOW_PLAIN = 1, Y_BLOCK_PLAIN = 2, Y_SINGLE = 4 };
+
+/* yaml_emitter_analyze_scalar for a non-empty scalar without line breaks
+ * (valid UTF-8, NUL-terminated): the styles it allows. */
+static unsigned y_analyze(const unsigned char *s, size_t len) {
+    bool flow_ind = false, block_ind = false, special = false, lead_space = false, trail_space = false;
+    if ((s[0] == '-' && s[1] == '-' && s[2] == '-') || (s[0] == '.' && s[1] == '.' && s[2] == '.'))
+        flow_ind = block_ind = true;
+    bool preceded = true, followed = y_blankz(s + y_width(s[0]));
+    for (size_t i = 0; i < len;) {
+        unsigned c = s[i];
+        int w = y_width(c);
+        if (i == 0) {
+            if (strchr("#,[]{}&*!|>'\"%@`", (int)c) && c) flow_ind = block_ind = true;
+            if (c == '?' || c == ':') {
+                flow_ind = true;
+                if (followed) block_ind = true;
+            }
+            if (c == '-' && followed) flow_ind = block_ind = true;
+        } else {
+            if (c == ',' || c == '?' || c == '[' || c == ']' || c == '{' || c == '}') flow_ind = true;
+            if (c == ':') {
+                flow_ind = true;
+                if (followed) block_ind = true;
+            }
+            if (c == '#' && preceded) flow_ind = block_ind = true;
+        }
+        if (!y_printable(s + i)) special = true;
+        if (c == ' ') {
+            if (i == 0) lead_space = true;
+            if (i + (size_t)w == len) trail_space = true;
+        }
+        preceded = y_blankz(s + i);
+        i += (size_t)w;
+        if (i < len) followed = y_blankz(s + i + y_width(s[i]));
+    }
+    unsigned r = Y_FLOW_PLAIN | Y_BLOCK_PLAIN | Y_SINGLE;
+    if (lead_space || trail_space) r &= ~(unsigned)(Y_FLOW_PLAIN | Y_BLOCK_PLAIN);
+    if (special) r = 0;
+    if (flow_ind) r &= ~(unsigned)Y_FLOW_PLAIN;
+    if (block_ind) r &= ~(unsigned)Y_BLOCK_PLAIN;
+    return r;
+}
+
+static void y_double(obuf *b, const unsigned char *s, size_t len) {
+    ob_c(b, '"');
+    for (size_t i = 0; i < len;) {
+        const unsigned char *c = s + i;
+        int w = y_width(*c);
+        bool bom = c[0] == 0xEF && c[1] == 0xBB && c[2] == 0xBF;
+        if (y_printable(c) && !bom && !y_is_break(c) && *c != '"' && *c != '\\') {
+            ob_put(b, c, (size_t)w);
+            i += (size_t)w;
+            continue;
+        }
+        uint32_t v = w == 1 ? c[0] : w == 2 ? c[0] & 0x1Fu : w == 3 ? c[0] & 0x0Fu : c[0] & 0x07u;
+        for (int k = 1; k < w; k++) v = (v << 6) + (c[k] & 0x3Fu);
+        i += (size_t)w;
+        ob_c(b, '\\');
+        const char *esc = NULL;
+        switch (v) {
+        case 0x00: esc = "0"; break;
+        case 0x07: esc = "a"; break;
+        case 0x08: esc = "b"; break;
+        case 0x09: esc = "t"; break;
+        case 0x0A: esc = "n"; break;
+        case 0x0B: esc = "v"; break;
+        case 0x0C: esc = "f"; break;
+        case 0x0D: esc = "r"; break;
+        case 0x1B: esc = "e"; break;
+        case 0x22: esc = "\""; break;
+        case 0x5C: esc = "\\"; break;
+        case 0x85: esc = "N"; break;
+        case 0xA0: esc = "_"; break;
+        case 0x2028: esc = "L"; break;
+        case 0x2029: esc = "P"; break;
+        }
+        if (esc) {
+            ob_str(b, esc);
+            continue;
+        }
+        int digits = v <= 0xFF ? 2 : v <= 0xFFFF ? 4 : 8;
+        ob_c(b, digits == 2 ? 'x' : digits == 4 ? 'u' : 'U');
+        for (int k = (digits - 1) * 4; k >= 0; k -= 4) ob_c(b, "0123456789ABCDEF"[(v >> k) & 0xF]);
+    }
+    ob_c(b, '"');
+}
+
+/* Bytes that never make a YAML indicator in a scalar's middle and are
+ * printable: [A-Za-z0-9._/-] */
+static const unsigned char y_safe[256] = {
+    ['-'] = 1, ['.'] = 1, ['/'] = 1, ['_'] = 1,
+    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
+    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1, ['I'] = 1,
+    ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1, ['Q'] = 1, ['R'] = 1,
+    ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1, ['Y'] = 1, ['Z'] = 1,
+    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1,
+    ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1,
+    ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
+};
+
+/* Most names are letters, digits and . _ / - only: plain in both contexts
+ * (y_analyze allows it), unless they start with "---" or "..." or are "-". */
+static bool y_all_safe(const unsigned char *s, size_t len) {
+    size_t i = 0;
+    while (i < len && y_safe[s[i]]) i++;
+    return i == len && len && !(s[0] == '-' && (len == 1 || (s[1] == '-' && s[2] == '-'))) &&
+           !(s[0] == '.' && s[1] == '.' && s[2] == '.');
+}
+
+/* A scalar as y_scalar() emits it, after the ' ' or nothing that precedes
+ * it. flow: inside a flow collection. */
+static void y_out(obuf *b, const char *str, bool quote, bool flow) {
+    const unsigned char *s = (const unsigned char *)str;
+    size_t len = strlen(str);
+    if (quote || needs_quotes(str)) {
+        y_double(b, s, len);
+        return;
+    }
+    if (y_all_safe(s, len)) {
+        ob_put(b, s, len);
+        return;
+    }
+    unsigned a = y_analyze(s, len);
+    if (a & (flow ? Y_FLOW_PLAIN : Y_BLOCK_PLAIN)) {
+        ob_put(b, s, len);
+    } else if (a & Y_SINGLE) {
+        ob_c(b, '\'');
+        for (size_t i = 0; i < len; i++) {
+            if (s[i] == '\'') ob_c(b, '\'');
+            ob_c(b, (char)s[i]);
+        }
+        ob_c(b, '\'');
+    } else {
+        y_double(b, s, len);
+    }
+}
+
+static bool reserved_key(const char *k) {
+    return !strcmp(k, "detcheck") || !strcmp(k, "root") || !strcmp(k, "tensors") || !strcmp(k, "values") ||
+           !strcmp(k, "files");
+}
+
+/* Can the direct writers produce this document? Sets *yaml and *json. */
+static void direct_ok(const dck_manifest *m, bool *yaml, bool *json) {
+    unsigned all = STR_UTF8 | STR_NOBREAK;
+    bool long_key = false, reserved = false;
+    for (size_t i = 0; i < m->nmeta; i++) {
+        all &= str_class(m->meta[i].key) & str_class(m->meta[i].value);
+        if (strlen(m->meta[i].key) > 128) long_key = true; /* not a simple key for libyaml */
+        if (reserved_key(m->meta[i].key)) reserved = true;
+    }
+    for (size_t i = 0; i < m->nt && all; i++) all &= str_class(m->t[i].name);
+    for (size_t i = 0; i < m->nv && all; i++) all &= str_class(m->v[i].name) & str_class(m->v[i].value);
+    for (size_t i = 0; i < m->nf && all; i++) all &= str_class(m->f[i].path);
+    *json = (all & STR_UTF8) && !reserved;
+    *yaml = *json && (all & STR_NOBREAK) && !long_key;
+}
+
+/* y_out of a constant word (group and dtype names), once per document */
+typedef struct {
+    char text[32];
+    size_t len;
+} y_word;
+
+static void y_word_of(y_word *w, const char *s) {
+    obuf t = {0};
+    y_out(&t, s, false, true);
+    w->len = 0;
+    if (!t.oom && t.n < sizeof w->text) {
+        memcpy(w->text, t.p, t.n);
+        w->len = t.n;
+    }
+    free(t.p);
+}
+
+static void y_put_word(obuf *b, const y_word *w, const char *s) {
+    if (w->len) ob_put(b, w->text, w->len);
+    else y_out(b, s, false, true);
+}
+
+static void yaml_direct(const dck_manifest *m, obuf *b) {
+    y_word groups[DCK_GROUP_COUNT], dtypes[DCK_DTYPE_COUNT];
+    for (int i = 0; i < DCK_GROUP_COUNT; i++) y_word_of(&groups[i], dck_group_name((dck_group)i));
+    for (int i = 0; i < DCK_DTYPE_COUNT; i++) y_word_of(&dtypes[i], dck_dtype_name((dck_dtype)i));
+    ob_str(b, "detcheck: 1\n");
+    for (size_t i = 0; i < m->nmeta; i++) {
+        y_out(b, m->meta[i].key, false, false);
+        ob_put(b, ": ", 2);
+        y_out(b, m->meta[i].value, false, false);
+        ob_c(b, '\n');
+    }
+    char hex[33];
+    dck_digest_to_hex(m->root, hex);
+    ob_str(b, "root: ");
+    y_out(b, hex, false, false);
+    ob_str(b, m->nt ? "\ntensors:\n" : "\ntensors: []\n");
+    for (size_t i = 0; i < m->nt; i++) {
+        const dck_manifest_tensor *t = &m->t[i];
+        ob_str(b, "- {name: ");
+        y_out(b, t->name, false, true);
+        ob_str(b, ", group: ");
+        y_put_word(b, &groups[t->group], dck_group_name(t->group));
+        ob_str(b, ", dtype: ");
+        y_put_word(b, &dtypes[t->dtype], dck_dtype_name(t->dtype));
+        ob_str(b, ", shape: [");
+        for (int d = 0; d < t->ndim; d++) {
+            if (d) ob_put(b, ", ", 2);
+            ob_u64(b, t->shape[d]);
+        }
+        ob_str(b, "], digest: ");
+        hex32(t->digest, hex);
+        y_out(b, hex, false, true);
+        ob_str(b, "}\n");
+    }
+    if (m->nv) {
+        ob_str(b, "values:\n");
+        for (size_t i = 0; i < m->nv; i++) {
+            ob_str(b, "- {name: ");
+            y_out(b, m->v[i].name, false, true);
+            ob_str(b, ", value: ");
+            y_out(b, m->v[i].value, true, true);
+            ob_str(b, "}\n");
+        }
+    }
+    ob_str(b, m->nf ? "files:\n" : "files: []\n");
+    for (size_t i = 0; i < m->nf; i++) {
+        ob_str(b, "- {path: ");
+        y_out(b, m->f[i].path, false, true);
+        ob_str(b, ", bytes: ");
+        ob_u64(b, m->f[i].bytes);
+        ob_str(b, ", xxh128: ");
+        hex32(m->f[i].xxh128, hex);
+        y_out(b, hex, false, true);
+        ob_str(b, "}\n");
+    }
+}
+
+/* jansson's dump_string without flags */
+static void j_str(obuf *b, const char *str) {
+    const unsigned char *s = (const unsigned char *)str;
+    ob_c(b, '"');
+    size_t run = 0;
+    for (;; s++) {
+        unsigned c = *s;
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            run++;
+            continue;
+        }
+        ob_put(b, s - run, run);
+        run = 0;
+        if (!c) break;
+        switch (c) {
+        case '"': ob_put(b, "\\\"", 2); break;
+        case '\\': ob_put(b, "\\\\", 2); break;
+        case '\b': ob_put(b, "\\b", 2); break;
+        case '\f': ob_put(b, "\\f", 2); break;
+        case '\n': ob_put(b, "\\n", 2); break;
+        case '\r': ob_put(b, "\\r", 2); break;
+        case '\t': ob_put(b, "\\t", 2); break;
+        default: {
+            char e[8];
+            snprintf(e, sizeof e, "\\u%04X", c);
+            ob_put(b, e, 6);
+        }
+        }
+    }
+    ob_c(b, '"');
+}
+
+static void j_key(obuf *b, int depth, const char *k) {
+    ob_c(b, '\n');
+    for (int i = 0; i < depth; i++) ob_put(b, "  ", 2);
+    j_str(b, k);
+    ob_put(b, ": ", 2);
+}
+
+static void j_hex(obuf *b, dck_digest d) {
+    ob_c(b, '"');
+    ob_hex(b, d);
+    ob_c(b, '"');
+}
+
+/* json_dump_callback(JSON_INDENT(2) | JSON_PRESERVE_ORDER) of to_json(), and the newline */
+static void json_direct(const dck_manifest *m, obuf *b) {
+    ob_str(b, "{\n  \"detcheck\": 1");
+    for (size_t i = 0; i < m->nmeta; i++) {
+        ob_c(b, ',');
+        j_key(b, 1, m->meta[i].key);
+        j_str(b, m->meta[i].value);
+    }
+    ob_str(b, ",\n  \"root\": ");
+    j_hex(b, m->root);
+    ob_str(b, ",\n  \"tensors\": [");
+    for (size_t i = 0; i < m->nt; i++) {
+        const dck_manifest_tensor *t = &m->t[i];
+        ob_str(b, i ? ",\n    {\n      \"name\": " : "\n    {\n      \"name\": ");
+        j_str(b, t->name);
+        ob_str(b, ",\n      \"group\": ");
+        j_str(b, dck_group_name(t->group));
+        ob_str(b, ",\n      \"dtype\": ");
+        j_str(b, dck_dtype_name(t->dtype));
+        ob_str(b, ",\n      \"shape\": [");
+        for (int d = 0; d < t->ndim; d++) {
+            ob_str(b, d ? ",\n        " : "\n        ");
+            ob_i64(b, t->shape[d]);
+        }
+        ob_str(b, t->ndim ? "\n      ],\n      \"digest\": " : "],\n      \"digest\": ");
+        j_hex(b, t->digest);
+        ob_str(b, "\n    }");
+    }
+    ob_str(b, m->nt ? "\n  ]" : "]");
+    if (m->nv) {
+        ob_str(b, ",\n  \"values\": [");
+        for (size_t i = 0; i < m->nv; i++) {
+            ob_str(b, i ? ",\n    {\n      \"name\": " : "\n    {\n      \"name\": ");
+            j_str(b, m->v[i].name);
+            ob_str(b, ",\n      \"value\": ");
+            j_str(b, m->v[i].value);
+            ob_str(b, "\n    }");
+        }
+        ob_str(b, "\n  ]");
+    }
+    ob_str(b, ",\n  \"files\": [");
+    for (size_t i = 0; i < m->nf; i++) {
+        ob_str(b, i ? ",\n    {\n      \"path\": " : "\n    {\n      \"path\": ");
+        j_str(b, m->f[i].path);
+        ob_str(b, ",\n      \"bytes\": ");
+        ob_i64(b, m->f[i].bytes);
+        ob_str(b, ",\n      \"xxh128\": ");
+        j_hex(b, m->f[i].xxh128);
+        ob_str(b, "\n    }");
+    }
+    ob_str(b, m->nf ? "\n  ]\n}\n" : "]\n}\n");
+}
+
+/* The document in b (true), or false when the libraries must write it. */
+static bool write_direct(const dck_manifest *m, dck_format fmt, obuf *b) {
+    bool y, j;
+    direct_ok(m, &y, &j);
+    if (!(fmt == DCK_FORMAT_YAML ? y : j)) return false;
+    ob_reserve(b, 256 + m->nt * 160 + m->nf * 120);
+    if (fmt == DCK_FORMAT_YAML) yaml_direct(m, b);
+    else json_direct(m, b);
+    return true;
+}
+
+dck_status dck_manifest_write(const dck_manifest *m, dck_format fmt, FILE *out) {
+    obuf b = {0};
+    if (!write_direct(m, fmt, &b)) return dck_manifest_write_reference(m, fmt, out);
+    dck_status s = DCK_OK;
+    if (b.oom) s = dck_oom(NULL);
+    else if (b.n && fwrite(b.p, 1, b.n, out) != b.n) s = dck_set_error(DCK_ERR_IO, "cannot write manifest");
+    free(b.p);
+    return s;
+}
+
 dck_status dck_manifest_save(const dck_manifest *m, dck_format fmt, const char *path) {
+    obuf b = {0};
+    dck_status s = DCK_OK;
+    if (write_direct(m, fmt, &b)) {
+        s = b.oom ? dck_oom(NULL) : dck_write_file_atomic(path, b.p, b.n);
+        free(b.p);
+        return s;
+    }
     char *buf = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&buf, &len);
     if (!mem) return dck_oom(NULL);
-    dck_status s = dck_manifest_write(m, fmt, mem);
+    s = dck_manifest_write_reference(m, fmt, mem);
     fclose(mem);
     if (!s) s = dck_write_file_atomic(path, buf, len);
     free(buf);
@@ -634,8 +1242,328 @@ fail:
     return s;
 }
 
+/* ------------------------------------------------------------------ parsing: the written layout
+ * Manifests that detcheck wrote (the YAML above, line for line) are read
+ * directly into a manifest: no libyaml document, no jansson tree. The
+ * reader takes only what it can read exactly as libyaml reads it: plain
+ * scalars the emitter would write plain in that place (y_analyze), quoted
+ * scalars on one line of printable text, known escapes. Anything else (a
+ * comment, other indentation, a key twice, a field it does not expect, a
+ * manifest that would fail a check) returns "not mine" and the general
+ * path below reads the document and words any error, so both paths give
+ * the same manifest or the same message. */
+
+typedef struct {
+    const char *p, *end;
+    char *buf; /* decoded scalars */
+    size_t n, cap;
+} fy;
+
+static int fy_room(fy *y, size_t more) {
+    if (y->cap - y->n >= more) return 1;
+    size_t nc = y->cap ? y->cap * 2 : 4096;
+    while (nc - y->n < more) nc *= 2;
+    char *b = realloc(y->buf, nc);
+    if (!b) return 0;
+    y->buf = b;
+    y->cap = nc;
+    return 1;
+}
+
+/* A code point libyaml's reader lets through in a quoted scalar on one line. */
+static int fy_printable(uint32_t v) {
+    return (v >= 0x20 && v <= 0x7E) || (v >= 0xA0 && v <= 0xD7FF && v != 0x2028 && v != 0x2029) ||
+           (v >= 0xE000 && v <= 0xFFFD && v != 0xFEFF) || (v >= 0x10000 && v <= 0x10FFFF);
+}
+
+/* One UTF-8 character at p: its width (0: not valid, or not printable). */
+static int fy_char(const unsigned char *p, const unsigned char *end, uint32_t *v) {
+    int w = utf8_width(p, end);
+    if (!w) return 0;
+    uint32_t c = w == 1 ? p[0] : w == 2 ? p[0] & 0x1Fu : w == 3 ? p[0] & 0x0Fu : p[0] & 0x07u;
+    for (int k = 1; k < w; k++) c = (c << 6) | (p[k] & 0x3Fu);
+    *v = c;
+    return fy_printable(c) ? w : 0;
+}
+
+static void fy_put_utf8(char *o, uint32_t v, size_t *k) {
+    size_t i = *k;
+    if (v < 0x80) o[i++] = (char)v;
+    else if (v < 0x800) {
+        o[i++] = (char)(0xC0 | (v >> 6));
+        o[i++] = (char)(0x80 | (v & 0x3F));
+    } else if (v < 0x10000) {
+        o[i++] = (char)(0xE0 | (v >> 12));
+        o[i++] = (char)(0x80 | ((v >> 6) & 0x3F));
+        o[i++] = (char)(0x80 | (v & 0x3F));
+    } else {
+        o[i++] = (char)(0xF0 | (v >> 18));
+        o[i++] = (char)(0x80 | ((v >> 12) & 0x3F));
+        o[i++] = (char)(0x80 | ((v >> 6) & 0x3F));
+        o[i++] = (char)(0x80 | (v & 0x3F));
+    }
+    *k = i;
+}
+
+/* A scalar at the cursor, decoded into y->buf; its offset there, or -1.
+ * flow: inside {} or []; key: a top-level key (ends at ':'). */
+static long fy_scalar(fy *y, bool flow, bool key) {
+    const unsigned char *p = (const unsigned char *)y->p, *end = (const unsigned char *)y->end;
+    if (p >= end) return -1;
+    size_t start = y->n;
+    if (*p == '\'' || *p == '"') {
+        bool dq = *p == '"';
+        p++;
+        for (;;) {
+            if (p >= end || *p == '\n' || *p == '\r') return -1;
+            if (!fy_room(y, 8)) return -1;
+            if (!dq && *p == '\'') {
+                if (p + 1 < end && p[1] == '\'') {
+                    y->buf[y->n++] = '\'';
+                    p += 2;
+                    continue;
+                }
+                p++;
+                break;
+            }
+            if (dq && *p == '"') {
+                p++;
+                break;
+            }
+            if (dq && *p == '\\') {
+                if (p + 1 >= end) return -1;
+                uint32_t v;
+                int digits = 0;
+                switch (p[1]) {
+                case '0': v = 0; break;
+                case 'a': v = 7; break;
+                case 'b': v = 8; break;
+                case 't': v = 9; break;
+                case 'n': v = 10; break;
+                case 'v': v = 11; break;
+                case 'f': v = 12; break;
+                case 'r': v = 13; break;
+                case 'e': v = 0x1B; break;
+                case '"': v = '"'; break;
+                case '\\': v = '\\'; break;
+                case 'N': v = 0x85; break;
+                case '_': v = 0xA0; break;
+                case 'L': v = 0x2028; break;
+                case 'P': v = 0x2029; break;
+                case 'x': digits = 2; break;
+                case 'u': digits = 4; break;
+                case 'U': digits = 8; break;
+                default: return -1;
+                }
+                p += 2;
+                if (digits) {
+                    if (end - p < digits) return -1;
+                    v = 0;
+                    for (int i = 0; i < digits; i++) {
+                        unsigned c = p[i];
+                        int h = c >= '0' && c <= '9' ? (int)(c - '0') : c >= 'a' && c <= 'f' ? (int)(c - 'a' + 10)
+                                : c >= 'A' && c <= 'F' ? (int)(c - 'A' + 10) : -1;
+                        if (h < 0) return -1;
+                        v = v * 16 + (uint32_t)h;
+                    }
+                    p += digits;
+                    if ((v >= 0xD800 && v <= 0xDFFF) || v > 0x10FFFF) return -1;
+                }
+                if (v == 0) return -1; /* a NUL in a string: the general path */
+                fy_put_utf8(y->buf, v, &y->n);
+                continue;
+            }
+            uint32_t v;
+            int w = fy_char(p, end, &v);
+            if (!w) return -1;
+            memcpy(y->buf + y->n, p, (size_t)w);
+            y->n += (size_t)w;
+            p += w;
+        }
+    } else {
+        /* plain: to the end of the line (a value), the ':' of ": " (a key),
+         * a ',', '}' or ']' (in flow); then it must be what the emitter
+         * would write plain there */
+        const unsigned char *q = p;
+        if (flow) {
+            while (q < end && *q != ',' && *q != '}' && *q != ']' && *q != ':' && *q != '\n') q++;
+        } else if (key) {
+            while (q < end && *q != '\n' && !(*q == ':' && (q + 1 == end || q[1] == ' ' || q[1] == '\n'))) q++;
+        } else {
+            while (q < end && *q != '\n') q++;
+        }
+        size_t len = (size_t)(q - p);
+        if (!len || !fy_room(y, len + 1)) return -1;
+        memcpy(y->buf + y->n, p, len);
+        y->buf[y->n + len] = 0;
+        if (!y_all_safe((const unsigned char *)y->buf + y->n, len)) { /* the NUL-terminated copy */
+            if (memchr(p, 0, len) || str_class(y->buf + y->n) != (STR_UTF8 | STR_NOBREAK)) return -1;
+            for (size_t i = 0; i < len; i++)
+                if (p[i] < 0x20 || p[i] == 0x7F) return -1;
+            unsigned a = y_analyze((const unsigned char *)y->buf + y->n, len);
+            if (!(a & (flow ? Y_FLOW_PLAIN : Y_BLOCK_PLAIN))) return -1;
+        }
+        y->n += len;
+        p = q;
+    }
+    if (!fy_room(y, 1)) return -1;
+    y->buf[y->n++] = 0;
+    y->p = (const char *)p;
+    return (long)start;
+}
+
+static int fy_lit(fy *y, const char *s) {
+    size_t n = strlen(s);
+    if ((size_t)(y->end - y->p) < n || memcmp(y->p, s, n)) return 0;
+    y->p += n;
+    return 1;
+}
+
+/* u64 from the digits a YAML scalar holds, as get_u64 reads them */
+static int digits_u64(const char *s, uint64_t *out) {
+    if (!*s || strlen(s) > 20) return 0;
+    for (const char *p = s; *p; p++)
+        if (!isdigit((unsigned char)*p)) return 0;
+    errno = 0;
+    unsigned long long x = strtoull(s, NULL, 10);
+    if (errno) return 0;
+    *out = x;
+    return 1;
+}
+
+enum { FY_TENSORS, FY_VALUES, FY_FILES };
+static const char *const fy_fields[3][5] = {
+    {"name", "group", "dtype", "shape", "digest"},
+    {"name", "value", NULL, NULL, NULL},
+    {"path", "bytes", "xxh128", NULL, NULL},
+};
+
+/* One "- {...}\n" item of list kind into m; 1 done, 0 not mine. */
+static int fy_item(fy *y, int kind, dck_manifest *m) {
+    if (!fy_lit(y, "- {")) return 0;
+    y->n = 0;
+    long val[5] = {-1, -1, -1, -1, -1};
+    uint64_t shape[DCK_MAX_DIMS];
+    int ndim = -1;
+    for (int first = 1;; first = 0) {
+        if (!first && !fy_lit(y, ", ")) break;
+        long k = fy_scalar(y, true, false);
+        if (k < 0 || !fy_lit(y, ": ")) return 0;
+        int f = -1;
+        for (int i = 0; i < 5; i++)
+            if (fy_fields[kind][i] && !strcmp(y->buf + k, fy_fields[kind][i])) f = i;
+        if (f < 0 || val[f] >= 0) return 0; /* a field it does not know, or twice */
+        if (kind == FY_TENSORS && f == 3) {
+            if (!fy_lit(y, "[")) return 0;
+            ndim = 0;
+            if (!fy_lit(y, "]")) {
+                for (;;) {
+                    long d = fy_scalar(y, true, false);
+                    if (d < 0 || ndim == DCK_MAX_DIMS || !digits_u64(y->buf + d, &shape[ndim])) return 0;
+                    ndim++;
+                    if (fy_lit(y, "]")) break;
+                    if (!fy_lit(y, ", ")) return 0;
+                }
+            }
+            val[3] = 0;
+        } else {
+            if ((val[f] = fy_scalar(y, true, false)) < 0) return 0;
+        }
+    }
+    if (!fy_lit(y, "}\n")) return 0;
+    for (int i = 0; i < 5; i++)
+        if (fy_fields[kind][i] && val[i] < 0) return 0;
+    const char *b = y->buf;
+    if (kind == FY_TENSORS) {
+        dck_manifest_tensor t;
+        memset(&t, 0, sizeof t);
+        t.name = b + val[0];
+        t.ndim = ndim;
+        memcpy(t.shape, shape, sizeof(uint64_t) * (size_t)ndim);
+        dck_clear_error();
+        if (dck_group_from_name(b + val[1], &t.group) || dck_dtype_from_name(b + val[2], &t.dtype) ||
+            dck_digest_from_hex(b + val[4], &t.digest) || dck_manifest_add_tensor(m, &t))
+            return 0;
+    } else if (kind == FY_VALUES) {
+        if (dck_manifest_add_value(m, b + val[0], b + val[1])) return 0;
+    } else {
+        dck_manifest_file fl;
+        fl.path = b + val[0];
+        if (!safe_relpath(fl.path) || !digits_u64(b + val[1], &fl.bytes) ||
+            dck_digest_from_hex(b + val[2], &fl.xxh128) || dck_manifest_add_file(m, &fl))
+            return 0;
+    }
+    return 1;
+}
+
+/* 1: text was a manifest in the written layout, *out holds it; 0: not
+ * (nothing set; the general path reads it). */
+static int parse_written_yaml(const char *text, size_t len, dck_manifest **out) {
+    fy y = {text, text + len, NULL, 0, 0};
+    dck_manifest *m;
+    if (dck_manifest_create(&m)) return 0;
+    /* top-level keys seen (a repeat is the general path's error) */
+    char *keys[64];
+    size_t nkeys = 0;
+    int ok = 0, have_version = 0, have_root = 0, have_tensors = 0;
+    dck_digest root = {0, 0};
+    while (y.p < y.end) {
+        y.n = 0;
+        long k = fy_scalar(&y, false, true);
+        /* keys up to 128 bytes: the emitter writes longer ones another way,
+         * and libyaml's scanner limits implicit keys */
+        if (k < 0 || strlen(y.buf + k) > 128 || !fy_lit(&y, ":") || nkeys == sizeof keys / sizeof keys[0])
+            goto done;
+        for (size_t i = 0; i < nkeys; i++)
+            if (!strcmp(keys[i], y.buf + k)) goto done;
+        if (!(keys[nkeys] = strdup(y.buf + k))) goto done;
+        const char *key = keys[nkeys++];
+        int list = !strcmp(key, "tensors") ? FY_TENSORS + 1 : !strcmp(key, "values") ? FY_VALUES + 1
+                   : !strcmp(key, "files") ? FY_FILES + 1 : 0;
+        if (list) {
+            if (fy_lit(&y, " []\n")) {
+                /* empty */
+            } else if (fy_lit(&y, "\n") && y.p + 1 < y.end && y.p[0] == '-' && y.p[1] == ' ') {
+                while (y.p + 1 < y.end && y.p[0] == '-' && y.p[1] == ' ')
+                    if (!fy_item(&y, list - 1, m)) goto done;
+            } else {
+                goto done;
+            }
+            have_tensors |= list == FY_TENSORS + 1;
+            continue;
+        }
+        y.n = 0;
+        long v;
+        if (!fy_lit(&y, " ") || (v = fy_scalar(&y, false, false)) < 0 || !fy_lit(&y, "\n")) goto done;
+        const char *value = y.buf + v;
+        if (!strcmp(key, "detcheck")) {
+            uint64_t ver;
+            if (!digits_u64(value, &ver) || ver != MANIFEST_VERSION) goto done;
+            have_version = 1;
+        } else if (!strcmp(key, "root")) {
+            if (dck_digest_from_hex(value, &root)) goto done;
+            have_root = 1;
+        } else if (dck_manifest_set_meta(m, key, value)) {
+            goto done;
+        }
+    }
+    ok = have_version && have_root && have_tensors && dck_manifest_finalize(m) == DCK_OK &&
+         dck_digest_equal(root, m->root);
+done:
+    for (size_t i = 0; i < nkeys; i++) free(keys[i]);
+    free(y.buf);
+    if (!ok) {
+        dck_manifest_free(m);
+        dck_clear_error();
+        return 0;
+    }
+    *out = m;
+    return 1;
+}
+
 dck_status dck_manifest_parse(const char *text, size_t len, const char *label, dck_manifest **out) {
     *out = NULL;
+    if (len && text[0] != '{' && parse_written_yaml(text, len, out)) return DCK_OK;
     size_t k = 0;
     while (k < len && isspace((unsigned char)text[k])) k++;
     json_t *root = NULL;
@@ -677,18 +1605,25 @@ dck_status dck_manifest_load(const char *path, dck_manifest **out) {
     char *buf = NULL;
     size_t len = 0, cap = 0;
     dck_status s = DCK_OK;
+    /* a regular file: its size, plus one byte to see the end, in one read */
+    struct stat st;
+    size_t chunk = 65536;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 0 &&
+        (uint64_t)st.st_size <= MAX_MANIFEST_BYTES)
+        chunk = (size_t)st.st_size + 1;
     for (;;) {
-        if (len + 65536 > cap && (s = dck_grow((void **)&buf, &cap, len + 65536, 1))) break;
-        size_t r = fread(buf + len, 1, cap - len, f);
+        if (len + chunk > cap && (s = dck_grow((void **)&buf, &cap, len + chunk, 1))) break;
+        size_t want = cap - len, r = fread(buf + len, 1, want, f);
         len += r;
         if (len > MAX_MANIFEST_BYTES) {
             s = dck_set_error(DCK_ERR_LIMIT, "%s: manifest larger than 1 GiB", path);
             break;
         }
-        if (r == 0) {
+        if (r < want) { /* end of file, or an error */
             if (ferror(f)) s = dck_set_error(DCK_ERR_IO, "%s: read error", path);
             break;
         }
+        chunk = 65536;
     }
     fclose(f);
     if (!s) s = dck_manifest_parse(buf ? buf : "", len, path, out);

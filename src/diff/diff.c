@@ -14,12 +14,20 @@
  * their statistics and digests, since norms and NaN/Inf counts cover every
  * element. With a manifest on either side only digests are computed.
  *
+ * Element statistics: diff_kernels.c (vector kernels per dtype and
+ * instruction set, the same bits as the scalar reference).
+ *
+ * Reading: a tensor stored contiguously in a file is read in place from the
+ * file's map (no copy), and a worker drops a chunk's pages from the process
+ * when done with it; other tensors are read with pread into the worker's
+ * buffers (or through the map of a zstd temporary or a file with strided
+ * pieces, whose pages are dropped after each window).
+ *
  * Memory: each worker holds two chunk buffers; the per-chunk slots cover one
- * window of chunks at a time; pages of mapped files (zstd temporaries,
- * strided pieces) are dropped after each window. Nothing grows with tensor
- * or checkpoint size. */
+ * window of chunks at a time; mapped pages are let go as above. Nothing
+ * grows with tensor or checkpoint size. */
 #include "formats/formats.h"
-#include "common/element.h"
+#include "diff/diff_kernels.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -27,6 +35,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define DIFF_CHUNK ((size_t)1 << 20) /* bytes; a multiple of DCK_SEGMENT and of every element size */
 #define WINDOW_ITEMS 1024u  /* chunks per window (per-chunk results held at once) */
@@ -97,139 +106,15 @@ void dck_diff_stats_init(dck_diff_stats *s) {
     s->first_flat = UINT64_MAX;
 }
 
-/* The element loop, specialised per dtype by constant propagation. */
-static inline __attribute__((always_inline)) void
-elements_loop(dck_dtype t, const uint8_t *pa, const uint8_t *pb, size_t n, uint64_t first_flat,
-              const dck_diff_tolerance *tol, dck_diff_stats *acc) {
-    const size_t sz = dck_dtype_size(t);
-    const int isf = dck_dtype_is_float(t);
-    const int has_abs = tol && (tol->atol >= 0 || tol->rtol >= 0);
-    const int has_ulp = tol && tol->ulp >= 0;
-    const double atol = (tol && tol->atol > 0) ? tol->atol : 0;
-    const double rtol = (tol && tol->rtol > 0) ? tol->rtol : 0;
-    const uint64_t ulp_tol = has_ulp ? (uint64_t)tol->ulp : 0;
-    dck_diff_stats s = *acc;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t ua = load_bits(pa + i * sz, sz), ub = load_bits(pb + i * sz, sz);
-        int ca = 0, cb = 0;
-        if (isf) {
-            ca = classify(t, ua);
-            cb = classify(t, ub);
-            s.nan_a += ca == 2;
-            s.inf_a += ca == 1;
-            s.nan_b += cb == 2;
-            s.inf_b += cb == 1;
-        }
-        double va = bits_to_double(t, ua), vb = bits_to_double(t, ub);
-        if (ca == 0 && cb == 0) {
-            double d = va - vb;
-            s.sum_sq_diff += d * d;
-            s.sum_sq_a += va * va;
-            s.sum_sq_b += vb * vb;
-        }
-        if (ua == ub) continue;
-        s.diff_count++;
-        if (s.first_flat == UINT64_MAX) s.first_flat = first_flat + i;
-        if (ca == 2 || cb == 2) {
-            /* No numeric distance; never within tolerance. */
-            if (ca == 2 && cb == 2) s.nan_payload++;
-            else s.nan_vs_number++;
-            s.beyond_count++;
-            continue;
-        }
-        uint64_t ulp;
-        double abs_d, mag;
-        if (isf) {
-            ulp = float_ulp(t, ua, ub);
-            abs_d = fabs(va - vb);
-            mag = fmax(fabs(va), fabs(vb));
-        } else {
-            ulp = int_dist(t, ua, ub);
-            abs_d = (double)ulp;
-            mag = fmax(fabs(va), fabs(vb));
-        }
-        double rel;
-        if (isinf(abs_d)) rel = INFINITY;
-        else rel = mag > 0 ? abs_d / mag : 0;
-        if (ulp > s.max_ulp) s.max_ulp = ulp;
-        if (abs_d > s.max_abs) s.max_abs = abs_d;
-        if (rel > s.max_rel) s.max_rel = rel;
-        int within = 0;
-        if (ca == 0 && cb == 0) {
-            if (has_abs && abs_d <= atol + rtol * mag) within = 1;
-            if (has_ulp && ulp <= ulp_tol) within = 1;
-        }
-        if (!within) s.beyond_count++;
-    }
-    s.count += n;
-    *acc = s;
-}
-
-/* A run of elements whose bytes are known to be equal on both sides: only
- * the NaN/Inf counts and the norms move. Most of a differing tensor takes
- * this path, so the sum of squares runs on four accumulators (element i
- * into lane i % 4, lanes added in a fixed order at the end): independent
- * chains, and still the same bits for the same chunk every time. */
-static inline __attribute__((always_inline)) void
-equal_loop(dck_dtype t, const uint8_t *p, size_t n, dck_diff_stats *acc) {
-    const size_t sz = dck_dtype_size(t);
-    const int isf = dck_dtype_is_float(t);
-    uint64_t nan = 0, inf = 0;
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-#define EQ_ONE(k, lane)                                                                          \
-    do {                                                                                         \
-        uint64_t u = load_bits(p + (k) * sz, sz);                                                \
-        int c = isf ? classify(t, u) : 0;                                                        \
-        nan += c == 2;                                                                           \
-        inf += c == 1;                                                                           \
-        double v = bits_to_double(t, u);                                                         \
-        v = c ? 0.0 : v;                                                                         \
-        lane += v * v;                                                                           \
-    } while (0)
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        EQ_ONE(i, s0);
-        EQ_ONE(i + 1, s1);
-        EQ_ONE(i + 2, s2);
-        EQ_ONE(i + 3, s3);
-    }
-    if (i < n) EQ_ONE(i, s0);
-    if (i + 1 < n) EQ_ONE(i + 1, s1);
-    if (i + 2 < n) EQ_ONE(i + 2, s2);
-#undef EQ_ONE
-    double sq = (s0 + s1) + (s2 + s3);
-    acc->nan_a += nan;
-    acc->nan_b += nan;
-    acc->inf_a += inf;
-    acc->inf_b += inf;
-    acc->sum_sq_a += sq;
-    acc->sum_sq_b += sq;
-    acc->count += n;
-}
-
-#define DTYPE_CASES(X)                                                                           \
-    X(DCK_BOOL) X(DCK_U8) X(DCK_I8) X(DCK_I16) X(DCK_U16) X(DCK_F16) X(DCK_BF16) X(DCK_I32)      \
-        X(DCK_U32) X(DCK_F32) X(DCK_F64) X(DCK_I64) X(DCK_U64) X(DCK_F8_E4M3) X(DCK_F8_E5M2)
-
+/* The element kernels (diff_kernels.c): vectorised per dtype, the same
+ * bits as the scalar reference. */
 void dck_diff_elements(dck_dtype t, const void *a, const void *b, size_t n, uint64_t first_flat,
                        const dck_diff_tolerance *tol, dck_diff_stats *acc) {
-    switch (t) {
-#define X(T)                                                                                     \
-    case T: elements_loop(T, a, b, n, first_flat, tol, acc); break;
-        DTYPE_CASES(X)
-#undef X
-    default: break;
-    }
+    dck_diff_elements_isa(dck_diff_isa_best(), t, a, b, n, first_flat, tol, acc);
 }
 
 static void diff_equal_elements(dck_dtype t, const void *p, size_t n, dck_diff_stats *acc) {
-    switch (t) {
-#define X(T)                                                                                     \
-    case T: equal_loop(T, p, n, acc); break;
-        DTYPE_CASES(X)
-#undef X
-    default: break;
-    }
+    dck_diff_equal_isa(dck_diff_isa_best(), t, p, n, acc);
 }
 
 void dck_diff_stats_merge(dck_diff_stats *acc, const dck_diff_stats *p) {
@@ -271,6 +156,7 @@ typedef struct {
     int has_digest;
     dck_digest digest;
     size_t index; /* in the checkpoint */
+    const uint8_t *direct; /* its bytes in a file map (contiguous tensors), or NULL */
 } side_tensor;
 
 typedef struct {
@@ -279,6 +165,8 @@ typedef struct {
     const dck_manifest *m;
     side_tensor *t;
     size_t n;
+    unsigned char *whole; /* per file: mapped and read through the map by
+                             dck_checkpoint_read (pages let go per window) */
 } side;
 
 static int cmp_side_tensor(const void *x, const void *y) {
@@ -321,11 +209,39 @@ static dck_status side_build(side *sd, unsigned groups) {
     return DCK_OK;
 }
 
+/* The piece of a tensor stored as one contiguous row-major run (a single
+ * piece covering the whole tensor, neither strided nor byte-swapped), whose
+ * bytes can be read in place from the file's map; NULL otherwise. */
+static const dck_piece *contiguous_piece(const dck_checkpoint *ck, size_t index) {
+    const dck_tensor_entry *t = &ck->tensors[index];
+    if (t->npieces != 1 || !t->info.nbytes) return NULL;
+    const dck_piece *p = &t->pieces[0];
+    if (p->strides || p->byteswap) return NULL;
+    dck_piece_geom g;
+    dck_piece_geom_of(t, p, &g);
+    return g.q < 0 ? p : NULL;
+}
+
+/* At most this many files per checkpoint are mapped for in-place reads
+ * (each map is one entry of the process's map table); beyond it raw files
+ * are read with pread. */
+#define DIRECT_MAX_FILES 4096u
+
+/* A raw file is mapped for in-place reads only while it still has the size
+ * it was opened with: bytes of a map past the end of a file that shrank
+ * would fault, where pread reports the truncation (with its message). */
+static int size_unchanged(const dck_file *f) {
+    struct stat st;
+    return f->fd >= 0 && fstat(f->fd, &st) == 0 && (uint64_t)st.st_size >= f->size;
+}
+
 /* dck_checkpoint_read maps a file lazily (zstd: decompresses it to a
  * temporary) for compressed files and strided or byte-swapped pieces; that
  * first map is not meant to race, so it is done here, before the chunk
- * workers start: one thread per file (files are independent). Raw row-major
- * pieces are read with pread and never mapped. */
+ * workers start: one thread per file (files are independent). Raw files
+ * holding contiguous tensors are mapped too, and those tensors are read in
+ * place (no copy; each worker lets go of a chunk's pages when done with it,
+ * release_direct). Other raw pieces are read with pread. */
 static dck_status premap_task(void *ctx, size_t i, int worker) {
     (void)worker;
     dck_file **files = ctx;
@@ -342,22 +258,69 @@ static dck_status premap(side *a, side *b, int threads) {
     for (int side_i = 0; side_i < 2; side_i++) {
         dck_checkpoint *ck = side_i ? b->ck : a->ck;
         if (!ck) continue;
-        size_t first = n;
+        int direct = ck->nfiles <= DIRECT_MAX_FILES;
+        /* per file: 0 not looked at, 1 queued, -1 not to be mapped for
+         * in-place reads (it shrank) */
+        signed char *state = dck_xcalloc(ck->nfiles ? ck->nfiles : 1, 1);
+        if (!state) {
+            free(files);
+            return dck_oom(NULL);
+        }
         for (size_t ti = 0; ti < ck->ntensors; ti++) {
             const dck_tensor_entry *t = &ck->tensors[ti];
+            int in_place = direct && contiguous_piece(ck, ti) != NULL;
             for (size_t pi = 0; pi < t->npieces; pi++) {
                 const dck_piece *p = &t->pieces[pi];
                 dck_file *f = ck->files[p->file];
-                if (f->mapped || !(f->zstd || p->strides || p->byteswap)) continue;
-                int seen = 0;
-                for (size_t k = first; k < n && !seen; k++) seen = files[k] == f;
-                if (!seen && n < cap) files[n++] = f;
+                if (f->mapped || state[p->file] > 0) continue;
+                if (!(f->zstd || p->strides || p->byteswap)) {
+                    if (!in_place || state[p->file] < 0) continue;
+                    if (!size_unchanged(f)) {
+                        state[p->file] = -1;
+                        continue;
+                    }
+                }
+                state[p->file] = 1;
+                if (n < cap) files[n++] = f;
             }
         }
+        free(state);
     }
     dck_status s = dck_parallel_for_status(threads, n, premap_task, files);
     free(files);
     return s;
+}
+
+/* After premap: where each contiguous tensor's bytes lie in its file's map
+ * (a tensor whose bytes reach past the end of the map is left to
+ * dck_checkpoint_read, which says so), and which mapped files the other
+ * tensors are read from through the map. */
+static dck_status side_set_direct(side *sd) {
+    if (!sd->ck) return DCK_OK;
+    sd->whole = dck_xcalloc(sd->ck->nfiles ? sd->ck->nfiles : 1, 1);
+    if (!sd->whole) return dck_oom(NULL);
+    for (size_t i = 0; i < sd->n; i++) {
+        side_tensor *st = &sd->t[i];
+        const dck_piece *p = contiguous_piece(sd->ck, st->index);
+        st->direct = NULL;
+        if (p) {
+            const dck_file *f = sd->ck->files[p->file];
+            if (f->mapped && f->map && p->file_offset <= f->map_len &&
+                st->nbytes <= f->map_len - p->file_offset)
+                st->direct = f->map + p->file_offset;
+        }
+        if (st->direct) continue;
+        const dck_tensor_entry *t = &sd->ck->tensors[st->index];
+        for (size_t k = 0; k < t->npieces; k++) sd->whole[t->pieces[k].file] = 1;
+    }
+    return DCK_OK;
+}
+
+/* Whether any mapped file is read through dck_checkpoint_read. */
+static int side_reads_maps(const side *sd) {
+    for (size_t i = 0; sd->ck && i < sd->ck->nfiles; i++)
+        if (sd->whole[i] && sd->ck->files[i]->mapped) return 1;
+    return 0;
 }
 
 /* Mapped files (zstd temporaries, strided pieces) count in the resident set
@@ -368,9 +331,24 @@ static void side_release_maps(side *sd) {
     if (!sd->ck) return;
     for (size_t i = 0; i < sd->ck->nfiles; i++) {
         dck_file *f = sd->ck->files[i];
-        if (f->mapped && f->map && f->map_len)
+        if (sd->whole[i] && f->mapped && f->map && f->map_len)
             (void)madvise((void *)f->map, (size_t)f->map_len, MADV_DONTNEED);
     }
+}
+
+/* A worker done with bytes [off, off+len) of a tensor read in place drops
+ * their pages from this process (the page cache keeps them): the resident
+ * set holds the chunks in work, whatever the size of the checkpoint. The
+ * range is widened to whole pages; a neighbouring chunk that shares an end
+ * page and is still in work finds it again on its next access (the map is
+ * read-only and file-backed: nothing is lost). */
+static void release_direct(const side_tensor *st, uint64_t off, size_t len) {
+    if (!st->direct || !len) return;
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)(st->direct + off), hi = lo + len;
+    lo -= lo % page;
+    hi += (page - hi % page) % page;
+    (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
 /* ------------------------------------------------------------------ chunk engine */
@@ -409,6 +387,25 @@ static dck_status read_side(side *sd, const side_tensor *st, uint64_t off, void 
     return s;
 }
 
+/* Bytes [off, off+len) of a tensor: in place in the file's map when the
+ * tensor is contiguous there, else read into buf. */
+static dck_status side_bytes(side *sd, const side_tensor *st, uint64_t off, size_t len,
+                             uint8_t *buf, const uint8_t **out) {
+    if (st->direct) {
+        *out = st->direct + off;
+        return DCK_OK;
+    }
+    *out = buf;
+    return read_side(sd, st, off, buf, len);
+}
+
+/* A differing chunk is taken in blocks of this many bytes (a multiple of
+ * DCK_SEGMENT and of every element size): both sides' segment sums and the
+ * element statistics of a block run while it is in the core's cache. The
+ * element statistics of consecutive blocks accumulate in element order, so
+ * the result is that of one call over the chunk. */
+#define FUSED_BLOCK ((size_t)32 << 10)
+
 /* A failing chunk stops the diff; dck_parallel_for_status reports the
  * lowest failing chunk, so the message does not depend on the threads. */
 static dck_status work_task(void *ctx, size_t i, int worker) {
@@ -416,39 +413,56 @@ static dck_status work_task(void *ctx, size_t i, int worker) {
     const work_item *it = &e->items[i];
     work_out *o = &e->out[i];
     const side_tensor *ta = e->ta[it->tensor], *tb = e->tb[it->tensor];
-    uint8_t *ba = e->buf_a[worker], *bb = e->buf_b[worker];
+    const uint8_t *xa, *xb;
     size_t len = (size_t)it->len;
     switch (it->kind) {
     case JOB_EQUAL:
         /* Once one chunk differs the tensor goes to the statistics pass;
          * skipping its other chunks changes no result. */
         if (atomic_load_explicit(&e->differs[it->tensor], memory_order_relaxed)) return DCK_OK;
-        DCK_TRY(read_side(e->a, ta, it->offset, ba, len));
-        DCK_TRY(read_side(e->b, tb, it->offset, bb, len));
-        if (memcmp(ba, bb, len) != 0)
+        DCK_TRY(side_bytes(e->a, ta, it->offset, len, e->buf_a[worker], &xa));
+        DCK_TRY(side_bytes(e->b, tb, it->offset, len, e->buf_b[worker], &xb));
+        if (memcmp(xa, xb, len) != 0)
             atomic_store_explicit(&e->differs[it->tensor], 1, memory_order_relaxed);
+        release_direct(ta, it->offset, len);
+        release_direct(tb, it->offset, len);
         return DCK_OK;
     case JOB_STATS: {
-        DCK_TRY(read_side(e->a, ta, it->offset, ba, len));
-        DCK_TRY(read_side(e->b, tb, it->offset, bb, len));
+        DCK_TRY(side_bytes(e->a, ta, it->offset, len, e->buf_a[worker], &xa));
+        DCK_TRY(side_bytes(e->b, tb, it->offset, len, e->buf_b[worker], &xb));
         uint64_t seg = it->offset / DCK_SEGMENT;
-        o->la = dck_segments_sum(ba, len, seg);
-        o->lb = dck_segments_sum(bb, len, seg);
         size_t esz = dck_dtype_size(ta->dtype);
         dck_diff_stats_init(&o->st);
-        if (memcmp(ba, bb, len) == 0)
-            diff_equal_elements(ta->dtype, ba, len / esz, &o->st);
-        else
-            dck_diff_elements(ta->dtype, ba, bb, len / esz, it->offset / esz, e->tol, &o->st);
+        if (memcmp(xa, xb, len) == 0) {
+            /* the same bytes: the same segment sums */
+            o->la = o->lb = dck_segments_sum(xa, len, seg);
+            diff_equal_elements(ta->dtype, xa, len / esz, &o->st);
+            release_direct(ta, it->offset, len);
+            release_direct(tb, it->offset, len);
+            return DCK_OK;
+        }
+        memset(&o->la, 0, sizeof o->la);
+        memset(&o->lb, 0, sizeof o->lb);
+        for (size_t at = 0; at < len; at += FUSED_BLOCK) {
+            size_t n = len - at < FUSED_BLOCK ? len - at : FUSED_BLOCK;
+            dck_lanes_add(&o->la, dck_segments_sum(xa + at, n, seg + at / DCK_SEGMENT));
+            dck_lanes_add(&o->lb, dck_segments_sum(xb + at, n, seg + at / DCK_SEGMENT));
+            dck_diff_elements(ta->dtype, xa + at, xb + at, n / esz, (it->offset + at) / esz,
+                              e->tol, &o->st);
+        }
+        release_direct(ta, it->offset, len);
+        release_direct(tb, it->offset, len);
         return DCK_OK;
     }
     case JOB_DIGEST_A:
-        DCK_TRY(read_side(e->a, ta, it->offset, ba, len));
-        o->la = dck_segments_sum(ba, len, it->offset / DCK_SEGMENT);
+        DCK_TRY(side_bytes(e->a, ta, it->offset, len, e->buf_a[worker], &xa));
+        o->la = dck_segments_sum(xa, len, it->offset / DCK_SEGMENT);
+        release_direct(ta, it->offset, len);
         return DCK_OK;
     default:
-        DCK_TRY(read_side(e->b, tb, it->offset, bb, len));
-        o->lb = dck_segments_sum(bb, len, it->offset / DCK_SEGMENT);
+        DCK_TRY(side_bytes(e->b, tb, it->offset, len, e->buf_b[worker], &xb));
+        o->lb = dck_segments_sum(xb, len, it->offset / DCK_SEGMENT);
+        release_direct(tb, it->offset, len);
         return DCK_OK;
     }
 }
@@ -765,12 +779,10 @@ static dck_status diff_sides(side *a, side *b, const dck_diff_options *opt,
     if (a->ck || b->ck) {
         s = premap(a, b, threads);
         if (s) goto done;
-        e.window = WINDOW_ITEMS;
-        for (int k = 0; k < 2; k++) {
-            dck_checkpoint *ck = k ? b->ck : a->ck;
-            for (size_t f = 0; ck && f < ck->nfiles; f++)
-                if (ck->files[f]->mapped) e.window = WINDOW_MAPPED;
-        }
+        s = side_set_direct(a);
+        if (!s) s = side_set_direct(b);
+        if (s) goto done;
+        e.window = side_reads_maps(a) || side_reads_maps(b) ? WINDOW_MAPPED : WINDOW_ITEMS;
         e.items = dck_xcalloc(WINDOW_ITEMS, sizeof *e.items);
         e.out = dck_xcalloc(WINDOW_ITEMS, sizeof *e.out);
         e.buf_a = dck_xcalloc((size_t)threads, sizeof *e.buf_a);
@@ -882,7 +894,10 @@ done:
     free(jobs);
     free(a->t);
     free(b->t);
+    free(a->whole);
+    free(b->whole);
     a->t = b->t = NULL;
+    a->whole = b->whole = NULL;
     if (s) dck_diff_result_release(out);
     return s;
 }
@@ -890,14 +905,14 @@ done:
 dck_status dck_diff_checkpoints(dck_checkpoint *a, dck_checkpoint *b, const dck_diff_options *o,
                                 dck_diff_result *out) {
     if (!a || !b || !out) return dck_set_error(DCK_ERR_INVALID, "diff: NULL argument");
-    side sa = {"A", a, NULL, NULL, 0}, sb = {"B", b, NULL, NULL, 0};
+    side sa = {"A", a, NULL, NULL, 0, NULL}, sb = {"B", b, NULL, NULL, 0, NULL};
     return diff_sides(&sa, &sb, o, out);
 }
 
 dck_status dck_diff_manifests(const dck_manifest *a, const dck_manifest *b,
                               const dck_diff_options *o, dck_diff_result *out) {
     if (!a || !b || !out) return dck_set_error(DCK_ERR_INVALID, "diff: NULL argument");
-    side sa = {"A", NULL, a, NULL, 0}, sb = {"B", NULL, b, NULL, 0};
+    side sa = {"A", NULL, a, NULL, 0, NULL}, sb = {"B", NULL, b, NULL, 0, NULL};
     return diff_sides(&sa, &sb, o, out);
 }
 

@@ -362,7 +362,7 @@ dck_status dck_megatron_split_dim(const dck_options *opt, const char *name, int 
     *rule = NULL;
     for (size_t i = 0; i < nuser + NDEFAULT_RULES; i++) {
         const char *text = i < nuser ? opt->tp_split_rules[i] : default_rules[i - nuser];
-        int d;
+        int d = -1;
         dck_status s = parse_rule(text, glob, sizeof glob, &d);
         if (s) return s;
         if (fnmatch(glob, name, 0) == 0) {

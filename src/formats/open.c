@@ -45,18 +45,59 @@ static dck_status reader_open(const dck_reader *r, dck_checkpoint *ck, const cha
     return s;
 }
 
-static dck_status open_file_path(dck_checkpoint *ck, const char *path, const char *relpath) {
-    dck_file *f;
-    dck_status s = dck_file_open(path, relpath, &f);
-    if (s) return s;
-    uint8_t head[64];
-    size_t got = 0;
-    s = dck_file_read_prefix(f, head, sizeof head, &got);
+/* Readers that can also take a file this scan has opened and sniffed, so
+ * that each file of a directory of thousands is opened once. A row names a
+ * reader of DCK_READERS and its function, defined in the reader's file. */
+dck_status dck_safetensors_open_opened(dck_checkpoint *ck, dck_file *f, const uint8_t *head, size_t nhead);
+static const struct {
+    const dck_reader *reader;
+    dck_status (*open_opened)(dck_checkpoint *ck, dck_file *f, const uint8_t *head, size_t nhead);
+} opened_readers[] = {
+    {&dck_reader_safetensors, dck_safetensors_open_opened},
+};
+
+/* What the sniffing read holds: enough for most safetensors headers. The
+ * probes see the first 64 bytes. */
+#define HEAD_BYTES 4096
+#define PROBE_BYTES 64
+
+/* Hands the sniffed file to reader r: directly when it takes open files,
+ * else by path (f is closed first). */
+static dck_status reader_open_sniffed(const dck_reader *r, dck_checkpoint *ck, dck_file *f, const char *path,
+                                      const char *relpath, const uint8_t *head, size_t got) {
+    for (size_t i = 0; i < sizeof opened_readers / sizeof opened_readers[0]; i++)
+        if (opened_readers[i].reader == r) {
+            dck_clear_error();
+            dck_status s = opened_readers[i].open_opened(ck, f, head, got);
+            if (s && !*dck_last_error())
+                return dck_set_error(s, "%s: %s reader: %s", path, r->name, dck_strerror(s));
+            return s;
+        }
     dck_file_close(f);
-    if (s) return s;
+    return reader_open(r, ck, path, relpath);
+}
+
+/* Opens a file and reads its first decompressed bytes, for the probes. */
+static dck_status sniff(const char *path, const char *relpath, dck_file **f, uint8_t *head, size_t *got) {
+    DCK_TRY(dck_file_open(path, relpath, f));
+    dck_status s = dck_file_read_prefix(*f, head, HEAD_BYTES, got);
+    if (s) {
+        dck_file_close(*f);
+        *f = NULL;
+    }
+    return s;
+}
+
+static dck_status open_file_path(dck_checkpoint *ck, const char *path, const char *relpath) {
+    uint8_t head[HEAD_BYTES];
+    size_t got = 0;
+    dck_file *f;
+    DCK_TRY(sniff(path, relpath, &f, head, &got));
+    size_t np = got < PROBE_BYTES ? got : PROBE_BYTES;
     for (size_t i = 0; i < sizeof readers / sizeof readers[0]; i++)
-        if (readers[i]->probe(path, false, head, got))
-            return reader_open(readers[i], ck, path, relpath);
+        if (readers[i]->probe(path, false, head, np))
+            return reader_open_sniffed(readers[i], ck, f, path, relpath, head, got);
+    dck_file_close(f);
     return dck_set_error(DCK_ERR_UNSUPPORTED, "%s: not a checkpoint format detcheck reads", path);
 }
 
@@ -69,6 +110,7 @@ static dck_status open_dir(dck_checkpoint *ck, const char *path) {
         if (readers[i]->probe(path, true, NULL, 0)) return reader_open(readers[i], ck, path, "");
     DIR *d = opendir(path);
     if (!d) return dck_set_error(DCK_ERR_IO, "%s: cannot open directory: %s", path, strerror(errno));
+    /* names (each followed by its d_type byte), in model order */
     char **names = NULL;
     size_t n = 0, cap = 0;
     dck_status s = DCK_OK;
@@ -76,10 +118,13 @@ static dck_status open_dir(dck_checkpoint *ck, const char *path) {
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
         if ((s = dck_grow((void **)&names, &cap, n + 1, sizeof *names))) break;
-        if (!(names[n] = dck_strdup(e->d_name))) {
+        size_t l = strlen(e->d_name);
+        if (!(names[n] = malloc(l + 2))) {
             s = dck_oom(NULL);
             break;
         }
+        memcpy(names[n], e->d_name, l + 1);
+        names[n][l + 1] = (char)e->d_type;
         n++;
     }
     closedir(d);
@@ -87,23 +132,28 @@ static dck_status open_dir(dck_checkpoint *ck, const char *path) {
     size_t opened = 0;
     for (size_t i = 0; i < n && !s; i++) {
         char *p = dck_path_join(path, names[i]);
+        unsigned char type = (unsigned char)names[i][strlen(names[i]) + 1];
         struct stat st;
-        if (!p) s = dck_oom(NULL);
-        else if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
-            dck_file *f;
-            s = dck_file_open(p, names[i], &f);
-            uint8_t head[64];
+        /* regular files (a link: what it names); the directory says which
+         * without a stat, unless its file system does not tell */
+        bool regular = type == DT_REG ||
+                       ((type == DT_UNKNOWN || type == DT_LNK) && p && stat(p, &st) == 0 && S_ISREG(st.st_mode));
+        if (!p) {
+            s = dck_oom(NULL);
+        } else if (regular) {
+            uint8_t head[HEAD_BYTES];
             size_t got = 0;
-            if (!s) {
-                s = dck_file_read_prefix(f, head, sizeof head, &got);
-                dck_file_close(f);
-            }
+            dck_file *f = NULL;
+            s = sniff(p, names[i], &f, head, &got);
+            size_t np = got < PROBE_BYTES ? got : PROBE_BYTES;
             for (size_t r = 0; !s && r < sizeof readers / sizeof readers[0]; r++)
-                if (readers[r]->in_directories && readers[r]->probe(p, false, head, got)) {
-                    s = reader_open(readers[r], ck, p, names[i]);
+                if (readers[r]->in_directories && readers[r]->probe(p, false, head, np)) {
+                    s = reader_open_sniffed(readers[r], ck, f, p, names[i], head, got);
+                    f = NULL;
                     opened++;
                     break;
                 }
+            dck_file_close(f);
         }
         free(p);
     }

@@ -643,7 +643,7 @@ static dck_status memo_key_text(pk_ctx *c, const char *p, size_t n, uint64_t *ke
 }
 
 static dck_status memo_put(pk_ctx *c, uint64_t key) {
-    pk_node *t;
+    pk_node *t = NULL;
     dck_status s = top(c, &t);
     if (s) return s;
     if (key >= c->lim.max_memo) return err_at(c, DCK_ERR_LIMIT, "memo key beyond the memo size limit");

@@ -323,8 +323,8 @@ static dck_status densify(pt_src *p, const char *name, dck_dtype dt, int nd, con
         }
         src = own;
     }
-    uint32_t file;
-    uint64_t off;
+    uint32_t file = 0;
+    uint64_t off = 0;
     if ((s = memfile_reserve(p->mem, numel * es, &file, &off))) {
         free(own);
         return s;

@@ -1,15 +1,13 @@
 /* The public GPU digest API (include/detcheck.h, "GPU"). With CUDA it drives
- * the kernels of cuda/digest.cu; without (make CUDA=0) every call says so
- * with DCK_ERR_NODEVICE. The fragment logic is shared with the CPU twin
+ * the kernels of cuda/digest.cu through the CUDA runtime, loaded on the
+ * first call (src/gpu/cuda_loader.c); without (make CUDA=0) every call says
+ * so with DCK_ERR_NODEVICE. The fragment logic is shared with the CPU twin
  * (src/gpu/digest_twin.c). */
 #include "core/core.h"
+#include "gpu/cuda_loader.h"
 #include "gpu/gpu.h"
 
 #include <string.h>
-
-#ifdef DCK_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 const char *dck_device_name(dck_device d) {
     switch (d) {
@@ -82,27 +80,36 @@ dck_status dck_gpu_pointer_device(const void *ptr, int *device) {
 
 #else /* DCK_HAVE_CUDA */
 
+/* Every function below runs after dck_gpu_device_count succeeded (directly
+ * or through dck_gpu_pointer_device), so the runtime is loaded: rt() is its
+ * table. */
+static const dck_cudart_api *rt(void) { return dck_cudart_loaded(); }
+
 dck_status dck_gpu_error(int cuda_err, const char *what) {
     cudaError_t e = (cudaError_t)cuda_err;
-    return dck_set_error(DCK_ERR_DEVICE, "%s: %s (%s)", what, cudaGetErrorString(e),
-                         cudaGetErrorName(e));
+    const dck_cudart_api *r = rt();
+    if (!r) return dck_set_error(DCK_ERR_DEVICE, "%s: CUDA error %d", what, cuda_err);
+    return dck_set_error(DCK_ERR_DEVICE, "%s: %s (%s)", what, r->cudaGetErrorString(e),
+                         r->cudaGetErrorName(e));
 }
 
 dck_status dck_gpu_device_count(int *count) {
     int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
+    const dck_cudart_api *r;
     *count = 0;
+    DCK_TRY(dck_cudart_load(&r));
+    cudaError_t e = r->cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
-        (void)cudaGetLastError(); /* clear the (non-sticky) error state */
+        (void)r->cudaGetLastError(); /* clear the (non-sticky) error state */
         if (e == cudaErrorInsufficientDriver) {
-            int rt = 0;
-            cudaRuntimeGetVersion(&rt);
+            int version = 0;
+            r->cudaRuntimeGetVersion(&version);
             return dck_set_error(DCK_ERR_NODEVICE,
                                  "no CUDA device: no NVIDIA driver loaded, or one too old for "
                                  "CUDA %d.%d",
-                                 rt / 1000, rt % 1000 / 10);
+                                 version / 1000, version % 1000 / 10);
         }
-        return dck_set_error(DCK_ERR_NODEVICE, "no CUDA device: %s", cudaGetErrorString(e));
+        return dck_set_error(DCK_ERR_NODEVICE, "no CUDA device: %s", r->cudaGetErrorString(e));
     }
     if (n <= 0) return dck_set_error(DCK_ERR_NODEVICE, "no CUDA device found");
     *count = n;
@@ -115,11 +122,11 @@ dck_status dck_gpu_pointer_device(const void *ptr, int *device) {
     int n;
     dck_status s = dck_gpu_device_count(&n);
     if (s) return s;
-    cudaError_t e = cudaPointerGetAttributes(&a, ptr);
+    cudaError_t e = rt()->cudaPointerGetAttributes(&a, ptr);
     if (e != cudaSuccess) {
-        (void)cudaGetLastError();
+        (void)rt()->cudaGetLastError();
         return dck_set_error(DCK_ERR_INVALID, "pointer %p: not CUDA memory (%s)", ptr,
-                             cudaGetErrorString(e));
+                             rt()->cudaGetErrorString(e));
     }
     if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
         return dck_set_error(DCK_ERR_INVALID,
@@ -141,10 +148,10 @@ static dck_status guard_enter(const void *ptr, dev_guard *g) {
     g->switched = 0;
     dck_status s = dck_gpu_pointer_device(ptr, &dev);
     if (s) return s;
-    cudaError_t e = cudaGetDevice(&g->prev);
+    cudaError_t e = rt()->cudaGetDevice(&g->prev);
     if (e != cudaSuccess) return dck_gpu_error(e, "cudaGetDevice");
     if (dev != g->prev) {
-        e = cudaSetDevice(dev);
+        e = rt()->cudaSetDevice(dev);
         if (e != cudaSuccess) return dck_gpu_error(e, "cudaSetDevice");
         g->switched = 1;
     }
@@ -152,7 +159,7 @@ static dck_status guard_enter(const void *ptr, dev_guard *g) {
 }
 
 static void guard_leave(dev_guard *g) {
-    if (g->switched) (void)cudaSetDevice(g->prev);
+    if (g->switched) (void)rt()->cudaSetDevice(g->prev);
 }
 
 dck_status dck_gpu_segments_sum_async(const void *dev_data, size_t len, uint64_t first_segment,
@@ -177,11 +184,11 @@ dck_status dck_gpu_segments_sum(const void *dev_data, size_t len, uint64_t first
     if (s) return s;
     cudaStream_t st = (cudaStream_t)stream;
     uint64_t *lanes = NULL, host[2] = {0, 0};
-    cudaError_t e = cudaMallocAsync((void **)&lanes, 2 * sizeof(uint64_t), st);
+    cudaError_t e = rt()->cudaMallocAsync((void **)&lanes, 2 * sizeof(uint64_t), st);
     const char *what = "cudaMallocAsync";
     if (e == cudaSuccess) {
         what = "cudaMemsetAsync";
-        e = cudaMemsetAsync(lanes, 0, 2 * sizeof(uint64_t), st);
+        e = rt()->cudaMemsetAsync(lanes, 0, 2 * sizeof(uint64_t), st);
         if (e == cudaSuccess) {
             what = "segment-sum kernel";
             e = (cudaError_t)dck_cuda_segments_sum_launch(dev_data, len, first_segment, lanes, 0,
@@ -189,12 +196,12 @@ dck_status dck_gpu_segments_sum(const void *dev_data, size_t len, uint64_t first
         }
         if (e == cudaSuccess) {
             what = "cudaMemcpyAsync";
-            e = cudaMemcpyAsync(host, lanes, sizeof host, cudaMemcpyDeviceToHost, st);
+            e = rt()->cudaMemcpyAsync(host, lanes, sizeof host, cudaMemcpyDeviceToHost, st);
         }
-        cudaError_t f = cudaFreeAsync(lanes, st);
+        cudaError_t f = rt()->cudaFreeAsync(lanes, st);
         if (e == cudaSuccess) {
             what = "cudaStreamSynchronize";
-            e = cudaStreamSynchronize(st);
+            e = rt()->cudaStreamSynchronize(st);
         }
         if (e == cudaSuccess && f != cudaSuccess) {
             e = f;
@@ -215,9 +222,9 @@ typedef struct {
 
 static dck_status gpu_copy(void *ctx, uint64_t goff, void *dst, size_t n) {
     gpu_frag_ctx *c = ctx;
-    cudaError_t e = cudaMemcpyAsync(dst, c->dev + (goff - c->offset), n, cudaMemcpyDeviceToHost,
-                                    c->stream);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    cudaError_t e = rt()->cudaMemcpyAsync(dst, c->dev + (goff - c->offset), n,
+                                          cudaMemcpyDeviceToHost, c->stream);
+    if (e == cudaSuccess) e = rt()->cudaStreamSynchronize(c->stream);
     return e == cudaSuccess ? DCK_OK : dck_gpu_error(e, "fragment edge copy");
 }
 

@@ -1,6 +1,8 @@
-/* GPU digest internals: the launchers in cuda/digest.cu (built only with
- * CUDA), the host logic shared by the GPU path and its CPU twin, and the
- * twin itself (always built; the CPU oracle for the kernels' arithmetic). */
+/* GPU digest internals: the launchers of the kernels of cuda/digest.cu
+ * (src/gpu/gpu_launch.c, built only with CUDA; the runtime is loaded on the
+ * first GPU call by src/gpu/cuda_loader.c), the host logic shared by the GPU
+ * path and its CPU twin, and the twin itself (always built; the CPU oracle
+ * for the kernels' arithmetic). */
 #ifndef DCK_GPU_INTERNAL_H
 #define DCK_GPU_INTERNAL_H
 
@@ -54,10 +56,12 @@ void dck_twin_xxh3_128(const void *data, uint32_t len, uint64_t seed, uint64_t *
                        uint64_t *high);
 void dck_twin_xxh3_128_seg128(const void *data, uint64_t seed, uint64_t *low, uint64_t *high);
 
-/* ------------------------------------------------------------------ launchers (cuda/digest.cu)
- * Return a cudaError_t as int (0 = success). dev_lanes: two uint64 in
- * device memory that the kernel adds its sums to (atomics; any order gives
- * the same bits). nblocks 0: fill the device. */
+/* ------------------------------------------------------------------ launchers (src/gpu/gpu_launch.c)
+ * The kernels of cuda/digest.cu, launched through the loaded runtime. Return
+ * a cudaError_t as int (0 = success; cudaErrorSharedObjectInitFailed when
+ * the runtime cannot be loaded). dev_lanes: two uint64 in device memory that
+ * the kernel adds its sums to (atomics; any order gives the same bits).
+ * nblocks 0: fill the device. */
 int dck_cuda_segments_sum_launch(const void *data, uint64_t len, uint64_t first_segment,
                                  uint64_t *dev_lanes, uint32_t nblocks, void *stream);
 /* The benchmark's peer: the sum of the buffer as 64-bit words (the

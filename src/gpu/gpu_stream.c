@@ -3,14 +3,11 @@
  * of --distributed). Bytes come from dck_checkpoint_read, so every reader,
  * layout, byte order and compression the CPU engine accepts works here. */
 #include "core/core.h"
+#include "gpu/cuda_loader.h"
 #include "gpu/gpu.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#ifdef DCK_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 #define READ_BYTES ((uint64_t)4 << 20) /* one read task; a multiple of 128 */
 
@@ -261,6 +258,9 @@ struct dck_gpu_job {
     uint64_t *dev_lanes;
 };
 
+/* The runtime: loaded by dck_gpu_device_count before any job exists. */
+static const dck_cudart_api *rt(void) { return dck_cudart_loaded(); }
+
 #define CU(call, what)                                                                          \
     do {                                                                                        \
         cudaError_t e_ = (call);                                                                \
@@ -268,17 +268,17 @@ struct dck_gpu_job {
     } while (0)
 
 static dck_status job_alloc(dck_gpu_job *j) {
-    CU(cudaSetDevice(j->device), "cudaSetDevice");
-    CU(cudaStreamCreateWithFlags(&j->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    CU(rt()->cudaSetDevice(j->device), "cudaSetDevice");
+    CU(rt()->cudaStreamCreateWithFlags(&j->stream, cudaStreamNonBlocking), "cudaStreamCreate");
     for (int b = 0; b < 2; b++) {
-        CU(cudaHostAlloc((void **)&j->pinned[b], j->buf_bytes, cudaHostAllocDefault),
+        CU(rt()->cudaHostAlloc((void **)&j->pinned[b], j->buf_bytes, cudaHostAllocDefault),
            "cudaHostAlloc (pinned staging buffer)");
-        CU(cudaMalloc((void **)&j->dev[b], j->buf_bytes), "cudaMalloc (staging buffer)");
-        CU(cudaEventCreateWithFlags(&j->done[b], cudaEventDisableTiming), "cudaEventCreate");
+        CU(rt()->cudaMalloc((void **)&j->dev[b], j->buf_bytes), "cudaMalloc (staging buffer)");
+        CU(rt()->cudaEventCreateWithFlags(&j->done[b], cudaEventDisableTiming), "cudaEventCreate");
     }
     size_t lb = 2 * sizeof(uint64_t) * (j->ntensors ? j->ntensors : 1);
-    CU(cudaMalloc((void **)&j->dev_lanes, lb), "cudaMalloc (lanes)");
-    CU(cudaMemsetAsync(j->dev_lanes, 0, lb, j->stream), "cudaMemsetAsync");
+    CU(rt()->cudaMalloc((void **)&j->dev_lanes, lb), "cudaMalloc (lanes)");
+    CU(rt()->cudaMemsetAsync(j->dev_lanes, 0, lb, j->stream), "cudaMemsetAsync");
     return DCK_OK;
 }
 
@@ -297,7 +297,7 @@ dck_status dck_gpu_job_create(int device, size_t ntensors, size_t buffer_bytes,
     j->device = device;
     j->ntensors = ntensors;
     j->buf_bytes = buffer_bytes;
-    cudaGetDevice(&j->prev_device);
+    rt()->cudaGetDevice(&j->prev_device);
     s = job_alloc(j);
     if (s) {
         dck_gpu_job_free(j);
@@ -309,15 +309,15 @@ dck_status dck_gpu_job_create(int device, size_t ntensors, size_t buffer_bytes,
 
 void dck_gpu_job_free(dck_gpu_job *j) {
     if (!j) return;
-    if (j->stream) cudaStreamSynchronize(j->stream);
+    if (j->stream) rt()->cudaStreamSynchronize(j->stream);
     for (int b = 0; b < 2; b++) {
-        if (j->pinned[b]) cudaFreeHost(j->pinned[b]);
-        if (j->dev[b]) cudaFree(j->dev[b]);
-        if (j->done[b]) cudaEventDestroy(j->done[b]);
+        if (j->pinned[b]) rt()->cudaFreeHost(j->pinned[b]);
+        if (j->dev[b]) rt()->cudaFree(j->dev[b]);
+        if (j->done[b]) rt()->cudaEventDestroy(j->done[b]);
     }
-    if (j->dev_lanes) cudaFree(j->dev_lanes);
-    if (j->stream) cudaStreamDestroy(j->stream);
-    cudaSetDevice(j->prev_device);
+    if (j->dev_lanes) rt()->cudaFree(j->dev_lanes);
+    if (j->stream) rt()->cudaStreamDestroy(j->stream);
+    rt()->cudaSetDevice(j->prev_device);
     free(j);
 }
 
@@ -327,36 +327,36 @@ void *dck_gpu_job_stream(dck_gpu_job *j) { return j->stream; }
 static uint8_t *cuda_staging(void *ctx, int b) { return ((dck_gpu_job *)ctx)->pinned[b]; }
 
 static dck_status cuda_wait(void *ctx, int b) {
-    cudaError_t e = cudaEventSynchronize(((dck_gpu_job *)ctx)->done[b]);
+    cudaError_t e = rt()->cudaEventSynchronize(((dck_gpu_job *)ctx)->done[b]);
     return e == cudaSuccess ? DCK_OK : dck_gpu_error(e, "staging buffer wait");
 }
 
 static dck_status cuda_submit(void *ctx, int b, size_t used, const read_task *t, size_t n) {
     dck_gpu_job *j = ctx;
-    cudaError_t e = cudaMemcpyAsync(j->dev[b], j->pinned[b], used, cudaMemcpyHostToDevice,
-                                    j->stream);
+    cudaError_t e = rt()->cudaMemcpyAsync(j->dev[b], j->pinned[b], used,
+                                          cudaMemcpyHostToDevice, j->stream);
     for (size_t k = 0; k < n && e == cudaSuccess; k++)
         e = (cudaError_t)dck_cuda_segments_sum_launch(j->dev[b] + t[k].pos, t[k].b - t[k].a,
                                                       t[k].a / DCK_SEGMENT,
                                                       j->dev_lanes + 2 * t[k].tensor, 0,
                                                       j->stream);
-    if (e == cudaSuccess) e = cudaEventRecord(j->done[b], j->stream);
+    if (e == cudaSuccess) e = rt()->cudaEventRecord(j->done[b], j->stream);
     return e == cudaSuccess ? DCK_OK : dck_gpu_error(e, "staging copy or segment-sum kernel");
 }
 
 dck_status dck_gpu_job_run(dck_gpu_job *j, dck_checkpoint *ck, const dck_lane_range *r, size_t nr,
                            int threads) {
-    CU(cudaSetDevice(j->device), "cudaSetDevice");
+    CU(rt()->cudaSetDevice(j->device), "cudaSetDevice");
     stage_backend be = {j->buf_bytes, READ_BYTES, j, cuda_staging, cuda_wait, cuda_submit};
     return staged_run(&be, ck, r, nr, threads);
 }
 
 dck_status dck_gpu_job_download(dck_gpu_job *j, uint64_t *host_lanes) {
-    CU(cudaSetDevice(j->device), "cudaSetDevice");
-    CU(cudaMemcpyAsync(host_lanes, j->dev_lanes, 2 * sizeof(uint64_t) * j->ntensors,
-                       cudaMemcpyDeviceToHost, j->stream),
+    CU(rt()->cudaSetDevice(j->device), "cudaSetDevice");
+    CU(rt()->cudaMemcpyAsync(host_lanes, j->dev_lanes, 2 * sizeof(uint64_t) * j->ntensors,
+                             cudaMemcpyDeviceToHost, j->stream),
        "cudaMemcpyAsync (lanes)");
-    CU(cudaStreamSynchronize(j->stream), "cudaStreamSynchronize");
+    CU(rt()->cudaStreamSynchronize(j->stream), "cudaStreamSynchronize");
     return DCK_OK;
 }
 

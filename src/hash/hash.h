@@ -6,6 +6,7 @@
 #define DCK_HASH_H
 
 #include "core/core.h"
+#include "gpu/gpu.h" /* dck_lane_range */
 
 typedef struct {
     dck_device device; /* DCK_DEVICE_CPU or DCK_DEVICE_CUDA (resolve auto first) */
@@ -22,6 +23,16 @@ typedef struct {
  * failing rank's message names the file). */
 dck_status dck_checkpoint_hash_plan(dck_checkpoint *ck, const dck_options *opt,
                                     const dck_hash_plan *plan, dck_manifest **out);
+
+/* The CPU engine of dck_checkpoint_hash on a share of the work: adds the
+ * lane sums of each range (whole segments) to lanes[2*tensor] and
+ * lanes[2*tensor+1], and, for every file i with want_file[i] set (want_file
+ * may be NULL), writes its whole-file xxh128 to file_hashes[i]. Files are
+ * streamed once, in cache-sized blocks; tensors not stored whole and in
+ * order in one piece are read through dck_cpu_lanes_run. */
+dck_status dck_cpu_hash_ranges(dck_checkpoint *ck, const dck_lane_range *r, size_t nr,
+                               const unsigned char *want_file, int threads, uint64_t *lanes,
+                               dck_digest *file_hashes);
 
 /* The byte range [*begin, *end) of the concatenation of all tensors (model
  * order) that rank r of k hashes: k equal cuts, at any byte. */

@@ -19,12 +19,19 @@ float dck_logf(float x);   /* <= 2 ulp for normal positive x */
 float dck_tanhf(float x);  /* <= 4 ulp (2 measured) */
 float dck_gelu(float x);   /* tanh-approximate GELU, as x * sigmoid(2 z) */
 float dck_gelu_grad(float x);
+/* The same bits on arrays, several elements at once: x[i] = dck_expf(x[i]);
+ * y[i] = dck_gelu(x[i]) keeping its sigmoid in sig[i]; and, from that sig,
+ * d[i] = d[i] * dck_gelu_grad(x[i]). */
+void dck_expf_n(float *x, size_t n);
+void dck_gelu_n(const float *x, float *y, float *sig, size_t n);
+void dck_gelu_grad_n(const float *x, const float *sig, float *d, size_t n);
 double dck_cospi(double p); /* cos(pi p) for the LR schedule, |err| < 1e-15 */
 double dck_powi(double b, long n); /* b^n by repeated squaring (n >= 0) */
 /* bf16 round-to-nearest-even (NaN stays NaN, quiet). */
 uint16_t dck_f32_to_bf16(float x);
 float dck_bf16_to_f32(uint16_t h);
 static inline float dck_bf16_round(float x) { return dck_bf16_to_f32(dck_f32_to_bf16(x)); }
+void dck_bf16_round_n(float *x, size_t n); /* x[i] = dck_bf16_round(x[i]), the same bits */
 uint32_t dck_f32_bits(float x);
 /* Shortest decimal that reads back as the same float (finite x). */
 const char *dck_float_text(float v, char *buf, size_t n);

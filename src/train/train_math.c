@@ -4,6 +4,7 @@
  * table, no libm call, no data-dependent evaluation order. Accuracy against
  * libm is measured in tests/check_train_math.c. */
 #include "train/train.h"
+#include "train/train_vec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,44 @@ float dck_expf(float x) {
     p = 1.0f + r * p;
     p = 1.0f + r * p;
     return scale_pow2(p, k);
+}
+
+/* dck_expf on DCK_VF lanes: the same operations in the same order on each
+ * lane, for the lanes on dck_expf's main path (x in range, 2^k normal).
+ * Any other lane (NaN, overflow, underflow, a subnormal result) is left to
+ * dck_expf itself, so every lane has dck_expf's bits. */
+typedef int32_t vi32 __attribute__((vector_size(DCK_VF * sizeof(int32_t))));
+
+static inline vi32 vsel_mask(vi32 m, vi32 a, vi32 b) { return (a & m) | (b & ~m); }
+
+static inline dck_vf expf_v(dck_vf x) {
+    vi32 ok = (x >= -103.97208404541016f) & (x <= 88.72283935546875f); /* false for NaN */
+    dck_vf xs = (dck_vf)vsel_mask(ok, (vi32)x, (vi32){0});
+    dck_vf kf = xs * LOG2E;
+    dck_vf half = (dck_vf)vsel_mask(kf >= 0.0f, (vi32)dck_vsplat(0.5f), (vi32)dck_vsplat(-0.5f));
+    vi32 k = __builtin_convertvector(kf + half, vi32); /* truncation, as (int) */
+    dck_vf fk = __builtin_convertvector(k, dck_vf);
+    dck_vf r = xs - fk * LN2_HI;
+    r = r - fk * LN2_LO;
+    dck_vf p = dck_vsplat(1.0f / 5040.0f);
+    p = 1.0f / 720.0f + r * p;
+    p = 1.0f / 120.0f + r * p;
+    p = 1.0f / 24.0f + r * p;
+    p = 1.0f / 6.0f + r * p;
+    p = 0.5f + r * p;
+    p = 1.0f + r * p;
+    p = 1.0f + r * p;
+    ok &= (k >= -126) & (k <= 127);
+    dck_vf y = p * (dck_vf)((vsel_mask(ok, k, (vi32){0}) + 127) << 23);
+    for (int l = 0; l < DCK_VF; l++)
+        if (!ok[l]) y[l] = dck_expf(x[l]);
+    return y;
+}
+
+void dck_expf_n(float *x, size_t n) {
+    size_t i = 0;
+    for (; i + DCK_VF <= n; i += DCK_VF) dck_vstore(x + i, expf_v(dck_vload(x + i)));
+    for (; i < n; i++) x[i] = dck_expf(x[i]);
 }
 
 float dck_logf(float x) {
@@ -139,6 +178,46 @@ float dck_gelu_grad(float x) {
     return s + x * (ds * dz);
 }
 
+/* dck_gelu and dck_gelu_grad share z and the sigmoid s bit for bit
+ * ((x * x) * x is x2 * x): the forward pass keeps s for the backward. */
+void dck_gelu_n(const float *x, float *y, float *sig, size_t n) {
+    size_t i = 0;
+    for (; i + DCK_VF <= n; i += DCK_VF) {
+        dck_vf v = dck_vload(x + i);
+        dck_vf x3 = (v * v) * v;
+        dck_vf z = GELU_C * (v + GELU_K * x3);
+        dck_vf s = 1.0f / (1.0f + expf_v(-2.0f * z));
+        dck_vstore(sig + i, s);
+        dck_vstore(y + i, v * s);
+    }
+    for (; i < n; i++) {
+        float v = x[i];
+        float x3 = (v * v) * v;
+        float z = GELU_C * (v + GELU_K * x3);
+        float s = 1.0f / (1.0f + dck_expf(-2.0f * z));
+        sig[i] = s;
+        y[i] = v * s;
+    }
+}
+
+void dck_gelu_grad_n(const float *x, const float *sig, float *d, size_t n) {
+    size_t i = 0;
+    for (; i + DCK_VF <= n; i += DCK_VF) {
+        dck_vf v = dck_vload(x + i), s = dck_vload(sig + i);
+        dck_vf x2 = v * v;
+        dck_vf dz = GELU_C * (1.0f + (3.0f * GELU_K) * x2);
+        dck_vf ds = (2.0f * s) * (1.0f - s);
+        dck_vstore(d + i, dck_vload(d + i) * (s + v * (ds * dz)));
+    }
+    for (; i < n; i++) {
+        float v = x[i], s = sig[i];
+        float x2 = v * v;
+        float dz = GELU_C * (1.0f + (3.0f * GELU_K) * x2);
+        float ds = (2.0f * s) * (1.0f - s);
+        d[i] = d[i] * (s + v * (ds * dz));
+    }
+}
+
 double dck_cospi(double p) {
     if (p <= 0.0) return 1.0;
     if (p >= 1.0) return -1.0;
@@ -172,8 +251,20 @@ uint16_t dck_f32_to_bf16(float x) {
 
 float dck_bf16_to_f32(uint16_t h) { return dck_f32_from_bits((uint32_t)h << 16); }
 
-static inline float combine8(const float *acc) {
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+/* dck_bf16_round on DCK_VF lanes: round to nearest even at bit 16, NaN
+ * made quiet, as dck_f32_to_bf16 then dck_bf16_to_f32. */
+typedef uint32_t vu32 __attribute__((vector_size(DCK_VF * sizeof(uint32_t))));
+
+void dck_bf16_round_n(float *x, size_t n) {
+    size_t i = 0;
+    for (; i + DCK_VF <= n; i += DCK_VF) {
+        vu32 u = (vu32)dck_vload(x + i);
+        vu32 nan = (vu32)((u & 0x7fffffffu) > 0x7f800000u);
+        vu32 rne = (u + (0x7fffu + ((u >> 16) & 1u))) & 0xffff0000u;
+        vu32 quiet = (u & 0xffff0000u) | 0x00400000u;
+        dck_vstore(x + i, (dck_vf)((quiet & nan) | (rne & ~nan)));
+    }
+    for (; i < n; i++) x[i] = dck_bf16_round(x[i]);
 }
 
 float dck_dot(const float *a, const float *b, size_t n) {
@@ -182,7 +273,7 @@ float dck_dot(const float *a, const float *b, size_t n) {
     for (; j + 8 <= n; j += 8)
         for (int k = 0; k < 8; k++) acc[k] += a[j + k] * b[j + k];
     for (int k = 0; j < n; j++, k++) acc[k] += a[j] * b[j];
-    return combine8(acc);
+    return dck_lanes8_combine(acc);
 }
 
 float dck_sum(const float *a, size_t n) {
@@ -191,7 +282,7 @@ float dck_sum(const float *a, size_t n) {
     for (; j + 8 <= n; j += 8)
         for (int k = 0; k < 8; k++) acc[k] += a[j + k];
     for (int k = 0; j < n; j++, k++) acc[k] += a[j];
-    return combine8(acc);
+    return dck_lanes8_combine(acc);
 }
 
 float dck_sumsq(const float *a, size_t n) {

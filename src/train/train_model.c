@@ -7,10 +7,17 @@
  *
  * Weights are stored [in, out] (as GPT-2's Conv1D) so the forward product
  * and the weight gradient vectorise across the output without reordering
- * any sum. In bf16 mode the forward pass sees bf16-rounded weights and
- * rounds every activation to bf16 (round-to-nearest-even); accumulation,
- * logits, loss and gradients stay fp32. */
+ * any sum: the kernels below put one output in each vector lane
+ * (train_vec.h) and run that output's sum alone, in the scalar order, so the
+ * bits are those of the plain loops for any vector width or compiler (a
+ * CUDA twin runs the same per-output loop, one output per thread). The
+ * input gradient keeps dck_dot's 8 lanes.
+ *
+ * In bf16 mode the forward pass sees bf16-rounded weights and rounds every
+ * activation to bf16 (round-to-nearest-even); accumulation, logits, loss
+ * and gradients stay fp32. */
 #include "train/train.h"
+#include "train/train_vec.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -111,6 +118,7 @@ void dck_model_init_weights(const dck_model *m, float *master) {
 
 typedef struct {
     float *x_in, *ln1, *mean1, *rstd1, *qkv, *probs, *att, *x_mid, *ln2, *mean2, *rstd2, *fc, *gel;
+    float *sig; /* GELU's sigmoid of fc, for the backward pass */
 } layer_cache;
 
 struct dck_workspace {
@@ -118,6 +126,7 @@ struct dck_workspace {
     layer_cache *lc;
     float *x_fin, *lnf, *meanf, *rstdf, *logits;
     float *dx, *dtmp, *dqkv, *datt, *dfc, *dln, *tmp, *row;
+    float *ds; /* S x S: one head's score gradients */
     float *block; /* one allocation for everything above */
 };
 
@@ -135,9 +144,9 @@ dck_workspace *dck_workspace_create(const dck_model *m) {
            V = (size_t)w->V;
     size_t wide = V > F ? V : F; /* F = 4d > d */
     size_t rowlen = S > wide ? S : wide;
-    size_t per_layer = S * d * 5 + S * 4 + S * 3 * d + H * S * S + S * F * 2;
+    size_t per_layer = S * d * 5 + S * 4 + S * 3 * d + H * S * S + S * F * 3;
     size_t total = per_layer * (size_t)w->L + S * d * 2 + S * 2 + S * V /* final */
-                   + S * d * 4 + S * 3 * d + S * F + S * wide + rowlen /* scratch */;
+                   + S * d * 4 + S * 3 * d + S * F + S * wide + rowlen + S * S /* scratch */;
     w->lc = dck_xcalloc((size_t)w->L, sizeof *w->lc);
     w->block = dck_xcalloc(total, sizeof(float));
     if (!w->lc || !w->block) {
@@ -161,6 +170,7 @@ dck_workspace *dck_workspace_create(const dck_model *m) {
         TAKE(lc->rstd2, S);
         TAKE(lc->fc, S * F);
         TAKE(lc->gel, S * F);
+        TAKE(lc->sig, S * F);
     }
     TAKE(w->x_fin, S * d);
     TAKE(w->lnf, S * d);
@@ -175,6 +185,7 @@ dck_workspace *dck_workspace_create(const dck_model *m) {
     TAKE(w->dfc, S * F);
     TAKE(w->tmp, S * wide);
     TAKE(w->row, rowlen);
+    TAKE(w->ds, S * S);
 #undef TAKE
     return w;
 }
@@ -189,43 +200,231 @@ void dck_workspace_free(dck_workspace *w) {
 /* ------------------------------------------------------------------ kernels */
 
 static void round_bf16(float *x, size_t n, bool bf16) {
-    if (!bf16) return;
-    for (size_t i = 0; i < n; i++) x[i] = dck_bf16_round(x[i]);
+    if (bf16) dck_bf16_round_n(x, n);
 }
 
-/* Y[t] = b + sum_i X[t][i] W[i], i ascending. */
-static void linear_fwd(const float *X, size_t S, size_t in, size_t out, const float *W,
-                       const float *b, float *Y) {
-    for (size_t t = 0; t < S; t++) {
-        float *y = Y + t * out;
-        const float *x = X + t * in;
-        if (b)
-            memcpy(y, b, out * sizeof(float));
-        else
-            memset(y, 0, out * sizeof(float));
-        for (size_t i = 0; i < in; i++) {
-            float xi = x[i];
-            const float *w = W + i * out;
-            for (size_t o = 0; o < out; o++) y[o] += xi * w[o];
-        }
+/* Elementwise, DCK_VF lanes at a time: y = a + b; y = x - s; y = x / s;
+ * y = x * s (s one float). */
+static void v_add(float *y, const float *a, const float *b, size_t n) {
+    size_t i = 0;
+    for (; i + DCK_VF <= n; i += DCK_VF) dck_vstore(y + i, dck_vload(a + i) + dck_vload(b + i));
+    for (; i < n; i++) y[i] = a[i] + b[i];
+}
+
+static void v_sub_s(float *y, const float *x, float s, size_t n) {
+    size_t i = 0;
+    for (; i + DCK_VF <= n; i += DCK_VF) dck_vstore(y + i, dck_vload(x + i) - s);
+    for (; i < n; i++) y[i] = x[i] - s;
+}
+
+static void v_div_s(float *y, const float *x, float s, size_t n) {
+    size_t i = 0;
+    for (; i + DCK_VF <= n; i += DCK_VF) dck_vstore(y + i, dck_vload(x + i) / s);
+    for (; i < n; i++) y[i] = x[i] / s;
+}
+
+static void v_mul_s(float *y, const float *x, float s, size_t n) {
+    size_t i = 0;
+    for (; i + DCK_VF <= n; i += DCK_VF) dck_vstore(y + i, dck_vload(x + i) * s);
+    for (; i < n; i++) y[i] = x[i] * s;
+}
+
+/* Matrix products, vectorised across outputs: each output's sum runs alone,
+ * in its own lane, in the order of the scalar loop
+ *   C[r][n] = init + A(r,0) B[0][n] + A(r,1) B[1][n] + ... + A(r,K-1) B[K-1][n]
+ * (k ascending, one rounding per * and per +), with A(r,k) = A[r*ar + k*ak]
+ * and init = init[r*init_rs + n] (a bias: init_rs 0; C itself: accumulate)
+ * or +0 (init NULL). A block holds 4 rows x 2 vectors of outputs in
+ * registers over the whole k loop; the edges take one vector and then one
+ * output at a time, with the same sum. */
+typedef struct {
+    const float *A;
+    size_t ar, ak;
+    const float *B;
+    size_t ldb;
+    const float *init;
+    size_t init_rs;
+    float *C;
+    size_t ldc;
+    size_t K;
+} mm_args;
+
+/* 4 rows x 2 vectors of outputs. */
+static void mm_4x2(const mm_args *m, size_t r0, size_t n0) {
+    const size_t V = DCK_VF;
+    dck_vf c00, c01, c10, c11, c20, c21, c30, c31;
+    if (m->init) {
+        const float *p = m->init + r0 * m->init_rs + n0;
+        size_t rs = m->init_rs;
+        c00 = dck_vload(p), c01 = dck_vload(p + V);
+        c10 = dck_vload(p + rs), c11 = dck_vload(p + rs + V);
+        c20 = dck_vload(p + 2 * rs), c21 = dck_vload(p + 2 * rs + V);
+        c30 = dck_vload(p + 3 * rs), c31 = dck_vload(p + 3 * rs + V);
+    } else {
+        c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = (dck_vf){0};
+    }
+    const float *a = m->A + r0 * m->ar, *b = m->B + n0;
+    size_t ar = m->ar;
+    for (size_t k = 0; k < m->K; k++, a += m->ak, b += m->ldb) {
+        dck_vf w0 = dck_vload(b), w1 = dck_vload(b + V);
+        float x0 = a[0], x1 = a[ar], x2 = a[2 * ar], x3 = a[3 * ar];
+        c00 += x0 * w0;
+        c01 += x0 * w1;
+        c10 += x1 * w0;
+        c11 += x1 * w1;
+        c20 += x2 * w0;
+        c21 += x2 * w1;
+        c30 += x3 * w0;
+        c31 += x3 * w1;
+    }
+    float *c = m->C + r0 * m->ldc + n0;
+    size_t ldc = m->ldc;
+    dck_vstore(c, c00), dck_vstore(c + V, c01);
+    dck_vstore(c + ldc, c10), dck_vstore(c + ldc + V, c11);
+    dck_vstore(c + 2 * ldc, c20), dck_vstore(c + 2 * ldc + V, c21);
+    dck_vstore(c + 3 * ldc, c30), dck_vstore(c + 3 * ldc + V, c31);
+}
+
+/* 1 row x 1 vector of outputs: the edges. */
+static void mm_1x1(const mm_args *m, size_t r, size_t n0) {
+    dck_vf c = m->init ? dck_vload(m->init + r * m->init_rs + n0) : (dck_vf){0};
+    const float *a = m->A + r * m->ar, *b = m->B + n0;
+    for (size_t k = 0; k < m->K; k++, a += m->ak, b += m->ldb) c += *a * dck_vload(b);
+    dck_vstore(m->C + r * m->ldc + n0, c);
+}
+
+/* 1 row x 1 output: the last outputs of a row, fewer than a vector. */
+static void mm_one(const mm_args *m, size_t r, size_t n) {
+    float c = m->init ? m->init[r * m->init_rs + n] : 0.0f;
+    const float *a = m->A + r * m->ar, *b = m->B + n;
+    for (size_t k = 0; k < m->K; k++, a += m->ak, b += m->ldb) c += *a * *b;
+    m->C[r * m->ldc + n] = c;
+}
+
+static void mm(const mm_args *m, size_t R, size_t N) {
+    size_t nb = N - N % (2 * DCK_VF), nv = N - N % DCK_VF;
+    size_t r = 0;
+    for (; r + 4 <= R; r += 4)
+        for (size_t n = 0; n < nb; n += 2 * DCK_VF) mm_4x2(m, r, n);
+    for (size_t r1 = 0; r1 < R; r1++) {
+        for (size_t n = r1 < r ? nb : 0; n < nv; n += DCK_VF) mm_1x1(m, r1, n);
+        for (size_t n = nv; n < N; n++) mm_one(m, r1, n);
     }
 }
 
-/* dX = dY W^T (dot products), dW += X^T dY and db += dY in token order. */
+/* C[t][i] = dck_dot(A + t lda, B + i ldb, n) for t < T, i < I: 2 x 2 dot
+ * products at once, each in its own 8 lanes (two 4-float vectors: lanes
+ * 0-3, 4-7) exactly as dck_dot keeps them; the tail and the combination are
+ * dck_dot's. */
+typedef float v4f __attribute__((vector_size(16)));
+typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
+#define LD4(p) (*(const v4f_u *)(const void *)(p))
+
+static float dot_finish(v4f lo, v4f hi, const float *a, const float *b, size_t n8, size_t n) {
+    float lanes[8];
+    memcpy(lanes, &lo, 16);
+    memcpy(lanes + 4, &hi, 16);
+    for (size_t j = n8; j < n; j++) lanes[j - n8] += a[j] * b[j];
+    return dck_lanes8_combine(lanes);
+}
+
+static void dots_2x2(const float *A, size_t lda, const float *B, size_t ldb, size_t n, float *C,
+                     size_t ldc) {
+    const float *a0 = A, *a1 = A + lda, *b0 = B, *b1 = B + ldb;
+    v4f s00l = {0}, s00h = {0}, s01l = {0}, s01h = {0}, s10l = {0}, s10h = {0}, s11l = {0},
+        s11h = {0};
+    size_t n8 = n - n % 8;
+    for (size_t j = 0; j < n8; j += 8) {
+        v4f a0l = LD4(a0 + j), a0h = LD4(a0 + j + 4), a1l = LD4(a1 + j), a1h = LD4(a1 + j + 4);
+        v4f b0l = LD4(b0 + j), b0h = LD4(b0 + j + 4), b1l = LD4(b1 + j), b1h = LD4(b1 + j + 4);
+        s00l += a0l * b0l;
+        s00h += a0h * b0h;
+        s01l += a0l * b1l;
+        s01h += a0h * b1h;
+        s10l += a1l * b0l;
+        s10h += a1h * b0h;
+        s11l += a1l * b1l;
+        s11h += a1h * b1h;
+    }
+    if (n8 < n) {
+        C[0] = dot_finish(s00l, s00h, a0, b0, n8, n);
+        C[1] = dot_finish(s01l, s01h, a0, b1, n8, n);
+        C[ldc] = dot_finish(s10l, s10h, a1, b0, n8, n);
+        C[ldc + 1] = dot_finish(s11l, s11h, a1, b1, n8, n);
+        return;
+    }
+    /* no tail: combine the four dot products' lanes side by side, lane k of
+     * each in x_k, as ((x0+x1)+(x2+x3))+((x4+x5)+(x6+x7)) */
+    v4f x0 = {s00l[0], s01l[0], s10l[0], s11l[0]}, x1 = {s00l[1], s01l[1], s10l[1], s11l[1]};
+    v4f x2 = {s00l[2], s01l[2], s10l[2], s11l[2]}, x3 = {s00l[3], s01l[3], s10l[3], s11l[3]};
+    v4f x4 = {s00h[0], s01h[0], s10h[0], s11h[0]}, x5 = {s00h[1], s01h[1], s10h[1], s11h[1]};
+    v4f x6 = {s00h[2], s01h[2], s10h[2], s11h[2]}, x7 = {s00h[3], s01h[3], s10h[3], s11h[3]};
+    v4f r = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7));
+    C[0] = r[0];
+    C[1] = r[1];
+    C[ldc] = r[2];
+    C[ldc + 1] = r[3];
+}
+
+static void dots(size_t T, size_t I, size_t n, const float *A, size_t lda, const float *B,
+                 size_t ldb, float *C, size_t ldc) {
+    size_t t = 0;
+    for (; t + 2 <= T; t += 2) {
+        size_t i = 0;
+        for (; i + 2 <= I; i += 2) dots_2x2(A + t * lda, lda, B + i * ldb, ldb, n, C + t * ldc + i, ldc);
+        for (; i < I; i++) {
+            C[t * ldc + i] = dck_dot(A + t * lda, B + i * ldb, n);
+            C[(t + 1) * ldc + i] = dck_dot(A + (t + 1) * lda, B + i * ldb, n);
+        }
+    }
+    for (; t < T; t++)
+        for (size_t i = 0; i < I; i++) C[t * ldc + i] = dck_dot(A + t * lda, B + i * ldb, n);
+}
+
+/* The same for j <= t only (C[t][j] = dck_dot(A + t lda, B + j ldb, n)):
+ * pairs of rows against pairs of columns up to the diagonal; the block on
+ * the diagonal also writes C[t][t+1] of its even row t (unused, as every
+ * entry above the diagonal). */
+static void dots_lower(size_t T, size_t n, const float *A, size_t lda, const float *B, size_t ldb,
+                       float *C, size_t ldc) {
+    size_t t = 0;
+    for (; t + 2 <= T; t += 2)
+        for (size_t j = 0; j <= t; j += 2)
+            dots_2x2(A + t * lda, lda, B + j * ldb, ldb, n, C + t * ldc + j, ldc);
+    for (; t < T; t++)
+        for (size_t j = 0; j <= t; j++) C[t * ldc + j] = dck_dot(A + t * lda, B + j * ldb, n);
+}
+
+/* C[0..n) = sum_k a[k ak] B[k ldb + 0..n), k ascending from +0 (mm, one row). */
+static void wsum(float *C, size_t n, const float *a, size_t ak, size_t K, const float *B,
+                 size_t ldb) {
+    mm_args m = {a, 0, ak, B, ldb, NULL, 0, C, 0, K};
+    mm(&m, 1, n);
+}
+
+/* Y[t] = b + sum_i X[t][i] W[i], i ascending (b NULL: from +0). */
+static void linear_fwd(const float *X, size_t S, size_t in, size_t out, const float *W,
+                       const float *b, float *Y) {
+    mm_args m = {X, in, 1, W, out, b, 0, Y, out, in};
+    mm(&m, S, out);
+}
+
+/* dX = dY W^T (dck_dot's products), dW += X^T dY and db += dY, each
+ * element's sum over tokens in token order. */
 static void linear_bwd(const float *dY, const float *X, size_t S, size_t in, size_t out,
                        const float *W, float *dW, float *db, float *dX) {
-    for (size_t t = 0; t < S; t++) {
-        const float *dy = dY + t * out;
-        const float *x = X + t * in;
-        if (dX)
-            for (size_t i = 0; i < in; i++) dX[t * in + i] = dck_dot(dy, W + i * out, out);
-        for (size_t i = 0; i < in; i++) {
-            float xi = x[i];
-            float *dw = dW + i * out;
-            for (size_t o = 0; o < out; o++) dw[o] += xi * dy[o];
+    if (dX) dots(S, in, out, dY, out, W, out, dX, in);
+    mm_args m = {X, 1, in, dY, out, dW, out, dW, out, S};
+    mm(&m, in, out);
+    if (db) {
+        size_t o = 0;
+        for (; o + DCK_VF <= out; o += DCK_VF) {
+            dck_vf acc = dck_vload(db + o);
+            for (size_t t = 0; t < S; t++) acc += dck_vload(dY + t * out + o);
+            dck_vstore(db + o, acc);
         }
-        if (db)
-            for (size_t o = 0; o < out; o++) db[o] += dy[o];
+        for (; o < out; o++)
+            for (size_t t = 0; t < S; t++) db[o] += dY[t * out + o];
     }
 }
 
@@ -237,11 +436,14 @@ static void layernorm_fwd(const float *X, size_t S, size_t d, const float *w, co
     for (size_t t = 0; t < S; t++) {
         const float *x = X + t * d;
         float mu = dck_sum(x, d) * inv_d;
-        for (size_t c = 0; c < d; c++) tmp[c] = x[c] - mu;
+        v_sub_s(tmp, x, mu, d);
         float var = dck_dot(tmp, tmp, d) * inv_d;
         float rs = 1.0f / sqrtf(var + LN_EPS);
         float *y = Y + t * d;
-        for (size_t c = 0; c < d; c++) y[c] = (tmp[c] * rs) * w[c] + b[c];
+        size_t c = 0;
+        for (; c + DCK_VF <= d; c += DCK_VF)
+            dck_vstore(y + c, (dck_vload(tmp + c) * rs) * dck_vload(w + c) + dck_vload(b + c));
+        for (; c < d; c++) y[c] = (tmp[c] * rs) * w[c] + b[c];
         mean[t] = mu;
         rstd[t] = rs;
     }
@@ -256,9 +458,17 @@ static void layernorm_bwd(const float *dY, const float *X, size_t S, size_t d, c
     for (size_t t = 0; t < S; t++) {
         const float *x = X + t * d;
         const float *dy = dY + t * d;
-        float rs = rstd[t];
-        for (size_t c = 0; c < d; c++) {
-            xhat[c] = (x[c] - mean[t]) * rs;
+        float rs = rstd[t], mu = mean[t];
+        size_t c = 0;
+        for (; c + DCK_VF <= d; c += DCK_VF) {
+            dck_vf xh = (dck_vload(x + c) - mu) * rs, g = dck_vload(dy + c);
+            dck_vstore(xhat + c, xh);
+            dck_vstore(dxhat + c, g * dck_vload(w + c));
+            dck_vstore(dw + c, dck_vload(dw + c) + g * xh);
+            dck_vstore(db + c, dck_vload(db + c) + g);
+        }
+        for (; c < d; c++) {
+            xhat[c] = (x[c] - mu) * rs;
             dxhat[c] = dy[c] * w[c];
             dw[c] += dy[c] * xhat[c];
             db[c] += dy[c];
@@ -266,73 +476,70 @@ static void layernorm_bwd(const float *dY, const float *X, size_t S, size_t d, c
         float m1 = dck_sum(dxhat, d) * inv_d;
         float m2 = dck_dot(dxhat, xhat, d) * inv_d;
         float *dx = dX + t * d;
-        for (size_t c = 0; c < d; c++) {
+        for (c = 0; c + DCK_VF <= d; c += DCK_VF) {
+            dck_vf g = rs * ((dck_vload(dxhat + c) - m1) - dck_vload(xhat + c) * m2);
+            dck_vstore(dx + c, accumulate ? dck_vload(dx + c) + g : g);
+        }
+        for (; c < d; c++) {
             float g = rs * ((dxhat[c] - m1) - xhat[c] * m2);
             dx[c] = accumulate ? dx[c] + g : g;
         }
     }
 }
 
+/* Causal attention, one head at a time. probs (H x S x S) keeps row i of
+ * head h's softmax in its first i + 1 entries; the rest is unused. */
 static void attention_fwd(const float *qkv, size_t S, size_t d, size_t H, float *probs,
-                          float *out, float *srow, bool bf16) {
+                          float *out, bool bf16) {
     size_t hd = d / H, d3 = 3 * d;
     float scale = 1.0f / sqrtf((float)hd);
     for (size_t h = 0; h < H; h++) {
+        float *ph = probs + h * S * S;
+        const float *q = qkv + h * hd, *k = qkv + d + h * hd, *v = qkv + 2 * d + h * hd;
+        dots_lower(S, hd, q, d3, k, d3, ph, S); /* q_i . k_j */
         for (size_t i = 0; i < S; i++) {
-            const float *q = qkv + i * d3 + h * hd;
+            float *p = ph + i * S;
             float mx = -3.0e38f;
             for (size_t j = 0; j <= i; j++) {
-                srow[j] = dck_dot(q, qkv + j * d3 + d + h * hd, hd) * scale;
-                if (srow[j] > mx) mx = srow[j];
+                p[j] = p[j] * scale;
+                if (p[j] > mx) mx = p[j];
             }
+            v_sub_s(p, p, mx, i + 1);
+            dck_expf_n(p, i + 1);
             float sum = 0.0f;
-            for (size_t j = 0; j <= i; j++) {
-                srow[j] = dck_expf(srow[j] - mx);
-                sum += srow[j];
-            }
-            float *p = probs + (h * S + i) * S;
-            for (size_t j = 0; j <= i; j++) p[j] = srow[j] / sum;
-            float *o = out + i * d + h * hd;
-            for (size_t c = 0; c < hd; c++) o[c] = 0.0f;
-            for (size_t j = 0; j <= i; j++) {
-                const float *v = qkv + j * d3 + 2 * d + h * hd;
-                float pj = p[j];
-                for (size_t c = 0; c < hd; c++) o[c] += pj * v[c];
-            }
+            for (size_t j = 0; j <= i; j++) sum += p[j];
+            v_div_s(p, p, sum, i + 1);
+            wsum(out + i * d + h * hd, hd, p, 1, i + 1, v, d3); /* sum_j p_j v_j */
         }
     }
     round_bf16(out, S * d, bf16);
 }
 
+/* dq_i = sum_{j<=i} ds_ij k_j (j ascending), dk_j = sum_{i>=j} ds_ij q_i and
+ * dv_j = sum_{i>=j} p_ij g_i (i ascending), each from +0. */
 static void attention_bwd(const float *dout, const float *qkv, const float *probs, size_t S,
-                          size_t d, size_t H, float *dqkv, float *dp) {
+                          size_t d, size_t H, float *dqkv, float *ds) {
     size_t hd = d / H, d3 = 3 * d;
     float scale = 1.0f / sqrtf((float)hd);
-    memset(dqkv, 0, S * d3 * sizeof(float));
     for (size_t h = 0; h < H; h++) {
+        const float *ph = probs + h * S * S, *g = dout + h * hd;
+        const float *q = qkv + h * hd, *k = qkv + d + h * hd, *v = qkv + 2 * d + h * hd;
+        float *dq = dqkv + h * hd, *dk = dqkv + d + h * hd, *dv = dqkv + 2 * d + h * hd;
+        dots_lower(S, hd, g, d, v, d3, ds, S); /* dp_ij = g_i . v_j */
         for (size_t i = 0; i < S; i++) {
-            const float *g = dout + i * d + h * hd;
-            const float *p = probs + (h * S + i) * S;
-            const float *q = qkv + i * d3 + h * hd;
-            float *dq = dqkv + i * d3 + h * hd;
+            const float *p = ph + i * S;
+            float *dsi = ds + i * S;
             float sum_pd = 0.0f;
-            for (size_t j = 0; j <= i; j++) {
-                const float *v = qkv + j * d3 + 2 * d + h * hd;
-                float *dv = dqkv + j * d3 + 2 * d + h * hd;
-                dp[j] = dck_dot(g, v, hd);
-                float pj = p[j];
-                for (size_t c = 0; c < hd; c++) dv[c] += pj * g[c];
-                sum_pd += pj * dp[j];
-            }
-            for (size_t j = 0; j <= i; j++) {
-                float ds = (p[j] * (dp[j] - sum_pd)) * scale;
-                const float *k = qkv + j * d3 + d + h * hd;
-                float *dk = dqkv + j * d3 + d + h * hd;
-                for (size_t c = 0; c < hd; c++) {
-                    dq[c] += ds * k[c];
-                    dk[c] += ds * q[c];
-                }
-            }
+            for (size_t j = 0; j <= i; j++) sum_pd += p[j] * dsi[j];
+            size_t j = 0;
+            for (; j + DCK_VF <= i + 1; j += DCK_VF)
+                dck_vstore(dsi + j, (dck_vload(p + j) * (dck_vload(dsi + j) - sum_pd)) * scale);
+            for (; j <= i; j++) dsi[j] = (p[j] * (dsi[j] - sum_pd)) * scale;
+        }
+        for (size_t i = 0; i < S; i++) {
+            wsum(dq + i * d3, hd, ds + i * S, 1, i + 1, k, d3);
+            wsum(dk + i * d3, hd, ds + i * S + i, S, S - i, q + i * d3, d3);
+            wsum(dv + i * d3, hd, ph + i * S + i, S, S - i, g + i * d, d);
         }
     }
 }
@@ -353,8 +560,7 @@ static float sequence(const dck_model *m, dck_workspace *ws, const float *w,
     const float *wte = P(m, w, m->i_wte), *wpe = P(m, w, m->i_wpe);
     float *x = ws->lc[0].x_in;
     if (ws->L == 0) x = ws->x_fin;
-    for (size_t t = 0; t < S; t++)
-        for (size_t c = 0; c < d; c++) x[t * d + c] = wte[(size_t)tok[t] * d + c] + wpe[t * d + c];
+    for (size_t t = 0; t < S; t++) v_add(x + t * d, wte + (size_t)tok[t] * d, wpe + t * d, d);
     round_bf16(x, S * d, bf16);
 
     for (int l = 0; l < ws->L; l++) {
@@ -365,20 +571,20 @@ static float sequence(const dck_model *m, dck_workspace *ws, const float *w,
                       lc->mean1, lc->rstd1, ws->row, bf16);
         linear_fwd(lc->ln1, S, d, 3 * d, P(m, w, b + BP_QKV_W), P(m, w, b + BP_QKV_B), lc->qkv);
         round_bf16(lc->qkv, S * 3 * d, bf16);
-        attention_fwd(lc->qkv, S, d, H, lc->probs, lc->att, ws->row, bf16);
+        attention_fwd(lc->qkv, S, d, H, lc->probs, lc->att, bf16);
         linear_fwd(lc->att, S, d, d, P(m, w, b + BP_PROJ_W), P(m, w, b + BP_PROJ_B), ws->tmp);
         round_bf16(ws->tmp, S * d, bf16);
-        for (size_t i = 0; i < S * d; i++) lc->x_mid[i] = lc->x_in[i] + ws->tmp[i];
+        v_add(lc->x_mid, lc->x_in, ws->tmp, S * d);
         round_bf16(lc->x_mid, S * d, bf16);
         layernorm_fwd(lc->x_mid, S, d, P(m, w, b + BP_LN2_W), P(m, w, b + BP_LN2_B), lc->ln2,
                       lc->mean2, lc->rstd2, ws->row, bf16);
         linear_fwd(lc->ln2, S, d, F, P(m, w, b + BP_FC_W), P(m, w, b + BP_FC_B), lc->fc);
         round_bf16(lc->fc, S * F, bf16);
-        for (size_t i = 0; i < S * F; i++) lc->gel[i] = dck_gelu(lc->fc[i]);
+        dck_gelu_n(lc->fc, lc->gel, lc->sig, S * F);
         round_bf16(lc->gel, S * F, bf16);
         linear_fwd(lc->gel, S, F, d, P(m, w, b + BP_FC2_W), P(m, w, b + BP_FC2_B), ws->tmp);
         round_bf16(ws->tmp, S * d, bf16);
-        for (size_t i = 0; i < S * d; i++) next[i] = lc->x_mid[i] + ws->tmp[i];
+        v_add(next, lc->x_mid, ws->tmp, S * d);
         round_bf16(next, S * d, bf16);
     }
     layernorm_fwd(ws->x_fin, S, d, P(m, w, m->i_lnf_w), P(m, w, m->i_lnf_b), ws->lnf, ws->meanf,
@@ -392,15 +598,15 @@ static float sequence(const dck_model *m, dck_workspace *ws, const float *w,
         float mx = lg[0];
         for (size_t v = 1; v < V; v++)
             if (lg[v] > mx) mx = lg[v];
+        v_sub_s(ws->tmp, lg, mx, V);
+        dck_expf_n(ws->tmp, V);
         float sum = 0.0f;
-        for (size_t v = 0; v < V; v++) {
-            ws->tmp[v] = dck_expf(lg[v] - mx);
-            sum += ws->tmp[v];
-        }
+        for (size_t v = 0; v < V; v++) sum += ws->tmp[v];
         size_t target = tok[t + 1];
         float lse = mx + dck_logf(sum);
         loss += lse - lg[target];
-        for (size_t v = 0; v < V; v++) lg[v] = (ws->tmp[v] / sum) * inv_ntok;
+        v_div_s(lg, ws->tmp, sum, V);
+        v_mul_s(lg, lg, inv_ntok, V);
         lg[target] -= inv_ntok;
     }
 
@@ -416,7 +622,7 @@ static float sequence(const dck_model *m, dck_workspace *ws, const float *w,
         /* next = x_mid + fc2(gelu(fc(ln2(x_mid)))) */
         linear_bwd(dx, lc->gel, S, F, d, P(m, w, b + BP_FC2_W), G(m, grad, b + BP_FC2_W),
                    G(m, grad, b + BP_FC2_B), ws->dfc);
-        for (size_t i = 0; i < S * F; i++) ws->dfc[i] = ws->dfc[i] * dck_gelu_grad(lc->fc[i]);
+        dck_gelu_grad_n(lc->fc, lc->sig, ws->dfc, S * F);
         linear_bwd(ws->dfc, lc->ln2, S, d, F, P(m, w, b + BP_FC_W), G(m, grad, b + BP_FC_W),
                    G(m, grad, b + BP_FC_B), ws->dln);
         layernorm_bwd(ws->dln, lc->x_mid, S, d, P(m, w, b + BP_LN2_W), lc->mean2, lc->rstd2,
@@ -425,7 +631,7 @@ static float sequence(const dck_model *m, dck_workspace *ws, const float *w,
         /* x_mid = x_in + proj(attn(qkv(ln1(x_in)))) */
         linear_bwd(dx, lc->att, S, d, d, P(m, w, b + BP_PROJ_W), G(m, grad, b + BP_PROJ_W),
                    G(m, grad, b + BP_PROJ_B), ws->datt);
-        attention_bwd(ws->datt, lc->qkv, lc->probs, S, d, H, ws->dqkv, ws->row);
+        attention_bwd(ws->datt, lc->qkv, lc->probs, S, d, H, ws->dqkv, ws->ds);
         linear_bwd(ws->dqkv, lc->ln1, S, d, 3 * d, P(m, w, b + BP_QKV_W),
                    G(m, grad, b + BP_QKV_W), G(m, grad, b + BP_QKV_B), ws->dln);
         layernorm_bwd(ws->dln, lc->x_in, S, d, P(m, w, b + BP_LN1_W), lc->mean1, lc->rstd1,
@@ -436,10 +642,8 @@ static float sequence(const dck_model *m, dck_workspace *ws, const float *w,
     for (size_t t = 0; t < S; t++) {
         float *a = dwte + (size_t)tok[t] * d, *p = dwpe + t * d;
         const float *g = dx + t * d;
-        for (size_t c = 0; c < d; c++) {
-            a[c] += g[c];
-            p[c] += g[c];
-        }
+        v_add(a, a, g, d);
+        v_add(p, p, g, d);
     }
     return loss;
 }

@@ -1,5 +1,6 @@
 /* AdamW, LR schedule, the fixed gradient tree and ZeRO-1 ownership. */
 #include "train/train.h"
+#include "train/train_vec.h"
 
 #include <math.h>
 #include <string.h>
@@ -29,7 +30,25 @@ void dck_adamw(const dck_model *m, const dck_train_config *c, long step, float l
         const dck_param *p = &m->params[t];
         size_t a = p->offset > lo ? p->offset : lo;
         size_t b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
-        for (size_t i = a; i < b; i++) {
+        /* DCK_VF elements at a time, each with the scalar loop's operations
+         * (sqrtf lane by lane: vector extensions have no square root) */
+        size_t i = a;
+        for (; i + DCK_VF <= b; i += DCK_VF) {
+            dck_vf g = dck_vload(grad + i) * gscale;
+            dck_vf mo = b1 * dck_vload(exp_avg + (i - lo)) + one_b1 * g;
+            dck_vf v = b2 * dck_vload(exp_avg_sq + (i - lo)) + one_b2 * (g * g);
+            dck_vstore(exp_avg + (i - lo), mo);
+            dck_vstore(exp_avg_sq + (i - lo), v);
+            dck_vf mhat = mo / bc1;
+            dck_vf vhat = v / bc2;
+            dck_vf root = vhat;
+            for (int l = 0; l < DCK_VF; l++) root[l] = sqrtf(vhat[l]);
+            dck_vf upd = mhat / (root + eps);
+            dck_vf w = dck_vload(master + i);
+            if (p->decay) w = w - decay * w;
+            dck_vstore(master + i, w - lr * upd);
+        }
+        for (; i < b; i++) {
             float g = grad[i] * gscale;
             float mo = b1 * exp_avg[i - lo] + one_b1 * g;
             float v = b2 * exp_avg_sq[i - lo] + one_b2 * (g * g);
@@ -50,7 +69,9 @@ void dck_tree_sum(float **bufs, size_t n, size_t len) {
         for (size_t j = 0; j + stride < n; j += 2 * stride) {
             float *a = bufs[j];
             const float *b = bufs[j + stride];
-            for (size_t i = 0; i < len; i++) a[i] = a[i] + b[i];
+            size_t i = 0;
+            for (; i + DCK_VF <= len; i += DCK_VF) dck_vstore(a + i, dck_vload(a + i) + dck_vload(b + i));
+            for (; i < len; i++) a[i] = a[i] + b[i];
         }
 }
 

@@ -205,4 +205,150 @@ cp a.safetensors "$(printf 'x\377y.safetensors')"
 expect_exit 1 "$DETCHECK" diff --json "$(printf 'x\377y.safetensors')" b.safetensors
 expect_eq "$(jget out.txt "d['a'] == 'x\\ufffdy.safetensors', d['summary']['differ']")" "True 7" not-utf8
 
+# Every figure of tensors larger than one 1 MiB chunk, against an oracle in
+# Python that follows the documented arithmetic (not detcheck's code): per
+# chunk, a chunk whose bytes are equal sums its squares on four lanes
+# (element i into lane i % 4, then (0+1)+(2+3)), a differing chunk adds the
+# squares of its finite pairs one element at a time in element order; the
+# chunks' sums are added in chunk order. Every element differs in most
+# tensors; NaN, infinities and -0 in some; with and without tolerances and
+# for 1 and 3 threads, the figures must be these exact doubles.
+python3 - <<'PY' || fail "oracle: writing the pair"
+import json, math, random, struct
+random.seed(10)
+F = {"F32": ("<I", 4), "F64": ("<Q", 8), "BF16": ("<H", 2), "F16": ("<H", 2)}
+def weight(dt):
+    x = random.uniform(-0.08, 0.08)
+    if dt == "F64": return struct.unpack("<Q", struct.pack("<d", x))[0]
+    if dt == "F16": return struct.unpack("<H", struct.pack("<e", x))[0]
+    u = struct.unpack("<I", struct.pack("<f", x))[0]
+    return u >> 16 if dt == "BF16" else u
+def special(dt):
+    bits = F[dt][1] * 8
+    sign = 1 << (bits - 1)
+    e = {"F32": 0x7f800000, "F64": 0x7ff0000000000000, "BF16": 0x7f80, "F16": 0x7c00}[dt]
+    s = sign if random.random() < 0.5 else 0
+    return random.choice([s, s | e, s | e | 1, s | e | (e >> 3), s | 1])
+# name, dtype, elements, kind: all (every element differs), special (and NaN/Inf/-0),
+# half (first chunk equal, second differs)
+T = [("o.f32", "F32", 300007, "all"), ("o.f32s", "F32", 270001, "special"),
+     ("o.f32h", "F32", 300000, "half"), ("o.f64", "F64", 140001, "special"),
+     ("o.bf16", "BF16", 600003, "all"), ("o.f16", "F16", 530000, "special")]
+hdr, da, db, pos = {}, bytearray(), bytearray(), 0
+for name, dt, n, kind in T:
+    fmt, sz = F[dt]
+    per = (1 << 20) // sz
+    a, b = [], []
+    for i in range(n):
+        x = weight(dt)
+        if kind == "special" and random.random() < 0.05: x = special(dt)
+        if kind == "half" and i < per: y = x
+        elif kind == "special" and random.random() < 0.05: y = special(dt)
+        elif random.random() < 0.5: y = (x + random.randint(1, 3)) % (1 << (8 * sz))
+        else: y = weight(dt)
+        a.append(x); b.append(y)
+    ba = b"".join(struct.pack(fmt, v) for v in a)
+    bb = b"".join(struct.pack(fmt, v) for v in b)
+    hdr[name] = {"dtype": dt, "shape": [n], "data_offsets": [pos, pos + len(ba)]}
+    da += ba; db += bb; pos += len(ba)
+for path, data in (("oa.safetensors", da), ("ob.safetensors", db)):
+    h = json.dumps(hdr).encode()
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + bytes(data))
+json.dump(T, open("oracle_tensors.json", "w"))
+PY
+ok
+k=0
+for opts in "-t 1" "-t 3" "-t 2 --atol 1e-3 --rtol 0.01" "-t 2 --ulp 2"; do
+    set +e; "$DETCHECK" diff --json $opts oa.safetensors ob.safetensors > oracle$k.json 2> err.txt; rc=$?; set -e
+    [ "$rc" -le 1 ] || fail "oracle: diff $opts exit $rc: $(cat err.txt)"
+    k=$((k+1))
+done
+python3 - <<'PY' || fail "oracle: figures differ"
+import json, math, struct, sys
+# the runs above: tolerances (atol, rtol, ulp) of each
+RUNS = [(None, None, None), (None, None, None), (1e-3, 0.01, None), (None, None, 2)]
+F = {"F32": ("<I", 4), "F64": ("<Q", 8), "BF16": ("<H", 2), "F16": ("<H", 2)}
+E = {"F32": 0x7f800000, "F64": 0x7ff0000000000000, "BF16": 0x7f80, "F16": 0x7c00}
+def value(dt, u):
+    if dt == "F64": return struct.unpack("<d", struct.pack("<Q", u))[0]
+    if dt == "F16": return struct.unpack("<e", struct.pack("<H", u))[0]
+    return struct.unpack("<f", struct.pack("<I", u << 16 if dt == "BF16" else u))[0]
+def cls(dt, u):  # 0 finite, 1 inf, 2 NaN
+    sign = 1 << (F[dt][1] * 8 - 1)
+    m = u & (sign - 1)
+    return 0 if m < E[dt] else (1 if m == E[dt] else 2)
+def ulp(dt, a, b):
+    sign = 1 << (F[dt][1] * 8 - 1)
+    ma, mb = a & (sign - 1), b & (sign - 1)
+    return abs(ma - mb) if (a & sign) == (b & sign) else ma + mb
+ha = open("oa.safetensors", "rb").read(); hb = open("ob.safetensors", "rb").read()
+n0 = struct.unpack("<Q", ha[:8])[0]; hdr = json.loads(ha[8:8 + n0]); base = 8 + n0
+docs = [json.load(open("oracle%d.json" % k)) for k in range(len(RUNS))]
+num = lambda v: math.inf if v == "inf" else float(v)
+bad = []
+for name, t in hdr.items():
+    dt = t["dtype"]; fmt, sz = F[dt]; o0, o1 = t["data_offsets"]
+    ra, rb = ha[base + o0:base + o1], hb[base + o0:base + o1]
+    n = (o1 - o0) // sz
+    A = struct.unpack("<%d%s" % (n, fmt[1]), ra); B = struct.unpack("<%d%s" % (n, fmt[1]), rb)
+    per = (1 << 20) // sz
+    w = dict(diff_count=0, max_abs=0.0, max_rel=0.0, max_ulp=0, nan_a=0, nan_b=0,
+             inf_a=0, inf_b=0, nan_vs_number=0, nan_payload=0, first=None)
+    beyond = [0] * len(RUNS)
+    sd = sa = sb = 0.0
+    for c0 in range(0, n, per):
+        c1 = min(n, c0 + per)
+        if ra[c0 * sz:c1 * sz] == rb[c0 * sz:c1 * sz]:
+            lanes = [0.0, 0.0, 0.0, 0.0]
+            for i in range(c0, c1):
+                k = cls(dt, A[i]); w["nan_a"] += k == 2; w["nan_b"] += k == 2
+                w["inf_a"] += k == 1; w["inf_b"] += k == 1
+                v = 0.0 if k else value(dt, A[i])
+                lanes[(i - c0) % 4] += v * v
+            sq = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
+            sa += sq; sb += sq
+            continue
+        cd = ca_ = cb_ = 0.0
+        for i in range(c0, c1):
+            x, y = A[i], B[i]
+            kx, ky = cls(dt, x), cls(dt, y)
+            w["nan_a"] += kx == 2; w["nan_b"] += ky == 2; w["inf_a"] += kx == 1; w["inf_b"] += ky == 1
+            vx, vy = value(dt, x), value(dt, y)
+            if kx == 0 and ky == 0:
+                d = vx - vy; cd += d * d; ca_ += vx * vx; cb_ += vy * vy
+            if x == y: continue
+            w["diff_count"] += 1
+            if w["first"] is None: w["first"] = i
+            if kx == 2 or ky == 2:
+                if kx == 2 and ky == 2: w["nan_payload"] += 1
+                else: w["nan_vs_number"] += 1
+                beyond = [z + 1 for z in beyond]
+                continue
+            u = ulp(dt, x, y); ad = abs(vx - vy); mag = max(abs(vx), abs(vy))
+            rel = math.inf if math.isinf(ad) else (ad / mag if mag > 0 else 0.0)
+            w["max_ulp"] = max(w["max_ulp"], u); w["max_abs"] = max(w["max_abs"], ad)
+            w["max_rel"] = max(w["max_rel"], rel)
+            for r, (atol, rtol, ulp_tol) in enumerate(RUNS):
+                within = False
+                if kx == 0 and ky == 0:
+                    if (atol is not None or rtol is not None) and ad <= (atol or 0.0) + (rtol or 0.0) * mag:
+                        within = True
+                    if ulp_tol is not None and u <= ulp_tol: within = True
+                if not within: beyond[r] += 1
+        sd += cd; sa += ca_; sb += cb_
+    den, nm = math.sqrt(max(sa, sb)), math.sqrt(sd)
+    rel_l2 = 0.0 if nm == 0 else (math.inf if den == 0 else nm / den)
+    for r, doc in enumerate(docs):
+        g = {x["name"]: x for x in doc["tensors"]}[name]
+        checks = [("diff_count", g["diff_count"], w["diff_count"]), ("beyond", g["beyond_tolerance"], beyond[r]),
+                  ("max_ulp", g["max_ulp"], w["max_ulp"]), ("max_abs", num(g["max_abs"]), w["max_abs"]),
+                  ("max_rel", num(g["max_rel"]), w["max_rel"]), ("rel_l2", num(g["rel_l2"]), rel_l2),
+                  ("first", g["first_index"][0], w["first"]), ("count", g["count"], n)]
+        checks += [(k, g[k], w[k]) for k in ("nan_a", "nan_b", "inf_a", "inf_b", "nan_vs_number", "nan_payload")]
+        for what, x, y in checks:
+            if x != y: bad.append("run %d: %s %s: detcheck %r, oracle %r" % (r, name, what, x, y))
+if bad:
+    sys.exit("\n".join(bad))
+PY
+ok
 done_ok

@@ -33,6 +33,12 @@ for line in open(sys.argv[1]):
     assert struct.pack('>f', o["loss"]).hex() == o["loss_bits"], line
 PY
 ok
+# golden trajectory: step 20 of the default run (llm.c's dims), loss, grad norm
+# and root bits as the trainer computed them before its kernels were vectorised
+expect_exit 0 $DETCHECK train --steps 20 --out g -q
+expect_grep '^{"step":20,"loss":4.7154894,"loss_bits":"4096e54a","grad_norm":1.3688548,"grad_norm_bits":"3faf36a2","lr":0.0003,"root":"45af94125d8a41f86ad967d632a44d99"}$' g/trajectory.jsonl
+expect_exit 0 $DETCHECK train --steps 20 --precision bf16 --threads 2 --out gb -q
+expect_grep '^{"step":20,"loss":4.715734,"loss_bits":"4096e74b","grad_norm":1.3712232,"grad_norm_bits":"3faf843e","lr":0.0003,"root":"de7475f8ce8fae50e45fbace55990eb0"}$' gb/trajectory.jsonl
 expect_exit 0 $DETCHECK train $CFG --steps 3 --json
 expect_grep '"last_step":3' out.txt
 

@@ -1,0 +1,183 @@
+/* The CUDA runtime, NCCL and the kernels, loaded on the first GPU call
+ * (see cuda_loader.h for why).
+ *
+ * How the kernels are launched without linking cudart: nvcc's <<<>>> launch
+ * syntax compiles to a host stub that registers the kernels with cudart from
+ * a static constructor (__cudaRegisterFatBinary), which ties every program
+ * that links the object to libcudart at load time. Instead cuda/digest.cu is
+ * compiled to a fatbin only (device code: SASS for each CUDA_ARCHS and PTX
+ * for the last), embedded in the library as data (dck_cuda_digest_fatbin),
+ * and loaded through the runtime API obtained here: cudaLibraryLoadData (a
+ * context-independent library: every device gets the module when it first
+ * needs it), cudaLibraryGetKernel by the kernels' extern "C" names, and
+ * cudaLaunchKernel / cudaOccupancyMaxActiveBlocksPerMultiprocessor, which
+ * take the cudaKernel_t as their function handle. Everything stays on the
+ * runtime API (streams, pinned memory, the primary contexts, the public
+ * API's cudaStream_t) rather than mixing in the driver API, and only one
+ * library, libcudart, is loaded for a GPU hash. */
+#include "common/common.h"
+
+#ifdef DCK_HAVE_CUDA
+
+#include "gpu/cuda_loader.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The fatbin of cuda/digest.cu (the Makefile embeds it; see there). */
+extern const unsigned char dck_cuda_digest_fatbin[];
+
+/* A library and its function table, loaded once. */
+typedef struct {
+    const char *env;        /* overrides the names below */
+    const char *names[3];   /* tried in order; NULL ends */
+    char versioned[32];     /* names[0] when names[0] is NULL: set before loading */
+    const char *what;       /* for messages */
+    const char *const *fns; /* function names, in table order */
+    size_t nfns;
+    void **table;
+    pthread_once_t once;
+    int ok;
+    char why[512]; /* the failure, when !ok */
+} lib_loader;
+
+#define DCK_LOADER_NAME_(name) #name,
+static const char *const cudart_names[] = {DCK_CUDART_FUNCTIONS(DCK_LOADER_NAME_)};
+static const char *const nccl_names[] = {DCK_NCCL_FUNCTIONS(DCK_LOADER_NAME_)};
+#undef DCK_LOADER_NAME_
+
+static dck_cudart_api cudart_table;
+static dck_nccl_api nccl_table;
+_Static_assert(sizeof cudart_table == sizeof cudart_names / sizeof cudart_names[0] * sizeof(void *),
+               "one function pointer per name");
+_Static_assert(sizeof nccl_table == sizeof nccl_names / sizeof nccl_names[0] * sizeof(void *),
+               "one function pointer per name");
+
+static lib_loader cudart = {
+    "DETCHECK_CUDART_LIB",
+    /* libcudart.so.MAJOR of the toolkit built against (its ABI), then any */
+    {NULL, "libcudart.so", NULL},
+    "",
+    "the CUDA runtime",
+    cudart_names,
+    sizeof cudart_names / sizeof cudart_names[0],
+    (void **)&cudart_table,
+    PTHREAD_ONCE_INIT,
+    0,
+    "",
+};
+
+static lib_loader nccl = {
+    "DETCHECK_NCCL_LIB",
+    {"libnccl.so.2", NULL, NULL},
+    "",
+    "NCCL",
+    nccl_names,
+    sizeof nccl_names / sizeof nccl_names[0],
+    (void **)&nccl_table,
+    PTHREAD_ONCE_INIT,
+    0,
+    "",
+};
+
+static void load(lib_loader *l) {
+    const char *over = getenv(l->env);
+    const char *one[2] = {over, NULL};
+    if (!l->names[0]) l->names[0] = l->versioned;
+    const char *const *names = over && *over ? one : l->names;
+    void *h = NULL;
+    const char *err = "";
+    char tried[256] = "";
+    for (size_t i = 0; names[i] && !h; i++) {
+        h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            err = dlerror();
+            size_t n = strlen(tried);
+            snprintf(tried + n, sizeof tried - n, "%s%s", n ? ", " : "", names[i]);
+        }
+    }
+    if (!h) {
+        snprintf(l->why, sizeof l->why, "cannot load %s (%s): %s", l->what, tried,
+                 err ? err : "not found");
+        return;
+    }
+    for (size_t i = 0; i < l->nfns; i++) {
+        /* POSIX: a function pointer converts from dlsym's void * */
+        void *f = dlsym(h, l->fns[i]);
+        if (!f) {
+            char path[256] = "";
+            Dl_info di;
+            if (dladdr(dlsym(h, l->fns[0]), &di) && di.dli_fname)
+                snprintf(path, sizeof path, " (%s)", di.dli_fname);
+            snprintf(l->why, sizeof l->why, "%s%s has no %s: too old for this detcheck", l->what,
+                     path, l->fns[i]);
+            dlclose(h);
+            memset(l->table, 0, l->nfns * sizeof(void *));
+            return;
+        }
+        memcpy(&l->table[i], &f, sizeof f);
+    }
+    l->ok = 1; /* the handle stays open for the life of the process */
+}
+
+static void load_cudart(void) {
+    snprintf(cudart.versioned, sizeof cudart.versioned, "libcudart.so.%d", CUDART_VERSION / 1000);
+    load(&cudart);
+}
+static void load_nccl(void) { load(&nccl); }
+
+dck_status dck_cudart_load(const dck_cudart_api **out) {
+    pthread_once(&cudart.once, load_cudart);
+    *out = cudart.ok ? &cudart_table : NULL;
+    return cudart.ok ? DCK_OK : dck_set_error(DCK_ERR_NODEVICE, "no CUDA device: %s", cudart.why);
+}
+
+const dck_cudart_api *dck_cudart_loaded(void) {
+    /* pthread_once makes the table visible to every thread that got DCK_OK */
+    const dck_cudart_api *rt = NULL;
+    return dck_cudart_load(&rt) == DCK_OK ? rt : NULL;
+}
+
+dck_status dck_nccl_load(const dck_nccl_api **out) {
+    pthread_once(&nccl.once, load_nccl);
+    *out = nccl.ok ? &nccl_table : NULL;
+    return nccl.ok ? DCK_OK : dck_set_error(DCK_ERR_NODEVICE, "%s", nccl.why);
+}
+
+/* ------------------------------------------------------------------ kernels */
+
+static const char *const kernel_names[DCK_KERNEL_COUNT] = {
+    [DCK_KERNEL_SEGMENTS_SUM] = "dck_segments_sum_kernel",
+    [DCK_KERNEL_WORD_SUM] = "dck_word_sum_kernel",
+};
+static pthread_once_t kernels_once = PTHREAD_ONCE_INIT;
+static cudaKernel_t kernels[DCK_KERNEL_COUNT];
+static cudaError_t kernels_error = cudaSuccess;
+
+static void load_kernels(void) {
+    const dck_cudart_api *rt = dck_cudart_loaded();
+    if (!rt) {
+        kernels_error = cudaErrorSharedObjectInitFailed;
+        return;
+    }
+    cudaLibrary_t lib;
+    cudaError_t e = rt->cudaLibraryLoadData(&lib, dck_cuda_digest_fatbin, NULL, NULL, 0, NULL,
+                                            NULL, 0);
+    for (int k = 0; k < DCK_KERNEL_COUNT && e == cudaSuccess; k++)
+        e = rt->cudaLibraryGetKernel(&kernels[k], lib, kernel_names[k]);
+    kernels_error = e; /* the library stays loaded for the life of the process */
+}
+
+int dck_cuda_kernel(int which, cudaKernel_t *out) {
+    *out = NULL;
+    if (which < 0 || which >= DCK_KERNEL_COUNT) return (int)cudaErrorInvalidValue;
+    pthread_once(&kernels_once, load_kernels);
+    if (kernels_error != cudaSuccess) return (int)kernels_error;
+    *out = kernels[which];
+    return (int)cudaSuccess;
+}
+
+#endif /* DCK_HAVE_CUDA */

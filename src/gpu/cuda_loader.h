@@ -1,0 +1,88 @@
+/* The CUDA runtime and NCCL, loaded with dlopen on the first GPU call.
+ *
+ * A detcheck built with CUDA links neither libcudart nor libnccl (218 MB):
+ * a CPU call maps none of them and starts as fast as a CPU-only build
+ * (`ldd detcheck` lists neither). The first GPU call loads the runtime
+ * (libcudart.so.MAJOR of the toolkit built against, then libcudart.so),
+ * resolves the functions of the tables below once (thread-safe), and loads
+ * the kernels (the fatbin that cuda/digest.cu compiles to, embedded in the
+ * library) with cudaLibraryLoadData. NCCL is loaded only by the NCCL
+ * reduction of `hash --distributed --device cuda`.
+ *
+ * A library that cannot be loaded is DCK_ERR_NODEVICE with a message that
+ * names it. DETCHECK_CUDART_LIB / DETCHECK_NCCL_LIB name another library to
+ * load instead (a path or a soname; the tests point them at missing names). */
+#ifndef DCK_GPU_CUDA_LOADER_H
+#define DCK_GPU_CUDA_LOADER_H
+
+#ifdef DCK_HAVE_CUDA
+
+#include "detcheck_static.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+/* Every runtime function detcheck calls: one line here, nothing else. */
+#define DCK_CUDART_FUNCTIONS(X)                                                                 \
+    X(cudaGetErrorString)                                                                       \
+    X(cudaGetErrorName)                                                                         \
+    X(cudaGetLastError)                                                                         \
+    X(cudaRuntimeGetVersion)                                                                    \
+    X(cudaGetDeviceCount)                                                                       \
+    X(cudaGetDevice)                                                                            \
+    X(cudaSetDevice)                                                                            \
+    X(cudaDeviceGetAttribute)                                                                   \
+    X(cudaDeviceGetPCIBusId)                                                                    \
+    X(cudaPointerGetAttributes)                                                                 \
+    X(cudaMalloc)                                                                               \
+    X(cudaFree)                                                                                 \
+    X(cudaMallocAsync)                                                                          \
+    X(cudaFreeAsync)                                                                            \
+    X(cudaHostAlloc)                                                                            \
+    X(cudaFreeHost)                                                                             \
+    X(cudaMemsetAsync)                                                                          \
+    X(cudaMemcpyAsync)                                                                          \
+    X(cudaStreamCreateWithFlags)                                                                \
+    X(cudaStreamDestroy)                                                                        \
+    X(cudaStreamSynchronize)                                                                    \
+    X(cudaEventCreateWithFlags)                                                                 \
+    X(cudaEventDestroy)                                                                         \
+    X(cudaEventRecord)                                                                          \
+    X(cudaEventSynchronize)                                                                     \
+    X(cudaOccupancyMaxActiveBlocksPerMultiprocessor)                                            \
+    X(cudaLibraryLoadData)                                                                      \
+    X(cudaLibraryGetKernel)                                                                     \
+    X(cudaLaunchKernel)
+
+#define DCK_NCCL_FUNCTIONS(X)                                                                   \
+    X(ncclGetErrorString)                                                                       \
+    X(ncclGetUniqueId)                                                                          \
+    X(ncclCommInitRank)                                                                         \
+    X(ncclCommDestroy)                                                                          \
+    X(ncclReduce)
+
+#define DCK_LOADER_FIELD_(name) __typeof__(&name) name;
+typedef struct {
+    DCK_CUDART_FUNCTIONS(DCK_LOADER_FIELD_)
+} dck_cudart_api;
+typedef struct {
+    DCK_NCCL_FUNCTIONS(DCK_LOADER_FIELD_)
+} dck_nccl_api;
+#undef DCK_LOADER_FIELD_
+
+/* The runtime's table: loaded on the first call (once per process, any
+ * thread), the same table afterwards. DCK_ERR_NODEVICE, naming the library,
+ * when it cannot be loaded or lacks a function. */
+dck_status dck_cudart_load(const dck_cudart_api **out);
+/* The same table (loading it if need be), or NULL, the error set, when the
+ * runtime cannot be loaded: for code that runs after a successful load. */
+const dck_cudart_api *dck_cudart_loaded(void);
+dck_status dck_nccl_load(const dck_nccl_api **out);
+
+/* The kernels of cuda/digest.cu, loaded into the runtime once (by name
+ * from the embedded fatbin). A CUDA error (0 = success). */
+enum { DCK_KERNEL_SEGMENTS_SUM, DCK_KERNEL_WORD_SUM, DCK_KERNEL_COUNT };
+int dck_cuda_kernel(int which, cudaKernel_t *out);
+
+#endif /* DCK_HAVE_CUDA */
+#endif /* DCK_GPU_CUDA_LOADER_H */
