@@ -31,6 +31,10 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 PKGS    := libxxhash libzstd yaml-0.1 jansson zlib
 
 # MPI (Open MPI), detected here once: with MPI=1 the sources see DCK_HAVE_MPI.
+# libmpi is not linked: src/common/mpi_loader.c loads it with dlopen when a
+# launcher started the process, so plain calls start without Open MPI's
+# libraries. The rpath to mpicc's library folder lets dlopen find the libmpi
+# built against where the loader's default path would not.
 MPICC   ?= mpicc
 ifeq ($(shell $(MPICC) --showme:link 2>/dev/null),)
 MPI     ?= 0
@@ -39,7 +43,7 @@ MPI     ?= 1
 endif
 ifeq ($(MPI),1)
 MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null) -DDCK_HAVE_MPI=1
-MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null)
+MPI_LIBS   := $(foreach d,$(shell $(MPICC) --showme:libdirs 2>/dev/null),-Wl,-rpath,$(d)) -ldl
 endif
 
 # -ffp-contract=off: no fused multiply-add behind our back, so the host
@@ -109,7 +113,7 @@ TEST_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 GPU_TEST_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/*.c)) \
                 $(BUILD)/tests/gpu/gpu_hash
 
-.PHONY: all lib check test tests-built gpu-tests demo bench fuzz install uninstall deps clean help
+.PHONY: all lib check test tests-built gpu-tests demo bench fuzz fuzz-long install uninstall deps clean help
 
 all: $(BUILD)/detcheck lib $(BUILD)/ldlibs.txt
 
@@ -205,6 +209,10 @@ bench: deps
 fuzz: deps
 	@sh tests/fuzz/run.sh
 
+# every fuzz target for 10 minutes, inputs up to 1 MiB (not in CI)
+fuzz-long: deps
+	@FUZZ_SECONDS=$${FUZZ_SECONDS:-600} FUZZ_MAX_LEN=$${FUZZ_MAX_LEN:-1048576} sh tests/fuzz/run.sh
+
 # ---------------------------------------------------------------- install
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
@@ -243,6 +251,7 @@ help:
 	@echo '  demo           installs missing packages, builds, runs the built-in example'
 	@echo '  bench          installs missing packages, builds, runs the benchmarks'
 	@echo '  fuzz           installs missing packages, runs the libFuzzer targets (clang)'
+	@echo '  fuzz-long      every fuzz target for 10 minutes on inputs up to 1 MiB (not in CI)'
 	@echo '  install        binary, libraries, headers, pkg-config file, man pages'
 	@echo '  uninstall      removes what install installed'
 	@echo '  deps           installs the missing Debian packages (silent when none is)'

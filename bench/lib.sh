@@ -315,9 +315,10 @@ bench_mib() {
     awk -v b="$(wc -c < "$1")" 'BEGIN { printf "%.0f", b / 1048576 }'
 }
 
-# bench_has_numpy: 0 when python3 imports numpy.
+# bench_has_numpy: 0 when $BENCH_PYTHON (bench/run.sh: ci/venv.sh bench,
+# python3 or a cached venv with numpy) imports numpy.
 bench_has_numpy() {
-    python3 -c 'import numpy' > /dev/null 2>&1
+    "${BENCH_PYTHON:-python3}" -c 'import numpy' > /dev/null 2>&1
 }
 
 # bench_per_unit ID TITLE METRIC COUNT GOAL_US UNIT: after bench_pair; the

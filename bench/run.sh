@@ -20,6 +20,10 @@ summary=$(mktemp "${TMPDIR:-/tmp}/dck-bench-summary.XXXXXX") || exit 2
 trap 'rm -f "$summary"' EXIT
 trap 'exit 2' INT TERM HUP
 export BENCH_SUMMARY="$summary"
+# numpy for the peers that need it (row 5's numpy script, llm.c's checkpoint
+# generator): python3 when it has it, else a venv cached outside the clone
+BENCH_PYTHON=$(sh "$top/ci/venv.sh" bench) || BENCH_PYTHON=python3
+export BENCH_PYTHON
 
 only=$(echo "${BENCH_ONLY:-}" | tr ',' ' ')
 scripts=

@@ -130,8 +130,9 @@ run_checks() {
     else note "SKIP  PyTorch ctypes example: no PyTorch with CUDA here"; fi
 
     echo "== 2. hash --device cuda against the CPU path"
-    # mpirun tests need the Open MPI runtime this build links (plugins, helpers)
-    mpi_lib=$(ldd "$B/detcheck" | awk '/libmpi\.so/ {print $3}')
+    # mpirun tests need the Open MPI runtime detcheck loads (dlopen: libmpi.so.40,
+    # or DETCHECK_MPI_LIB), with its plugins and helpers
+    mpi_lib=${DETCHECK_MPI_LIB:-$(readlink -f /usr/lib/x86_64-linux-gnu/libmpi.so.40 2>/dev/null)}
     if ! command -v mpirun > /dev/null || [ ! -d "$(dirname "$(readlink -f /usr/lib/x86_64-linux-gnu/libmpi.so.40 2>/dev/null || echo /nonexistent/x)")/openmpi" ]; then
         DCK_NO_MPI_TESTS="no Open MPI runtime matching the build here (libmpi: ${mpi_lib:-?})"
         export DCK_NO_MPI_TESTS

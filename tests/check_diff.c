@@ -532,6 +532,67 @@ START_TEST(test_kernels_match_reference) {
 }
 END_TEST
 
+/* The largest relative difference, whose quotients the kernels compute only
+ * where one may beat the running maximum: pairs of finite numbers a few
+ * ULPs apart, so that many quotients tie or nearly tie after rounding, with
+ * the distance growing along the run (every step then holds a new maximum),
+ * among subnormals, and quotients rising in the smallest steps the dtype
+ * has in one vector lane (where the other lanes never trigger a divide); every narrow float dtype, both signs. */
+START_TEST(test_kernel_max_rel_near_ties) {
+    static const struct {
+        dck_dtype t;
+        uint32_t inf, mant; /* first non-finite magnitude, first normal one */
+    } types[] = {{DCK_F32, 0x7f800000u, 0x800000u}, {DCK_BF16, 0x7f80u, 0x80u},
+                 {DCK_F16, 0x7c00u, 0x400u},         {DCK_F8_E5M2, 0x7cu, 0x4u},
+                 {DCK_F8_E4M3, 0x7eu, 0x8u}};
+    enum { N = 4099 };
+    static uint8_t a[N * 4], b[N * 4];
+    for (int isa = DCK_DIFF_ISA_SCALAR + 1; isa < DCK_DIFF_ISA_COUNT; isa++) {
+        if (!dck_diff_isa_available((dck_diff_isa)isa)) continue;
+        for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+            dck_dtype t = types[ti].t;
+            size_t sz = dck_dtype_size(t);
+            uint64_t sign = 1ull << (8 * sz - 1);
+            for (int mode = 0; mode < 5; mode++) {
+                for (size_t i = 0; i < N; i++) {
+                    uint64_t span = mode == 3 ? types[ti].mant : types[ti].inf - 8;
+                    uint64_t x = kt_next() % span, d;
+                    /* mode 4: one exponent, mantissas falling along the run, one ULP
+                     * apart: each quotient beats the last by the least it can */
+                    if (mode == 4) {
+                        /* up to the middle of the run, then down again */
+                        uint64_t k = (i < N / 2 ? i : N - 1 - i) / 4, m = types[ti].mant;
+                        x = m * 2 - 2 - (k < m - 2 ? k : m - 2);
+                    }
+                    if (mode == 0) d = kt_next() % 4;
+                    else if (mode == 1) d = 1;
+                    else if (mode == 4) d = i % 4 == 1; /* one vector lane only */
+                    else d = 1 + i / 512;
+                    uint64_t y = x + d < types[ti].inf ? x + d : x;
+                    uint64_t sg = kt_next() & 1 ? sign : 0;
+                    if (kt_next() % 2) {
+                        uint64_t tmp = x;
+                        x = y;
+                        y = tmp;
+                    }
+                    kt_store(a + i * sz, sz, x | sg);
+                    kt_store(b + i * sz, sz, y | sg);
+                }
+                dck_diff_stats want, got;
+                dck_diff_stats_init(&want);
+                dck_diff_stats_init(&got);
+                dck_diff_elements_isa(DCK_DIFF_ISA_SCALAR, t, a, b, N, 0, NULL, &want);
+                dck_diff_elements_isa((dck_diff_isa)isa, t, a, b, N, 0, NULL, &got);
+                char what[120];
+                snprintf(what, sizeof what, "max rel: %s %s mode %d",
+                         dck_diff_isa_name((dck_diff_isa)isa), dck_dtype_name(t), mode);
+                kt_assert_same(&want, &got, what);
+            }
+        }
+    }
+}
+END_TEST
+
 /* Sums of squares in element order, whatever the kernel: known values whose
  * order-dependent rounding shows (a large square first, then many that are
  * each below half its ULP: added one at a time they vanish, pairwise they
@@ -1117,6 +1178,7 @@ static Suite *diff_suite(void) {
     tcase_add_test(tc, test_layer_names);
     tcase_add_test(tc, test_kernels_match_reference);
     tcase_add_test(tc, test_kernel_sums_in_element_order);
+    tcase_add_test(tc, test_kernel_max_rel_near_ties);
     suite_add_tcase(s, tc);
     tc = tcase_create("checkpoints");
     tcase_set_timeout(tc, 60);

@@ -408,6 +408,117 @@ START_TEST(allow_list_is_the_table) {
 }
 END_TEST
 
+/* Quantized tensors (issue 11: they were opaque, so two files whose
+ * quantized data differed verified as equal): the stored integers are a
+ * tensor of the storage's dtype, its quantizer parameters values or
+ * tensors named after it. */
+#define QT_HEAD "\x80\x02}(X\x01\x00\x00\x00w" "ctorch._utils\n_rebuild_qtensor\n("
+#define QT_STORAGE(type, key, n) "(X\x07\x00\x00\x00storage" "ctorch\n" type "\nX\x01\x00\x00\x00" key \
+    "X\x03\x00\x00\x00" "cpuK" n "tQ"
+#define QT_HOOKS "ccollections\nOrderedDict\n)R"
+#define QT_TENSOR(storage, n) "ctorch._utils\n_rebuild_tensor_v2\n(" storage "K\x00(K" n "t(K\x01t\x89" QT_HOOKS "tR"
+
+START_TEST(quantized_tensors) {
+    static const char per_tensor[] =
+        QT_HEAD QT_STORAGE("QInt8Storage", "0", "\x06") "K\x00(K\x02K\x03t(K\x03K\x01t"
+        "(ctorch\nper_tensor_affine\nG?\xe0\x00\x00\x00\x00\x00\x00K\x03t\x89" QT_HOOKS "tRu.";
+    static const char per_channel[] =
+        QT_HEAD QT_STORAGE("QUInt8Storage", "0", "\x06") "K\x00(K\x02K\x03t(K\x03K\x01t"
+        "(ctorch\nper_channel_affine\n" QT_TENSOR(QT_STORAGE("DoubleStorage", "1", "\x02"), "\x02")
+        QT_TENSOR(QT_STORAGE("LongStorage", "2", "\x02"), "\x02") "K\x01t\x89" QT_HOOKS "tRu.";
+    static const char odd_scheme[] =
+        QT_HEAD QT_STORAGE("QInt8Storage", "0", "\x06") "K\x00(K\x06t(K\x01t"
+        "(ctorch\nper_tensor_symmetric\nG?\xe0\x00\x00\x00\x00\x00\x00K\x03t\x89" QT_HOOKS "tRu.";
+    collected c;
+    ck_assert_int_eq(load_walk(per_tensor, sizeof per_tensor - 1, NULL, &c), DCK_OK);
+    ck_assert_int_eq(c.tensors, 1);
+    ck_assert_str_eq(value_of(&c, "w.qscheme"), "per_tensor_affine");
+    ck_assert_str_eq(value_of(&c, "w.scale"), "0.5");
+    ck_assert_str_eq(value_of(&c, "w.zero_point"), "3");
+    ck_assert_int_eq(load_walk(per_channel, sizeof per_channel - 1, NULL, &c), DCK_OK);
+    ck_assert_int_eq(c.tensors, 3); /* w, w.scale, w.zero_point */
+    ck_assert_str_eq(value_of(&c, "w.qscheme"), "per_channel_affine");
+    ck_assert_str_eq(value_of(&c, "w.axis"), "1");
+    ck_assert_ptr_null(value_of(&c, "w.scale"));
+    ck_assert_int_eq(load_walk(odd_scheme, sizeof odd_scheme - 1, NULL, &c), DCK_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "qscheme per_tensor_symmetric"));
+    /* the stored integers have the storage's dtype */
+    pk_ctx *ctx;
+    ck_assert_int_eq(dck_pk_ctx_create("q", NULL, &dck_pk_torch_handlers, &ctx), DCK_OK);
+    pk_node *root;
+    size_t used;
+    ck_assert_int_eq(dck_pk_load(ctx, (const uint8_t *)per_channel, sizeof per_channel - 1, 0, &root, &used),
+                     DCK_OK);
+    const pk_node *w = dck_pk_get(root, "w");
+    ck_assert_int_eq(w->kind, PK_TENSOR);
+    ck_assert_int_eq(w->u.tensor->dtype, DCK_U8);
+    ck_assert_int_eq(dck_pk_check_storages_used(ctx, "q"), DCK_OK);
+    dck_pk_ctx_free(ctx);
+}
+END_TEST
+
+/* A storage no known rebuild function takes is an error that names it
+ * (and the function it went to), not bytes that silently go unhashed. */
+START_TEST(unread_storage) {
+    static const char sparse[] = "\x80\x02}(X\x01\x00\x00\x00w" "ctorch._utils\n_rebuild_sparse_tensor\n("
+                                 QT_STORAGE("FloatStorage", "7", "\x02") "K\x00tRu.";
+    static const char stray[] = "\x80\x02}(X\x01\x00\x00\x00s" QT_STORAGE("FloatStorage", "7", "\x02") "u.";
+    /* found by fuzz_pickle: a storage among the arguments of NEWOBJ of an
+     * int (no global to name) */
+    static const char newobj[] = "\x80\x02K\x01(" QT_STORAGE("FloatStorage", "7", "\x02") "t\x81.";
+    const char *pk[3] = {sparse, stray, newobj};
+    size_t len[3] = {sizeof sparse - 1, sizeof stray - 1, sizeof newobj - 1};
+    const char *want[3] = {"f.pt: storage 7 (FloatStorage) is read by torch._utils._rebuild_sparse_tensor",
+                           "f.pt: storage 7 (FloatStorage) is not read by any tensor",
+                           "f.pt: storage 7 (FloatStorage) is not read by any tensor"};
+    for (int k = 0; k < 3; k++) {
+        pk_ctx *ctx;
+        ck_assert_int_eq(dck_pk_ctx_create("f.pt", NULL, &dck_pk_torch_handlers, &ctx), DCK_OK);
+        pk_node *root;
+        size_t used;
+        ck_assert_int_eq(dck_pk_load(ctx, (const uint8_t *)pk[k], len[k], 0, &root, &used), DCK_OK);
+        ck_assert_int_eq(dck_pk_check_storages_used(ctx, "f.pt"), DCK_ERR_UNSUPPORTED);
+        ck_assert_ptr_nonnull(strstr(dck_last_error(), want[k]));
+        dck_pk_ctx_free(ctx);
+    }
+}
+END_TEST
+
+/* A list of 3000 ints referenced 5000 times through the memo: 25 KB of
+ * pickle, 90 MB of value text. The walk stops at PK_MAX_VALUE_BYTES. */
+START_TEST(shared_list_value_limit) {
+    size_t refs = 5000, k = 0;
+    char *p = malloc(16 + 3 * 3000 + 2 * refs + 16);
+    p[k++] = ']';
+    p[k++] = 'q';
+    p[k++] = 0;
+    p[k++] = '(';
+    for (int i = 0; i < 3000; i++) {
+        p[k++] = 'M';
+        p[k++] = (char)(i & 255);
+        p[k++] = (char)(i >> 8);
+    }
+    p[k++] = 'e';
+    p[k++] = ']';
+    p[k++] = '(';
+    for (size_t i = 0; i < refs; i++) {
+        p[k++] = 'h';
+        p[k++] = 0;
+    }
+    p[k++] = 'e';
+    p[k++] = 0x86; /* TUPLE2: (list, [list, list, ...]) */
+    p[k++] = '.';
+    collected c;
+    ck_assert_int_eq(load_walk(p, k, NULL, &c), DCK_ERR_LIMIT);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "values take more than 64 MiB"));
+    /* the same list 3 times is fine */
+    memcpy(p + 4 + 3 * 3000 + 3, "h\0h\0h\0e\x86.", 9);
+    ck_assert_int_eq(load_walk(p, 4 + 3 * 3000 + 3 + 9, NULL, &c), DCK_OK);
+    ck_assert_int_eq(c.n, 4);
+    free(p);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("pickle");
     TCase *c = tcase_create("unpickler");
@@ -426,6 +537,9 @@ static Suite *suite(void) {
     tcase_add_test(c, dtype_names);
     tcase_add_test(c, opcode_table);
     tcase_add_test(c, allow_list_is_the_table);
+    tcase_add_test(c, quantized_tensors);
+    tcase_add_test(c, unread_storage);
+    tcase_add_test(c, shared_list_value_limit);
     suite_add_tcase(s, c);
     return s;
 }

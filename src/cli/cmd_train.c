@@ -46,7 +46,10 @@ static void usage(FILE *out) {
             "  --kill-after-ckpt STEP         SIGKILL right after the checkpoint of STEP\n"
             "  --kill-during-ckpt STEP        SIGKILL while writing the checkpoint of STEP\n"
             "\n"
-            "Exit status: 0 done, 2 trouble (bad flags, config mismatch on resume, I/O).\n");
+            "Exit status: 0 done; 1 resumed, but a step recomputed differs from the\n"
+            "trajectory record found for it; 2 trouble (bad flags, config mismatch on\n"
+            "resume, another run writing into --out, a step folder detcheck did not\n"
+            "write, I/O).\n");
 }
 
 typedef struct {
@@ -230,6 +233,12 @@ int cmd_train(int argc, char **argv) {
                      (double)r.last_loss, r.steps_per_s);
         else
             cli_info("train", "nothing to do: already at step %ld", r.last_step);
+        /* the run reached its end, but did not reproduce what it resumed: the
+         * verdict "different" of the exit code contract */
+        if (r.recheck_step > 0) {
+            cli_error("train", "%s: not reproduced by this run", r.recheck_what);
+            if (rc == 0) rc = DCK_EXIT_DIFFERENT;
+        }
     }
     dck_comm_finalize(comm);
     return rc;

@@ -1,6 +1,8 @@
 /* Communication between ranks. MPI (Open MPI) when the process was started
  * by a launcher that says so in the environment; otherwise one rank and no
- * MPI call at all (so library tests and plain runs never touch MPI). In the
+ * MPI call at all (so library tests and plain runs never touch MPI, and never
+ * load it: libmpi is opened with dlopen by dck_comm_init, see mpi_loader.h,
+ * and every call below goes through its table). In the
  * deterministic mode only bytes (MPI_BYTE) and integer status cross ranks:
  * MPI never performs floating-point arithmetic on our behalf. */
 #include "common/common.h"
@@ -8,9 +10,14 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #ifdef DCK_HAVE_MPI /* set by the Makefile when mpicc is found */
-#include <mpi.h>
+#include "common/mpi_loader.h"
+
+/* Set by dck_comm_init before any MPI communicator exists: every MPI branch
+ * below runs on a communicator that it made. */
+static const dck_mpi_api *mpi;
 #endif
 
 struct dck_comm {
@@ -44,20 +51,21 @@ dck_status dck_comm_init(int *argc, char ***argv, dck_comm **out) {
     *out = &self_comm;
 #ifdef DCK_HAVE_MPI
     if (!launched_by_mpi()) return DCK_OK;
+    DCK_TRY(dck_mpi_load(&mpi));
     int inited = 0;
-    MPI_Initialized(&inited);
+    mpi->MPI_Initialized(&inited);
     dck_comm *c = dck_xcalloc(1, sizeof *c);
     if (!c) return dck_oom("mpi");
     if (!inited) {
-        if (MPI_Init(argc, argv) != MPI_SUCCESS) {
+        if (mpi->MPI_Init(argc, argv) != MPI_SUCCESS) {
             free(c);
             return dck_set_error(DCK_ERR_COMM, "mpi: MPI_Init failed");
         }
         c->we_initialised = true;
     }
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &c->size);
+    mpi->MPI_Comm_set_errhandler(mpi->comm_world, mpi->errors_return);
+    mpi->MPI_Comm_rank(mpi->comm_world, &c->rank);
+    mpi->MPI_Comm_size(mpi->comm_world, &c->size);
     c->mpi = true;
     *out = c;
 #else
@@ -72,7 +80,7 @@ dck_status dck_comm_init(int *argc, char ***argv, dck_comm **out) {
 void dck_comm_finalize(dck_comm *c) {
     if (!c || c == &self_comm) return;
 #ifdef DCK_HAVE_MPI
-    if (c->we_initialised) MPI_Finalize();
+    if (c->we_initialised) mpi->MPI_Finalize();
 #endif
     free(c);
 }
@@ -86,14 +94,30 @@ dck_status dck_mpi_check(int rc, const char *what) {
     if (rc == MPI_SUCCESS) return DCK_OK;
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
-    MPI_Error_string(rc, msg, &len);
+    const dck_mpi_api *m = NULL; /* loaded: rc came from one of its calls */
+    if (dck_mpi_load(&m) || m->MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) len = 0;
     return dck_set_error(DCK_ERR_COMM, "mpi: %s failed: %.*s", what, len, msg);
+}
+
+/* declared in mpi_loader.h */
+dck_status dck_mpi_quiet_barrier(const dck_mpi_api *m) {
+    MPI_Request req;
+    DCK_TRY(dck_mpi_check(m->MPI_Ibarrier(m->comm_world, &req), "MPI_Ibarrier"));
+    long ns = 20000;
+    for (;;) {
+        int done = 0;
+        DCK_TRY(dck_mpi_check(m->MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test of a barrier"));
+        if (done) return DCK_OK;
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+        if (ns < 1000000) ns *= 2;
+    }
 }
 #endif
 
 dck_status dck_comm_barrier(dck_comm *c) {
 #ifdef DCK_HAVE_MPI
-    if (c->mpi) return dck_mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+    if (c->mpi) return dck_mpi_quiet_barrier(mpi); /* waits here can be long: sleep */
 #endif
     (void)c;
     return DCK_OK;
@@ -107,8 +131,8 @@ dck_status dck_comm_allgather(dck_comm *c, const void *send, void *recv, size_t 
     }
 #ifdef DCK_HAVE_MPI
     if (n <= INT_MAX)
-        return dck_mpi_check(MPI_Allgather(send, (int)n, MPI_BYTE, recv, (int)n, MPI_BYTE,
-                                     MPI_COMM_WORLD),
+        return dck_mpi_check(mpi->MPI_Allgather(send, (int)n, mpi->byte, recv, (int)n, mpi->byte,
+                                                mpi->comm_world),
                        "MPI_Allgather");
     return dck_set_error(DCK_ERR_LIMIT, "mpi: allgather of %zu bytes per rank", n);
 #else
@@ -135,8 +159,8 @@ dck_status dck_comm_allgatherv(dck_comm *c, const void *send, size_t n, void *re
     }
     /* the caller's own block may already sit in recv: MPI wants MPI_IN_PLACE */
     const void *sb = (const char *)recv + displs[c->rank] == (const char *)send ? MPI_IN_PLACE : send;
-    int rc = MPI_Allgatherv(sb, (int)n, MPI_BYTE, recv, ic, ic + c->size, MPI_BYTE,
-                            MPI_COMM_WORLD);
+    int rc = mpi->MPI_Allgatherv(sb, (int)n, mpi->byte, recv, ic, ic + c->size, mpi->byte,
+                                 mpi->comm_world);
     free(ic);
     return dck_mpi_check(rc, "MPI_Allgatherv");
 #else
@@ -149,8 +173,9 @@ dck_status dck_comm_allreduce_sum_f32(dck_comm *c, float *data, size_t n) {
     if (!c->mpi) return DCK_OK;
 #ifdef DCK_HAVE_MPI
     if (n > INT_MAX) return dck_set_error(DCK_ERR_LIMIT, "mpi: allreduce of %zu floats", n);
-    return dck_mpi_check(MPI_Allreduce(MPI_IN_PLACE, data, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
-                   "MPI_Allreduce");
+    return dck_mpi_check(mpi->MPI_Allreduce(MPI_IN_PLACE, data, (int)n, mpi->float_, mpi->sum,
+                                            mpi->comm_world),
+                         "MPI_Allreduce");
 #else
     (void)data;
     (void)n;
@@ -164,11 +189,11 @@ dck_status dck_comm_agree(dck_comm *c, dck_status s) {
     /* the worst status wins; the lowest failing rank's message travels to
      * every rank, so rank 0 (the one that prints) can say what went wrong */
     int mine = (int)s, worst = 0;
-    if (MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
+    if (mpi->MPI_Allreduce(&mine, &worst, 1, mpi->int_, mpi->max, mpi->comm_world) != MPI_SUCCESS)
         return dck_set_error(DCK_ERR_COMM, "mpi: MPI_Allreduce of a status failed");
     if (worst == DCK_OK) return DCK_OK;
     int cand = s != DCK_OK ? c->rank : INT_MAX, who = INT_MAX;
-    if (MPI_Allreduce(&cand, &who, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
+    if (mpi->MPI_Allreduce(&cand, &who, 1, mpi->int_, mpi->min, mpi->comm_world) != MPI_SUCCESS)
         return dck_set_error(DCK_ERR_COMM, "mpi: MPI_Allreduce of a rank failed");
     struct {
         int status;
@@ -179,7 +204,7 @@ dck_status dck_comm_agree(dck_comm *c, dck_status s) {
         m.status = (int)s;
         snprintf(m.msg, sizeof m.msg, "%s", dck_last_error());
     }
-    if (MPI_Bcast(&m, (int)sizeof m, MPI_BYTE, who, MPI_COMM_WORLD) != MPI_SUCCESS)
+    if (mpi->MPI_Bcast(&m, (int)sizeof m, mpi->byte, who, mpi->comm_world) != MPI_SUCCESS)
         return dck_set_error(DCK_ERR_COMM, "mpi: MPI_Bcast of an error failed");
     if (c->rank == who) return s;
     if (m.msg[0])
@@ -195,7 +220,8 @@ dck_status dck_comm_bcast(dck_comm *c, void *data, size_t n, int root) {
     if (!c->mpi) return DCK_OK;
 #ifdef DCK_HAVE_MPI
     if (n > INT_MAX) return dck_set_error(DCK_ERR_LIMIT, "mpi: bcast of %zu bytes", n);
-    return dck_mpi_check(MPI_Bcast(data, (int)n, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+    return dck_mpi_check(mpi->MPI_Bcast(data, (int)n, mpi->byte, root, mpi->comm_world),
+                         "MPI_Bcast");
 #else
     (void)data;
     (void)n;
@@ -206,7 +232,7 @@ dck_status dck_comm_bcast(dck_comm *c, void *data, size_t n, int root) {
 
 void dck_comm_abort(dck_comm *c, int code) {
 #ifdef DCK_HAVE_MPI
-    if (c->mpi) MPI_Abort(MPI_COMM_WORLD, code);
+    if (c->mpi) mpi->MPI_Abort(mpi->comm_world, code);
 #endif
     (void)c;
     (void)code;

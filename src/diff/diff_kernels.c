@@ -11,12 +11,13 @@
  *     count are +0), folded with the reference's strict '>' at the end, so
  *     the result is the reference's whatever the order;
  *   - the squares are computed a vector at a time but added to the three
- *     sums one element at a time, in element order (the three sums are the
- *     lanes of one vector, so one vector addition per element adds each
- *     lane exactly as the scalar code does); a pair that is skipped adds
+ *     sums one element at a time, in element order (three scalar chains
+ *     side by side, each the scalar code's additions); a pair that is skipped adds
  *     -0.0, the identity of IEEE addition (x + -0 == x for every x, -0
  *     included), so the sums are the reference's bit for bit;
- *   - a block with no NaN or infinity takes a path without those masks;
+ *   - a block with no NaN or infinity takes a path without those masks,
+ *     and divides for the relative difference only in steps where a lane
+ *     may beat its running maximum (REL_MAX in diff_kernels_impl.h);
  *   - the first differing element is found by scanning the first block that
  *     has one.
  * The same source (diff_kernels_impl.h) is built for AVX2 and for AVX-512

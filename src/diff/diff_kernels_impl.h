@@ -24,7 +24,7 @@ typedef float KNAME(f32v) __attribute__((vector_size(4 * LANES)));
 typedef uint64_t KNAME(u64v) __attribute__((vector_size(8 * LANES)));
 typedef int64_t KNAME(i64v) __attribute__((vector_size(8 * LANES)));
 typedef double KNAME(f64v) __attribute__((vector_size(8 * LANES)));
-typedef double KNAME(f64q) __attribute__((vector_size(32))); /* the three running sums */
+typedef double KNAME(f64q) __attribute__((vector_size(32))); /* four lanes of equal runs */
 #define u8v KNAME(u8v)
 #define u16v KNAME(u16v)
 #define u32v KNAME(u32v)
@@ -98,12 +98,13 @@ typedef double KNAME(f64q) __attribute__((vector_size(32))); /* the three runnin
         (OUT) = SEL_U32(ez_, sub_, norm_);                                                       \
     } while (0)
 
-/* binary32 bits to doubles (exact); AVX-512 converts eight in one
- * instruction, which GCC does not pick for the generic conversion. */
+/* binary32 bits to doubles (exact), one instruction: GCC does not pick it
+ * for the generic conversion (for AVX2 it converts two halves and joins
+ * them). */
 #if LANES == 8
 #define CVT_F32_F64(FB, OUT) ((OUT) = (f64v)_mm512_cvtps_pd((__m256)(FB)))
 #else
-#define CVT_F32_F64(FB, OUT) ((OUT) = __builtin_convertvector((f32v)(FB), f64v))
+#define CVT_F32_F64(FB, OUT) ((OUT) = (f64v)_mm256_cvtps_pd((__m128)(FB)))
 #endif
 
 /* Narrow elements as doubles, exactly as bits_to_double (NaN lanes aside,
@@ -140,11 +141,13 @@ typedef double KNAME(f64q) __attribute__((vector_size(32))); /* the three runnin
 #if LANES == 8
 #define MAX_F64(ACC, X) ((ACC) = (f64v)_mm512_max_pd((__m512d)(ACC), (__m512d)(X)))
 #define MAX_I32(A, B) ((i32v)_mm256_max_epi32((__m256i)(A), (__m256i)(B)))
+#define ABS_I32(A) ((i32v)_mm256_abs_epi32((__m256i)(A)))
 #define MAX_U32(A, B) ((u32v)_mm256_max_epu32((__m256i)(A), (__m256i)(B)))
 #define MAX_U64(A, B) ((u64v)_mm512_max_epu64((__m512i)(A), (__m512i)(B)))
 #else
 #define MAX_F64(ACC, X) ((ACC) = (f64v)_mm256_max_pd((__m256d)(ACC), (__m256d)(X)))
 #define MAX_I32(A, B) ((i32v)_mm_max_epi32((__m128i)(A), (__m128i)(B)))
+#define ABS_I32(A) ((i32v)_mm_abs_epi32((__m128i)(A)))
 #define MAX_U32(A, B) ((u32v)_mm_max_epu32((__m128i)(A), (__m128i)(B)))
 #define MAX_U64(A, B) SEL_U64((A) > (B), (A), (B))
 #endif
@@ -191,53 +194,22 @@ typedef double KNAME(f64q) __attribute__((vector_size(32))); /* the three runnin
  * of the next block instead of waiting for it), the last block's at the
  * end. The order of the additions is still element order.
  *
- * The three sums run in the lanes of one 4-double vector [diff, a, b, -]:
- * element i's squares are stored as one such row, and the chain is one
- * vector addition per element, which adds each lane exactly as the scalar
- * sum would (the fourth lane is a dummy). */
+ * The squares are stored in three planes (diff, a, b) with plain vector
+ * stores, and the sums are three scalar chains that read them back one
+ * element at a time: the three chains run side by side, so an element
+ * costs one addition's latency, as one vector [diff, a, b, -] would, without
+ * the shuffles that transposing into such rows costs. */
 #define BLOCK_ELEMS 256
 #define BLOCK_GROUPS_K (BLOCK_ELEMS / LANES)
 
-#if defined(__has_builtin)
-#if __has_builtin(__builtin_shufflevector)
-#define DCK_HAVE_SHUFFLEVECTOR 1
-#endif
-#endif
-
-/* Rows [pd_k, pa_k, pb_k, -] of the LANES elements of step J into CUR. */
-#if DCK_HAVE_SHUFFLEVECTOR && LANES == 8
+/* The squares of the LANES elements of step J into the three planes of CUR
+ * (plain vector stores: no transposition). */
 #define STORE_ROWS(CUR, J, PD, PA, PB)                                                           \
     do {                                                                                         \
-        f64v u_ = __builtin_shufflevector((PD), (PA), 0, 8, 1, 9, 2, 10, 3, 11);                 \
-        f64v w_ = __builtin_shufflevector((PD), (PA), 4, 12, 5, 13, 6, 14, 7, 15);               \
-        f64v r_[4] = {__builtin_shufflevector(u_, (PB), 0, 1, 8, 8, 2, 3, 9, 9),                 \
-                      __builtin_shufflevector(u_, (PB), 4, 5, 10, 10, 6, 7, 11, 11),             \
-                      __builtin_shufflevector(w_, (PB), 0, 1, 12, 12, 2, 3, 13, 13),             \
-                      __builtin_shufflevector(w_, (PB), 4, 5, 14, 14, 6, 7, 15, 15)};            \
-        memcpy(&(CUR)[(J) * LANES], r_, sizeof r_);                                              \
+        memcpy(&(CUR)[0][(J) * LANES], &(PD), sizeof(f64v));                                     \
+        memcpy(&(CUR)[1][(J) * LANES], &(PA), sizeof(f64v));                                     \
+        memcpy(&(CUR)[2][(J) * LANES], &(PB), sizeof(f64v));                                     \
     } while (0)
-#elif DCK_HAVE_SHUFFLEVECTOR && LANES == 4
-#define STORE_ROWS(CUR, J, PD, PA, PB)                                                           \
-    do {                                                                                         \
-        f64v u_ = __builtin_shufflevector((PD), (PA), 0, 4, 1, 5);                               \
-        f64v w_ = __builtin_shufflevector((PD), (PA), 2, 6, 3, 7);                               \
-        f64v r_[4] = {__builtin_shufflevector(u_, (PB), 0, 1, 4, 4),                             \
-                      __builtin_shufflevector(u_, (PB), 2, 3, 5, 5),                             \
-                      __builtin_shufflevector(w_, (PB), 0, 1, 6, 6),                             \
-                      __builtin_shufflevector(w_, (PB), 2, 3, 7, 7)};                            \
-        memcpy(&(CUR)[(J) * LANES], r_, sizeof r_);                                              \
-    } while (0)
-#else
-#define STORE_ROWS(CUR, J, PD, PA, PB)                                                           \
-    do {                                                                                         \
-        for (int k_ = 0; k_ < LANES; k_++) {                                                     \
-            (CUR)[(J) * LANES + k_][0] = (PD)[k_];                                               \
-            (CUR)[(J) * LANES + k_][1] = (PA)[k_];                                               \
-            (CUR)[(J) * LANES + k_][2] = (PB)[k_];                                               \
-            (CUR)[(J) * LANES + k_][3] = 0.0;                                                    \
-        }                                                                                        \
-    } while (0)
-#endif
 
 /* The squares of step J into the buffer. */
 #define STORE_SQUARES(CUR, J, VA, VB, D)                                                         \
@@ -257,24 +229,52 @@ typedef double KNAME(f64q) __attribute__((vector_size(32))); /* the three runnin
         STORE_ROWS(CUR, J, pd_, pa_, pb_);                                                       \
     } while (0)
 
-/* The running sums over the rows of step J of the previous block. */
-#define CHAIN_STEP(PREV, J)                                                                      \
+/* Element Q of the previous block into the three running sums: three
+ * independent scalar chains, each one addition per element in element
+ * order (the additions the scalar reference makes, in its order). */
+#define CHAIN_ONE(PREV, Q)                                                                       \
     do {                                                                                         \
-        for (int k_ = 0; k_ < LANES; k_++) {                                                     \
-            f64q r_;                                                                             \
-            memcpy(&r_, &(PREV)[(J) * LANES + k_], sizeof r_);                                   \
-            sums += r_;                                                                          \
-        }                                                                                        \
+        sum_d += (PREV)[0][(Q)];                                                                 \
+        sum_a += (PREV)[1][(Q)];                                                                 \
+        sum_b += (PREV)[2][(Q)];                                                                 \
     } while (0)
 
-/* The running sums over rows [Q0, Q1) of a block, in element order. */
+/* The three sums stay in three registers: without this GCC packs two of
+ * them into one vector and keeps it on the stack across the loop, which
+ * adds a store and a load to every link of the chain. (An empty asm: no
+ * instruction, the values are unchanged.) */
+#define CHAIN_PIN() __asm__("" : "+x"(sum_d), "+x"(sum_a), "+x"(sum_b))
+
+/* The running sums over the elements of step J of the previous block
+ * (spelled out: GCC does not unroll the loop at -O2). */
+#if LANES == 4
+#define CHAIN_STEP(PREV, J)                                                                      \
+    do {                                                                                         \
+        CHAIN_ONE(PREV, (J) * 4 + 0);                                                            \
+        CHAIN_ONE(PREV, (J) * 4 + 1);                                                            \
+        CHAIN_ONE(PREV, (J) * 4 + 2);                                                            \
+        CHAIN_ONE(PREV, (J) * 4 + 3);                                                            \
+        CHAIN_PIN();                                                                             \
+    } while (0)
+#else
+#define CHAIN_STEP(PREV, J)                                                                      \
+    do {                                                                                         \
+        CHAIN_ONE(PREV, (J) * 8 + 0);                                                            \
+        CHAIN_ONE(PREV, (J) * 8 + 1);                                                            \
+        CHAIN_ONE(PREV, (J) * 8 + 2);                                                            \
+        CHAIN_ONE(PREV, (J) * 8 + 3);                                                            \
+        CHAIN_ONE(PREV, (J) * 8 + 4);                                                            \
+        CHAIN_ONE(PREV, (J) * 8 + 5);                                                            \
+        CHAIN_ONE(PREV, (J) * 8 + 6);                                                            \
+        CHAIN_ONE(PREV, (J) * 8 + 7);                                                            \
+        CHAIN_PIN();                                                                             \
+    } while (0)
+#endif
+
+/* The running sums over elements [Q0, Q1) of a block, in element order. */
 #define CHAIN(PREV, Q0, Q1)                                                                      \
     do {                                                                                         \
-        for (size_t q_ = (Q0); q_ < (Q1); q_++) {                                                \
-            f64q r_;                                                                             \
-            memcpy(&r_, &(PREV)[q_], sizeof r_);                                                 \
-            sums += r_;                                                                          \
-        }                                                                                        \
+        for (size_t q_ = (Q0); q_ < (Q1); q_++) CHAIN_ONE(PREV, q_);                             \
     } while (0)
 
 #define ANY_LANE(V, OUT)                                                                         \
@@ -284,16 +284,45 @@ typedef double KNAME(f64q) __attribute__((vector_size(32))); /* the three runnin
         (OUT) = o_ != 0;                                                                         \
     } while (0)
 
-/* The relative difference where neither side is NaN or infinite: mag 0
- * means both are zeros, so |a-b| is 0 and so is the quotient by 1 (the
- * reference's 0); a finite |a-b| is never infinite for narrow dtypes. */
-#define ABS_MAG_REL_FINITE(VA, VB, D, ABSD, MAG, REL)                                            \
+/* |a-b| and max(|a|,|b|) where neither side is NaN or infinite (a finite
+ * |a-b| is never infinite for narrow dtypes). */
+#define ABS_MAG_FINITE(VA, VB, D, ABSD, MAG)                                                     \
     do {                                                                                         \
         const i64v am_ = SPLAT(i64v, (int64_t)0x7fffffffffffffffll);                             \
         (ABSD) = (f64v)((i64v)(D) & am_);                                                        \
         f64v fa_ = (f64v)((i64v)(VA) & am_), fb_ = (f64v)((i64v)(VB) & am_);                     \
         (MAG) = SEL_F64(fa_ > fb_, fa_, fb_);                                                    \
-        (REL) = (ABSD) / SEL_F64((MAG) > SPLAT(f64v, 0.0), (MAG), SPLAT(f64v, 1.0));             \
+    } while (0)
+
+/* Whether any lane of a comparison mask is set (one instruction). */
+#if LANES == 8
+#define ANY_MASK(M) (_mm512_movepi64_mask((__m512i)(M)) != 0)
+#else
+#define ANY_MASK(M) (_mm256_movemask_pd((__m256d)(M)) != 0)
+#endif
+
+/* The relative differences |a-b| / mag of finite lanes into bmax_rel
+ * (mag 0 means both are zeros: |a-b| is 0, and so is the reference's
+ * quotient, here 0 / 1), dividing only when a lane can beat its running
+ * maximum M. A divide per step costs more than the rest of the step
+ * (vdivpd's throughput); after the first elements almost no quotient
+ * exceeds M, and a test by multiplication finds those that might:
+ *   fl(x/y) > M implies x/y > M (rounding is monotonic and M is a double),
+ *   so x > M*y. bmax_lim = fl(M*(1 - 2^-52)) and fl(bmax_lim*y) are each
+ *   at most (1 + 2^-53) times their exact product, and
+ *   (1 - 2^-52)(1 + 2^-53)^2 < 1, so fl(bmax_lim*y) < M*y < x for every
+ *   lane whose quotient beats M. (An underflowed product is below every
+ *   nonzero x, and x = 0 never beats M >= 0.)
+ * Lanes that fail the test have quotients <= M, so dividing all lanes of a
+ * step that has a candidate and taking the lane maxima gives exactly the
+ * maxima of dividing every step. */
+#define REL_MAX(ABSD, MAG)                                                                       \
+    do {                                                                                         \
+        if (__builtin_expect(ANY_MASK((ABSD) > bmax_lim * (MAG)), 0)) {                          \
+            f64v mag1_ = SEL_F64((MAG) > SPLAT(f64v, 0.0), (MAG), SPLAT(f64v, 1.0));             \
+            MAX_F64(bmax_rel, (ABSD) / mag1_);                                                   \
+            bmax_lim = bmax_rel * SPLAT(f64v, 1.0 - 0x1p-52);                                    \
+        }                                                                                        \
     } while (0)
 
 /* One vector step of the narrow kernel. GENERAL (a constant): every lane
@@ -309,11 +338,14 @@ typedef double KNAME(f64q) __attribute__((vector_size(32))); /* the three runnin
         LOAD_NARROW(t, pb + g * LANES * sz, ub_);                                                \
         i32v ua = (i32v)ua_, ub = (i32v)ub_;                                                     \
         i32v ma = ua & vMag, mb = ub & vMag;                                                     \
-        i32v ne = ua != ub;                                                                      \
-        c_ne -= ne;                                                                              \
+        i32v eq = ua == ub, ne = ~eq;                                                            \
+        /* without tolerances the finite pass counts equal pairs (negated: one    \
+         * instruction) and turns them into differing ones after the block */                   \
+        if ((GENERAL) || (TOL)) c_ne -= ne;                                                      \
+        else c_ne += eq;                                                                         \
         i32v nan_a = vzero, nan_b = vzero, inf_a = vzero, inf_b = vzero, fin = ~vzero, num = ne; \
         i32v maxm = MAX_I32(ma, mb); /* the larger magnitude's bits */                           \
-        if (!(GENERAL)) special |= maxm >= vE;                                                   \
+        if (!(GENERAL)) special = MAX_I32(special, maxm); /* >= vE: NaN or infinity */           \
         if (GENERAL) {                                                                           \
             if (has_inf) {                                                                       \
                 nan_a = ma > vE;                                                                 \
@@ -335,8 +367,7 @@ typedef double KNAME(f64q) __attribute__((vector_size(32))); /* the three runnin
         }                                                                                        \
         /* ULP distance on the sign-magnitude grid (float_ulp): |ma - mb| (no      \
          * overflow: both below 2^31) or ma + mb (unsigned) */                                   \
-        i32v dd = ma - mb, dsign = dd >> 31;                                                     \
-        i32v dist = (dd ^ dsign) - dsign;                                                        \
+        i32v dist = ABS_I32(ma - mb);                                                            \
         i32v same_sign = ((ua ^ ub) & vS) == vzero;                                              \
         u32v ulp = (u32v)SEL(same_sign, dist, (i32v)((u32v)ma + (u32v)mb));                      \
         if (GENERAL) ulp &= (u32v)num;                                                           \
@@ -345,31 +376,29 @@ typedef double KNAME(f64q) __attribute__((vector_size(32))); /* the three runnin
         NARROW_TO_F64(t, ua_, va);                                                               \
         NARROW_TO_F64(t, ub_, vb);                                                               \
         f64v d = va - vb;                                                                        \
-        f64v absd, mag, rel;                                                                     \
+        f64v absd, mag;                                                                          \
         i64v fin64 = SPLAT(i64v, -1), num64;                                                     \
         if (GENERAL) {                                                                           \
             fin64 = __builtin_convertvector(fin, i64v);                                          \
             num64 = __builtin_convertvector(num, i64v);                                          \
             STORE_SQUARES_MASKED(cur, j, va, vb, d, fin64);                                      \
+            f64v rel;                                                                            \
             ABS_MAG_REL(va, vb, d, absd, mag, rel);                                              \
             MAX_F64(bmax_abs, (f64v)((i64v)absd & num64));                                       \
             MAX_F64(bmax_rel, (f64v)((i64v)rel & num64));                                        \
         } else if (t == DCK_F32 || t == DCK_BF16) {                                              \
             /* max(|a|,|b|) from the magnitude bits (ordered as the values), as a   \
-             * double by one conversion; 0 (both zeros) divides as 1.0 */                        \
+             * double by one conversion */                                                       \
             STORE_SQUARES(cur, j, va, vb, d);                                                    \
-            f64v mag1;                                                                           \
-            NARROW_TO_F64(t, (u32v)SEL(maxm == vzero, vOne, maxm), mag1);                        \
+            NARROW_TO_F64(t, (u32v)maxm, mag);                                                   \
             absd = (f64v)((i64v)d & SPLAT(i64v, (int64_t)0x7fffffffffffffffll));                 \
-            rel = absd / mag1;                                                                   \
-            if (TOL) NARROW_TO_F64(t, (u32v)maxm, mag);                                          \
             MAX_F64(bmax_abs, absd);                                                             \
-            MAX_F64(bmax_rel, rel);                                                              \
+            REL_MAX(absd, mag);                                                                  \
         } else {                                                                                 \
             STORE_SQUARES(cur, j, va, vb, d);                                                    \
-            ABS_MAG_REL_FINITE(va, vb, d, absd, mag, rel);                                       \
+            ABS_MAG_FINITE(va, vb, d, absd, mag);                                                \
             MAX_F64(bmax_abs, absd);                                                             \
-            MAX_F64(bmax_rel, rel);                                                              \
+            REL_MAX(absd, mag);                                                                  \
         }                                                                                        \
         if (CHAINED) CHAIN_STEP(prev, j);                                                        \
         if (TOL) {                                                                               \
@@ -395,25 +424,27 @@ KNAME(narrow)(dck_dtype t, const uint8_t *pa, const uint8_t *pb, size_t n, uint6
     const uint32_t ulp_tol32 = c.ulp_tol > UINT32_MAX ? UINT32_MAX : (uint32_t)c.ulp_tol;
     const i32v vS = SPLAT(i32v, S), vMag = SPLAT(i32v, MAG), vE = SPLAT(i32v, E);
     const i32v vzero = SPLAT(i32v, 0);
-    const i32v vOne = SPLAT(i32v, t == DCK_BF16 ? 0x3f80 : 0x3f800000); /* 1.0 */
     const f64v vatol = SPLAT(f64v, c.atol), vrtol = SPLAT(f64v, c.rtol);
     const u32v vutol = SPLAT(u32v, ulp_tol32);
     dck_diff_stats s = *acc;
-    f64q sums = {s.sum_sq_diff, s.sum_sq_a, s.sum_sq_b, 0.0};
+    double sum_d = s.sum_sq_diff, sum_a = s.sum_sq_a, sum_b = s.sum_sq_b;
     f64v vmax_abs = SPLAT(f64v, 0.0), vmax_rel = SPLAT(f64v, 0.0);
     u32v vmax_ulp = (u32v)vzero;
-    double buf[2][BLOCK_ELEMS][4] __attribute__((aligned(64)));
+    double buf[2][3][BLOCK_ELEMS] __attribute__((aligned(64)));
     for (int q = 0; q < BLOCK_ELEMS; q++)
-        for (int k = 0; k < 4; k++) buf[1][q][k] = -0.0;
+        for (int k = 0; k < 3; k++) buf[1][k][q] = -0.0;
     int cur_i = 0;
     size_t prev_n = BLOCK_ELEMS;
     const size_t ngroups = n / LANES;
     for (size_t g0 = 0; g0 < ngroups; g0 += BLOCK_GROUPS_K) {
         size_t g1 = ngroups - g0 > BLOCK_GROUPS_K ? g0 + BLOCK_GROUPS_K : ngroups;
-        double(*cur)[4] = buf[cur_i], (*prev)[4] = buf[cur_i ^ 1];
+        double(*cur)[BLOCK_ELEMS] = buf[cur_i], (*prev)[BLOCK_ELEMS] = buf[cur_i ^ 1];
         i32v c_ne = vzero, c_nan_a = vzero, c_nan_b = vzero, c_inf_a = vzero, c_inf_b = vzero;
         i32v c_pay = vzero, c_vs = vzero, c_within = vzero;
-        f64v bmax_abs = SPLAT(f64v, 0.0), bmax_rel = SPLAT(f64v, 0.0);
+        /* bmax_rel starts at the running maxima: the bound REL_MAX tests
+         * against (max is idempotent, so folding it in again changes nothing) */
+        f64v bmax_abs = SPLAT(f64v, 0.0), bmax_rel = vmax_rel;
+        f64v bmax_lim = bmax_rel * SPLAT(f64v, 1.0 - 0x1p-52);
         u32v bmax_ulp = (u32v)vzero;
         /* First as if every element were finite; NaN or infinity anywhere in
          * the block (magnitude >= the exponent mask) discards that pass's
@@ -425,10 +456,13 @@ KNAME(narrow)(dck_dtype t, const uint8_t *pa, const uint8_t *pb, size_t n, uint6
         else
             for (size_t g = g0; g < g1; g++, j++) NARROW_STEP(0, 0, 1);
         int general;
-        ANY_LANE(special, general);
+        ANY_LANE(special >= vE, general);
+        if (!check_tol) c_ne += SPLAT(i32v, (int32_t)j); /* equal pairs -> differing */
         if (general) {
             c_ne = c_within = vzero;
-            bmax_abs = bmax_rel = SPLAT(f64v, 0.0);
+            bmax_abs = SPLAT(f64v, 0.0);
+            bmax_rel = vmax_rel;
+            bmax_lim = bmax_rel * SPLAT(f64v, 1.0 - 0x1p-52);
             bmax_ulp = (u32v)vzero;
             j = 0;
             if (check_tol)
@@ -446,9 +480,9 @@ KNAME(narrow)(dck_dtype t, const uint8_t *pa, const uint8_t *pb, size_t n, uint6
     }
     CHAIN(buf[cur_i ^ 1], 0, prev_n);
     FOLD_MAXIMA(s, vmax_abs, vmax_rel, vmax_ulp);
-    s.sum_sq_diff = sums[0];
-    s.sum_sq_a = sums[1];
-    s.sum_sq_b = sums[2];
+    s.sum_sq_diff = sum_d;
+    s.sum_sq_a = sum_a;
+    s.sum_sq_b = sum_b;
     size_t done = ngroups * LANES;
     s.count += done;
     if (done < n)
@@ -521,18 +555,18 @@ KNAME(wide)(const uint8_t *pa, const uint8_t *pb, size_t n, uint64_t first_flat,
     const f64v vatol = SPLAT(f64v, c.atol), vrtol = SPLAT(f64v, c.rtol);
     const u64v vutol = SPLAT(u64v, c.ulp_tol);
     dck_diff_stats s = *acc;
-    f64q sums = {s.sum_sq_diff, s.sum_sq_a, s.sum_sq_b, 0.0};
+    double sum_d = s.sum_sq_diff, sum_a = s.sum_sq_a, sum_b = s.sum_sq_b;
     f64v vmax_abs = SPLAT(f64v, 0.0), vmax_rel = SPLAT(f64v, 0.0);
     u64v vmax_ulp = (u64v)vzero;
-    double buf[2][BLOCK_ELEMS][4] __attribute__((aligned(64)));
+    double buf[2][3][BLOCK_ELEMS] __attribute__((aligned(64)));
     for (int q = 0; q < BLOCK_ELEMS; q++)
-        for (int k = 0; k < 4; k++) buf[1][q][k] = -0.0;
+        for (int k = 0; k < 3; k++) buf[1][k][q] = -0.0;
     int cur_i = 0;
     size_t prev_n = BLOCK_ELEMS;
     const size_t ngroups = n / LANES;
     for (size_t g0 = 0; g0 < ngroups; g0 += BLOCK_GROUPS_K) {
         size_t g1 = ngroups - g0 > BLOCK_GROUPS_K ? g0 + BLOCK_GROUPS_K : ngroups;
-        double(*cur)[4] = buf[cur_i], (*prev)[4] = buf[cur_i ^ 1];
+        double(*cur)[BLOCK_ELEMS] = buf[cur_i], (*prev)[BLOCK_ELEMS] = buf[cur_i ^ 1];
         i64v c_ne = vzero, c_nan_a = vzero, c_nan_b = vzero, c_inf_a = vzero, c_inf_b = vzero;
         i64v c_pay = vzero, c_vs = vzero, c_within = vzero;
         f64v bmax_abs = SPLAT(f64v, 0.0), bmax_rel = SPLAT(f64v, 0.0);
@@ -566,9 +600,9 @@ KNAME(wide)(const uint8_t *pa, const uint8_t *pb, size_t n, uint64_t first_flat,
     }
     CHAIN(buf[cur_i ^ 1], 0, prev_n);
     FOLD_MAXIMA(s, vmax_abs, vmax_rel, vmax_ulp);
-    s.sum_sq_diff = sums[0];
-    s.sum_sq_a = sums[1];
-    s.sum_sq_b = sums[2];
+    s.sum_sq_diff = sum_d;
+    s.sum_sq_a = sum_a;
+    s.sum_sq_b = sum_b;
     size_t done = ngroups * LANES;
     s.count += done;
     if (done < n)
@@ -701,7 +735,6 @@ KATTR static int KNAME(equal_run)(dck_dtype t, const uint8_t *p, size_t n, dck_d
 #undef i64v
 #undef f64v
 #undef f64q
-#undef DCK_HAVE_SHUFFLEVECTOR
 #undef STORE_ROWS
 #undef SPLAT
 #undef BLOCK_GROUPS
@@ -719,8 +752,12 @@ KATTR static int KNAME(equal_run)(dck_dtype t, const uint8_t *p, size_t n, dck_d
 #undef STORE_SQUARES_MASKED
 #undef CHAIN
 #undef CHAIN_STEP
+#undef CHAIN_ONE
+#undef CHAIN_PIN
 #undef ANY_LANE
-#undef ABS_MAG_REL_FINITE
+#undef ABS_MAG_FINITE
+#undef ANY_MASK
+#undef REL_MAX
 #undef NARROW_STEP
 #undef WIDE_STEP
 #undef BLOCK_ELEMS
@@ -728,6 +765,7 @@ KATTR static int KNAME(equal_run)(dck_dtype t, const uint8_t *p, size_t n, dck_d
 #undef ABS_MAG_REL
 #undef MAX_F64
 #undef MAX_I32
+#undef ABS_I32
 #undef MAX_U32
 #undef MAX_U64
 #undef FOLD_MAXIMA

@@ -28,6 +28,13 @@
  * _codecs; torch storages as persistent ids. */
 extern const pk_handlers dck_pk_torch_handlers;
 
+/* Every storage met by persistent_load must have been taken by a rebuild
+ * function of the table (its bytes become a tensor): one that was not (an
+ * unknown rebuild function such as a sparse or nested layout, a storage
+ * pickled by itself) is an error naming it, never bytes that silently go
+ * unhashed. */
+dck_status dck_pk_check_storages_used(const pk_ctx *c, const char *label);
+
 /* NumPy: dtype from a type string such as "<f4", "|u1", ">i8". Sets
  * *byteswap for big-endian multi-byte types. -1 when unsupported. */
 int dck_pk_numpy_dtype(const char *descr, bool *byteswap);
@@ -63,6 +70,10 @@ typedef struct {
 } pk_walker;
 
 #define PK_MAX_WALK_VISITS ((uint64_t)1 << 24)
+/* Bytes of recorded values (names and texts) per walk: a list shared by
+ * many references costs its text once per reference, so this bounds what a
+ * small hostile pickle can add to a manifest. */
+#define PK_MAX_VALUE_BYTES ((uint64_t)64 << 20)
 /* 4 visits per object built, plus 100000. */
 uint64_t dck_pk_walk_budget(const pk_ctx *c);
 

@@ -38,6 +38,8 @@ int dck_pk_storage_dtype(const char *type_name) {
         {"BFloat16Storage", DCK_BF16}, {"LongStorage", DCK_I64}, {"IntStorage", DCK_I32},
         {"ShortStorage", DCK_I16}, {"CharStorage", DCK_I8}, {"ByteStorage", DCK_U8},
         {"BoolStorage", DCK_BOOL},
+        /* quantized tensors' integers, as stored (see _rebuild_qtensor) */
+        {"QInt8Storage", DCK_I8}, {"QUInt8Storage", DCK_U8}, {"QInt32Storage", DCK_I32},
     };
     if (!strcmp(type_name, "UntypedStorage")) return -2;
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
@@ -167,6 +169,7 @@ static dck_status rebuild_tensor(pk_ctx *c, const pk_call *k, int version, pk_no
     DCK_TRY(dck_pk_new_tensor(c, &t));
     pk_tensor *tt = t->u.tensor;
     tt->storage = a[0];
+    a[0]->u.storage.used = true;
     int64_t off;
     if (!dck_pk_int(a[1], &off) || off < 0) return dck_pk_error(c, DCK_ERR_FORMAT, "bad tensor storage offset");
     tt->offset = (uint64_t)off;
@@ -195,6 +198,73 @@ static dck_status rebuild_tensor(pk_ctx *c, const pk_call *k, int version, pk_no
 static dck_status rebuild_tensor_v1(pk_ctx *c, const pk_call *k, pk_node **out) { return rebuild_tensor(c, k, 1, out); }
 static dck_status rebuild_tensor_v2(pk_ctx *c, const pk_call *k, pk_node **out) { return rebuild_tensor(c, k, 2, out); }
 static dck_status rebuild_tensor_v3(pk_ctx *c, const pk_call *k, pk_node **out) { return rebuild_tensor(c, k, 3, out); }
+
+/* _rebuild_qtensor(storage, offset, size, stride, quantizer_params,
+ * requires_grad, hooks): the stored integers as a tensor of the storage's
+ * dtype (qint8 I8, quint8 U8, qint32 I32), with quantizer_params
+ * (qscheme, scale, zero_point) per tensor or (qscheme, scales, zero_points,
+ * axis) per channel, scales and zero points being tensors. torch writes
+ * per_channel_affine for the float_qparams scheme too; both are read. */
+static dck_status rebuild_qtensor(pk_ctx *c, const pk_call *k, pk_node **out) {
+    static const struct {
+        const char *name;
+        bool per_channel;
+    } schemes[] = {
+        {"per_tensor_affine", false},
+        {"per_channel_affine", true},
+        {"per_channel_affine_float_qparams", true},
+    };
+    if (!k->a || k->n < 5) return dck_pk_error(c, DCK_ERR_FORMAT, "_rebuild_qtensor with too few arguments");
+    pk_node *t = NULL;
+    DCK_TRY(rebuild_tensor(c, k, 2, &t));
+    pk_tensor *tt = t->u.tensor;
+    size_t n;
+    pk_node **q = dck_pk_items(k->a[4], &n);
+    if (!q || n < 1 || q[0]->kind != PK_GLOBAL)
+        return dck_pk_error(c, DCK_ERR_FORMAT, "_rebuild_qtensor without a qscheme");
+    const char *qs = q[0]->u.global.name;
+    size_t i = 0;
+    while (i < sizeof schemes / sizeof schemes[0] && strcmp(schemes[i].name, qs)) i++;
+    if (i == sizeof schemes / sizeof schemes[0]) {
+        char what[160];
+        snprintf(what, sizeof what, "quantized tensor with qscheme %.64s, which detcheck does not read", qs);
+        return dck_pk_error(c, DCK_ERR_UNSUPPORTED, what);
+    }
+    tt->qscheme = qs;
+    tt->per_channel = schemes[i].per_channel;
+    if (!tt->per_channel) {
+        if (n != 3 || (q[1]->kind != PK_FLOAT && q[1]->kind != PK_INT) || q[2]->kind != PK_INT)
+            return dck_pk_error(c, DCK_ERR_FORMAT, "bad per-tensor quantizer parameters");
+    } else if (n != 4 || q[1]->kind != PK_TENSOR || q[2]->kind != PK_TENSOR || !dck_pk_int(q[3], &tt->qaxis) ||
+               tt->qaxis < 0 || tt->qaxis >= (tt->ndim ? tt->ndim : 1)) {
+        return dck_pk_error(c, DCK_ERR_FORMAT, "bad per-channel quantizer parameters");
+    }
+    tt->qscale = q[1];
+    tt->qzero = q[2];
+    *out = t;
+    return DCK_OK;
+}
+
+dck_status dck_pk_check_storages_used(const pk_ctx *c, const char *label) {
+    size_t n;
+    pk_node *const *st = dck_pk_storages(c, &n);
+    for (size_t i = 0; i < n; i++) {
+        const pk_node *s = st[i];
+        if (s->u.storage.used) continue;
+        const pk_node *g = s->u.storage.passed_to;
+        if (g)
+            return dck_set_error(DCK_ERR_UNSUPPORTED,
+                                 "%s: storage %s (%s) is read by %s.%s, which detcheck does not know: "
+                                 "its bytes would go unhashed",
+                                 label, s->u.storage.key, s->u.storage.type_name, g->u.global.module,
+                                 g->u.global.name);
+        return dck_set_error(DCK_ERR_UNSUPPORTED,
+                             "%s: storage %s (%s) is not read by any tensor detcheck knows: its bytes "
+                             "would go unhashed",
+                             label, s->u.storage.key, s->u.storage.type_name);
+    }
+    return DCK_OK;
+}
 
 /* _rebuild_parameter(tensor, ...): the tensor. */
 static dck_status rebuild_parameter(pk_ctx *c, const pk_call *k, pk_node **out) {
@@ -431,6 +501,7 @@ static const pk_global_rule GLOBALS[] = {
     {"torch._utils",           "_rebuild_tensor",               rebuild_tensor_v1, NULL},
     {"torch._utils",           "_rebuild_tensor_v2",            rebuild_tensor_v2, NULL},
     {"torch._utils",           "_rebuild_tensor_v3",            rebuild_tensor_v3, NULL},
+    {"torch._utils",           "_rebuild_qtensor",              rebuild_qtensor,   NULL},
     {"torch._utils",           "_rebuild_parameter",            rebuild_parameter, NULL},
     {"torch._utils",           "_rebuild_parameter_with_state", rebuild_parameter, NULL},
     {"torch._utils",           "_rebuild_from_type",            rebuild_from_type, NULL},

@@ -428,6 +428,12 @@ static dck_status make_object(pk_ctx *c, pk_node *cls, pk_node *args, pk_node **
     if (!o) return s;
     o->u.obj.cls = cls;
     o->u.obj.args = args;
+    /* a storage handed to a global nobody interprets: remember which, so
+     * that the reader can name it when refusing the unread bytes */
+    size_t n;
+    pk_node **a = dck_pk_items(args, &n);
+    for (size_t i = 0; a && cls->kind == PK_GLOBAL && i < n; i++)
+        if (a[i]->kind == PK_STORAGE && !a[i]->u.storage.passed_to) a[i]->u.storage.passed_to = cls;
     *out = o;
     return DCK_OK;
 }

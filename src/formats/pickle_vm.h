@@ -51,6 +51,14 @@ typedef struct {
     int ndim;
     uint64_t size[DCK_MAX_DIMS];
     int64_t stride[DCK_MAX_DIMS];
+    /* Quantized tensors (_rebuild_qtensor): the integers above are what is
+     * stored; qscheme (torch's name, NULL for a plain tensor) and its
+     * parameters say what they mean. Per tensor: qscale a PK_FLOAT, qzero a
+     * PK_INT; per channel: both tensors, and qaxis. */
+    const char *qscheme;
+    pk_node *qscale, *qzero;
+    int64_t qaxis;
+    bool per_channel;
 } pk_tensor;
 
 typedef struct {
@@ -102,6 +110,11 @@ struct pk_node {
             /* legacy view metadata: a view of the root storage key */
             bool is_view;
             uint64_t view_offset, view_size;
+            /* taken by a rebuild function the handlers know (its bytes are
+             * read); else, for the message, the first unknown global it was
+             * an argument of */
+            bool used;
+            const pk_node *passed_to;
         } storage;
         pk_tensor *tensor;
         struct {

@@ -183,12 +183,48 @@ char *dck_pk_scalar_text(const pk_node *n) {
 
 /* ------------------------------------------------------------------ walking */
 
+/* Slots of the cache of sequence texts (below). */
+#define PK_SEQ_CACHE 64
+
 typedef struct {
     const pk_walker *w;
     const char *label;
     uint64_t visits;
+    uint64_t value_bytes; /* against PK_MAX_VALUE_BYTES (pickle.h) */
     sbuf name;
+    /* texts of sequences recorded as one value, by node: a shared list is
+     * printed once, however often it is referenced */
+    struct {
+        const pk_node *n;
+        char *text;
+    } seq_cache[PK_SEQ_CACHE];
 } walk_state;
+
+/* Every value goes through here: a list referenced many times through the
+ * memo is recorded once per reference, so the total is what is bounded. */
+static dck_status emit_value(walk_state *ws, const char *name, const char *text) {
+    size_t len = strlen(text) + strlen(name);
+    if (len > PK_MAX_VALUE_BYTES - ws->value_bytes)
+        return dck_set_error(DCK_ERR_LIMIT,
+                             "%s: values take more than %llu MiB of text (limit; a list shared by many "
+                             "references?) at %s",
+                             ws->label, (unsigned long long)(PK_MAX_VALUE_BYTES >> 20), name);
+    ws->value_bytes += len;
+    return ws->w->value(ws->w->ctx, name, text);
+}
+
+/* The text of a sequence of scalars, from the cache or printed into it
+ * (NULL: out of memory). Owned by the cache. */
+static const char *seq_text(walk_state *ws, const pk_node *n) {
+    size_t h = (size_t)(((uintptr_t)n >> 4) * 0x9e3779b97f4a7c15ull >> 58) % PK_SEQ_CACHE;
+    if (ws->seq_cache[h].n == n) return ws->seq_cache[h].text;
+    char *t = dck_pk_scalar_text(n);
+    if (!t) return NULL;
+    free(ws->seq_cache[h].text);
+    ws->seq_cache[h].n = n;
+    ws->seq_cache[h].text = t;
+    return t;
+}
 
 static dck_status walk(walk_state *ws, const pk_node *n, int depth, bool tensors_only);
 
@@ -274,6 +310,30 @@ static dck_status walk_module(walk_state *ws, const pk_node *n, int depth) {
     return s;
 }
 
+/* A quantized tensor's parameters, named after it: NAME.qscheme (torch's
+ * name), then per tensor the values NAME.scale and NAME.zero_point, per
+ * channel the tensors NAME.scale and NAME.zero_point and the value
+ * NAME.axis. They belong to the tensor, so they are reported wherever the
+ * tensor is (also among an opaque object's arguments). */
+static dck_status walk_qparams(walk_state *ws, const pk_tensor *t, int depth) {
+    dck_status s = DCK_OK;
+    size_t saved = ws->name.n;
+    char axis[32];
+    snprintf(axis, sizeof axis, "%lld", (long long)t->qaxis);
+    static const char *const parts[] = {"qscheme", "scale", "zero_point", "axis"};
+    for (int k = 0; k < (t->per_channel ? 4 : 3) && !s; k++) {
+        name_push(&ws->name, parts[k], strlen(parts[k]));
+        if (ws->name.oom) return dck_oom(NULL);
+        if (k == 0 || k == 3) {
+            if (ws->w->value) s = emit_value(ws, cur_name(ws), k == 0 ? t->qscheme : axis);
+        } else
+            s = walk(ws, k == 1 ? t->qscale : t->qzero, depth + 1, false);
+        ws->name.n = saved;
+        if (ws->name.p) ws->name.p[saved] = 0;
+    }
+    return s;
+}
+
 static dck_status walk(walk_state *ws, const pk_node *n, int depth, bool tensors_only) {
     if (depth > PK_MAX_WALK_DEPTH)
         return dck_set_error(DCK_ERR_LIMIT, "%s: objects nested deeper than %d levels at %s", ws->label,
@@ -285,14 +345,15 @@ static dck_status walk(walk_state *ws, const pk_node *n, int depth, bool tensors
     dck_status s = DCK_OK;
     switch (n->kind) {
     case PK_TENSOR:
-        return ws->w->tensor ? ws->w->tensor(ws->w->ctx, cur_name(ws), n) : DCK_OK;
+        if (ws->w->tensor && (s = ws->w->tensor(ws->w->ctx, cur_name(ws), n))) return s;
+        return n->u.tensor->qscheme ? walk_qparams(ws, n->u.tensor, depth) : DCK_OK;
     case PK_NDARRAY:
         return ws->w->ndarray ? ws->w->ndarray(ws->w->ctx, cur_name(ws), n) : DCK_OK;
     case PK_NONE: case PK_BOOL: case PK_INT: case PK_BIGINT: case PK_FLOAT: {
         if (tensors_only || !ws->w->value) return DCK_OK;
         char *t = dck_pk_scalar_text(n);
         if (!t) return dck_oom(NULL);
-        s = ws->w->value(ws->w->ctx, cur_name(ws), t);
+        s = emit_value(ws, cur_name(ws), t);
         free(t);
         return s;
     }
@@ -301,15 +362,12 @@ static dck_status walk(walk_state *ws, const pk_node *n, int depth, bool tensors
         char t[48];
         memcpy(t, "bytes:", 6);
         dck_digest_to_hex(dck_xxh128(n->u.s.p, n->u.s.len), t + 6);
-        return ws->w->value(ws->w->ctx, cur_name(ws), t);
+        return emit_value(ws, cur_name(ws), t);
     }
     case PK_TUPLE: case PK_LIST: case PK_SET:
         if (!tensors_only && ws->w->value && n->u.seq.n > PK_SEQ_VALUE_MIN && scalar_seq(n)) {
-            char *t = dck_pk_scalar_text(n);
-            if (!t) return dck_oom(NULL);
-            s = ws->w->value(ws->w->ctx, cur_name(ws), t);
-            free(t);
-            return s;
+            const char *t = seq_text(ws, n);
+            return t ? emit_value(ws, cur_name(ws), t) : dck_oom(NULL);
         }
         for (size_t i = 0; i < n->u.seq.n && !s; i++)
             s = walk_child(ws, NULL, i, n->u.seq.items[i], depth, tensors_only);
@@ -348,10 +406,14 @@ static dck_status walk(walk_state *ws, const pk_node *n, int depth, bool tensors
 }
 
 dck_status dck_pk_walk(const pk_node *root, const char *prefix, const pk_walker *w, const char *label) {
-    walk_state ws = {w, label ? label : "pickle", 0, {0}};
+    walk_state ws;
+    memset(&ws, 0, sizeof ws);
+    ws.w = w;
+    ws.label = label ? label : "pickle";
     if (prefix && *prefix) sb_str(&ws.name, prefix);
     if (ws.name.oom) return dck_oom(NULL);
     dck_status s = walk(&ws, root, 0, false);
     free(ws.name.p);
+    for (int i = 0; i < PK_SEQ_CACHE; i++) free(ws.seq_cache[i].text);
     return s;
 }

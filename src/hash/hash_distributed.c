@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #ifdef DCK_HAVE_MPI /* set by the Makefile when mpicc is found */
-#include <mpi.h>
+#include "common/mpi_loader.h" /* libmpi, loaded by dck_comm_init */
 #endif
 
 #ifdef DCK_HAVE_CUDA
@@ -72,6 +72,9 @@ typedef struct {
 typedef struct {
     int rank, size;
     int mpi; /* MPI calls are made */
+#ifdef DCK_HAVE_MPI
+    const dck_mpi_api *m; /* when mpi */
+#endif
 } world;
 
 
@@ -81,12 +84,29 @@ static dck_status agree(const world *w, dck_status s) {
 #ifdef DCK_HAVE_MPI
     if (!w->mpi) return s;
     int mine = (int)s, worst = 0;
-    if (MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
+    if (w->m->MPI_Allreduce(&mine, &worst, 1, w->m->int_, w->m->max, w->m->comm_world) !=
+        MPI_SUCCESS)
         return dck_set_error(DCK_ERR_COMM, "mpi: agreeing on a status failed");
     if (worst && !s)
         return dck_set_error((dck_status)worst, "another rank failed (%s)",
                              dck_strerror((dck_status)worst));
     return s;
+#else
+    (void)w;
+    return s;
+#endif
+}
+
+/* Waits, asleep, until every rank gets here: a rank done with its share
+ * sleeps until the slowest is done too, rather than spin in the blocking
+ * collective that follows (Open MPI polls there, taking a core from the
+ * ranks still hashing when ranks share a node). Returns s, or the barrier's
+ * failure. */
+static dck_status quiet_wait(const world *w, dck_status s) {
+#ifdef DCK_HAVE_MPI
+    if (!w->mpi) return s;
+    dck_status b = dck_mpi_quiet_barrier(w->m);
+    return s ? s : b;
 #else
     (void)w;
     return s;
@@ -99,10 +119,9 @@ static dck_status reduce_u64(const world *w, uint64_t *v, size_t n) {
     if (!w->mpi) return DCK_OK;
     for (size_t done = 0; done < n;) {
         int c = n - done > (size_t)INT_MAX / 2 ? INT_MAX / 2 : (int)(n - done);
-        int rc = w->rank == 0 ? MPI_Reduce(MPI_IN_PLACE, v + done, c, MPI_UINT64_T, MPI_SUM, 0,
-                                           MPI_COMM_WORLD)
-                              : MPI_Reduce(v + done, NULL, c, MPI_UINT64_T, MPI_SUM, 0,
-                                           MPI_COMM_WORLD);
+        const dck_mpi_api *m = w->m;
+        int rc = m->MPI_Reduce(w->rank == 0 ? MPI_IN_PLACE : v + done, w->rank == 0 ? v + done : NULL,
+                               c, m->uint64, m->sum, 0, m->comm_world);
         dck_status s = dck_mpi_check(rc, "MPI_Reduce of lane sums");
         if (s) return s;
         done += (size_t)c;
@@ -141,8 +160,9 @@ static dck_status gather_edges(const world *w, const edge_rec *mine, size_t n, e
             return dck_oom(NULL);
         }
     }
-    dck_status s = dck_mpi_check(MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD),
-                             "MPI_Gather of edge counts");
+    const dck_mpi_api *m = w->m;
+    dck_status s = dck_mpi_check(m->MPI_Gather(&cnt, 1, m->int_, counts, 1, m->int_, 0, m->comm_world),
+                                 "MPI_Gather of edge counts");
     size_t total = 0;
     if (!s && w->rank == 0) {
         for (int r = 0; r < w->size; r++) {
@@ -154,9 +174,9 @@ static dck_status gather_edges(const world *w, const edge_rec *mine, size_t n, e
     }
     /* rank 0 cannot bail out alone: the others are in the Gatherv */
     if (!s)
-        s = dck_mpi_check(MPI_Gatherv(mine, cnt, MPI_BYTE, *all, counts, displs, MPI_BYTE, 0,
-                                  MPI_COMM_WORLD),
-                      "MPI_Gatherv of fragment edges");
+        s = dck_mpi_check(m->MPI_Gatherv(mine, cnt, m->byte, *all, counts, displs, m->byte, 0,
+                                         m->comm_world),
+                          "MPI_Gatherv of fragment edges");
     *nall = total / sizeof(edge_rec);
     free(counts);
     free(displs);
@@ -180,9 +200,10 @@ static dck_status gpus_distinct(const world *w, int device, int *distinct) {
     snprintf(id, sizeof id, "%s/%s", host, bus);
     char *all = malloc(sizeof id * (size_t)w->size);
     if (!all) return dck_oom(NULL);
-    dck_status s = dck_mpi_check(MPI_Allgather(id, (int)sizeof id, MPI_BYTE, all, (int)sizeof id,
-                                           MPI_BYTE, MPI_COMM_WORLD),
-                             "MPI_Allgather of GPU ids");
+    const dck_mpi_api *m = w->m;
+    dck_status s = dck_mpi_check(m->MPI_Allgather(id, (int)sizeof id, m->byte, all, (int)sizeof id,
+                                                  m->byte, m->comm_world),
+                                 "MPI_Allgather of GPU ids");
     *distinct = 1;
     for (int i = 0; i < w->size && !s; i++)
         for (int j = i + 1; j < w->size; j++)
@@ -483,15 +504,19 @@ dck_status dck_checkpoint_hash_plan(dck_checkpoint *ck, const dck_options *opt,
     *out = NULL;
     if (opt) ck->opt = *opt;
     int threads = ck->opt.threads > 0 ? ck->opt.threads : dck_default_threads();
-    world w = {0, 1, 0};
+    world w = {0};
+    w.size = 1;
 #ifdef DCK_HAVE_MPI
     if (plan->distributed) {
         int inited = 0;
-        MPI_Initialized(&inited);
+        /* loaded already by dck_comm_init, or by the caller's own MPI_Init
+         * (dlopen then finds the libmpi the program linked) */
+        DCK_TRY(dck_mpi_load(&w.m));
+        w.m->MPI_Initialized(&inited);
         if (!inited)
             return dck_set_error(DCK_ERR_COMM, "distributed hashing: MPI is not initialised");
-        MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
-        MPI_Comm_size(MPI_COMM_WORLD, &w.size);
+        w.m->MPI_Comm_rank(w.m->comm_world, &w.rank);
+        w.m->MPI_Comm_size(w.m->comm_world, &w.size);
         w.mpi = 1;
     }
 #else
@@ -529,6 +554,7 @@ dck_status dck_checkpoint_hash_plan(dck_checkpoint *ck, const dck_options *opt,
     /* Whole-file hashes on the CPU, while the GPU works through its queue. */
     if (!s && ck->opt.hash_files && (gpu || !w.mpi))
         s = hash_my_files(ck, &w, owner, threads, words + 2 * nt);
+    s = quiet_wait(&w, s);
     s = agree(&w, s);
 #if defined(DCK_HAVE_CUDA) && defined(DCK_HAVE_MPI)
     int use_nccl = 0;
@@ -544,9 +570,12 @@ dck_status dck_checkpoint_hash_plan(dck_checkpoint *ck, const dck_options *opt,
         s = agree(&w, dck_nccl_load(&nc));
         if (!s && w.rank == 0) nr_ = nc->ncclGetUniqueId(&id);
         int ok = nr_ == ncclSuccess;
-        if (!s) s = dck_mpi_check(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
+        if (!s)
+            s = dck_mpi_check(w.m->MPI_Bcast(&ok, 1, w.m->int_, 0, w.m->comm_world), "MPI_Bcast");
         if (!s && !ok) s = dck_set_error(DCK_ERR_DEVICE, "nccl: %s", nc->ncclGetErrorString(nr_));
-        if (!s) s = dck_mpi_check(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+        if (!s)
+            s = dck_mpi_check(
+                w.m->MPI_Bcast(&id, sizeof id, w.m->byte, 0, w.m->comm_world), "MPI_Bcast");
         if (!s) {
             nr_ = nc->ncclCommInitRank(&comm, w.size, id, w.rank);
             if (nr_ == ncclSuccess)
@@ -623,6 +652,7 @@ dck_status dck_checkpoint_hash_plan(dck_checkpoint *ck, const dck_options *opt,
             free(fd);
         }
     }
+    s = quiet_wait(&w, s); /* the others wait while rank 0 builds the manifest */
     s = agree(&w, s);
     if (s && *out) {
         dck_manifest_free(*out);

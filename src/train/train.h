@@ -238,6 +238,11 @@ typedef struct {
     double steps_per_s;
     bool has_root;     /* final_root is the root after last_step */
     dck_digest final_root;
+    /* A resumed run re-checks the trajectory records it found after the
+     * resume step against the ones it recomputes (rank 0): the first step
+     * whose record differs or is missing (0: none), and how. */
+    long recheck_step;
+    char recheck_what[640];
 } dck_train_result;
 
 dck_status dck_train_run(const dck_train_config *cfg, dck_comm *comm, const dck_train_hooks *hooks,
@@ -254,6 +259,16 @@ char *dck_ckpt_dir(const char *out, long step);
  * torn ones reported through warn (may be NULL). */
 typedef void (*dck_warn_fn)(void *ctx, const char *msg);
 dck_status dck_ckpt_list(const char *out, long **steps, size_t *n, dck_warn_fn warn, void *ctx);
+/* Makes or empties the step directory of `step` under out for a new
+ * checkpoint. Nothing is followed and only the names detcheck writes there
+ * (dck_ckpt_own_name) are removed; a step directory that is a symbolic link,
+ * not a directory, or that holds anything else is DCK_ERR_INVALID naming it,
+ * and nothing is deleted then. */
+dck_status dck_ckpt_prepare_dir(const char *out, long step);
+/* Whether a step directory's entry is one detcheck writes: COMPLETE,
+ * manifest.json, rank_NNNNN_of_NNNNN.safetensors[.zst], and their
+ * NAME.tmp.XXXXXX temporaries. */
+bool dck_ckpt_own_name(const char *name);
 /* Shard files of a step directory, sorted (malloc'd array of malloc'd). */
 dck_status dck_ckpt_shards(const char *dir, char ***paths, size_t *n);
 void dck_free_strings(char **v, size_t n);
@@ -265,6 +280,10 @@ typedef struct {
     bool has_root;
     dck_digest root;
 } dck_traj_rec;
+/* One line of a trajectory file (its newline may be included); messages
+ * name path:lineno. */
+dck_status dck_traj_parse_line(const char *line, size_t len, const char *path, long lineno,
+                               dck_traj_rec *r);
 /* Reads DIR/trajectory.jsonl; a torn last line is ignored. */
 dck_status dck_traj_load(const char *path, dck_traj_rec **recs, size_t *n);
 /* First step present in both where loss, grad norm, lr or root (when both

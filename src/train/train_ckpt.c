@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,6 +135,42 @@ static bool hex32(const char *s, uint32_t *out) {
     return true;
 }
 
+/* One trajectory line (without or with its newline) into r; the message
+ * names path:lineno. */
+dck_status dck_traj_parse_line(const char *line, size_t len, const char *path, long lineno,
+                               dck_traj_rec *r) {
+    json_error_t err;
+    json_t *o = json_loadb(line, len, 0, &err);
+    if (!o || !json_is_object(o)) {
+        json_decref(o);
+        return dck_set_error(DCK_ERR_FORMAT, "%s:%ld: not a JSON object", path, lineno);
+    }
+    memset(r, 0, sizeof *r);
+    json_t *st = json_object_get(o, "step");
+    json_t *root = json_object_get(o, "root");
+    float lr;
+    if (!json_is_integer(st) ||
+        !hex32(json_string_value(json_object_get(o, "loss_bits")), &r->loss_bits) ||
+        !hex32(json_string_value(json_object_get(o, "grad_norm_bits")), &r->grad_norm_bits) ||
+        !(json_is_number(json_object_get(o, "lr")) || json_is_null(json_object_get(o, "lr")))) {
+        json_decref(o);
+        return dck_set_error(DCK_ERR_FORMAT, "%s:%ld: needs step, loss_bits, grad_norm_bits and lr",
+                             path, lineno);
+    }
+    r->step = (long)json_integer_value(st);
+    lr = (float)json_number_value(json_object_get(o, "lr")); /* null: 0 */
+    r->lr_bits = dck_f32_bits(lr);
+    if (root) {
+        if (!json_is_string(root) || dck_digest_from_hex(json_string_value(root), &r->root)) {
+            json_decref(o);
+            return dck_set_error(DCK_ERR_FORMAT, "%s:%ld: bad root digest", path, lineno);
+        }
+        r->has_root = true;
+    }
+    json_decref(o);
+    return DCK_OK;
+}
+
 dck_status dck_traj_load(const char *path, dck_traj_rec **recs, size_t *n) {
     *recs = NULL;
     *n = 0;
@@ -149,40 +186,11 @@ dck_status dck_traj_load(const char *path, dck_traj_rec **recs, size_t *n) {
     while ((len = getline(&line, &lcap, f)) > 0) {
         lineno++;
         bool complete = line[len - 1] == '\n';
-        json_error_t err;
-        json_t *o = json_loadb(line, (size_t)len, 0, &err);
-        if (!o || !json_is_object(o)) {
-            json_decref(o);
-            if (!complete) break; /* torn last line of a killed run */
-            s = dck_set_error(DCK_ERR_FORMAT, "%s:%ld: not a JSON object", path, lineno);
-            break;
-        }
         dck_traj_rec r;
-        memset(&r, 0, sizeof r);
-        json_t *st = json_object_get(o, "step");
-        json_t *root = json_object_get(o, "root");
-        float lr;
-        if (!json_is_integer(st) ||
-            !hex32(json_string_value(json_object_get(o, "loss_bits")), &r.loss_bits) ||
-            !hex32(json_string_value(json_object_get(o, "grad_norm_bits")), &r.grad_norm_bits) ||
-            !(json_is_number(json_object_get(o, "lr")) || json_is_null(json_object_get(o, "lr")))) {
-            json_decref(o);
-            s = dck_set_error(DCK_ERR_FORMAT,
-                              "%s:%ld: needs step, loss_bits, grad_norm_bits and lr", path, lineno);
+        if ((s = dck_traj_parse_line(line, (size_t)len, path, lineno, &r))) {
+            if (!complete) s = DCK_OK; /* torn last line of a killed run */
             break;
         }
-        r.step = (long)json_integer_value(st);
-        lr = (float)json_number_value(json_object_get(o, "lr")); /* null: 0 */
-        r.lr_bits = dck_f32_bits(lr);
-        if (root) {
-            if (!json_is_string(root) || dck_digest_from_hex(json_string_value(root), &r.root)) {
-                json_decref(o);
-                s = dck_set_error(DCK_ERR_FORMAT, "%s:%ld: bad root digest", path, lineno);
-                break;
-            }
-            r.has_root = true;
-        }
-        json_decref(o);
         if (cnt && r.step <= v[cnt - 1].step) {
             s = dck_set_error(DCK_ERR_FORMAT, "%s:%ld: step %ld does not follow step %ld", path,
                               lineno, r.step, v[cnt - 1].step);
@@ -242,4 +250,142 @@ int dck_traj_compare(const dck_traj_rec *a, size_t na, const dck_traj_rec *b, si
         j++;
     }
     return 0;
+}
+
+/* ------------------------------------------------------------------ clearing a step directory
+ *
+ * A step directory is cleared before its checkpoint is (re)written: a torn
+ * one of a killed run, or one being replaced. Only what detcheck itself
+ * writes there may go, so the names are a table, and nothing is followed:
+ * the directory is opened with O_NOFOLLOW and every entry is examined and
+ * removed relative to its descriptor (fstatat AT_SYMLINK_NOFOLLOW, unlinkat),
+ * so a symbolic link planted as step_NNNNNNNN, or swapped in for one of its
+ * files, never leads a deletion elsewhere. A directory that is a link, or
+ * that holds anything else, is refused before anything is deleted. */
+
+typedef enum { OWN_EXACT, OWN_SHARD } own_kind;
+static const struct {
+    own_kind kind;
+    const char *name;
+} own_names[] = {
+    {OWN_EXACT, DCK_CKPT_MARKER},
+    {OWN_EXACT, DCK_CKPT_MANIFEST},
+    {OWN_EXACT, DCK_CKPT_MANIFEST ".partial"}, /* --kill-during-ckpt */
+    {OWN_SHARD, ".safetensors"},               /* rank_NNNNN_of_NNNNN.safetensors */
+    {OWN_SHARD, ".safetensors.zst"},
+};
+
+static bool digits(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9') return false;
+    return true;
+}
+
+/* NAME, or NAME.tmp.XXXXXX (a temporary of an interrupted atomic write:
+ * mkstemp's six letters and digits), for NAME in the table. */
+bool dck_ckpt_own_name(const char *nm) {
+    size_t n = strlen(nm);
+    static const char tmp[] = ".tmp.";
+    const size_t tl = sizeof tmp - 1;
+    if (n > tl + 6 && !memcmp(nm + n - 6 - tl, tmp, tl)) {
+        bool alnum = true;
+        for (size_t i = n - 6; i < n; i++)
+            alnum = alnum && ((nm[i] >= '0' && nm[i] <= '9') || (nm[i] >= 'a' && nm[i] <= 'z') ||
+                              (nm[i] >= 'A' && nm[i] <= 'Z'));
+        if (alnum) n -= 6 + tl;
+    }
+    for (size_t i = 0; i < sizeof own_names / sizeof own_names[0]; i++) {
+        const char *w = own_names[i].name;
+        size_t wl = strlen(w);
+        if (own_names[i].kind == OWN_EXACT) {
+            if (n == wl && !memcmp(nm, w, n)) return true;
+            continue;
+        }
+        /* rank_%05d_of_%05d then the suffix */
+        if (n == 19 + wl && !memcmp(nm, "rank_", 5) && digits(nm + 5, 5) &&
+            !memcmp(nm + 10, "_of_", 4) && digits(nm + 14, 5) && !memcmp(nm + 19, w, wl))
+            return true;
+    }
+    return false;
+}
+
+dck_status dck_ckpt_prepare_dir(const char *out, long step) {
+    char name[32];
+    snprintf(name, sizeof name, "step_%08ld", step);
+    char *dir = dck_path_join(out, name);
+    if (!dir) return dck_oom(NULL);
+    dck_status s = DCK_OK;
+    int ofd = -1, dfd = -1;
+    DIR *d = NULL;
+    /* --out itself may be a link the user chose; its step folders may not */
+    if ((ofd = open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        s = dck_set_error(DCK_ERR_IO, "%s: %s", out, strerror(errno));
+        goto done;
+    }
+    if (mkdirat(ofd, name, 0777) != 0 && errno != EEXIST) {
+        s = dck_set_error(DCK_ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
+        goto done;
+    }
+    if ((dfd = openat(ofd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+        struct stat st;
+        if ((errno == ELOOP || errno == ENOTDIR) && fstatat(ofd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+            s = dck_set_error(DCK_ERR_INVALID,
+                              "%s: is %s, not a checkpoint directory detcheck wrote; refusing to "
+                              "write into it or clear it (move it away)",
+                              dir, S_ISLNK(st.st_mode) ? "a symbolic link" : "not a directory");
+        else
+            s = dck_set_error(DCK_ERR_IO, "%s: %s", dir, strerror(errno));
+        goto done;
+    }
+    int lfd = dup(dfd);
+    if (lfd < 0 || !(d = fdopendir(lfd))) {
+        if (lfd >= 0) close(lfd);
+        s = dck_set_error(DCK_ERR_IO, "%s: %s", dir, strerror(errno));
+        goto done;
+    }
+    /* first every entry is checked, then anything is deleted */
+    struct dirent *e;
+    size_t ours = 0;
+    while ((e = readdir(d))) {
+        const char *nm = e->d_name;
+        if (!strcmp(nm, ".") || !strcmp(nm, "..")) continue;
+        struct stat st;
+        if (fstatat(dfd, nm, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            if (errno == ENOENT) continue;
+            s = dck_set_error(DCK_ERR_IO, "%s/%s: %s", dir, nm, strerror(errno));
+            goto done;
+        }
+        if (!dck_ckpt_own_name(nm) || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) {
+            s = dck_set_error(DCK_ERR_INVALID,
+                              "%s: holds %s, which detcheck did not write; refusing to clear it "
+                              "(move it away, or choose another --out)",
+                              dir, nm);
+            goto done;
+        }
+        ours++;
+    }
+    if (ours) {
+        /* the marker first: a crash in between never leaves it complete */
+        if (unlinkat(dfd, DCK_CKPT_MARKER, 0) != 0 && errno != ENOENT) {
+            s = dck_set_error(DCK_ERR_IO, "%s/%s: cannot remove: %s", dir, DCK_CKPT_MARKER,
+                              strerror(errno));
+            goto done;
+        }
+        rewinddir(d);
+        while ((e = readdir(d))) {
+            const char *nm = e->d_name;
+            if (!strcmp(nm, ".") || !strcmp(nm, "..") || !dck_ckpt_own_name(nm)) continue;
+            /* a link (named as ours) goes itself: unlinkat never follows */
+            if (unlinkat(dfd, nm, 0) != 0 && errno != ENOENT) {
+                s = dck_set_error(DCK_ERR_IO, "%s/%s: cannot remove: %s", dir, nm, strerror(errno));
+                goto done;
+            }
+        }
+    }
+done:
+    if (d) closedir(d);
+    if (dfd >= 0) close(dfd);
+    if (ofd >= 0) close(ofd);
+    free(dir);
+    return s;
 }

@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,6 +60,14 @@ typedef struct {
     FILE *traj;
     char *config_json;
     char *traj_path;
+    int lock_fd; /* RUN/.lock, held (flock) for the run's whole life; -1 none */
+    /* records found after the resume step, re-checked as they are recomputed */
+    dck_traj_rec *recorded;
+    size_t nrecorded, rec_next;
+    char *rec_tail; /* their lines as found (kept on a difference) */
+    size_t rec_tail_len;
+    long recheck_step;
+    char recheck_what[640];
 } trainer;
 
 static void say(trainer *tr, int warning, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -197,27 +207,6 @@ static dck_status mkdir_p(const char *path) {
     return DCK_OK;
 }
 
-/* Empties a stale step directory (a torn one, or one being replaced): the
- * marker goes first, so a crash in between never leaves it complete; then
- * every file, leftovers of interrupted atomic writes included. */
-static dck_status clear_dir(const char *dir) {
-    char *mk = dck_path_join(dir, DCK_CKPT_MARKER);
-    if (mk) unlink(mk);
-    free(mk);
-    DIR *d = opendir(dir);
-    if (!d) return dck_set_error(DCK_ERR_IO, "%s: %s", dir, strerror(errno));
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char *p = dck_path_join(dir, e->d_name);
-        struct stat st;
-        if (p && lstat(p, &st) == 0 && S_ISREG(st.st_mode)) unlink(p);
-        free(p);
-    }
-    closedir(d);
-    return DCK_OK;
-}
-
 static dck_status write_shard(trainer *tr, const char *dir, long step, float lr) {
     size_t np = tr->m.nparams;
     size_t cap = np * K_COUNT + 8;
@@ -291,10 +280,8 @@ static dck_status save_checkpoint(trainer *tr, long step, float lr) {
     char *dir = dck_ckpt_dir(tr->c.out, step);
     if (!dir) return dck_oom(NULL);
     dck_status s = DCK_OK;
-    if (tr->rank == 0) {
-        s = mkdir_p(dir);
-        if (!s) s = clear_dir(dir);
-    }
+    /* only what detcheck wrote goes, and no link is followed (train_ckpt.c) */
+    if (tr->rank == 0) s = dck_ckpt_prepare_dir(tr->c.out, step);
     s = dck_comm_agree(tr->comm, s);
     if (!s) s = dck_comm_agree(tr->comm, write_shard(tr, dir, step, lr));
     if (!s && step == tr->c.kill_during_ckpt) {
@@ -339,10 +326,8 @@ static dck_status save_checkpoint(trainer *tr, long step, float lr) {
         free(mpath);
         dck_manifest_free(man);
         dck_free_strings(shards, ns);
-        if (!s && tr->traj) {
-            fflush(tr->traj);
-            fsync(fileno(tr->traj));
-        }
+        if (!s && tr->traj && (fflush(tr->traj) != 0 || fsync(fileno(tr->traj)) != 0))
+            s = dck_set_error(DCK_ERR_IO, "%s: cannot write: %s", tr->traj_path, strerror(errno));
     }
     s = dck_comm_agree(tr->comm, s);
     free(dir);
@@ -532,44 +517,77 @@ static dck_status resume(trainer *tr, long *step) {
 
 /* ------------------------------------------------------------------ trajectory */
 
+/* Keeps the records up to the resumed step (a torn last line goes) and
+ * rewrites the file with them; the records after it are kept in memory and
+ * re-checked, step by step, against the ones this run recomputes
+ * (traj_recheck): an edit there, or a run that does not reproduce its own
+ * record, never passes unnoticed. */
 static dck_status traj_open(trainer *tr, long resumed) {
     if (tr->rank != 0 || !tr->c.out[0]) return DCK_OK;
     tr->traj_path = dck_path_join(tr->c.out, DCK_TRAJECTORY);
     if (!tr->traj_path) return dck_oom(NULL);
-    /* keep the records up to the resumed step; a torn last line goes */
-    char *keep = NULL;
-    size_t klen = 0;
+    char *keep = NULL, *tail = NULL;
+    size_t klen = 0, tlen = 0;
     FILE *old = resumed > 0 ? fopen(tr->traj_path, "rb") : NULL;
     if (resumed > 0 && !old && errno != ENOENT)
         return dck_set_error(DCK_ERR_IO, "%s: %s", tr->traj_path, strerror(errno));
+    dck_status s = DCK_OK;
     if (old) {
         FILE *mem = open_memstream(&keep, &klen);
-        if (!mem) {
+        FILE *tmem = mem ? open_memstream(&tail, &tlen) : NULL;
+        if (!mem || !tmem) {
+            if (mem) fclose(mem);
+            free(keep);
             fclose(old);
             return dck_oom("train");
         }
+        size_t cap = 0, rcap = 0;
         char *line = NULL;
-        size_t cap = 0;
         ssize_t len;
-        while ((len = getline(&line, &cap, old)) > 0) {
+        long lineno = 0;
+        while (!s && (len = getline(&line, &cap, old)) > 0) {
+            lineno++;
             if (line[len - 1] != '\n') break;
             json_t *o = json_loadb(line, (size_t)len, 0, NULL);
             json_t *st = o ? json_object_get(o, "step") : NULL;
-            bool take = json_is_integer(st) && json_integer_value(st) <= resumed;
+            bool before = json_is_integer(st) && json_integer_value(st) <= resumed;
             json_decref(o);
-            if (take) fwrite(line, 1, (size_t)len, mem);
+            if (before) {
+                fwrite(line, 1, (size_t)len, mem);
+                continue;
+            }
+            /* after the resume step (or no step at all): a record to re-check,
+             * in step order; a line that is none is damage, not to be dropped */
+            dck_traj_rec r;
+            if ((s = dck_traj_parse_line(line, (size_t)len, tr->traj_path, lineno, &r))) break;
+            if (tr->nrecorded && r.step <= tr->recorded[tr->nrecorded - 1].step) {
+                s = dck_set_error(DCK_ERR_FORMAT, "%s:%ld: step %ld does not follow step %ld",
+                                  tr->traj_path, lineno, r.step, tr->recorded[tr->nrecorded - 1].step);
+                break;
+            }
+            if ((s = dck_grow((void **)&tr->recorded, &rcap, tr->nrecorded + 1, sizeof *tr->recorded)))
+                break;
+            tr->recorded[tr->nrecorded++] = r;
+            fwrite(line, 1, (size_t)len, tmem);
         }
         free(line);
         /* a record lost here would be lost for good: the file is rewritten */
         bool unread = ferror(old) != 0;
         fclose(old);
-        if (fclose(mem) != 0 || unread) {
+        bool nomem = fclose(mem) != 0;
+        nomem |= fclose(tmem) != 0;
+        tr->rec_tail = tail;
+        tr->rec_tail_len = tlen;
+        if (!s && (nomem || unread)) {
+            s = unread ? dck_set_error(DCK_ERR_IO, "%s: cannot read the trajectory", tr->traj_path)
+                       : dck_oom("train");
+        }
+        if (s) {
             free(keep);
-            return unread ? dck_set_error(DCK_ERR_IO, "%s: cannot read the trajectory", tr->traj_path)
-                          : dck_oom("train");
+            return s;
         }
     }
-    dck_status s = dck_write_file_atomic(tr->traj_path, keep ? keep : "", keep ? klen : 0);
+    s = dck_write_file_atomic(tr->traj_path, keep ? keep : "", keep ? klen : 0);
     free(keep);
     if (s) return s;
     tr->traj = fopen(tr->traj_path, "ab");
@@ -578,14 +596,52 @@ static dck_status traj_open(trainer *tr, long resumed) {
     return DCK_OK;
 }
 
+/* Compares the record of si with the one found for its step on resume. The
+ * first difference is reported as a warning, and the lines found after the
+ * resume step are kept in TRAJECTORY.before-resume (the file itself now holds
+ * what this run computed); the run goes on, and the command exits 1. */
+static dck_status traj_recheck(trainer *tr, const dck_train_step_info *si) {
+    if (tr->rec_next >= tr->nrecorded || tr->recheck_step) return DCK_OK;
+    const dck_traj_rec *want = &tr->recorded[tr->rec_next];
+    char what[512] = "";
+    if (want->step > si->step) {
+        snprintf(what, sizeof what, "no record of step %ld (the records found jump to step %ld)",
+                 si->step, want->step);
+    } else {
+        tr->rec_next++;
+        /* the lr as a reader of the file gets it: its decimal through strtod */
+        char lrt[32];
+        const char *lrs = isfinite(si->lr) ? dck_float_text(si->lr, lrt, sizeof lrt) : "0";
+        dck_traj_rec got = {.step = si->step, .loss_bits = dck_f32_bits(si->loss),
+                            .grad_norm_bits = dck_f32_bits(si->grad_norm),
+                            .lr_bits = dck_f32_bits((float)strtod(lrs, NULL)),
+                            .has_root = si->has_root, .root = si->root};
+        long step;
+        char d[480];
+        if (!dck_traj_compare(want, 1, &got, 1, &step, d, sizeof d)) return DCK_OK;
+        snprintf(what, sizeof what, "recorded vs recomputed: %s", d);
+    }
+    tr->recheck_step = si->step;
+    snprintf(tr->recheck_what, sizeof tr->recheck_what, "%s: step %ld: %s", tr->traj_path, si->step,
+             what);
+    char *keep = dck_path_join(tr->c.out, DCK_TRAJECTORY ".before-resume");
+    if (!keep) return dck_oom(NULL);
+    dck_status s = dck_write_file_atomic(keep, tr->rec_tail, tr->rec_tail_len);
+    say(tr, 1, "%s: this run does not reproduce the trajectory it resumed (the lines found after "
+        "the resume step are kept in %s)", tr->recheck_what, keep);
+    free(keep);
+    return s;
+}
+
 /* A JSON number, or null for NaN and infinities (the bits say which). */
 static const char *json_float(float v, char *buf, size_t n) {
     if (!isfinite(v)) return "null";
     return dck_float_text(v, buf, n);
 }
 
-static void traj_write(trainer *tr, const dck_train_step_info *si) {
-    if (!tr->traj) return;
+static dck_status traj_write(trainer *tr, const dck_train_step_info *si) {
+    if (!tr->traj) return DCK_OK;
+    DCK_TRY(traj_recheck(tr, si));
     char l[32], g[32], r[32];
     /* shortest decimals that read back as the same floats; bits alongside */
     fprintf(tr->traj,
@@ -600,7 +656,10 @@ static void traj_write(trainer *tr, const dck_train_step_info *si) {
         fprintf(tr->traj, ",\"root\":\"%s\"", hex);
     }
     fputs("}\n", tr->traj);
-    fflush(tr->traj);
+    /* a full disk must stop the run, not thin its record out */
+    if (fflush(tr->traj) != 0 || ferror(tr->traj))
+        return dck_set_error(DCK_ERR_IO, "%s: cannot write: %s", tr->traj_path, strerror(errno));
+    return DCK_OK;
 }
 
 /* ------------------------------------------------------------------ one step */
@@ -727,6 +786,9 @@ static void release(trainer *tr) {
     dck_data_free(tr->data);
     dck_model_release(&tr->m);
     if (tr->traj) fclose(tr->traj);
+    free(tr->recorded);
+    free(tr->rec_tail);
+    if (tr->lock_fd >= 0) close(tr->lock_fd); /* the lock goes last */
     free(tr->config_json);
     free(tr->traj_path);
     pthread_mutex_destroy(&tr->lock);
@@ -800,6 +862,44 @@ static dck_status setup(trainer *tr) {
     return DCK_OK;
 }
 
+/* One writer per run directory: rank 0 holds flock(LOCK_EX) on RUN/.lock
+ * from before it looks at the directory until the run ends (the kernel drops
+ * it when the process dies, so a killed run leaves no stale lock), and
+ * writes its pid there so that a second writer can name the holder. */
+#define DCK_TRAIN_LOCK ".lock"
+static dck_status take_lock(trainer *tr) {
+    char *p = dck_path_join(tr->c.out, DCK_TRAIN_LOCK);
+    if (!p) return dck_oom(NULL);
+    dck_status s = DCK_OK;
+    /* O_NOFOLLOW: a link planted as .lock never truncates what it points at */
+    int fd = open(p, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        s = dck_set_error(DCK_ERR_IO, "%s: cannot open the run's lock file: %s", p, strerror(errno));
+    } else if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK) {
+            char buf[32] = "";
+            ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+            long pid = n > 0 ? strtol(buf, NULL, 10) : 0;
+            char who[48] = "a process whose pid is not yet recorded";
+            if (pid > 0) snprintf(who, sizeof who, "pid %ld", pid);
+            s = dck_set_error(DCK_ERR_INVALID, "%s: another detcheck train (%s) is writing into "
+                              "this run directory (it holds %s); wait for it, or choose another --out",
+                              tr->c.out, who, p);
+        } else {
+            s = dck_set_error(DCK_ERR_IO, "%s: cannot lock: %s", p, strerror(errno));
+        }
+    } else {
+        char buf[32];
+        int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+        if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n)
+            s = dck_set_error(DCK_ERR_IO, "%s: cannot write: %s", p, strerror(errno));
+    }
+    if (s && fd >= 0) close(fd);
+    if (!s) tr->lock_fd = fd;
+    free(p);
+    return s;
+}
+
 static dck_status check_fresh_out(trainer *tr) {
     if (!tr->c.out[0] || tr->c.resume || tr->c.resume_from[0]) return DCK_OK;
     long *steps = NULL;
@@ -825,9 +925,13 @@ dck_status dck_train_run(const dck_train_config *cfg, dck_comm *comm, const dck_
     tr.hooks = hooks;
     tr.rank = dck_comm_rank(tr.comm);
     tr.K = dck_comm_size(tr.comm);
+    tr.lock_fd = -1;
     dck_status s = setup(&tr);
-    if (!s) s = check_fresh_out(&tr);
-    if (!s && tr.rank == 0 && tr.c.out[0]) s = mkdir_p(tr.c.out);
+    if (!s && tr.rank == 0 && tr.c.out[0]) {
+        s = mkdir_p(tr.c.out);
+        if (!s) s = take_lock(&tr);
+        if (!s) s = check_fresh_out(&tr);
+    }
     s = dck_comm_agree(tr.comm, s);
     long start = 0;
     if (!s && (tr.c.resume || tr.c.resume_from[0])) s = dck_comm_agree(tr.comm, resume(&tr, &start));
@@ -842,10 +946,13 @@ dck_status dck_train_run(const dck_train_config *cfg, dck_comm *comm, const dck_
         s = step_once(&tr, step, &si);
         if (s) break;
         si.seconds = now_s() - t0;
+        dck_status ws = DCK_OK;
         if (tr.rank == 0) {
-            traj_write(&tr, &si);
-            if (tr.hooks && tr.hooks->on_step) tr.hooks->on_step(tr.hooks->ctx, &si);
+            ws = traj_write(&tr, &si);
+            if (!ws && tr.hooks && tr.hooks->on_step) tr.hooks->on_step(tr.hooks->ctx, &si);
         }
+        /* a record that could not be written (a full disk) stops every rank */
+        if ((s = dck_comm_agree(tr.comm, ws))) break;
         if (step == start + 1) res->first_loss = si.loss;
         res->last_loss = si.loss;
         res->last_step = step;
@@ -858,6 +965,8 @@ dck_status dck_train_run(const dck_train_config *cfg, dck_comm *comm, const dck_
     res->seconds = now_s() - t0;
     long done = res->last_step - start;
     res->steps_per_s = res->seconds > 0 && done > 0 ? (double)done / res->seconds : 0.0;
+    res->recheck_step = tr.recheck_step;
+    snprintf(res->recheck_what, sizeof res->recheck_what, "%s", tr.recheck_what);
     release(&tr);
     return s;
 }

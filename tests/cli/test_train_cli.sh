@@ -107,4 +107,56 @@ assert v["ranks"] == 1 and v["steps"] == 1 and v["goal"] == 1.1, d
 assert type(v["determinism_tax"]) is float, d
 PY
 ok
+# --- issue 11: a step folder that detcheck did not make is never cleared
+# A symbolic link planted as a step folder: refused (exit 2, named), and
+# nothing it points at is deleted, not even files named like ours.
+mkdir victim
+echo precious > victim/data.bin
+echo shard > victim/rank_00000_of_00001.safetensors
+mkdir sl
+ln -s ../victim sl/step_00000002
+expect_exit 2 $DETCHECK train $CFG --steps 2 --out sl -q
+expect_grep 'sl/step_00000002: is a symbolic link' err.txt
+[ -f victim/data.bin ] && [ -f victim/rank_00000_of_00001.safetensors ] || fail "files behind a linked step folder were deleted"; ok
+# A real step folder holding a file detcheck does not write: refused, nothing deleted.
+mkdir -p fo/step_00000002
+echo notes > fo/step_00000002/notes.txt
+echo torn > fo/step_00000002/rank_00000_of_00001.safetensors
+expect_exit 2 $DETCHECK train $CFG --steps 2 --out fo -q
+expect_grep 'fo/step_00000002: holds notes.txt, which detcheck did not write' err.txt
+[ -f fo/step_00000002/notes.txt ] && [ -f fo/step_00000002/rank_00000_of_00001.safetensors ] || fail "a foreign step folder was cleared"; ok
+# A torn step folder of our own (leftover temporaries, a partial manifest)
+# is cleared; a link named as one of our files goes itself, never its target.
+mkdir -p ow/step_00000002
+echo x > ow/step_00000002/rank_00000_of_00001.safetensors.tmp.Ab12Cd
+echo x > ow/step_00000002/manifest.json.partial
+echo keep > victim/target
+ln -s ../../victim/target ow/step_00000002/COMPLETE.tmp.zz99ZZ
+expect_exit 0 $DETCHECK train $CFG --steps 2 --out ow -q
+[ -f ow/step_00000002/COMPLETE ] || fail "checkpoint not written"; ok
+[ ! -e ow/step_00000002/manifest.json.partial ] && [ ! -e ow/step_00000002/rank_00000_of_00001.safetensors.tmp.Ab12Cd ] && [ ! -L ow/step_00000002/COMPLETE.tmp.zz99ZZ ] || fail "leftovers kept"; ok
+[ "$(cat victim/target)" = keep ] || fail "the target of a link was touched"; ok
+# A step folder that is a plain file: refused, kept.
+mkdir pf; echo f > pf/step_00000002
+expect_exit 2 $DETCHECK train $CFG --steps 2 --out pf -q
+expect_grep 'pf/step_00000002: is not a directory' err.txt
+
+# --- issue 11: one writer per run directory (flock on RUN/.lock, holder's pid named)
+$DETCHECK train $CFG --steps 1000000 --out lk -q 2>/dev/null &
+holder=$!
+trap 'kill -9 $holder 2>/dev/null || true' EXIT
+i=0; while [ ! -s lk/trajectory.jsonl ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+[ -s lk/trajectory.jsonl ] || { kill -9 $holder; fail "the first run did not start"; }
+expect_exit 2 timeout 60 $DETCHECK train $CFG --steps 3 --out lk -q
+expect_grep "another detcheck train (pid $holder) is writing into" err.txt
+expect_exit 2 timeout 60 $DETCHECK train $CFG --steps 3 --out lk --resume -q
+expect_grep "pid $holder" err.txt
+kill -9 $holder; wait $holder 2>/dev/null || true
+# the kernel dropped the lock with the process: no stale lock
+expect_exit 0 timeout 60 $DETCHECK train $CFG --steps 2 --out lk -q
+# a link planted as .lock is not followed (its target is not truncated)
+mkdir ll; echo keep > victim/lockt; ln -s ../victim/lockt ll/.lock
+expect_exit 2 $DETCHECK train $CFG --steps 1 --out ll -q
+expect_grep "ll/.lock: cannot open the run's lock file" err.txt
+[ "$(cat victim/lockt)" = keep ] || fail "the target of a linked .lock was truncated"; ok
 done_ok

@@ -85,4 +85,39 @@ for c in d["checks"]:
     assert c["tensor"] == "model.blocks.0.mlp.fc.weight" and c["detail"].startswith("first differing step 4"), c
 PY
 ok
+# --- issue 11: records found after the resume step are re-checked
+# An edited record (step 6's loss bits) after the resume step: the resumed run
+# recomputes step 6, names it, keeps the lines it found, and exits 1 (the
+# verdict "different"); the file then holds what this run computed.
+cp -r ref r1
+rm -r r1/step_00000006 r1/step_00000008
+sed -i '/"step":6,/s/"loss_bits":"[0-9a-f]*"/"loss_bits":"00000000"/' r1/trajectory.jsonl
+cmp -s ref/trajectory.jsonl r1/trajectory.jsonl && fail "the edit did not take"; ok
+sed -n '/"step":5,/,$p' r1/trajectory.jsonl > r1.tail
+expect_exit 1 $DETCHECK train $CFG --steps 8 --ckpt-every 2 --out r1 --resume -q
+expect_grep 'r1/trajectory.jsonl: step 6: recorded vs recomputed: loss_bits' err.txt
+expect_grep 'not reproduced by this run' err.txt
+cmp r1.tail r1/trajectory.jsonl.before-resume || fail "the lines found were not kept"; ok
+cmp ref/trajectory.jsonl r1/trajectory.jsonl || fail "the recomputed trajectory differs"; ok
+[ -f r1/step_00000008/COMPLETE ] || fail "the run stopped at the difference"; ok
+# A record missing after the resume step is a difference too.
+cp -r ref r2
+rm -r r2/step_00000006 r2/step_00000008
+sed -i '/"step":7,/d' r2/trajectory.jsonl
+expect_exit 1 $DETCHECK train $CFG --steps 8 --ckpt-every 2 --out r2 --resume -q
+expect_grep 'step 7: no record of step 7' err.txt
+# A line that is no record after the resume step is damage: exit 2, nothing rewritten.
+cp -r ref r3
+rm -r r3/step_00000006 r3/step_00000008
+sed -i '/"step":7,/s/.*/garbage/' r3/trajectory.jsonl
+cp r3/trajectory.jsonl r3.before
+expect_exit 2 $DETCHECK train $CFG --steps 8 --ckpt-every 2 --out r3 --resume -q
+expect_grep 'r3/trajectory.jsonl:7: not a JSON object' err.txt
+cmp r3.before r3/trajectory.jsonl || fail "a damaged trajectory was rewritten"; ok
+# Untouched records after the resume step pass the re-check (exit 0).
+cp -r ref r4
+rm -r r4/step_00000006 r4/step_00000008
+expect_exit 0 $DETCHECK train $CFG --steps 8 --ckpt-every 2 --out r4 --resume -q
+cmp ref/trajectory.jsonl r4/trajectory.jsonl || fail "re-checked trajectory differs"; ok
+[ ! -e r4/trajectory.jsonl.before-resume ] || fail "kept lines without a difference"; ok
 done_ok

@@ -41,6 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         pk_node *root;
         size_t used;
         if (dck_pk_load(c, data + off, size - off, (int64_t)off, &root, &used)) break;
+        if (dck_pk_check_storages_used(c, "fuzz")) break;
         pk_walker w = {NULL, on_tensor, on_array, on_value, on_other, dck_pk_walk_budget(c)};
         if (dck_pk_walk(root, k ? "x" : "", &w, "fuzz")) break;
         off += used;

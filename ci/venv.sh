@@ -1,0 +1,33 @@
+#!/bin/sh
+# Prints the path of a python3 that imports what a purpose needs, making a
+# virtual environment for it when the system's python3 lacks it:
+#
+#   sh ci/venv.sh bench     numpy (the benchmarks' numpy peer, llm.c's
+#                           make_random_gpt2.py)
+#
+# The environment lives outside the clone, keyed by purpose and pinned
+# requirement, so a second run on the same machine reuses it:
+# ${DCK_VENV_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/detcheck}/venv-PURPOSE-KEY.
+# Messages go to stderr; exit 2 when no such python3 can be had.
+set -e
+purpose=${1:?usage: ci/venv.sh bench}
+case $purpose in
+bench) reqs="numpy>=1.24,<3" probe="import numpy" ;;
+*) echo "ci/venv.sh: unknown purpose '$purpose' (bench)" >&2; exit 2 ;;
+esac
+py=$(command -v python3 || true)
+[ -n "$py" ] || { echo "ci/venv.sh: no python3 on PATH" >&2; exit 2; }
+if "$py" -c "$probe" > /dev/null 2>&1; then echo "$py"; exit 0; fi
+key=$(printf '%s' "$reqs" | cksum | cut -d' ' -f1)
+root=${DCK_VENV_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/detcheck}
+dir="$root/venv-$purpose-$key"
+if ! "$dir/bin/python3" -c "$probe" > /dev/null 2>&1; then
+    echo "ci/venv.sh: making $dir ($reqs)" >&2
+    rm -rf "$dir.tmp"
+    mkdir -p "$root"
+    { "$py" -m venv "$dir.tmp" && "$dir.tmp/bin/python3" -m pip install -q --disable-pip-version-check "$reqs"; } >&2 ||
+        { rm -rf "$dir.tmp"; echo "ci/venv.sh: cannot install $reqs (python3 -m venv, pip)" >&2; exit 2; }
+    rm -rf "$dir"
+    mv "$dir.tmp" "$dir"
+fi
+echo "$dir/bin/python3"
