@@ -384,15 +384,161 @@ START_TEST(test_direct_text_as_libraries) {
 }
 END_TEST
 
+/* A manifest of more text than the writer's 1 MiB buffer (it goes out as
+ * the buffer fills) and of names whose strcmp order (the root's) is far
+ * from model order: shared prefixes of every length, names that are
+ * prefixes of others, numbers of every width, bytes >= 0x80, long runs of
+ * one byte. The text is the libraries' byte for byte, the same as saved
+ * whole to a file, and the root is dck_root_digest's. */
+START_TEST(test_large_text_and_root) {
+    enum { N = 12000 };
+    char **names = malloc(N * sizeof *names);
+    dck_digest *dg = malloc(N * sizeof *dg);
+    dck_manifest *m;
+    ck_assert_int_eq(dck_manifest_create(&m), DCK_OK);
+    for (size_t i = 0; i < N; i++) { /* every name differs: j does */
+        char b[300];
+        size_t j = (i * 7919) % N;
+        switch (j % 6) {
+        case 0: snprintf(b, sizeof b, "model.layers.%zu.mlp.experts.%zu.weight", j / 6 % 500, j / 3000); break;
+        case 1: snprintf(b, sizeof b, "model.layers.%zu", j / 6); break;
+        case 2: snprintf(b, sizeof b, "model.layers.%zu.caf\xc3\xa9.%zu", j / 6 % 37, j); break;
+        case 3: snprintf(b, sizeof b, "%0*zu", (int)(1 + j % 40), j / 6); break;
+        case 4: {
+            size_t k = 1 + j % 250; /* "aaa...a" of every length, then a number */
+            memset(b, 'a', k);
+            snprintf(b + k, sizeof b - k, "%zu", j);
+            break;
+        }
+        default: snprintf(b, sizeof b, "optimizer.state.%zu.exp_avg\xe2\x82\xac", j / 6); break;
+        }
+        names[i] = strdup(b);
+        dg[i] = (dck_digest){0x9e3779b97f4a7c15ULL * (i + 1), i};
+        dck_manifest_tensor t;
+        memset(&t, 0, sizeof t);
+        t.name = names[i];
+        t.group = dck_group_of_name(names[i]);
+        t.dtype = DCK_F32;
+        t.ndim = 1;
+        t.shape[0] = i;
+        t.digest = dg[i];
+        ck_assert_int_eq(dck_manifest_add_tensor(m, &t), DCK_OK);
+    }
+    ck_assert_int_eq(dck_manifest_set_meta(m, "tool", "detcheck test"), DCK_OK);
+    ck_assert_int_eq(dck_manifest_finalize(m), DCK_OK);
+    dck_digest root = dck_root_digest((const char *const *)names, dg, N);
+    ck_assert(dck_digest_equal(dck_manifest_root(m), root));
+    char *d = tu_tmpdir(), *p = tu_path(d, "m.yaml");
+    for (int f = 0; f < 2; f++) {
+        dck_format fmt = f ? DCK_FORMAT_JSON : DCK_FORMAT_YAML;
+        size_t la, lb;
+        char *a = write_to_string(m, fmt, 0, &la), *b = write_to_string(m, fmt, 1, &lb);
+        ck_assert_uint_gt(la, (size_t)3 << 19); /* more than the 1 MiB buffer */
+        ck_assert_msg(la == lb && !memcmp(a, b, la), "%s: direct and library text differ",
+                      f ? "JSON" : "YAML");
+        ck_assert_int_eq(dck_manifest_save(m, fmt, p), DCK_OK);
+        FILE *fp = fopen(p, "rb");
+        char *c = malloc(la + 1);
+        size_t lc = fread(c, 1, la + 1, fp);
+        fclose(fp);
+        ck_assert_msg(lc == la && !memcmp(a, c, la), "saved text differs from written text");
+        free(a);
+        free(b);
+        free(c);
+    }
+    free(p);
+    tu_tmpdir_free(d);
+    for (size_t i = 0; i < N; i++) free(names[i]);
+    free(names);
+    free(dg);
+    dck_manifest_free(m);
+}
+END_TEST
+
+/* The group rules on names that take each branch of the one-pass reader:
+ * components split at '.', '/' and ':', compared case-insensitively, whole
+ * words and substrings, components longer than its 128-byte buffer. */
+START_TEST(test_group_rules) {
+    static const struct {
+        const char *name;
+        dck_group g;
+    } cases[] = {
+        {"model.layers.0.weight", DCK_GROUP_WEIGHTS},
+        {"Optimizer/state", DCK_GROUP_OPTIMIZER},
+        {"a:OPTIM", DCK_GROUP_OPTIMIZER},
+        {"x.distrib_optim.y", DCK_GROUP_OPTIMIZER},
+        {"x.Optimizer_State", DCK_GROUP_OPTIMIZER},
+        {"x.param_groups.0", DCK_GROUP_OPTIMIZER},
+        {"master.w", DCK_GROUP_OPTIMIZER},
+        {"masters.w", DCK_GROUP_WEIGHTS},
+        {"layer.sgdMomentum_buf", DCK_GROUP_OPTIMIZER},
+        {"layer.xADAMx", DCK_GROUP_OPTIMIZER},
+        {"layer.ada", DCK_GROUP_WEIGHTS},
+        {"state.exp_av", DCK_GROUP_WEIGHTS},
+        {"RNG", DCK_GROUP_RNG},
+        {"a.rn", DCK_GROUP_WEIGHTS},
+        {"a.rngx/b", DCK_GROUP_RNG},
+        {"a.xrng", DCK_GROUP_WEIGHTS},
+        {"a.my_Random_thing", DCK_GROUP_RNG},
+        {"cuda.Generator", DCK_GROUP_RNG},
+        {"a.x_rng_state", DCK_GROUP_RNG},
+        {"rng.step", DCK_GROUP_RNG},
+        {"step.rng", DCK_GROUP_RNG},
+        {"rng.optimizer", DCK_GROUP_OPTIMIZER},
+        {"train.STEP", DCK_GROUP_OTHER},
+        {"train.steps", DCK_GROUP_WEIGHTS},
+        {"Iteration", DCK_GROUP_OTHER},
+        {"iter", DCK_GROUP_OTHER},
+        {"args", DCK_GROUP_OTHER},
+        {"epoch", DCK_GROUP_OTHER},
+        {"x._metadata", DCK_GROUP_OTHER},
+        {"x.metadata", DCK_GROUP_OTHER},
+        {"x.loss_scale", DCK_GROUP_OTHER},
+        {"x.lr_scheduler", DCK_GROUP_OTHER},
+        {"x.scheduler", DCK_GROUP_OTHER},
+        {"config", DCK_GROUP_OTHER},
+        {"...", DCK_GROUP_WEIGHTS},
+        {"", DCK_GROUP_WEIGHTS},
+        {"caf\xc3\xa9.\xc3\x89POCH", DCK_GROUP_WEIGHTS},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        ck_assert_msg(dck_group_of_name(cases[i].name) == cases[i].g, "%s: group %d, wanted %d",
+                      cases[i].name, (int)dck_group_of_name(cases[i].name), (int)cases[i].g);
+    /* components of 120 to 300 bytes, a word at either end or none */
+    char b[400];
+    for (size_t k = 120; k < 300; k += 7) {
+        memset(b, 'q', k);
+        b[k] = 0;
+        ck_assert_int_eq(dck_group_of_name(b), DCK_GROUP_WEIGHTS);
+        memcpy(b + k - 4, "AdaM", 4);
+        ck_assert_int_eq(dck_group_of_name(b), DCK_GROUP_OPTIMIZER);
+        memset(b, 'q', k);
+        memcpy(b, "Rng", 3);
+        ck_assert_int_eq(dck_group_of_name(b), DCK_GROUP_RNG);
+        memcpy(b, "qqqgenerator", 12);
+        snprintf(b + k, sizeof b - k, ".step");
+        ck_assert_int_eq(dck_group_of_name(b), DCK_GROUP_RNG);
+        memset(b, 'q', k);
+        snprintf(b + k, sizeof b - k, "/step");
+        ck_assert_int_eq(dck_group_of_name(b), DCK_GROUP_OTHER);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("manifest");
     TCase *tc = tcase_create("core");
+    /* the text tests write megabytes both ways; under the sanitizers on a
+     * loaded machine that takes more than Check's default 4 s */
+    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_yaml_roundtrip);
     tcase_add_test(tc, test_json_roundtrip);
     tcase_add_test(tc, test_compare);
     tcase_add_test(tc, test_bad_manifests);
     tcase_add_test(tc, test_save_atomic);
     tcase_add_test(tc, test_direct_text_as_libraries);
+    tcase_add_test(tc, test_large_text_and_root);
+    tcase_add_test(tc, test_group_rules);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -615,6 +615,87 @@ START_TEST(test_header_json_as_jansson) {
 }
 END_TEST
 
+static unsigned char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(*len ? *len : 1);
+    ck_assert_uint_eq(fread(b, 1, *len, f), *len);
+    fclose(f);
+    return b;
+}
+
+/* A directory of files on both sides of the size up to which the engine
+ * reads a file whole into a buffer of its own (256 KiB) rather than
+ * streaming it: every tensor digest and whole-file hash is the buffer's,
+ * for every thread count; a file that grows after it was opened is hashed
+ * as it was (its first `bytes` bytes), as a streamed file is. */
+START_TEST(test_small_files_read_whole) {
+    static const size_t elems[] = {1, 100, 65000, 65500, 65530, 65536, 66000, 100000};
+    enum { NF = sizeof elems / sizeof elems[0] };
+    char *paths[NF];
+    dck_digest want[NF][2];
+    unsigned char *bytes[NF];
+    size_t len[NF];
+    for (size_t i = 0; i < NF; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "f%zu.safetensors", i);
+        paths[i] = tu_path(dir, name);
+        float *a = make_f32(elems[i], (int)i + 1), *b = make_f32(i + 3, (int)i + 7);
+        char na[32], nb[32];
+        snprintf(na, sizeof na, "f%zu.a", i);
+        snprintf(nb, sizeof nb, "f%zu.b", i);
+        dck_st_tensor t[2] = {
+            {.name = na, .dtype = DCK_F32, .ndim = 1, .shape = {elems[i]}, .data = a},
+            {.name = nb, .dtype = DCK_F32, .ndim = 1, .shape = {i + 3}, .data = b},
+        };
+        ck_assert_int_eq(dck_safetensors_write(paths[i], t, 2, NULL, 0, 0), DCK_OK);
+        for (int k = 0; k < 2; k++)
+            dck_digest_buffer(DCK_F32, t[k].shape, 1, t[k].data, t[k].shape[0] * 4, 1, &want[i][k]);
+        bytes[i] = slurp(paths[i], &len[i]);
+        free(a);
+        free(b);
+    }
+    for (int grow = 0; grow < 2; grow++)
+        for (int th = 1; th <= 3; th++) {
+            dck_options o;
+            dck_options_init(&o);
+            o.threads = th;
+            const char *ps[] = {dir};
+            dck_checkpoint *ck;
+            ck_assert_msg(dck_checkpoint_open(ps, 1, &o, &ck) == DCK_OK, "%s", dck_last_error());
+            if (grow) /* appended after the open: not hashed */
+                for (size_t i = 0; i < NF; i += 3) {
+                    FILE *f = fopen(paths[i], "ab");
+                    fputs("grown after open", f);
+                    fclose(f);
+                }
+            dck_manifest *m;
+            ck_assert_msg(dck_checkpoint_hash(ck, &o, &m) == DCK_OK, "%s", dck_last_error());
+            ck_assert_uint_eq(dck_manifest_file_count(m), NF);
+            for (size_t i = 0; i < NF; i++) {
+                for (size_t k = 0; k < 2; k++)
+                    ck_assert(dck_digest_equal(dck_manifest_tensor_at(m, 2 * i + k)->digest, want[i][k]));
+                const dck_manifest_file *mf = dck_manifest_file_at(m, i);
+                ck_assert_uint_eq(mf->bytes, len[i]);
+                ck_assert_msg(dck_digest_equal(mf->xxh128, dck_xxh128(bytes[i], len[i])),
+                              "%s: whole-file hash (%zu bytes, %d threads, grown %d)", mf->path, len[i],
+                              th, grow);
+            }
+            dck_manifest_free(m);
+            dck_checkpoint_free(ck);
+            if (grow) /* back to what they were */
+                for (size_t i = 0; i < NF; i += 3) ck_assert_int_eq(truncate(paths[i], (off_t)len[i]), 0);
+        }
+    for (size_t i = 0; i < NF; i++) {
+        free(paths[i]);
+        free(bytes[i]);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("safetensors");
     TCase *tc = tcase_create("core");
@@ -632,6 +713,7 @@ int main(void) {
     tcase_add_test(tc, test_threads_and_large);
     tcase_add_test(tc, test_view_expansion_limit);
     tcase_add_test(tc, test_header_json_as_jansson);
+    tcase_add_test(tc, test_small_files_read_whole);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

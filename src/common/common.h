@@ -115,6 +115,13 @@ typedef struct dck_file {
 } dck_file;
 
 dck_status dck_file_open(const char *path, const char *relpath, dck_file **out);
+/* dck_file_open that also reads the first up to len decompressed bytes
+ * (*got), for a raw file in the one read that looks for the zstd magic. */
+dck_status dck_file_open_prefix(const char *path, const char *relpath, void *head, size_t len,
+                                size_t *got, dck_file **out);
+/* Raw files: up to len bytes at off into buf, one pread where the kernel
+ * gives them at once; *got < len only at the file's end now. */
+dck_status dck_file_read_at(dck_file *f, uint64_t off, void *buf, size_t len, size_t *got);
 void dck_file_close(dck_file *f);
 /* Whole (decompressed) contents, mapped read-only. */
 dck_status dck_file_map(dck_file *f, const uint8_t **data, uint64_t *len);

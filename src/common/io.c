@@ -41,7 +41,19 @@ static dck_status read_full(int fd, const char *path, uint64_t off, void *buf, s
     return DCK_OK;
 }
 
-dck_status dck_file_open(const char *path, const char *relpath, dck_file **out) {
+static dck_status zstd_pump(dck_file *f, int fd_out, uint8_t *buf, size_t limit, size_t *got,
+                            uint64_t *total);
+
+dck_status dck_file_read_at(dck_file *f, uint64_t off, void *buf, size_t len, size_t *got) {
+    return read_full(f->fd, f->path, off, buf, len, got);
+}
+
+/* Opens path; with cap > 0 also reads its first up to cap decompressed
+ * bytes into head (*got), in the same read that looks for the zstd magic
+ * for a raw file: one pread per file where a scan of thousands of small
+ * files would make two. */
+static dck_status file_open_head(const char *path, const char *relpath, void *headbuf, size_t cap,
+                                 size_t *headgot, dck_file **out) {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return dck_set_error(DCK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -62,9 +74,10 @@ dck_status dck_file_open(const char *path, const char *relpath, dck_file **out) 
     f->relpath = dck_strdup(relpath ? relpath : path);
     f->size = (uint64_t)st.st_size;
     f->data_size = f->size;
-    uint8_t head[32];
+    uint8_t head32[32];
+    uint8_t *head = cap >= sizeof head32 ? headbuf : head32;
     size_t got = 0;
-    dck_status s = read_full(fd, path, 0, head, sizeof head, &got);
+    dck_status s = read_full(fd, path, 0, head, head == head32 ? sizeof head32 : cap, &got);
     if (s) {
         dck_file_close(f);
         return s;
@@ -80,8 +93,33 @@ dck_status dck_file_open(const char *path, const char *relpath, dck_file **out) 
         dck_file_close(f);
         return dck_oom(NULL);
     }
+    if (cap) {
+        if (f->zstd) { /* the decompressed prefix */
+            s = zstd_pump(f, -1, headbuf, cap, headgot, NULL);
+        } else if (head == head32) {
+            size_t n = got < cap ? got : cap;
+            memcpy(headbuf, head32, n);
+            *headgot = n;
+        } else {
+            *headgot = got;
+        }
+        if (s) {
+            dck_file_close(f);
+            return s;
+        }
+    }
     *out = f;
     return DCK_OK;
+}
+
+dck_status dck_file_open(const char *path, const char *relpath, dck_file **out) {
+    return file_open_head(path, relpath, NULL, 0, NULL, out);
+}
+
+dck_status dck_file_open_prefix(const char *path, const char *relpath, void *head, size_t len,
+                                size_t *got, dck_file **out) {
+    *got = 0;
+    return file_open_head(path, relpath, head, len, got, out);
 }
 
 void dck_file_close(dck_file *f) {

@@ -120,8 +120,17 @@ dck_status dck_value_push(dck_manifest_value **arr, size_t *n, size_t *cap, cons
     return DCK_OK;
 }
 
+/* Arrays arrive sorted more often than not (spans and tasks in file order,
+ * tensors in a file's order): n - 1 comparisons say so, where qsort would
+ * still make n log n / 2 and copy every element through its buffer. A
+ * sorted array left as it is is what a stable sort gives. */
 void dck_qsort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
-    if (n > 1) qsort(base, n, size, cmp);
+    const char *p = base;
+    for (size_t i = 1; i < n; i++)
+        if (cmp(p + (i - 1) * size, p + i * size) > 0) {
+            qsort(base, n, size, cmp);
+            return;
+        }
 }
 
 int dck_has_suffix(const char *s, const char *suffix) {
@@ -256,12 +265,17 @@ dck_status dck_group_from_name(const char *name, dck_group *out) {
                          "unknown group \"%.200s\" (weights, optimizer, rng or other)", name);
 }
 
+/* ASCII lowering: the words are ASCII, and the group of a name must not
+ * depend on the caller's locale (tolower() in the C locale the tool runs
+ * in is the same; a byte test, no call per byte). */
+static unsigned char lower(unsigned char c) { return c - 'A' < 26 ? (unsigned char)(c + ('a' - 'A')) : c; }
+
 /* Case-insensitive comparison of one dotted/slashed component. */
 static int comp_eq(const char *c, size_t n, const char *word) {
     size_t w = strlen(word);
     if (n != w) return 0;
     for (size_t i = 0; i < n; i++)
-        if (tolower((unsigned char)c[i]) != word[i]) return 0;
+        if (lower((unsigned char)c[i]) != (unsigned char)word[i]) return 0;
     return 1;
 }
 
@@ -269,7 +283,7 @@ static int comp_has(const char *c, size_t n, const char *word) {
     size_t w = strlen(word);
     for (size_t i = 0; i + w <= n; i++) {
         size_t k = 0;
-        while (k < w && tolower((unsigned char)c[i + k]) == word[k]) k++;
+        while (k < w && lower((unsigned char)c[i + k]) == (unsigned char)word[k]) k++;
         if (k == w) return 1;
     }
     return 0;
@@ -287,22 +301,30 @@ static int comp_has(const char *c, size_t n, const char *word) {
  *              "scheduler", "lr_scheduler", "config", "args", "metadata",
  *              "loss_scale", "_metadata";
  *   weights:   everything else. */
+/* The whole-component words by length (words of length n: eq_words
+ * [eq_from[n], eq_from[n + 1])), each with its rule: 1 optimizer, 3 other. */
 typedef struct {
     const char *w;
-    size_t n;
+    int cls;
 } word;
-#define W(s) {s, sizeof s - 1}
-static const word opt_eq[] = {W("optimizer"), W("optim"), W("distrib_optim"), W("optimizer_state"),
-                              W("param_groups"), W("master")};
-static const word other_eq[] = {W("step"), W("epoch"), W("iteration"), W("iter"), W("scheduler"),
-                                W("lr_scheduler"), W("config"), W("args"), W("metadata"),
-                                W("_metadata"), W("loss_scale")};
-#undef W
+static const word eq_words[] = {
+    {"step", 3}, {"iter", 3}, {"args", 3},                                   /* 4 */
+    {"optim", 1}, {"epoch", 3},                                              /* 5 */
+    {"master", 1}, {"config", 3},                                            /* 6 */
+    {"metadata", 3},                                                         /* 8 */
+    {"optimizer", 1}, {"iteration", 3}, {"scheduler", 3}, {"_metadata", 3}, /* 9 */
+    {"loss_scale", 3},                                                       /* 10 */
+    {"param_groups", 1}, {"lr_scheduler", 3},                                /* 12 */
+    {"distrib_optim", 1},                                                    /* 13 */
+    {"optimizer_state", 1},                                                  /* 15 */
+};
+static const unsigned char eq_from[17] = {0, 0, 0, 0, 0, 3, 5, 7, 7, 8, 12, 13, 13, 15, 16, 16, 17};
 
-static int eq_any(const char *low, size_t n, const word *ws, size_t nw) {
-    if (n < 4 || n > 15) return 0; /* the lengths of the words */
-    for (size_t i = 0; i < nw; i++)
-        if (ws[i].n == n && !memcmp(low, ws[i].w, n)) return 1;
+/* The rule of the word the lowered component equals, 0 none. */
+static int eq_word(const char *low, size_t n) {
+    if (n >= sizeof eq_from - 1) return 0;
+    for (unsigned i = eq_from[n]; i < eq_from[n + 1]; i++)
+        if (eq_words[i].w[0] == low[0] && !memcmp(low, eq_words[i].w, n)) return eq_words[i].cls;
     return 0;
 }
 
@@ -315,7 +337,15 @@ static int at(const char *low, size_t n, size_t i, const char *w, size_t wn) {
  * "generator", "rng_state"), 0 neither (the first optimizer hit wins). */
 static int substrings(const char *low, size_t n) {
     int rng = 0;
-    for (size_t i = 0; i < n; i++) {
+    /* the words are 4 bytes or more; a position is looked at only where
+     * its first two bytes start one (a switch per byte, taken through a
+     * jump table, mispredicted most of the time, cost more than the rest) */
+#define P2(a, b) ((unsigned)(unsigned char)(a) | (unsigned)(unsigned char)(b) << 8)
+    for (size_t i = 0; i + 4 <= n; i++) {
+        unsigned k = P2(low[i], low[i + 1]);
+        if (k != P2('e', 'x') && k != P2('m', 'o') && k != P2('a', 'd') && k != P2('o', 'p') &&
+            k != P2('r', 'a') && k != P2('r', 'n') && k != P2('g', 'e'))
+            continue;
         switch (low[i]) {
         case 'e': if (at(low, n, i, "exp_avg", 7)) return 1; break;
         case 'm': if (at(low, n, i, "momentum", 8)) return 1; break;
@@ -326,10 +356,9 @@ static int substrings(const char *low, size_t n) {
         default: break;
         }
     }
+#undef P2
     return rng ? 2 : 0;
 }
-
-#define NW(a) (sizeof a / sizeof a[0])
 
 /* The group rules (documented in detcheck-hash(1)), applied to the name's
  * components split at '.', '/' and ':'; the first rule that matches any
@@ -343,60 +372,53 @@ static int substrings(const char *low, size_t n) {
  *              "scheduler", "lr_scheduler", "config", "args", "metadata",
  *              "loss_scale", "_metadata";
  *   weights:   everything else.
- * Components are compared case-insensitively (tolower(), as before), each
- * lowered once into a buffer. */
+ * Components are compared case-insensitively (ASCII), each lowered once
+ * into a buffer as the name is read. */
+/* One component [c, c + n), lowered into low when it fits (n < cap):
+ * 1 optimizer, 2 rng, 3 other, 0 none of them. */
+static int component_class(const char *c, size_t n, const char *low, size_t cap) {
+    if (n >= cap) { /* longer than any word: compared in place */
+        if (comp_eq(c, n, "optimizer") || comp_eq(c, n, "optim") || comp_eq(c, n, "distrib_optim") ||
+            comp_eq(c, n, "optimizer_state") || comp_eq(c, n, "param_groups") ||
+            comp_eq(c, n, "master") || comp_has(c, n, "exp_avg") || comp_has(c, n, "momentum") ||
+            comp_has(c, n, "adam") || comp_has(c, n, "optimizer"))
+            return 1;
+        if (comp_eq(c, 3, "rng") || comp_has(c, n, "random") || comp_has(c, n, "generator") ||
+            comp_has(c, n, "rng_state"))
+            return 2;
+        return 0; /* no "other" word is this long */
+    }
+    if (n < 3) return 0; /* shorter than every word and "rng" */
+    int sub = substrings(low, n), eq = eq_word(low, n);
+    if (sub == 1 || eq == 1) return 1;
+    if (!memcmp(low, "rng", 3) || sub == 2) return 2;
+    return eq;
+}
+
+/* One pass over the name, lowering each component as it goes (no strcspn
+ * and no copy per component: this runs once per tensor, and a checkpoint
+ * may hold a million). */
 dck_group dck_group_of_name(const char *name) {
     int found_rng = 0, found_other = 0;
-    const char *s = name;
-    char small[128], *low = small;
-    size_t cap = sizeof small;
-    dck_group g = DCK_GROUP_WEIGHTS;
-    while (*s) {
-        size_t n = strcspn(s, "./:");
-        if (n) {
-            if (n >= cap) {
-                char *big = malloc(n + 1);
-                if (!big) { /* no memory for the lowered copy: compare in place */
-                    if (comp_eq(s, n, "optimizer") || comp_eq(s, n, "optim") ||
-                        comp_eq(s, n, "distrib_optim") || comp_eq(s, n, "optimizer_state") ||
-                        comp_eq(s, n, "param_groups") || comp_eq(s, n, "master") ||
-                        comp_has(s, n, "exp_avg") || comp_has(s, n, "momentum") ||
-                        comp_has(s, n, "adam") || comp_has(s, n, "optimizer")) {
-                        g = DCK_GROUP_OPTIMIZER;
-                        goto done;
-                    }
-                    if ((n >= 3 && comp_eq(s, 3, "rng")) || comp_has(s, n, "random") ||
-                        comp_has(s, n, "generator") || comp_has(s, n, "rng_state"))
-                        found_rng = 1;
-                    if (comp_eq(s, n, "step") || comp_eq(s, n, "epoch") || comp_eq(s, n, "iteration") ||
-                        comp_eq(s, n, "iter") || comp_eq(s, n, "scheduler") ||
-                        comp_eq(s, n, "lr_scheduler") || comp_eq(s, n, "config") ||
-                        comp_eq(s, n, "args") || comp_eq(s, n, "metadata") ||
-                        comp_eq(s, n, "_metadata") || comp_eq(s, n, "loss_scale"))
-                        found_other = 1;
-                    s += n;
-                    if (*s) s++;
-                    continue;
-                }
-                if (low != small) free(low);
-                low = big;
-                cap = n + 1;
-            }
-            for (size_t i = 0; i < n; i++) low[i] = (char)tolower((unsigned char)s[i]);
-            int sub = substrings(low, n);
-            if (sub == 1 || eq_any(low, n, opt_eq, NW(opt_eq))) {
-                g = DCK_GROUP_OPTIMIZER;
-                goto done;
-            }
-            if ((n >= 3 && !memcmp(low, "rng", 3)) || sub == 2) found_rng = 1;
-            if (eq_any(low, n, other_eq, NW(other_eq))) found_other = 1;
+    char low[128];
+    const char *c = name;
+    size_t n = 0;
+    for (const char *s = name;; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch && ch != '.' && ch != '/' && ch != ':') {
+            if (n < sizeof low) low[n] = (char)lower(ch);
+            n++;
+            continue;
         }
-        s += n;
-        if (*s) s++;
+        if (n) {
+            int k = component_class(c, n, low, sizeof low);
+            if (k == 1) return DCK_GROUP_OPTIMIZER;
+            if (k == 2) found_rng = 1;
+            else if (k == 3) found_other = 1;
+        }
+        if (!ch) break;
+        c = s + 1;
+        n = 0;
     }
-    if (found_rng) g = DCK_GROUP_RNG;
-    else if (found_other) g = DCK_GROUP_OTHER;
-done:
-    if (low != small) free(low);
-    return g;
+    return found_rng ? DCK_GROUP_RNG : found_other ? DCK_GROUP_OTHER : DCK_GROUP_WEIGHTS;
 }

@@ -54,6 +54,11 @@ dck_status dck_ck_create(const dck_options *opt, dck_checkpoint **out);
 dck_status dck_ck_add_file(dck_checkpoint *ck, dck_file *f, uint32_t *index);
 dck_status dck_ck_add_piece(dck_checkpoint *ck, const char *name, dck_dtype dtype,
                             const uint64_t *global_shape, int ndim, const dck_piece *piece);
+/* A hint that name is about to be added: its slot of the name index is
+ * fetched into the cache meanwhile (a reader adding tensors in a loop calls
+ * it some tensors ahead; the table of 100k names is megabytes, and a miss
+ * per tensor was the largest cost of adding one). */
+void dck_ck_prefetch_name(dck_checkpoint *ck, const char *name);
 dck_status dck_ck_add_value(dck_checkpoint *ck, const char *name, const char *value);
 /* Room for `more` new tensors without growing again (a reader that knows
  * how many it will add, such as a safetensors header: no copies of the
@@ -82,6 +87,8 @@ dck_status dck_manifest_reserve(dck_manifest *m, size_t ntensors, size_t nfiles)
  * where the system has none. (Here rather than in checkpoint.c, which uses
  * this file: the files of a layer form no cycle.) */
 void dck_hugepage_hint(void *p, size_t n);
+/* Faults in the pages of [p, p + n), an array about to be filled whole. */
+void dck_prefault(void *p, size_t n);
 
 /* ------------------------------------------------------------------ piece geometry
  * A contiguous piece is a set of runs: q is the last dim where the slice is

@@ -119,6 +119,23 @@ void dck_hugepage_hint(void *p, size_t n) {
 #endif
 }
 
+/* An array about to be filled whole: its pages faulted in by one call
+ * rather than one page fault each (a fault costs more than zeroing the
+ * page it brings; 100k tensors fill tens of megabytes). Whole pages inside
+ * the block only; where the kernel lacks MADV_POPULATE_WRITE (5.14) the
+ * pages fault in as they are touched, as before. */
+void dck_prefault(void *p, size_t n) {
+#ifdef MADV_POPULATE_WRITE
+    const uintptr_t pg = 4096;
+    if (!p || n < ((size_t)256 << 10)) return;
+    uintptr_t a = ((uintptr_t)p + pg - 1) & ~(pg - 1), e = ((uintptr_t)p + n) & ~(pg - 1);
+    if (e > a) madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
+
 dck_status dck_manifest_reserve(dck_manifest *m, size_t ntensors, size_t nfiles) {
     if (ntensors > SIZE_MAX / sizeof *m->t || nfiles > SIZE_MAX / sizeof *m->f) return dck_oom(NULL);
     if (m->nt + ntensors > m->cap_t) {
@@ -127,6 +144,7 @@ dck_status dck_manifest_reserve(dck_manifest *m, size_t ntensors, size_t nfiles)
         m->t = p;
         m->cap_t = m->nt + ntensors;
         dck_hugepage_hint(m->t, m->cap_t * sizeof *m->t);
+        dck_prefault(m->t + m->nt, ntensors * sizeof *m->t);
     }
     if (m->nf + nfiles > m->cap_f) {
         void *p = realloc(m->f, (m->nf + nfiles) * sizeof *m->f);
@@ -253,9 +271,80 @@ static void sort_if_needed(void *base, size_t n, size_t size, int (*cmp)(const v
         }
 }
 
-static int cmp_mt_ptr_strcmp(const void *a, const void *b) {
-    return strcmp((*(const dck_manifest_tensor *const *)a)->name,
-                  (*(const dck_manifest_tensor *const *)b)->name);
+/* Entries in strcmp order of their names, by a multikey quicksort (Bentley
+ * and Sedgewick): names share long prefixes ("model.layers.N.mlp."), which
+ * every strcmp of a comparison sort walks again, while this one partitions
+ * on one byte at a time. Small parts are sorted by insertion, and a part
+ * that recursion on unequal splits takes too deep by qsort_r, both from
+ * byte d on (the bytes before d are equal there). */
+typedef const dck_manifest_tensor *mt_ptr;
+
+static int cmp_mt_from(const void *a, const void *b, void *ctx) {
+    size_t d = *(const size_t *)ctx;
+    return strcmp((*(const mt_ptr *)a)->name + d, (*(const mt_ptr *)b)->name + d);
+}
+
+static void mt_sort_from(mt_ptr *v, size_t n, size_t d, int budget) {
+    while (n > 1) {
+        if (n < 16) {
+            for (size_t i = 1; i < n; i++) {
+                mt_ptr x = v[i];
+                size_t j = i;
+                while (j && strcmp(v[j - 1]->name + d, x->name + d) > 0) {
+                    v[j] = v[j - 1];
+                    j--;
+                }
+                v[j] = x;
+            }
+            return;
+        }
+        if (budget <= 0) {
+            qsort_r(v, n, sizeof *v, cmp_mt_from, &d);
+            return;
+        }
+        unsigned char a = (unsigned char)v[0]->name[d], b = (unsigned char)v[n / 2]->name[d],
+                      c = (unsigned char)v[n - 1]->name[d];
+        unsigned char pv = a < b ? (b < c ? b : a < c ? c : a) : (a < c ? a : b < c ? c : b);
+        /* [0, lt) below the pivot byte, [lt, i) equal to it, [gt, n) above */
+        size_t lt = 0, i = 0, gt = n;
+        while (i < gt) {
+            unsigned char x = (unsigned char)v[i]->name[d];
+            mt_ptr t = v[i];
+            if (x < pv) {
+                v[i++] = v[lt];
+                v[lt++] = t;
+            } else if (x > pv) {
+                v[i] = v[--gt];
+                v[gt] = t;
+            } else {
+                i++;
+            }
+        }
+        if (!pv) { /* equal names (no two are), or the lower and upper parts */
+            mt_sort_from(v, lt, d, budget - 1);
+            mt_sort_from(v + gt, n - gt, d, budget - 1);
+            return;
+        }
+        if (lt == 0 && gt == n) {
+            /* one byte for all: the rest of their common prefix in one pass,
+             * not one pass per byte ("model.layers." is 13) */
+            const char *f = v[0]->name + d + 1;
+            size_t l = strlen(f);
+            for (size_t k = 1; k < n && l; k++) {
+                const char *x = v[k]->name + d + 1;
+                size_t j = 0;
+                while (j < l && f[j] == x[j]) j++;
+                l = j;
+            }
+            d += 1 + l;
+            continue;
+        }
+        mt_sort_from(v, lt, d, budget - 1);
+        mt_sort_from(v + gt, n - gt, d, budget - 1);
+        v += lt;
+        n = gt - lt;
+        d++;
+    }
 }
 
 /* The root digest (detcheck-digest(7), what dck_root_digest computes):
@@ -266,7 +355,11 @@ static dck_status root_of(const dck_manifest *m, dck_digest *out) {
     if (!v) return dck_oom(NULL);
     for (size_t i = 0; i < m->nt; i++) v[i] = &m->t[i];
     /* model order is strcmp order when no names differ in a number's length */
-    sort_if_needed(v, m->nt, sizeof *v, cmp_mt_ptr_strcmp);
+    for (size_t i = 1; i < m->nt; i++)
+        if (strcmp(v[i - 1]->name, v[i]->name) > 0) {
+            mt_sort_from(v, m->nt, 0, 96);
+            break;
+        }
     XXH3_state_t st;
     XXH3_128bits_reset(&st);
     for (size_t i = 0; i < m->nt; i++) {
@@ -539,10 +632,27 @@ typedef struct {
     char *p;
     size_t n, cap;
     bool oom;
+    /* a stream the text goes to as the buffer fills (the buffer stays at
+     * OB_SINK_BYTES: a 100k-tensor manifest is 15 MB of text, fresh pages
+     * the kernel would zero first); NULL: the whole text stays in p */
+    FILE *sink;
+    bool sink_failed;
 } obuf;
+
+#define OB_SINK_BYTES ((size_t)1 << 20)
+
+static void ob_flush(obuf *b) {
+    if (b->sink && b->n && !b->sink_failed && fwrite(b->p, 1, b->n, b->sink) != b->n)
+        b->sink_failed = true;
+    b->n = 0;
+}
 
 static void ob_reserve(obuf *b, size_t more) {
     if (b->oom || b->cap - b->n >= more) return;
+    if (b->sink && b->n) {
+        ob_flush(b);
+        if (b->cap >= more) return;
+    }
     size_t nc = b->cap ? b->cap : 4096;
     while (nc - b->n < more) {
         if (nc > SIZE_MAX / 2) {
@@ -1007,7 +1117,8 @@ static bool write_direct(const dck_manifest *m, dck_format fmt, obuf *b) {
     bool y, j;
     direct_ok(m, &y, &j);
     if (!(fmt == DCK_FORMAT_YAML ? y : j)) return false;
-    ob_reserve(b, 256 + m->nt * 160 + m->nf * 120);
+    size_t want = 256 + m->nt * 160 + m->nf * 120;
+    ob_reserve(b, b->sink && want > OB_SINK_BYTES ? OB_SINK_BYTES : want);
     if (fmt == DCK_FORMAT_YAML) yaml_direct(m, b);
     else json_direct(m, b);
     return true;
@@ -1015,10 +1126,12 @@ static bool write_direct(const dck_manifest *m, dck_format fmt, obuf *b) {
 
 dck_status dck_manifest_write(const dck_manifest *m, dck_format fmt, FILE *out) {
     obuf b = {0};
+    b.sink = out;
     if (!write_direct(m, fmt, &b)) return dck_manifest_write_reference(m, fmt, out);
     dck_status s = DCK_OK;
+    if (!b.oom) ob_flush(&b);
     if (b.oom) s = dck_oom(NULL);
-    else if (b.n && fwrite(b.p, 1, b.n, out) != b.n) s = dck_set_error(DCK_ERR_IO, "cannot write manifest");
+    else if (b.sink_failed) s = dck_set_error(DCK_ERR_IO, "cannot write manifest");
     free(b.p);
     return s;
 }

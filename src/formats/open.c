@@ -79,13 +79,7 @@ static dck_status reader_open_sniffed(const dck_reader *r, dck_checkpoint *ck, d
 
 /* Opens a file and reads its first decompressed bytes, for the probes. */
 static dck_status sniff(const char *path, const char *relpath, dck_file **f, uint8_t *head, size_t *got) {
-    DCK_TRY(dck_file_open(path, relpath, f));
-    dck_status s = dck_file_read_prefix(*f, head, HEAD_BYTES, got);
-    if (s) {
-        dck_file_close(*f);
-        *f = NULL;
-    }
-    return s;
+    return dck_file_open_prefix(path, relpath, head, HEAD_BYTES, got, f);
 }
 
 static dck_status open_file_path(dck_checkpoint *ck, const char *path, const char *relpath) {

@@ -49,6 +49,7 @@ typedef struct {
     const unsigned char *start, *p, *end;
     char *arena; /* decoded strings, NUL-terminated; never longer than the input */
     size_t used;
+    size_t faulted; /* arena[0, faulted) faulted in, JS_FAULT_STEP at a time */
     bool allow_nul;      /* \u0000 in string values (never in keys) */
     const char *err;     /* the first syntax error (static text), or NULL */
     size_t err_at;       /* its byte offset */
@@ -153,10 +154,21 @@ static char *put_utf8(char *o, uint32_t v) {
     return o;
 }
 
+/* The arena fills front to back: its pages are faulted in a step ahead, one
+ * call per step rather than a page fault per page (a 100k-tensor header
+ * decodes megabytes of names). */
+#define JS_FAULT_STEP ((size_t)1 << 20)
+
 /* A string at the cursor ('"'), decoded into the arena. Keys may not hold
  * NUL; values only with allow_nul. */
 static int js_string(jscan *js, bool is_key, const char **out, size_t *outlen) {
     const unsigned char *p = js->p + 1, *end = js->end;
+    size_t acap = (size_t)(js->end - js->start) + 1;
+    if (js->used >= js->faulted && acap >= 2 * JS_FAULT_STEP) {
+        size_t upto = js->used + JS_FAULT_STEP < acap ? js->used + JS_FAULT_STEP : acap;
+        dck_prefault(js->arena + js->faulted, upto - js->faulted);
+        js->faulted = upto;
+    }
     char *o0 = js->arena + js->used, *o = o0;
     bool nul = false;
     for (;;) {
@@ -355,6 +367,7 @@ static int slots_reserve(jscan *js, size_t n) {
     if (cap <= js->cap_slots) return 0;
     js_slot *ns = calloc(cap, sizeof *ns);
     if (!ns) return -1;
+    dck_prefault(ns, cap * sizeof *ns); /* touched all over, at random */
     for (size_t i = 0; i < js->cap_slots; i++) {
         js_slot *s = &js->slots[i];
         if (!s->key) continue;
@@ -370,6 +383,11 @@ static int slots_reserve(jscan *js, size_t n) {
 
 /* The keys of a deferred object (key i at input offset at[i]; val = i):
  * 0, or -1 with the error of the first duplicate. */
+/* How many keys ahead the loops that insert keys into a hash table fetch
+ * the slot of a key into the cache (a table for 100k keys is megabytes:
+ * a miss per key, unless it was asked for earlier). */
+#define ST_PREFETCH_AHEAD 8
+
 static int js_dedupe(jscan *js, uint32_t obj, const char *const *keys, size_t stride,
                      const uint32_t *at, size_t at_stride, size_t n) {
     if (slots_reserve(js, n)) {
@@ -377,6 +395,10 @@ static int js_dedupe(jscan *js, uint32_t obj, const char *const *keys, size_t st
         return js_fail(js, "out of memory");
     }
     for (size_t i = 0; i < n; i++) {
+        if (i + ST_PREFETCH_AHEAD < n) {
+            const char *kp = *(const char *const *)((const char *)keys + (i + ST_PREFETCH_AHEAD) * stride);
+            __builtin_prefetch(&js->slots[key_hash(kp, strlen(kp), obj) & (js->cap_slots - 1)]);
+        }
         const char *k = *(const char *const *)((const char *)keys + i * stride);
         int r = slot_insert(js, obj, k, (uint32_t)strlen(k), (uint32_t)i);
         if (r < 0) {
@@ -788,10 +810,13 @@ static int st_scan(st_header *h, bool *not_object, const char *label, dck_status
             *limit = dck_set_error(DCK_ERR_LIMIT, "%s: more than %u tensors", label, DCK_MAX_TENSORS);
             return -1;
         }
+        size_t cap0 = h->cap_m;
         if (dck_grow((void **)&h->m, &h->cap_m, h->nm + 1, sizeof *h->m)) {
             js->oom = true;
             return js_fail(js, "out of memory");
         }
+        /* a header of many tensors fills what doubling added: in one call */
+        if (h->cap_m != cap0) dck_prefault(h->m + cap0, (h->cap_m - cap0) * sizeof *h->m);
         st_member *e = &h->m[h->nm++];
         memset(e, 0, sizeof *e);
         e->name = k;
@@ -873,6 +898,7 @@ dck_status dck_safetensors_parse_header(dck_checkpoint *ck, uint32_t file, const
     }
     if ((s = dck_ck_reserve(ck, h.nm))) goto done;
     for (size_t mi = 0; mi < h.nm; mi++) {
+        if (mi + ST_PREFETCH_AHEAD < h.nm) dck_ck_prefetch_name(ck, h.m[mi + ST_PREFETCH_AHEAD].name);
         if ((long)mi == h.meta_at) continue;
         const st_member *e = &h.m[mi];
         const char *key = e->name;

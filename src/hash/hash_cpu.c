@@ -8,7 +8,9 @@
  * the next block in line takes the file's baton and hashes every finished
  * block from there (with one thread: each block right after its segments).
  * Small files are handed to the pool many at a time (a batch), so a
- * directory of thousands of files is a few pool loops, not thousands.
+ * directory of thousands of files is a few pool loops, not thousands; a
+ * file of one block (up to 256 KiB) is not mapped but read whole by the
+ * task that hashes it, with one pread into that worker's buffer.
  *
  * Tensors stored whole and contiguous (one piece, in order) are "direct":
  * their bytes are cut at segment boundaries, so each task adds its lane
@@ -50,13 +52,13 @@ typedef struct {
 typedef struct {
     const span *sp;
     uint64_t a, b;       /* stored bytes [a, b) */
-    const uint8_t *data; /* the bytes of stored offset a */
+    size_t doff;         /* where stored offset a lies in its window's bytes */
     size_t order;        /* creation order (ties of a) */
 } task;
 
 typedef struct {
     size_t unit;
-    const uint8_t *xdata; /* the block's bytes, for the whole-file hash */
+    size_t xoff;          /* the block's bytes in its window, for the whole-file hash */
     size_t xlen;
     size_t t0, t1;        /* its tasks */
     int ready;            /* tasks done (under the batch's mu) */
@@ -67,6 +69,10 @@ typedef struct {
 typedef struct {
     dck_file *f;
     uint32_t fi;
+    const uint8_t *wd; /* the window's bytes; NULL: a small file its block reads itself */
+    uint64_t rlen;     /* that block: the bytes to read from offset 0 */
+    const span *sp;    /* that file's spans (for a file found cut short) */
+    size_t nsp;
     dck_xxh3 *xh;   /* whole-file hash fed by blocks; NULL: none here */
     size_t b0, b1;  /* its blocks */
     size_t cursor;  /* next block for the whole-file hash (under mu) */
@@ -83,6 +89,8 @@ typedef struct {
     size_t nb, cap_b;
     unit *units;
     size_t nu, cap_u;
+    uint8_t **wbuf;          /* per pool worker: BLOCK_BYTES for small files read whole */
+    int nwbuf;
     pthread_mutex_t mu;
 } batch;
 
@@ -93,18 +101,19 @@ static void add_lanes(uint64_t *lanes, size_t ti, dck_lanes l) {
     __atomic_fetch_add(&lanes[2 * ti + 1], l.hi, __ATOMIC_RELAXED);
 }
 
-static dck_status run_task(batch *b, const task *k) {
+static dck_status run_task(batch *b, const task *k, const uint8_t *wd) {
     const span *sp = k->sp;
+    const uint8_t *data = wd + k->doff;
     if (sp->direct) {
         add_lanes(b->lanes, sp->ti,
-                  dck_segments_sum(k->data, (size_t)(k->b - k->a), (k->a - sp->pstart) / DCK_SEGMENT));
+                  dck_segments_sum(data, (size_t)(k->b - k->a), (k->a - sp->pstart) / DCK_SEGMENT));
         return DCK_OK;
     }
     const dck_piece *p = &sp->t->pieces[sp->pi];
     dck_piece_geom g;
     dck_piece_geom_of(sp->t, p, &g);
     uint64_t a = k->a - sp->pstart, end = k->b - sp->pstart;
-    const uint8_t *d = k->data;
+    const uint8_t *d = data;
     while (a < end) {
         uint64_t run = a / g.run_bytes, in = a % g.run_bytes;
         uint64_t take = g.run_bytes - in;
@@ -120,21 +129,59 @@ static dck_status run_task(batch *b, const task *k) {
     return DCK_OK;
 }
 
+/* A small file whole into this worker's buffer, one pread: mapping it
+ * instead costs an mmap, a munmap, page faults and a TLB flush per file,
+ * more than copying 64 KiB. A file cut short since it was opened fails as
+ * file_finish would have said (the first span past its end); bytes beyond
+ * its size when opened are not read, as the stream maps none. */
+static dck_status read_small(batch *b, unit *u, block *bk, int worker, const uint8_t **wd) {
+    if (worker < 0 || worker >= b->nwbuf)
+        return dck_set_error(DCK_ERR_IO, "%s: no buffer for worker %d", u->f->path, worker);
+    /* page-aligned: the kernel's copy into a misaligned buffer runs at a
+     * fraction of its speed on some CPUs */
+    if (!b->wbuf[worker] && posix_memalign((void **)&b->wbuf[worker], 4096, BLOCK_BYTES))
+        return dck_oom(NULL);
+    size_t got = 0;
+    DCK_TRY(dck_file_read_at(u->f, 0, b->wbuf[worker], (size_t)u->rlen, &got));
+    for (size_t i = 0; got < u->rlen && i < u->nsp; i++)
+        if (u->sp[i].end > got)
+            return dck_set_error(DCK_ERR_TRUNCATED,
+                                 "%s: truncated: tensor %s needs bytes up to %llu, file has %llu",
+                                 u->f->path, u->sp[i].t->info.name,
+                                 (unsigned long long)u->sp[i].end, (unsigned long long)got);
+    if (bk->xlen > got) bk->xlen = got; /* the whole-file hash of what is there */
+    *wd = b->wbuf[worker];
+    return DCK_OK;
+}
+
 /* Block i: its tasks, then the whole-file hash of every finished block in
  * line (the baton). */
 static dck_status block_task(void *ctx, size_t i, int worker) {
-    (void)worker;
     batch *b = ctx;
     block *bk = &b->blocks[i];
     unit *u = &b->units[bk->unit];
+    const uint8_t *wd = u->wd;
+    dck_status s = DCK_OK;
+    if (!wd && (s = read_small(b, u, bk, worker, &wd))) {
+        bk->failed = 1;
+        return s;
+    }
     for (size_t k = bk->t0; k < bk->t1; k++) {
-        dck_status s = run_task(b, &b->tasks[k]);
-        if (s) {
+        if ((s = run_task(b, &b->tasks[k], wd))) {
             bk->failed = 1;
             return s;
         }
     }
     if (!u->xh) return DCK_OK;
+    if (!u->wd) {
+        /* the unit's only block, in this worker's buffer: no baton */
+        dck_xxh3_update(u->xh, wd + bk->xoff, bk->xlen);
+        pthread_mutex_lock(&b->mu);
+        bk->ready = 1;
+        u->cursor = u->b1;
+        pthread_mutex_unlock(&b->mu);
+        return DCK_OK;
+    }
     pthread_mutex_lock(&b->mu);
     bk->ready = 1;
     if (!u->busy) {
@@ -142,7 +189,7 @@ static dck_status block_task(void *ctx, size_t i, int worker) {
         while (u->cursor < u->b1 && b->blocks[u->cursor].ready) {
             const block *x = &b->blocks[u->cursor];
             pthread_mutex_unlock(&b->mu);
-            dck_xxh3_update(u->xh, x->xdata, x->xlen);
+            dck_xxh3_update(u->xh, u->wd + x->xoff, x->xlen);
             pthread_mutex_lock(&b->mu);
             u->cursor++;
         }
@@ -154,10 +201,9 @@ static dck_status block_task(void *ctx, size_t i, int worker) {
 
 /* ------------------------------------------------------------------ planning a window */
 
-static dck_status push_task(batch *b, const span *sp, uint64_t a, uint64_t e, const uint8_t *wd,
-                            uint64_t w0) {
+static dck_status push_task(batch *b, const span *sp, uint64_t a, uint64_t e, uint64_t w0) {
     DCK_TRY(dck_grow((void **)&b->tasks, &b->cap_t, b->nt + 1, sizeof *b->tasks));
-    b->tasks[b->nt] = (task){sp, a, e, wd + (a - w0), b->nt};
+    b->tasks[b->nt] = (task){sp, a, e, (size_t)(a - w0), b->nt};
     b->nt++;
     return DCK_OK;
 }
@@ -191,6 +237,7 @@ static dck_status plan_direct(batch *b, stitches *stv, const span *spans, size_t
         stitch *st = &stv->v[k];
         uint64_t seg_end = st->seg_start + DCK_SEGMENT;
         uint64_t upto = seg_end < e ? seg_end : e;
+        if (!wd) return dck_set_error(DCK_ERR_LAYOUT, "segment stitch in a file read whole");
         memcpy(st->bytes + st->len, wd + (a - w0), (size_t)(upto - a));
         st->len += (uint32_t)(upto - a);
         if (upto == seg_end || upto == sp->end) {
@@ -203,6 +250,7 @@ static dck_status plan_direct(batch *b, stitches *stv, const span *spans, size_t
     if (e == w1 && e < sp->end && (e - sp->pstart) % DCK_SEGMENT) {
         uint64_t cut = e - (e - sp->pstart) % DCK_SEGMENT;
         if (cut < a) return dck_set_error(DCK_ERR_LAYOUT, "window smaller than a segment");
+        if (!wd) return dck_set_error(DCK_ERR_LAYOUT, "segment stitch in a file read whole");
         DCK_TRY(dck_grow((void **)&stv->v, &stv->cap, stv->n + 1, sizeof *stv->v));
         stitch *st = &stv->v[stv->n++];
         st->span = si;
@@ -217,7 +265,7 @@ static dck_status plan_direct(batch *b, stitches *stv, const span *spans, size_t
             c = next - (next - sp->pstart) % DCK_SEGMENT;
             if (c <= a) c = a + DCK_SEGMENT < e ? a + DCK_SEGMENT : e;
         }
-        DCK_TRY(push_task(b, sp, a, c, wd, w0));
+        DCK_TRY(push_task(b, sp, a, c, w0));
         a = c;
     }
     return DCK_OK;
@@ -225,15 +273,14 @@ static dck_status plan_direct(batch *b, stitches *stv, const span *spans, size_t
 
 /* Other pieces: tasks of TASK_BYTES, cut on segment boundaries where the
  * piece is the whole tensor, so few partial segments need stitching. */
-static dck_status plan_hasher(batch *b, const span *sp, const uint8_t *wd, uint64_t w0, uint64_t a,
-                              uint64_t e) {
+static dck_status plan_hasher(batch *b, const span *sp, uint64_t w0, uint64_t a, uint64_t e) {
     dck_piece_geom g;
     dck_piece_geom_of(sp->t, &sp->t->pieces[sp->pi], &g);
     while (a < e) {
         uint64_t c = a + TASK_BYTES;
         if (c >= e) c = e;
         else if (g.q < 0) c -= (c - sp->pstart) % DCK_SEGMENT; /* global == stored - start */
-        DCK_TRY(push_task(b, sp, a, c, wd, w0));
+        DCK_TRY(push_task(b, sp, a, c, w0));
         a = c;
     }
     return DCK_OK;
@@ -257,7 +304,7 @@ static dck_status plan_window(batch *b, size_t ui, stitches *stv, const span *sp
         uint64_t a = sp[i].start > w0 ? sp[i].start : w0;
         uint64_t e = sp[i].end < w1 ? sp[i].end : w1;
         DCK_TRY(sp[i].direct ? plan_direct(b, stv, sp, i, wd, w0, wl, a, e)
-                             : plan_hasher(b, &sp[i], wd, w0, a, e));
+                             : plan_hasher(b, &sp[i], w0, a, e));
     }
     /* blocks in offset order, each with the tasks that start in it
      * (overlapping pieces can put tasks out of order) */
@@ -269,11 +316,13 @@ static dck_status plan_window(batch *b, size_t ui, stitches *stv, const span *sp
         uint64_t xe = w1 - x > BLOCK_BYTES ? x + BLOCK_BYTES : w1;
         size_t k0 = k;
         while (k < b->nt && b->tasks[k].a < xe) k++;
-        if (k == k0 && !u->xh) continue; /* nothing to do here */
+        /* nothing to do here (a file read whole always gets its block, which
+         * finds it cut short) */
+        if (k == k0 && !u->xh && u->wd) continue;
         DCK_TRY(dck_grow((void **)&b->blocks, &b->cap_b, b->nb + 1, sizeof *b->blocks));
         block *bk = &b->blocks[b->nb++];
         bk->unit = ui;
-        bk->xdata = wd + (x - w0);
+        bk->xoff = (size_t)(x - w0);
         bk->xlen = (size_t)(xe - x);
         bk->t0 = k0;
         bk->t1 = k;
@@ -306,6 +355,7 @@ typedef struct {
     uint64_t needed;   /* without its hash: the bytes up to the last span's end */
     int want;          /* its whole-file hash is wanted */
     size_t unit;       /* its unit in the batch (small files) */
+    uint64_t whole;    /* > 0: no stream; its block reads these bytes from 0 */
     stitches stv;
 } open_file;
 
@@ -319,6 +369,14 @@ static dck_status file_open(engine *e, uint32_t fi, span *sp, size_t nsp, open_f
     of->want = want;
     for (size_t i = 0; i < nsp; i++)
         if (sp[i].end > of->needed) of->needed = sp[i].end;
+    /* A raw file of one block whose spans lie inside it: its block reads it
+     * (every byte with its hash; else up to its last span's end). */
+    uint64_t whole = want ? f->size : of->needed;
+    if (!f->zstd && f->size <= BLOCK_BYTES && of->needed <= f->size && whole) {
+        of->whole = whole;
+        if (want && !(of->xh = dck_xxh3_create())) return dck_oom(NULL);
+        return DCK_OK;
+    }
     /* zstd: the stream hashes the stored (compressed) bytes itself */
     DCK_TRY(dck_stream_open(f, WINDOW_BYTES, want && f->zstd, &of->st));
     if (want && !f->zstd && !(of->xh = dck_xxh3_create())) {
@@ -355,9 +413,14 @@ static dck_status file_finish(engine *e, open_file *of) {
 
 /* The next window of a file into the batch; *len = 0 at its end. */
 static dck_status file_window(batch *b, open_file *of, size_t *len) {
-    const uint8_t *wd;
-    uint64_t w0;
-    DCK_TRY(dck_stream_next(of->st, &wd, &w0, len));
+    const uint8_t *wd = NULL;
+    uint64_t w0 = 0;
+    if (of->whole) {
+        *len = (size_t)of->whole;
+        of->whole = 0; /* one window */
+    } else {
+        DCK_TRY(dck_stream_next(of->st, &wd, &w0, len));
+    }
     if (!*len) return DCK_OK;
     of->streamed = w0 + *len;
     of->unit = b->nu;
@@ -366,6 +429,10 @@ static dck_status file_window(batch *b, open_file *of, size_t *len) {
     memset(u, 0, sizeof *u);
     u->f = b->ck->files[of->fi];
     u->fi = of->fi;
+    u->wd = wd;
+    u->rlen = *len;
+    u->sp = of->sp;
+    u->nsp = of->nsp;
     u->xh = of->xh;
     b->nu++;
     return plan_window(b, b->nu - 1, &of->stv, of->sp, of->nsp, &of->first, wd, w0, *len);
@@ -438,7 +505,7 @@ static dck_status hash_small(engine *e, batch *b, open_file *ofs, size_t n) {
         const uint8_t *d;
         uint64_t off;
         size_t len = 0;
-        DCK_TRY(dck_stream_next(ofs[i].st, &d, &off, &len)); /* its end; unmaps the window */
+        if (ofs[i].st) DCK_TRY(dck_stream_next(ofs[i].st, &d, &off, &len)); /* its end; unmaps the window */
         if (len)
             return dck_set_error(DCK_ERR_IO, "%s: more than one window",
                                  e->ck->files[ofs[i].fi]->path);
@@ -466,10 +533,13 @@ static dck_status engine_run(engine *e, span *sp, size_t nsp) {
     b.lanes = e->lanes;
     b.h = e->h;
     pthread_mutex_init(&b.mu, NULL);
+    /* as many workers as dck_parallel_for gives a loop */
+    b.nwbuf = e->threads < 1 ? 1 : e->threads > 256 ? 256 : e->threads;
+    b.wbuf = calloc((size_t)b.nwbuf, sizeof *b.wbuf);
     open_file *ofs = calloc(BATCH_FILES, sizeof *ofs);
     size_t nofs = 0;
     uint64_t batch_bytes = 0;
-    dck_status s = ofs ? DCK_OK : dck_oom(NULL);
+    dck_status s = ofs && b.wbuf ? DCK_OK : dck_oom(NULL);
     size_t k = 0;
     for (uint32_t fi = 0; fi < ck->nfiles && !s; fi++) {
         size_t k0 = k;
@@ -501,6 +571,8 @@ static dck_status engine_run(engine *e, span *sp, size_t nsp) {
     if (!s && nofs) s = hash_small(e, &b, ofs, nofs);
     for (size_t i = 0; i < nofs; i++) file_close(&ofs[i]);
     free(ofs);
+    for (int i = 0; b.wbuf && i < b.nwbuf; i++) free(b.wbuf[i]);
+    free(b.wbuf);
     pthread_mutex_destroy(&b.mu);
     free(b.tasks);
     free(b.blocks);
@@ -575,10 +647,16 @@ dck_status dck_checkpoint_hash(dck_checkpoint *ck, const dck_options *optin, dck
     size_t nsp = 0, cap = 0;
     dck_manifest *m = NULL;
     dck_status s = DCK_OK;
-    if (!e.lanes || !e.h || !e.fh || !want || !direct || !td) {
-        s = dck_oom(NULL);
+    if (!e.lanes || !e.h || !e.fh || !want || !direct || !td ||
+        (s = dck_grow((void **)&sp, &cap, nt, sizeof *sp))) {
+        s = s ? s : dck_oom(NULL);
         goto done;
     }
+    /* arrays filled whole: faulted in at once, not page by page */
+    dck_prefault(e.lanes, (2 * nt + 1) * sizeof *e.lanes);
+    dck_prefault(e.h, nt * sizeof *e.h);
+    dck_prefault(td, nt * sizeof *td);
+    dck_prefault(sp, nt * sizeof *sp);
     memset(want, ck->opt.hash_files != 0, nf ? nf : 1);
     e.want_file = want;
     for (size_t fi = 0; fi < nf; fi++)
