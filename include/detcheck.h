@@ -254,6 +254,10 @@ typedef struct {
      * megatron_merge. Not copied: the strings must outlive the checkpoint. */
     const char *const *tp_split_rules;
     size_t ntp_split_rules;
+    /* Notes for the user (a file of a directory that is skipped as not a
+     * checkpoint file), called from the calling thread; NULL: none. */
+    void (*notice)(void *ctx, const char *msg);
+    void *notice_ctx;
 } dck_options;
 
 DCK_API void dck_options_init(dck_options *o);

@@ -525,6 +525,125 @@ START_TEST(test_group_rules) {
 }
 END_TEST
 
+/* Issue 11: a string that is not UTF-8 made libyaml's emitter loop forever
+ * (an event it refused was emitted uninitialised) and jansson drop the
+ * entry. Every writer refuses it now, naming it escaped. */
+static void expect_write_refused(dck_manifest *m, const char *what) {
+    for (int fmt = 0; fmt < 2; fmt++)
+        for (int ref = 0; ref < 2; ref++) {
+            dck_format f = fmt ? DCK_FORMAT_JSON : DCK_FORMAT_YAML;
+            char *buf = NULL;
+            size_t len = 0;
+            FILE *mem = open_memstream(&buf, &len);
+            dck_status s = ref ? dck_manifest_write_reference(m, f, mem) : dck_manifest_write(m, f, mem);
+            fclose(mem);
+            ck_assert_msg(s == DCK_ERR_FORMAT, "%s fmt %d ref %d: status %d, wrote:\n%s", what, fmt, ref, s, buf);
+            ck_assert_msg(strstr(dck_last_error(), what) && strstr(dck_last_error(), "is not valid UTF-8"),
+                          "'%s' lacks '%s'", dck_last_error(), what);
+            free(buf);
+        }
+    char *d = tu_tmpdir(), path[4096];
+    snprintf(path, sizeof path, "%s/m.yaml", d);
+    ck_assert_int_eq(dck_manifest_save(m, DCK_FORMAT_YAML, path), DCK_ERR_FORMAT);
+    ck_assert_int_ne(access(path, F_OK), 0);
+    tu_tmpdir_free(d);
+}
+
+START_TEST(test_not_utf8_refused) {
+    static const struct {
+        const char *tensor, *value_name, *value, *path, *meta, *what;
+    } cases[] = {
+        {"ab\xff", "v", "1", "f", "x", "tensor name 'ab\\xff'"},
+        {"a\xed\xa0\x80", "v", "1", "f", "x", "tensor name 'a\\xed\\xa0\\x80'"}, /* a surrogate */
+        {"a\xc0\xaf", "v", "1", "f", "x", "tensor name 'a\\xc0\\xaf'"},         /* overlong */
+        {"a", "v\xfe", "1", "f", "x", "value name 'v\\xfe'"},
+        {"a", "v", "1\x80", "f", "x", "value text '1\\x80'"},
+        {"a", "v", "1", "f\xff.bin", "x", "file path 'f\\xff.bin'"},
+        {"a", "v", "1", "f", "x\xf5", "metadata value 'x\\xf5'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dck_manifest *m;
+        ck_assert_int_eq(dck_manifest_create(&m), DCK_OK);
+        dck_manifest_tensor t;
+        memset(&t, 0, sizeof t);
+        t.name = cases[i].tensor;
+        t.dtype = DCK_F32;
+        ck_assert_int_eq(dck_manifest_add_tensor(m, &t), DCK_OK);
+        ck_assert_int_eq(dck_manifest_add_value(m, cases[i].value_name, cases[i].value), DCK_OK);
+        dck_manifest_file f = {cases[i].path, 1, {1, 2}};
+        ck_assert_int_eq(dck_manifest_add_file(m, &f), DCK_OK);
+        ck_assert_int_eq(dck_manifest_set_meta(m, "tool", cases[i].meta), DCK_OK);
+        ck_assert_int_eq(dck_manifest_finalize(m), DCK_OK);
+        expect_write_refused(m, cases[i].what);
+        dck_manifest_free(m);
+    }
+    /* the check itself, and the escaping of a message: cut with "..." */
+    ck_assert(dck_utf8_valid("w\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 10));
+    ck_assert(!dck_utf8_valid("\xf4\x90\x80\x80", 4)); /* above U+10FFFF */
+    char e[16], e2[64];
+    ck_assert_str_eq(dck_text_escape("a'\\\x01\xc3\xa9", e2, sizeof e2), "a\\x27\\x5c\\x01\xc3\xa9");
+    ck_assert_str_eq(dck_text_escape("abcdefghijklmnopqrstuvwxyz", e, sizeof e), "abcdefghijkl...");
+    ck_assert_int_eq(dck_check_utf8("x.npz", "tensor name", "ab\xff"), DCK_ERR_FORMAT);
+    ck_assert_str_eq(dck_last_error(), "x.npz: tensor name 'ab\\xff' is not valid UTF-8");
+}
+END_TEST
+
+/* Issue 11: nesting was quadratic in libyaml (a 200 KB manifest of nested
+ * collections took 53 s, as maps 88 s); the reader stops at
+ * DCK_MANIFEST_MAX_DEPTH, as soon as it gets there. */
+static char *nested(const char *pre, const char *open, const char *mid, const char *close, const char *post,
+                    size_t n) {
+    size_t lo = strlen(open), lc = strlen(close), lp = strlen(pre), lm = strlen(mid);
+    char *b = malloc(lp + n * (lo + lc) + lm + strlen(post) + 1), *w = b;
+    ck_assert_ptr_nonnull(b);
+    memcpy(w, pre, lp), w += lp;
+    for (size_t i = 0; i < n; i++) memcpy(w, open, lo), w += lo;
+    memcpy(w, mid, lm), w += lm;
+    for (size_t i = 0; i < n; i++) memcpy(w, close, lc), w += lc;
+    strcpy(w, post);
+    return b;
+}
+
+/* expect_parse_error without the text in the message (Check's limit) */
+static void expect_parse_error_long(const char *text, dck_status want, const char *msg) {
+    dck_manifest *m = NULL;
+    dck_status s = dck_manifest_parse(text, strlen(text), "golden.yaml", &m);
+    ck_assert_msg(s == want && strstr(dck_last_error(), msg) && strstr(dck_last_error(), "golden.yaml"),
+                  "status %d, '%s' lacks '%s' (text: %.60s...)", s, dck_last_error(), msg, text);
+    ck_assert_ptr_null(m);
+}
+
+START_TEST(test_nesting_bounded) {
+    static const struct {
+        const char *pre, *open, *mid, *close, *post;
+    } kinds[] = {
+        {"detcheck: 1\nx: ", "[", "", "]", "\n"},
+        {"detcheck: 1\nx: ", "{a: ", "1", "}", "\n"},
+        {"detcheck: 1\nx:\n", "- ", "1", "", "\n"}, /* block sequences on one line */
+        {"{\"detcheck\": 1, \"x\": ", "[", "", "]", "}"},
+        {"{\"detcheck\": 1, \"x\": ", "{\"a\": ", "1", "}", "}"},
+    };
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        /* 100,000 levels: refused at once */
+        char *t = nested(kinds[k].pre, kinds[k].open, kinds[k].mid, kinds[k].close, kinds[k].post, 100000);
+        expect_parse_error_long(t, DCK_ERR_LIMIT, "manifest nested deeper than 8 levels");
+        free(t);
+        /* one level over the limit (the document is one): refused; at it: read on (then not a manifest) */
+        t = nested(kinds[k].pre, kinds[k].open, kinds[k].mid, kinds[k].close, kinds[k].post, DCK_MANIFEST_MAX_DEPTH);
+        expect_parse_error_long(t, DCK_ERR_LIMIT, "manifest nested deeper than 8 levels");
+        free(t);
+        t = nested(kinds[k].pre, kinds[k].open, kinds[k].mid, kinds[k].close, kinds[k].post,
+                   DCK_MANIFEST_MAX_DEPTH - 1);
+        expect_parse_error_long(t, DCK_ERR_FORMAT, "root");
+        free(t);
+    }
+    /* a string holding brackets is not nesting */
+    char *t = nested("{\"detcheck\": 1, \"x\": \"", "[", "\\\"", "{", "\"}", 1000);
+    expect_parse_error_long(t, DCK_ERR_FORMAT, "root");
+    free(t);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("manifest");
     TCase *tc = tcase_create("core");
@@ -540,5 +659,11 @@ int main(void) {
     tcase_add_test(tc, test_large_text_and_root);
     tcase_add_test(tc, test_group_rules);
     suite_add_tcase(s, tc);
+    /* a hang here (before issue 11) fails in 10 s */
+    TCase *tb = tcase_create("bounded");
+    tcase_set_timeout(tb, 10);
+    tcase_add_test(tb, test_not_utf8_refused);
+    tcase_add_test(tb, test_nesting_bounded);
+    suite_add_tcase(s, tb);
     return tu_run(s);
 }

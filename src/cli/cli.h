@@ -36,6 +36,8 @@ extern bool cli_quiet;
 void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cli_warn(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cli_info(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* dck_options.notice for the CLI: ctx is the command's name; quiet hides it. */
+void cli_notice(void *ctx, const char *msg);
 /* Library failure: prints dck_last_error() (or dck_strerror) and returns 2. */
 int cli_fail(const char *cmd, dck_status s);
 /* Misuse: message plus "try 'detcheck CMD --help'", returns 2. */

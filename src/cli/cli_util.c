@@ -36,6 +36,10 @@ void cli_warn(const char *cmd, const char *fmt, ...) {
     va_end(ap);
 }
 
+void cli_notice(void *ctx, const char *msg) {
+    cli_info(ctx ? (const char *)ctx : "detcheck", "note: %s", msg);
+}
+
 void cli_info(const char *cmd, const char *fmt, ...) {
     if (cli_quiet) return;
     va_list ap;

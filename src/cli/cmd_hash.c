@@ -80,12 +80,30 @@ int cmd_hash(int argc, char **argv) {
     }
     if (sh.json) fmt = DCK_FORMAT_JSON;
     if (optind >= argc) return cli_usage_error("hash", "no PATH given");
-    /* -o must not replace a checkpoint file it is about to read */
+    /* -o must not replace a checkpoint file it is about to read, nor any
+     * file that is not a manifest: every checkpoint format is binary or an
+     * *.index.json, which dck_manifest_sniff refuses, so a shard inside a
+     * hashed directory is caught as well as a top-level input; a FIFO or a
+     * device would be replaced by the rename */
     struct stat so, si;
-    if (output && stat(output, &so) == 0)
+    if (output && stat(output, &so) == 0) {
         for (int i = optind; i < argc; i++)
             if (stat(argv[i], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
                 return cli_usage_error("hash", "-o %s is also an input; refusing to overwrite it", output);
+        if (!S_ISREG(so.st_mode))
+            return cli_usage_error("hash", "-o %s is not a regular file; refusing to replace it", output);
+        if (so.st_size > 0 && !dck_manifest_sniff(output))
+            return cli_usage_error("hash", "-o %s is a checkpoint file, not a manifest; refusing to overwrite it",
+                                   output);
+        /* text that is not a manifest either (a Megatron tree's
+         * latest_checkpointed_iteration.txt, notes): only a manifest is
+         * replaced by a manifest */
+        dck_manifest *old_m = NULL;
+        if (so.st_size > 0 && dck_manifest_load(output, &old_m) != DCK_OK)
+            return cli_usage_error("hash", "-o %s exists and is not a manifest (%s); refusing to overwrite it",
+                                   output, dck_last_error());
+        dck_manifest_free(old_m);
+    }
     if (getenv("OMPI_COMM_WORLD_SIZE") && atoi(getenv("OMPI_COMM_WORLD_SIZE")) > 1 && !distributed)
         cli_warn("hash", "started by mpirun without --distributed: every rank hashes everything");
     if (cli_check_megatron("hash", &o)) return DCK_EXIT_TROUBLE;
@@ -103,6 +121,8 @@ int cmd_hash(int argc, char **argv) {
         return cmd_hash_planned(argc, argv, (const char *const *)argv + optind,
                                 (size_t)(argc - optind), &o, fmt, output, device, distributed);
     o.progress = cli_progress;
+    o.notice = cli_notice;
+    o.notice_ctx = (void *)"hash";
     dck_manifest *m;
     const char *const *paths = (const char *const *)argv + optind;
     size_t npaths = (size_t)(argc - optind);

@@ -23,6 +23,9 @@
 #include "detcheck_static.h"
 
 #include <pthread.h>
+#include <setjmp.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
@@ -105,7 +108,10 @@ typedef struct dck_file {
     uint64_t size;     /* bytes on disk */
     uint64_t data_size;/* bytes after decompression (unknown zstd: UINT64_MAX until mapped) */
     bool zstd;
-    int fd;
+    int fd;            /* -1: reopened for each use (see dck_file_fd) */
+    bool fd_kept;      /* fd counts against the cap of kept descriptors */
+    dev_t dev;         /* identity when opened: a reopen must find the same file */
+    ino_t ino;
     /* full random-access map (lazily created by dck_file_map) */
     const uint8_t *map;
     uint64_t map_len;
@@ -123,6 +129,39 @@ dck_status dck_file_open_prefix(const char *path, const char *relpath, void *hea
  * gives them at once; *got < len only at the file's end now. */
 dck_status dck_file_read_at(dck_file *f, uint64_t off, void *buf, size_t len, size_t *got);
 void dck_file_close(dck_file *f);
+/* A descriptor for f (its own, or one opened again, checked to be the same
+ * file); hand it back with dck_file_fd_put. Files opened past the cap of
+ * kept descriptors (a quarter of RLIMIT_NOFILE, at most 256) hold none. */
+dck_status dck_file_fd(dck_file *f, int *fd);
+void dck_file_fd_put(dck_file *f, int fd);
+/* Its size now (it may have shrunk since it was opened). */
+uint64_t dck_file_size_now(dck_file *f);
+/* "PATH: changed while being read (now N bytes, was M)" */
+dck_status dck_file_changed_error(dck_file *f);
+/* Opens path read-only if it is a regular file, never blocking (a FIFO or a
+ * device is an error naming its type). st may be NULL. */
+dck_status dck_open_regular(const char *path, int *fd, struct stat *st);
+/* The bound on decoded bytes (zstd, inflated members): max(1 GiB, 4096 x
+ * disk), or DETCHECK_MAX_DECODED; and the message for going past it. */
+dck_status dck_decoded_limit(const char *label, uint64_t disk, uint64_t *out);
+dck_status dck_decoded_too_large(const char *label, const char *what, uint64_t limit);
+
+/* SIGBUS guard: a file mapped and then truncated faults when its lost pages
+ * are touched. Around work on a map:
+ *     dck_bus_guard g;
+ *     dck_bus_guard_enter(&g, map, len);
+ *     if (sigsetjmp(g.jb, 0) == 0) { ...touch map... } else { fault }
+ *     dck_bus_guard_leave(&g);
+ * A fault inside [map, map + len) on this thread returns from sigsetjmp
+ * with 1; any other SIGBUS goes to the previous handler. Per thread; the
+ * guarded code must not hold locks or allocate across the touching. */
+typedef struct dck_bus_guard {
+    sigjmp_buf jb;
+    const uint8_t *lo, *hi;
+    struct dck_bus_guard *prev;
+} dck_bus_guard;
+void dck_bus_guard_enter(dck_bus_guard *g, const void *p, uint64_t len);
+void dck_bus_guard_leave(dck_bus_guard *g);
 /* Whole (decompressed) contents, mapped read-only. */
 dck_status dck_file_map(dck_file *f, const uint8_t **data, uint64_t *len);
 /* Reads [off, off+len) of decompressed contents: from the map if any, else

@@ -11,9 +11,16 @@
 #include <xxhash.h>
 #include <zstd.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +28,211 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const uint8_t zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+
+/* ------------------------------------------------------------------ decoded bytes
+ * zstd inputs (and a .pt's inflated zip members) grow with the data, not with
+ * the file: a 72 KB file of zstd RLE blocks decodes to 2 GiB. Decoded bytes
+ * are bounded by max(1 GiB, 4096 x the bytes on disk) (real checkpoints
+ * compress a few times at most; zeros compress 10000x but fit under the floor
+ * when small), or by DETCHECK_MAX_DECODED when set. */
+#define DECODED_FLOOR ((uint64_t)1 << 30)
+#define DECODED_RATIO 4096u
+
+dck_status dck_decoded_limit(const char *label, uint64_t disk, uint64_t *out) {
+    const char *v = getenv("DETCHECK_MAX_DECODED");
+    if (!v || !*v) {
+        *out = disk > DECODED_FLOOR / DECODED_RATIO ? disk * DECODED_RATIO : DECODED_FLOOR;
+        if (disk > UINT64_MAX / DECODED_RATIO) *out = UINT64_MAX;
+        return DCK_OK;
+    }
+    static const struct {
+        char suffix;
+        int shift;
+    } units[] = {{'K', 10}, {'M', 20}, {'G', 30}, {'T', 40}};
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    int shift = 0;
+    for (size_t i = 0; i < sizeof units / sizeof units[0] && *end; i++)
+        if (*end == units[i].suffix || *end == units[i].suffix + 32) {
+            shift = units[i].shift;
+            end++;
+        }
+    if (errno || end == v || *end || *v == '-' || (shift && n > (UINT64_MAX >> shift)))
+        return dck_set_error(DCK_ERR_INVALID, "%s: DETCHECK_MAX_DECODED=%s is not a size in bytes (K, M, G, T)",
+                             label, v);
+    *out = (uint64_t)n << shift;
+    return DCK_OK;
+}
+
+dck_status dck_decoded_too_large(const char *label, const char *what, uint64_t limit) {
+    return dck_set_error(DCK_ERR_LIMIT,
+                         "%s: %s more than %llu bytes (limit: max(1 GiB, 4096 x the file's size); "
+                         "DETCHECK_MAX_DECODED=BYTES raises it)",
+                         label, what, (unsigned long long)limit);
+}
+
+/* ------------------------------------------------------------------ file types */
+
+static const char *file_type_name(mode_t m) {
+    static const struct {
+        mode_t type;
+        const char *name;
+    } types[] = {{S_IFIFO, "a FIFO"},          {S_IFCHR, "a character device"},
+                 {S_IFBLK, "a block device"},  {S_IFSOCK, "a socket"},
+                 {S_IFDIR, "a directory"},     {S_IFLNK, "a symbolic link"}};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if ((m & S_IFMT) == types[i].type) return types[i].name;
+    return "not a regular file";
+}
+
+/* Opens a regular file for reading without ever blocking: a FIFO or a
+ * device opened plainly can wait forever for a writer, so the open is
+ * non-blocking and the type is checked on the descriptor before any read. */
+dck_status dck_open_regular(const char *path, int *fd_out, struct stat *st_out) {
+    *fd_out = -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return dck_set_error(DCK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return dck_set_error(DCK_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return dck_set_error(DCK_ERR_IO, "%s: not a regular file (%s)", path, file_type_name(st.st_mode));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    if (st_out) *st_out = st;
+    *fd_out = fd;
+    return DCK_OK;
+}
+
+/* ------------------------------------------------------------------ descriptors
+ * A directory of thousands of files must not hold a descriptor each (the
+ * default `ulimit -n` is 1024): the first files opened keep theirs, up to a
+ * quarter of the limit (at most 256); later ones are closed after the sniff
+ * and reopened for each use (a stream, a map, a read), and the reopened file
+ * must be the same one (device and inode). */
+static atomic_int kept_fds;
+static int keep_cap(void) {
+    static atomic_int cap;
+    int c = atomic_load(&cap);
+    if (!c) {
+        struct rlimit rl;
+        rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+        c = n == RLIM_INFINITY || n / 4 > 256 ? 256 : (int)(n / 4);
+        if (c < 4) c = 4;
+        atomic_store(&cap, c);
+    }
+    return c;
+}
+
+/* A descriptor for f: its own, or a fresh one the caller hands back with
+ * file_fd_put. */
+static dck_status file_fd_get(dck_file *f, int *fd) {
+    if (f->fd >= 0) {
+        *fd = f->fd;
+        return DCK_OK;
+    }
+    struct stat st;
+    DCK_TRY(dck_open_regular(f->path, fd, &st));
+    if (st.st_dev != f->dev || st.st_ino != f->ino) {
+        close(*fd);
+        *fd = -1;
+        return dck_set_error(DCK_ERR_IO, "%s: changed while being read (replaced by another file)",
+                             f->path);
+    }
+    return DCK_OK;
+}
+
+static void file_fd_put(const dck_file *f, int fd) {
+    if (fd >= 0 && fd != f->fd) close(fd);
+}
+
+dck_status dck_file_fd(dck_file *f, int *fd) { return file_fd_get(f, fd); }
+void dck_file_fd_put(dck_file *f, int fd) { file_fd_put(f, fd); }
+
+/* The size the file has now (its size when opened if it cannot be asked). */
+uint64_t dck_file_size_now(dck_file *f) {
+    struct stat st;
+    if (f->fd >= 0) return fstat(f->fd, &st) == 0 ? (uint64_t)st.st_size : f->size;
+    return stat(f->path, &st) == 0 && st.st_ino == f->ino ? (uint64_t)st.st_size : f->size;
+}
+
+/* ------------------------------------------------------------------ SIGBUS
+ * A mapped file that shrinks under us faults with SIGBUS when its missing
+ * pages are touched. Code that touches a map wraps the work in a guard:
+ * dck_bus_guard_enter records the mapped range for this thread, sigsetjmp
+ * sets the way back, and the handler, installed once, jumps back when the
+ * faulting address lies in this thread's guarded range. Any other SIGBUS
+ * goes to the handler that was there before (or kills the process as the
+ * default does). */
+static struct sigaction bus_prev;
+static _Thread_local dck_bus_guard *bus_cur;
+static pthread_once_t bus_once = PTHREAD_ONCE_INIT;
+
+static void bus_handler(int sig, siginfo_t *si, void *uc) {
+    const uint8_t *a = si ? (const uint8_t *)si->si_addr : NULL;
+    /* guards nest (diff holds one per side): the innermost that covers the
+     * address; leaving it there drops the ones entered after it */
+    for (dck_bus_guard *g = bus_cur; g; g = g->prev)
+        if (a >= g->lo && a < g->hi) {
+            bus_cur = g;
+            siglongjmp(g->jb, 1);
+        }
+    if ((bus_prev.sa_flags & SA_SIGINFO) && bus_prev.sa_sigaction) {
+        bus_prev.sa_sigaction(sig, si, uc);
+        return;
+    }
+    if (bus_prev.sa_handler != SIG_DFL && bus_prev.sa_handler != SIG_IGN) {
+        bus_prev.sa_handler(sig);
+        return;
+    }
+    /* the default action: returning re-runs the access, which now kills */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGBUS, &dfl, NULL);
+}
+
+static void bus_install(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = bus_handler;
+    /* SA_NODEFER: siglongjmp leaves the handler without restoring the
+     * mask, so SIGBUS must not be blocked while it runs */
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &bus_prev);
+}
+
+void dck_bus_guard_enter(dck_bus_guard *g, const void *p, uint64_t len) {
+    pthread_once(&bus_once, bus_install);
+    g->lo = p;
+    g->hi = (const uint8_t *)p + len;
+    g->prev = bus_cur;
+    bus_cur = g;
+}
+
+void dck_bus_guard_leave(dck_bus_guard *g) { bus_cur = g->prev; }
+
+dck_status dck_file_changed_error(dck_file *f) {
+    return dck_set_error(DCK_ERR_IO, "%s: changed while being read (now %llu bytes, was %llu)", f->path,
+                         (unsigned long long)dck_file_size_now(f), (unsigned long long)f->size);
+}
+
+/* Test hook: DCK_TEST_TRUNCATE_MAPPED=PATH truncates the file PATH (that
+ * exact path, as opened) to 0 bytes right after a stream window of it is
+ * mapped, so that the tests can fault deterministically. */
+static void test_truncate_mapped(const dck_file *f) {
+    const char *t = getenv("DCK_TEST_TRUNCATE_MAPPED");
+    if (t && *t && f->path && !strcmp(t, f->path) && truncate(f->path, 0) != 0) {
+        /* nothing to do: the test then sees no fault and fails */
+    }
+}
 
 /* Reads up to len bytes at off (fewer only at the end of the file); path
  * names the file in the message. */
@@ -41,11 +252,122 @@ static dck_status read_full(int fd, const char *path, uint64_t off, void *buf, s
     return DCK_OK;
 }
 
+static dck_status file_read(dck_file *f, uint64_t off, void *buf, size_t len, size_t *got) {
+    int fd;
+    DCK_TRY(file_fd_get(f, &fd));
+    dck_status s = read_full(fd, f->path, off, buf, len, got);
+    file_fd_put(f, fd);
+    return s;
+}
+
 static dck_status zstd_pump(dck_file *f, int fd_out, uint8_t *buf, size_t limit, size_t *got,
                             uint64_t *total);
 
 dck_status dck_file_read_at(dck_file *f, uint64_t off, void *buf, size_t len, size_t *got) {
-    return read_full(f->fd, f->path, off, buf, len, got);
+    return file_read(f, off, buf, len, got);
+}
+
+/* ------------------------------------------------------------------ zstd frames
+ * A zstd file is a sequence of frames (RFC 8878): zstd frames (magic
+ * 28 b5 2f fd), each decoding to its declared content size if it has one,
+ * and skippable frames (magic 0x184D2A50..5F, a 4-byte length, data), which
+ * decode to nothing (pzstd puts one first). Frames are walked at open by
+ * their headers and block headers (one small read per block, no
+ * decompression): the decoded size is the sum of the declared sizes (unknown
+ * if a frame declares none), and anything after the last whole frame is an
+ * error, as trailing bytes are in a plain file. */
+#define ZSTD_SKIP_MAGIC 0x184D2A50u
+#define ZSTD_MAGIC 0xFD2FB528u
+
+static uint32_t le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static int is_zstd_start(const uint8_t *h, size_t n) {
+    if (n < 4) return 0;
+    uint32_t m = le32(h);
+    return m == ZSTD_MAGIC || (m & 0xFFFFFFF0u) == ZSTD_SKIP_MAGIC;
+}
+
+/* Walks the frames of f; *size: the decoded size (UINT64_MAX unknown). */
+static dck_status zstd_walk(dck_file *f, int fd, uint64_t *size) {
+    uint64_t pos = 0, total = 0, frames = 0;
+    bool unknown = false;
+    while (pos < f->size) {
+        uint8_t h[18];
+        size_t got = 0;
+        DCK_TRY(read_full(fd, f->path, pos, h, sizeof h, &got));
+        if (got < 8 && !(got >= 4 && le32(h) == ZSTD_MAGIC))
+            return dck_set_error(DCK_ERR_TRUNCATED, "%s: truncated zstd frame at byte %llu", f->path,
+                                 (unsigned long long)pos);
+        uint32_t m = le32(h);
+        if ((m & 0xFFFFFFF0u) == ZSTD_SKIP_MAGIC) {
+            uint64_t n = 8 + (uint64_t)le32(h + 4);
+            if (n > f->size - pos)
+                return dck_set_error(DCK_ERR_TRUNCATED, "%s: truncated skippable zstd frame at byte %llu",
+                                     f->path, (unsigned long long)pos);
+            pos += n;
+            frames++;
+            continue;
+        }
+        if (m != ZSTD_MAGIC)
+            return dck_set_error(DCK_ERR_FORMAT, "%s: %llu bytes after the last zstd frame (byte %llu on)",
+                                 f->path, (unsigned long long)(f->size - pos), (unsigned long long)pos);
+        if (got < 5)
+            return dck_set_error(DCK_ERR_TRUNCATED, "%s: truncated zstd frame at byte %llu", f->path,
+                                 (unsigned long long)pos);
+        uint8_t fhd = h[4];
+        static const uint8_t did_bytes[4] = {0, 1, 2, 4};
+        int fcs_flag = fhd >> 6, single = (fhd >> 5) & 1, checksum = (fhd >> 2) & 1;
+        if (fhd & 0x08)
+            return dck_set_error(DCK_ERR_FORMAT, "%s: corrupt zstd frame at byte %llu (reserved bit set)",
+                                 f->path, (unsigned long long)pos);
+        size_t fcs_bytes = fcs_flag == 0 ? (size_t)single : (size_t)1 << fcs_flag;
+        size_t hl = 5 + (size_t)!single + did_bytes[fhd & 3] + fcs_bytes;
+        if (got < hl)
+            return dck_set_error(DCK_ERR_TRUNCATED, "%s: truncated zstd frame at byte %llu", f->path,
+                                 (unsigned long long)pos);
+        if (fcs_bytes) {
+            const uint8_t *q = h + hl - fcs_bytes;
+            uint64_t cs = 0;
+            for (size_t k = 0; k < fcs_bytes; k++) cs |= (uint64_t)q[k] << (8 * k);
+            if (fcs_bytes == 2) cs += 256;
+            total = cs > UINT64_MAX - total ? UINT64_MAX : total + cs;
+        } else {
+            unknown = true;
+        }
+        uint64_t p = pos + hl;
+        for (;;) {
+            uint8_t bh[3];
+            DCK_TRY(read_full(fd, f->path, p, bh, 3, &got));
+            if (got < 3)
+                return dck_set_error(DCK_ERR_TRUNCATED, "%s: truncated zstd frame at byte %llu", f->path,
+                                     (unsigned long long)pos);
+            uint32_t b = (uint32_t)bh[0] | (uint32_t)bh[1] << 8 | (uint32_t)bh[2] << 16;
+            int type = (b >> 1) & 3;
+            if (type == 3)
+                return dck_set_error(DCK_ERR_FORMAT, "%s: corrupt zstd frame at byte %llu (reserved block type)",
+                                     f->path, (unsigned long long)pos);
+            uint64_t payload = type == 1 ? 1 : (uint64_t)(b >> 3);
+            p += 3 + payload;
+            if (p > f->size)
+                return dck_set_error(DCK_ERR_TRUNCATED, "%s: truncated zstd frame at byte %llu", f->path,
+                                     (unsigned long long)pos);
+            if (b & 1) break;
+        }
+        if (checksum) p += 4;
+        if (p > f->size)
+            return dck_set_error(DCK_ERR_TRUNCATED, "%s: truncated zstd frame at byte %llu", f->path,
+                                 (unsigned long long)pos);
+        pos = p;
+        frames++;
+    }
+    (void)frames;
+    *size = unknown ? UINT64_MAX : total;
+    uint64_t limit;
+    DCK_TRY(dck_decoded_limit(f->path, f->size, &limit));
+    if (!unknown && total > limit) return dck_decoded_too_large(f->path, "decompresses to", limit);
+    return DCK_OK;
 }
 
 /* Opens path; with cap > 0 also reads its first up to cap decompressed
@@ -55,13 +377,9 @@ dck_status dck_file_read_at(dck_file *f, uint64_t off, void *buf, size_t len, si
 static dck_status file_open_head(const char *path, const char *relpath, void *headbuf, size_t cap,
                                  size_t *headgot, dck_file **out) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return dck_set_error(DCK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return dck_set_error(DCK_ERR_IO, "%s: not a regular file", path);
-    }
+    DCK_TRY(dck_open_regular(path, &fd, &st));
     dck_file *f = calloc(1, sizeof *f);
     if (!f) {
         close(fd);
@@ -69,11 +387,17 @@ static dck_status file_open_head(const char *path, const char *relpath, void *he
     }
     f->fd = fd;
     f->tmp_fd = -1;
+    f->dev = st.st_dev;
+    f->ino = st.st_ino;
     pthread_mutex_init(&f->map_mu, NULL);
     f->path = dck_strdup(path);
     f->relpath = dck_strdup(relpath ? relpath : path);
     f->size = (uint64_t)st.st_size;
     f->data_size = f->size;
+    if (!f->path || !f->relpath) {
+        dck_file_close(f);
+        return dck_oom(NULL);
+    }
     uint8_t head32[32];
     uint8_t *head = cap >= sizeof head32 ? headbuf : head32;
     size_t got = 0;
@@ -82,16 +406,20 @@ static dck_status file_open_head(const char *path, const char *relpath, void *he
         dck_file_close(f);
         return s;
     }
-    if (got >= 4 && !memcmp(head, zstd_magic, 4)) {
-        f->zstd = true;
-        unsigned long long cs = ZSTD_getFrameContentSize(head, got);
-        f->data_size = (cs == ZSTD_CONTENTSIZE_UNKNOWN || cs == ZSTD_CONTENTSIZE_ERROR)
-                           ? UINT64_MAX
-                           : (uint64_t)cs;
-    }
-    if (!f->path || !f->relpath) {
-        dck_file_close(f);
-        return dck_oom(NULL);
+    if (is_zstd_start(head, got)) {
+        uint64_t ds = 0;
+        s = zstd_walk(f, fd, &ds);
+        /* a raw file that happens to start like a skippable frame stays raw */
+        if (s && le32(head) != ZSTD_MAGIC) {
+            dck_clear_error();
+            s = DCK_OK;
+        } else if (s) {
+            dck_file_close(f);
+            return s;
+        } else {
+            f->zstd = true;
+            f->data_size = ds;
+        }
     }
     if (cap) {
         if (f->zstd) { /* the decompressed prefix */
@@ -107,6 +435,14 @@ static dck_status file_open_head(const char *path, const char *relpath, void *he
             dck_file_close(f);
             return s;
         }
+    }
+    /* past the cap of kept descriptors: reopened for each use */
+    if (atomic_fetch_add(&kept_fds, 1) >= keep_cap()) {
+        atomic_fetch_sub(&kept_fds, 1);
+        close(f->fd);
+        f->fd = -1;
+    } else {
+        f->fd_kept = true;
     }
     *out = f;
     return DCK_OK;
@@ -126,7 +462,8 @@ void dck_file_close(dck_file *f) {
     if (!f) return;
     if (f->map && f->map_len) munmap((void *)f->map, f->map_len);
     if (f->fd >= 0) close(f->fd);
-    if (f->tmp_fd >= 0) close(f->tmp_fd);
+    if (f->fd_kept) atomic_fetch_sub(&kept_fds, 1);
+
     pthread_mutex_destroy(&f->map_mu);
     free(f->path);
     free(f->relpath);
@@ -143,16 +480,19 @@ static dck_status zstd_pump(dck_file *f, int fd_out, uint8_t *buf, size_t limit,
     size_t inCap = ZSTD_DStreamInSize(), outCap = ZSTD_DStreamOutSize();
     uint8_t *in = malloc(inCap), *outb = malloc(outCap);
     dck_status s = DCK_OK;
-    uint64_t written = 0, inoff = 0;
+    uint64_t written = 0, inoff = 0, cap = UINT64_MAX;
     size_t last = 1, bufgot = 0;
+    int fd = -1;
     if (!in || !outb) {
         s = dck_oom(NULL);
         goto done;
     }
+    if (fd_out >= 0 && (s = dck_decoded_limit(f->path, f->size, &cap))) goto done;
+    if ((s = file_fd_get(f, &fd))) goto done;
     ZSTD_initDStream(ds);
     for (;;) {
         size_t n = 0;
-        if ((s = read_full(f->fd, f->path, inoff, in, inCap, &n))) goto done;
+        if ((s = read_full(fd, f->path, inoff, in, inCap, &n))) goto done;
         if (n == 0) break;
         inoff += n;
         ZSTD_inBuffer ib = {in, n, 0};
@@ -165,6 +505,10 @@ static dck_status zstd_pump(dck_file *f, int fd_out, uint8_t *buf, size_t limit,
                 goto done;
             }
             if (fd_out >= 0) {
+                if (ob.pos > cap - written) {
+                    s = dck_decoded_too_large(f->path, "decompresses to", cap);
+                    goto done;
+                }
                 size_t w = 0;
                 while (w < ob.pos) {
                     ssize_t r = write(fd_out, outb + w, ob.pos - w);
@@ -194,6 +538,7 @@ done_ok:
     if (got) *got = bufgot;
     if (total) *total = written;
 done:
+    file_fd_put(f, fd);
     ZSTD_freeDStream(ds);
     free(in);
     free(outb);
@@ -217,9 +562,13 @@ static dck_status file_map_locked(dck_file *f, const uint8_t **data, uint64_t *l
         *len = f->map_len;
         return DCK_OK;
     }
-    int fd = f->fd;
+    int fd = -1, own = -1;
     uint64_t size = f->size;
     struct stat st;
+    if (!f->zstd) {
+        DCK_TRY(file_fd_get(f, &own));
+        fd = own;
+    }
     /* a file cut short since it was opened: map what is there, never past
      * its end (touching that faults); reads beyond say "truncated" */
     if (!f->zstd && fstat(fd, &st) == 0 && (uint64_t)st.st_size < size) size = (uint64_t)st.st_size;
@@ -242,25 +591,28 @@ static dck_status file_map_locked(dck_file *f, const uint8_t **data, uint64_t *l
             close(t);
             return s;
         }
-        f->tmp_fd = t;
         f->data_size = total;
-        fd = t;
+        fd = own = t; /* the map keeps the temporary's pages; no descriptor is held */
         size = total;
     }
     if (size == 0) {
+        file_fd_put(f, own);
         f->mapped = true;
         *data = NULL;
         *len = 0;
         return DCK_OK;
     }
     void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int merr = errno;
+    file_fd_put(f, own);
     if (m == MAP_FAILED)
-        return dck_set_error(DCK_ERR_IO, "%s: cannot map: %s", f->path, strerror(errno));
+        return dck_set_error(DCK_ERR_IO, "%s: cannot map: %s", f->path, strerror(merr));
     f->map = m;
     f->map_len = size;
     f->mapped = true;
     *data = f->map;
     *len = size;
+    if (!f->zstd) test_truncate_mapped(f);
     return DCK_OK;
 }
 
@@ -280,11 +632,11 @@ dck_status dck_file_pread(dck_file *f, uint64_t off, void *buf, size_t len) {
         return DCK_OK;
     }
     size_t got = 0;
-    DCK_TRY(read_full(f->fd, f->path, off, buf, len, &got));
-    if (got != len)
+    DCK_TRY(file_read(f, off, buf, len, &got));
+    if (got != len) /* the size it has now: it may have shrunk since it was opened */
         return dck_set_error(DCK_ERR_TRUNCATED, "%s: truncated: needs bytes up to %llu, has %llu",
                              f->path, (unsigned long long)(off + len),
-                             (unsigned long long)f->size);
+                             (unsigned long long)dck_file_size_now(f));
     return DCK_OK;
 }
 
@@ -295,7 +647,7 @@ dck_status dck_file_read_prefix(dck_file *f, void *buf, size_t len, size_t *got)
         *got = n;
         return DCK_OK;
     }
-    if (!f->zstd) return read_full(f->fd, f->path, 0, buf, len, got);
+    if (!f->zstd) return file_read(f, 0, buf, len, got);
     return zstd_pump(f, -1, buf, len, got, NULL);
 }
 
@@ -303,6 +655,8 @@ dck_status dck_file_read_prefix(dck_file *f, void *buf, size_t len, size_t *got)
 
 struct dck_stream {
     dck_file *f;
+    int fd;            /* the file's, or one opened for this stream */
+    uint64_t cap;      /* zstd: the decoded-size limit */
     size_t window;
     bool hash_file;
     /* XXH3_state_t is 64-byte aligned: XXH3_createState, not inside this
@@ -332,15 +686,24 @@ dck_status dck_stream_open(dck_file *f, size_t window, bool hash_file, dck_strea
     if (window < (size_t)pg) window = (size_t)pg;
     window = window / (size_t)pg * (size_t)pg;
     s->f = f;
+    s->fd = -1;
     s->window = window;
     s->hash_file = hash_file;
     s->last = 1;
     s->size = f->size;
     struct stat st;
+    dck_status st_s = file_fd_get(f, &s->fd);
+    if (!st_s && f->zstd) st_s = dck_decoded_limit(f->path, f->size, &s->cap);
+    if (st_s) {
+        file_fd_put(f, s->fd);
+        free(s);
+        return st_s;
+    }
     /* a file cut short since it was opened: never map past its end (SIGBUS) */
-    if (!f->zstd && fstat(f->fd, &st) == 0 && (uint64_t)st.st_size < s->size)
+    if (!f->zstd && fstat(s->fd, &st) == 0 && (uint64_t)st.st_size < s->size)
         s->size = (uint64_t)st.st_size;
     if (!(s->fh = XXH3_createState())) {
+        file_fd_put(f, s->fd);
         free(s);
         return dck_oom(NULL);
     }
@@ -363,6 +726,7 @@ dck_status dck_stream_open(dck_file *f, size_t window, bool hash_file, dck_strea
 void dck_stream_close(dck_stream *s) {
     if (!s) return;
     if (s->map) munmap(s->map, s->map_len);
+    file_fd_put(s->f, s->fd);
     if (s->ds) ZSTD_freeDStream(s->ds);
     XXH3_freeState(s->fh);
     free(s->in);
@@ -377,7 +741,7 @@ static dck_status stream_next_zstd(dck_stream *s, const uint8_t **data, uint64_t
         if (s->ib.pos == s->ib.size) {
             if (s->eof) break;
             size_t n = 0;
-            DCK_TRY(read_full(f->fd, f->path, s->in_off, s->in, s->in_cap, &n));
+            DCK_TRY(read_full(s->fd, f->path, s->in_off, s->in, s->in_cap, &n));
             if (n == 0) {
                 s->eof = true;
                 break;
@@ -393,6 +757,7 @@ static dck_status stream_next_zstd(dck_stream *s, const uint8_t **data, uint64_t
     }
     if (s->eof && ob.pos == 0 && s->last != 0)
         return dck_set_error(DCK_ERR_TRUNCATED, "%s: truncated zstd frame", f->path);
+    if (ob.pos > s->cap - s->pos) return dck_decoded_too_large(f->path, "decompresses to", s->cap);
     *data = s->out;
     *off = s->pos;
     *len = ob.pos;
@@ -417,9 +782,10 @@ dck_status dck_stream_next(dck_stream *s, const uint8_t **data, uint64_t *off, s
     }
     uint64_t n = s->size - s->pos;
     if (n > s->window) n = s->window;
-    void *m = mmap(NULL, (size_t)n, PROT_READ, MAP_PRIVATE, s->f->fd, (off_t)s->pos);
+    void *m = mmap(NULL, (size_t)n, PROT_READ, MAP_PRIVATE, s->fd, (off_t)s->pos);
     if (m == MAP_FAILED)
         return dck_set_error(DCK_ERR_IO, "%s: cannot map: %s", s->f->path, strerror(errno));
+    test_truncate_mapped(s->f);
     madvise(m, (size_t)n, MADV_SEQUENTIAL);
     s->map = m;
     s->map_len = (size_t)n;
@@ -440,7 +806,89 @@ dck_digest dck_stream_file_hash(dck_stream *s) {
     return (dck_digest){h.high64, h.low64};
 }
 
-/* ------------------------------------------------------------------ atomic output */
+/* ------------------------------------------------------------------ atomic output
+ * PATH is written to PATH.tmp.XXXXXX (mkstemp), fsynced, renamed over PATH,
+ * and the directory fsynced. The new file gets an existing PATH's mode, else
+ * 0666 less the umask, as open(2) would give. A run killed mid-write leaves
+ * its temporary; the next successful write of PATH removes those of PATH
+ * (regular files named PATH.tmp. and 6 mkstemp characters, untouched for a
+ * minute: a live writer rewrites its own far more often).
+ *
+ * Fault injection for the tests: DCK_TEST_FAIL_WRITE=N makes the Nth
+ * write, fsync or rename of the atomic writer (counted from 1 over the
+ * process) fail with EIO. */
+#define STALE_TMP_SECONDS 60
+
+static atomic_int fault_count;
+
+static int fault_now(void) {
+    const char *v = getenv("DCK_TEST_FAIL_WRITE");
+    if (!v || !*v) return 0;
+    int n = atoi(v);
+    if (n <= 0 || atomic_fetch_add(&fault_count, 1) + 1 != n) return 0;
+    errno = EIO;
+    return 1;
+}
+
+/* The umask, without changing it: /proc/self/status says it (Linux 4.7+);
+ * else the classic umask(0)/umask(old) pair, under a lock. */
+static mode_t current_umask(void) {
+    FILE *fp = fopen("/proc/self/status", "re");
+    if (fp) {
+        char line[256];
+        unsigned int m;
+        while (fgets(line, sizeof line, fp))
+            if (sscanf(line, "Umask: %o", &m) == 1) {
+                fclose(fp);
+                return (mode_t)m;
+            }
+        fclose(fp);
+    }
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu);
+    mode_t old = umask(022);
+    umask(old);
+    pthread_mutex_unlock(&mu);
+    return old;
+}
+
+static int is_our_tmp(const char *name, const char *base) {
+    size_t l = strlen(base);
+    if (strncmp(name, base, l) || strncmp(name + l, ".tmp.", 5)) return 0;
+    const char *x = name + l + 5;
+    if (strlen(x) != 6) return 0;
+    for (int i = 0; i < 6; i++)
+        if (!((x[i] >= 'a' && x[i] <= 'z') || (x[i] >= 'A' && x[i] <= 'Z') || (x[i] >= '0' && x[i] <= '9')))
+            return 0;
+    return 1;
+}
+
+/* Removes stale temporaries of path (see above); never follows links. */
+static void remove_stale_tmps(const char *path) {
+    char *d = dck_strdup(path), *b = dck_strdup(path);
+    if (!d || !b) goto out;
+    const char *dir = dirname(d), *base = basename(b);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) goto out;
+    DIR *dh = fdopendir(dfd);
+    if (!dh) {
+        close(dfd);
+        goto out;
+    }
+    time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(dh))) {
+        struct stat st;
+        if (!is_our_tmp(e->d_name, base)) continue;
+        if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (now - st.st_mtime < STALE_TMP_SECONDS) continue;
+        unlinkat(dfd, e->d_name, 0);
+    }
+    closedir(dh);
+out:
+    free(d);
+    free(b);
+}
 
 dck_status dck_atomic_open(const char *path, dck_atomic_file *af) {
     af->fd = -1;
@@ -463,14 +911,17 @@ dck_status dck_atomic_open(const char *path, dck_atomic_file *af) {
         af->path = af->tmp = NULL;
         return s;
     }
-    fchmod(af->fd, 0644);
+    struct stat st;
+    mode_t mode = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? (st.st_mode & 07777)
+                                                              : (0666 & ~current_umask());
+    fchmod(af->fd, mode);
     return DCK_OK;
 }
 
 dck_status dck_atomic_write(dck_atomic_file *af, const void *data, size_t len) {
     const uint8_t *p = data;
     while (len) {
-        ssize_t r = write(af->fd, p, len);
+        ssize_t r = fault_now() ? -1 : write(af->fd, p, len);
         if (r < 0) {
             if (errno == EINTR) continue;
             return dck_set_error(DCK_ERR_IO, "%s: write error: %s", af->path, strerror(errno));
@@ -483,12 +934,12 @@ dck_status dck_atomic_write(dck_atomic_file *af, const void *data, size_t len) {
 
 dck_status dck_atomic_commit(dck_atomic_file *af) {
     dck_status s = DCK_OK;
-    if (fsync(af->fd) != 0)
+    if (fault_now() || fsync(af->fd) != 0)
         s = dck_set_error(DCK_ERR_IO, "%s: fsync failed: %s", af->path, strerror(errno));
     if (close(af->fd) != 0 && !s)
         s = dck_set_error(DCK_ERR_IO, "%s: close failed: %s", af->path, strerror(errno));
     af->fd = -1;
-    if (!s && rename(af->tmp, af->path) != 0)
+    if (!s && (fault_now() || rename(af->tmp, af->path) != 0))
         s = dck_set_error(DCK_ERR_IO, "%s: rename failed: %s", af->path, strerror(errno));
     if (s) {
         unlink(af->tmp);
@@ -502,6 +953,7 @@ dck_status dck_atomic_commit(dck_atomic_file *af) {
             }
             free(d);
         }
+        remove_stale_tmps(af->path);
     }
     free(af->path);
     free(af->tmp);

@@ -213,6 +213,8 @@ dck_status dck_ck_add_piece(dck_checkpoint *ck, const char *name, dck_dtype dtyp
         if (ck->ntensors >= DCK_MAX_TENSORS)
             return dck_set_error(DCK_ERR_LIMIT, "%s: more than %u tensors",
                                  ck->files[piece->file]->path, DCK_MAX_TENSORS);
+        /* every reader's names enter here (a name seen before was checked) */
+        DCK_TRY(dck_check_utf8(ck->files[piece->file]->path, "tensor name", name));
         name_index *ix = &priv_of(ck)->idx;
         dck_status s = dck_grow((void **)&ck->tensors, &ck->cap_tensors, ck->ntensors + 1,
                                 sizeof *ck->tensors);
@@ -304,6 +306,12 @@ dck_status dck_ck_reserve(dck_checkpoint *ck, size_t more) {
 }
 
 dck_status dck_ck_add_value(dck_checkpoint *ck, const char *name, const char *value) {
+    const char *where = ck->nfiles ? ck->files[ck->nfiles - 1]->path : "checkpoint";
+    DCK_TRY(dck_check_utf8(where, "value name", name));
+    char e[256];
+    if (!dck_utf8_valid(value, strlen(value)))
+        return dck_set_error(DCK_ERR_FORMAT, "%s: value %s: text '%s' is not valid UTF-8", where, name,
+                             dck_text_escape(value, e, sizeof e));
     return dck_value_push(&ck->values, &ck->nvalues, &ck->cap_values, name, value);
 }
 
@@ -360,6 +368,71 @@ dck_status dck_piece_extent(const dck_tensor_entry *t, const dck_piece *p, uint6
     return DCK_OK;
 }
 
+/* Whether any two non-empty pieces of t may overlap, in O(n log n): a
+ * sweep along the dimension with the most distinct offsets (the one the
+ * tensor is chunked along), comparing each piece only with the pieces still
+ * open there. 40,000 DCP chunks of one tensor took 3.5 s pairwise. When it
+ * says yes (or cannot tell: no memory, bounds that overflow), the pairwise
+ * loop of dck_ck_validate finds the pair and reports it as it always has. */
+typedef struct {
+    uint64_t lo, hi;
+    size_t i;
+} sweep_item;
+
+static int cmp_sweep(const void *a, const void *b) {
+    const sweep_item *x = a, *y = b;
+    if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int pieces_may_overlap(const dck_tensor_entry *t, int nd) {
+    size_t n = t->npieces;
+    if (n < 2) return 0;
+    if (nd == 0) return 1;
+    for (size_t k = 0; k < n; k++)
+        for (int i = 0; i < nd; i++)
+            if (t->pieces[k].offset[i] > UINT64_MAX - t->pieces[k].shape[i]) return 1;
+    sweep_item *v = malloc(n * sizeof *v);
+    size_t *act = malloc(n * sizeof *act);
+    if (!v || !act) {
+        free(v);
+        free(act);
+        return 1;
+    }
+    int best = 0;
+    size_t best_distinct = 0;
+    for (int d = 0; d < nd; d++) {
+        for (size_t k = 0; k < n; k++) v[k] = (sweep_item){t->pieces[k].offset[d], 0, k};
+        dck_qsort(v, n, sizeof *v, cmp_sweep);
+        size_t distinct = 1;
+        for (size_t k = 1; k < n; k++) distinct += v[k].lo != v[k - 1].lo;
+        if (distinct > best_distinct) {
+            best_distinct = distinct;
+            best = d;
+        }
+    }
+    size_t m = 0;
+    for (size_t k = 0; k < n; k++)
+        if (piece_elems(&t->pieces[k], nd))
+            v[m++] = (sweep_item){t->pieces[k].offset[best],
+                                  t->pieces[k].offset[best] + t->pieces[k].shape[best], k};
+    dck_qsort(v, m, sizeof *v, cmp_sweep);
+    size_t nopen = 0;
+    int hit = 0;
+    for (size_t k = 0; k < m && !hit; k++) {
+        size_t keep = 0;
+        for (size_t j = 0; j < nopen; j++) /* close what ends before this one starts */
+            if (v[act[j]].hi > v[k].lo) act[keep++] = act[j];
+        nopen = keep;
+        for (size_t j = 0; j < nopen && !hit; j++)
+            hit = boxes_overlap(&t->pieces[v[act[j]].i], &t->pieces[v[k].i], nd);
+        act[nopen++] = k;
+    }
+    free(v);
+    free(act);
+    return hit;
+}
+
 static int cmp_tensor(const void *a, const void *b) {
     return dck_name_compare(((const dck_tensor_entry *)a)->info.name,
                             ((const dck_tensor_entry *)b)->info.name);
@@ -378,6 +451,7 @@ dck_status dck_ck_validate(dck_checkpoint *ck) {
         uint64_t total = 1, covered = 0;
         for (int i = 0; i < nd; i++) total *= t->info.shape[i];
         if (nbytes == 0) total = 0;
+        int may_overlap = pieces_may_overlap(t, nd);
         for (size_t pi = 0; pi < t->npieces; pi++) {
             dck_piece *p = &t->pieces[pi];
             const char *fp = ck->files[p->file]->path;
@@ -416,7 +490,7 @@ dck_status dck_ck_validate(dck_checkpoint *ck) {
                                      "%llu, file has %llu",
                                      fp, t->info.name, (unsigned long long)end, (unsigned long long)ds);
             covered += piece_elems(p, nd);
-            for (size_t pj = 0; pj < pi; pj++) {
+            for (size_t pj = 0; may_overlap && pj < pi; pj++) {
                 if (!boxes_overlap(p, &t->pieces[pj], nd) || piece_elems(&t->pieces[pj], nd) == 0 ||
                     piece_elems(p, nd) == 0)
                     continue;

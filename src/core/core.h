@@ -80,6 +80,22 @@ dck_status dck_ck_build_manifest(dck_checkpoint *ck, const dck_digest *tensor_di
  * written before: the direct writers must give the same bytes (tests and
  * tests/fuzz/fuzz_manifest.c compare them). */
 dck_status dck_manifest_write_reference(const dck_manifest *m, dck_format fmt, FILE *out);
+/* Names (tensor, value, file path, metadata) and value texts are UTF-8:
+ * YAML and JSON can hold nothing else, and libyaml's emitter loops forever
+ * on an event it was refused. One rule for every reader (detcheck-formats(7)
+ * "Names"): a name that is not UTF-8 is refused where it enters a
+ * checkpoint (dck_ck_add_piece, dck_ck_add_value), exit 2 naming the file
+ * and showing the name escaped; the manifest writers refuse it again. */
+bool dck_utf8_valid(const char *s, size_t n);
+/* s for a message: printable ASCII and valid UTF-8 as they are, a quote or
+ * backslash and every other byte as \xHH; cut to fit n with "...". */
+const char *dck_text_escape(const char *s, char *buf, size_t n);
+/* DCK_ERR_FORMAT "WHERE: WHAT 'S' is not valid UTF-8" unless s is UTF-8. */
+dck_status dck_check_utf8(const char *where, const char *what, const char *s);
+/* Nesting a manifest may have (the format needs 4: document, tensors,
+ * entry, shape): deeper documents are refused before libyaml, whose
+ * scanner is quadratic in the depth, or jansson read them. */
+#define DCK_MANIFEST_MAX_DEPTH 8
 /* Room for that many tensors and files (dck_ck_build_manifest). */
 dck_status dck_manifest_reserve(dck_manifest *m, size_t ntensors, size_t nfiles);
 /* A hint that the n bytes at p (a large array about to be filled) are

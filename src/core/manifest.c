@@ -26,10 +26,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #define MANIFEST_VERSION 1
+/* Manifest sizes, by the memory reading one takes (measured per byte of
+ * text, peak RSS): the layout detcheck writes is read directly (about 2.6x:
+ * 1 GiB of text, under 3 GB); any other text goes through a jansson tree
+ * (YAML about 11x, JSON about 7x), so it gets a quarter of that (256 MiB:
+ * also under 3 GB; a JSON manifest of the 2^20 tensors a checkpoint may
+ * hold is about 240 MB). */
 #define MAX_MANIFEST_BYTES ((size_t)1 << 30)
+#define MAX_TREE_MANIFEST_BYTES ((size_t)256 << 20)
 
 typedef struct {
     char *key, *value;
@@ -399,13 +407,20 @@ dck_digest dck_manifest_root(const dck_manifest *m) { return m->root; }
 
 /* ------------------------------------------------------------------ YAML out */
 
+static dck_status check_text(const dck_manifest *m);
+
 typedef struct {
     yaml_emitter_t em;
     int ok;
 } yout;
 
-static void y_emit(yout *y, yaml_event_t *ev) {
-    if (y->ok && !yaml_emitter_emit(&y->em, ev)) y->ok = 0;
+/* inited: what yaml_*_event_initialize returned. An event it refused (a
+ * string that is not UTF-8, no memory) is never emitted: the emitter would
+ * read it uninitialised and may loop forever. */
+static void y_emit(yout *y, int inited, yaml_event_t *ev) {
+    if (!inited) y->ok = 0;
+    else if (!y->ok) yaml_event_delete(ev);
+    else if (!yaml_emitter_emit(&y->em, ev)) y->ok = 0;
 }
 
 /* Plain style unless a YAML 1.1 resolver would read the text as something
@@ -430,10 +445,10 @@ static int needs_quotes(const char *s) {
 
 static void y_scalar(yout *y, const char *s, int quote) {
     yaml_event_t ev;
-    yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)s, (int)strlen(s), 1, 1,
-                                 quote || needs_quotes(s) ? YAML_DOUBLE_QUOTED_SCALAR_STYLE
-                                                          : YAML_ANY_SCALAR_STYLE);
-    y_emit(y, &ev);
+    int k = yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)s, (int)strlen(s), 1, 1,
+                                         quote || needs_quotes(s) ? YAML_DOUBLE_QUOTED_SCALAR_STYLE
+                                                                  : YAML_ANY_SCALAR_STYLE);
+    y_emit(y, k, &ev);
 }
 
 static void y_str(yout *y, const char *s) { y_scalar(y, s, 0); }
@@ -442,32 +457,32 @@ static void y_u64(yout *y, uint64_t v) {
     char b[32];
     snprintf(b, sizeof b, "%llu", (unsigned long long)v);
     yaml_event_t ev;
-    yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)b, (int)strlen(b), 1, 1,
-                                 YAML_PLAIN_SCALAR_STYLE);
-    y_emit(y, &ev);
+    int k = yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)b, (int)strlen(b), 1, 1,
+                                         YAML_PLAIN_SCALAR_STYLE);
+    y_emit(y, k, &ev);
 }
 
 static void y_map_start(yout *y, int flow) {
     yaml_event_t ev;
-    yaml_mapping_start_event_initialize(&ev, NULL, NULL, 1,
-                                        flow ? YAML_FLOW_MAPPING_STYLE : YAML_BLOCK_MAPPING_STYLE);
-    y_emit(y, &ev);
+    int k = yaml_mapping_start_event_initialize(&ev, NULL, NULL, 1,
+                                                flow ? YAML_FLOW_MAPPING_STYLE : YAML_BLOCK_MAPPING_STYLE);
+    y_emit(y, k, &ev);
 }
 static void y_map_end(yout *y) {
     yaml_event_t ev;
-    yaml_mapping_end_event_initialize(&ev);
-    y_emit(y, &ev);
+    int k = yaml_mapping_end_event_initialize(&ev);
+    y_emit(y, k, &ev);
 }
 static void y_seq_start(yout *y, int flow) {
     yaml_event_t ev;
-    yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1,
-                                         flow ? YAML_FLOW_SEQUENCE_STYLE : YAML_BLOCK_SEQUENCE_STYLE);
-    y_emit(y, &ev);
+    int k = yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1,
+                                                 flow ? YAML_FLOW_SEQUENCE_STYLE : YAML_BLOCK_SEQUENCE_STYLE);
+    y_emit(y, k, &ev);
 }
 static void y_seq_end(yout *y) {
     yaml_event_t ev;
-    yaml_sequence_end_event_initialize(&ev);
-    y_emit(y, &ev);
+    int k = yaml_sequence_end_event_initialize(&ev);
+    y_emit(y, k, &ev);
 }
 
 static int y_write_handler(void *data, unsigned char *buf, size_t size) {
@@ -478,15 +493,13 @@ static dck_status write_yaml(const dck_manifest *m, FILE *out) {
     yout y;
     memset(&y, 0, sizeof y);
     y.ok = 1;
-    yaml_emitter_initialize(&y.em);
+    if (!yaml_emitter_initialize(&y.em)) return dck_oom(NULL);
     yaml_emitter_set_output(&y.em, y_write_handler, out);
     yaml_emitter_set_unicode(&y.em, 1);
     yaml_emitter_set_width(&y.em, -1);
     yaml_event_t ev;
-    yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING);
-    y_emit(&y, &ev);
-    yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1);
-    y_emit(&y, &ev);
+    y_emit(&y, yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING), &ev);
+    y_emit(&y, yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1), &ev);
     y_map_start(&y, 0);
     y_str(&y, "detcheck");
     y_u64(&y, MANIFEST_VERSION);
@@ -547,10 +560,8 @@ static dck_status write_yaml(const dck_manifest *m, FILE *out) {
     }
     y_seq_end(&y);
     y_map_end(&y);
-    yaml_document_end_event_initialize(&ev, 1);
-    y_emit(&y, &ev);
-    yaml_stream_end_event_initialize(&ev);
-    y_emit(&y, &ev);
+    y_emit(&y, yaml_document_end_event_initialize(&ev, 1), &ev);
+    y_emit(&y, yaml_stream_end_event_initialize(&ev), &ev);
     int ok = y.ok && yaml_emitter_flush(&y.em);
     yaml_emitter_delete(&y.em);
     return ok ? DCK_OK : dck_set_error(DCK_ERR_IO, "cannot write manifest");
@@ -558,48 +569,65 @@ static dck_status write_yaml(const dck_manifest *m, FILE *out) {
 
 /* ------------------------------------------------------------------ JSON out */
 
+/* jansson refuses a string that is not UTF-8 (json_string gives NULL and
+ * json_object_set_new drops the entry): every call is checked, so that a
+ * document is whole or not written at all. */
+static void jset(json_t *o, const char *k, json_t *v, bool *ok) {
+    if (!o) json_decref(v);
+    if (!o || !v || json_object_set_new(o, k, v)) *ok = false;
+}
+static void jadd(json_t *a, json_t *v, bool *ok) {
+    if (!a) json_decref(v);
+    if (!a || !v || json_array_append_new(a, v)) *ok = false;
+}
+
+/* NULL when jansson refused something (no memory: the strings were checked) */
 static json_t *to_json(const dck_manifest *m) {
+    bool ok = true;
     json_t *r = json_object();
     char hex[33];
-    json_object_set_new(r, "detcheck", json_integer(MANIFEST_VERSION));
-    for (size_t i = 0; i < m->nmeta; i++)
-        json_object_set_new(r, m->meta[i].key, json_string(m->meta[i].value));
+    jset(r, "detcheck", json_integer(MANIFEST_VERSION), &ok);
+    for (size_t i = 0; i < m->nmeta; i++) jset(r, m->meta[i].key, json_string(m->meta[i].value), &ok);
     dck_digest_to_hex(m->root, hex);
-    json_object_set_new(r, "root", json_string(hex));
+    jset(r, "root", json_string(hex), &ok);
     json_t *ts = json_array();
-    for (size_t i = 0; i < m->nt; i++) {
+    for (size_t i = 0; i < m->nt && ok; i++) {
         const dck_manifest_tensor *t = &m->t[i];
         json_t *o = json_object(), *sh = json_array();
-        json_object_set_new(o, "name", json_string(t->name));
-        json_object_set_new(o, "group", json_string(dck_group_name(t->group)));
-        json_object_set_new(o, "dtype", json_string(dck_dtype_name(t->dtype)));
-        for (int d = 0; d < t->ndim; d++) json_array_append_new(sh, json_integer((json_int_t)t->shape[d]));
-        json_object_set_new(o, "shape", sh);
+        jset(o, "name", json_string(t->name), &ok);
+        jset(o, "group", json_string(dck_group_name(t->group)), &ok);
+        jset(o, "dtype", json_string(dck_dtype_name(t->dtype)), &ok);
+        for (int d = 0; d < t->ndim; d++) jadd(sh, json_integer((json_int_t)t->shape[d]), &ok);
+        jset(o, "shape", sh, &ok);
         dck_digest_to_hex(t->digest, hex);
-        json_object_set_new(o, "digest", json_string(hex));
-        json_array_append_new(ts, o);
+        jset(o, "digest", json_string(hex), &ok);
+        jadd(ts, o, &ok);
     }
-    json_object_set_new(r, "tensors", ts);
+    jset(r, "tensors", ts, &ok);
     if (m->nv) {
         json_t *vs = json_array();
-        for (size_t i = 0; i < m->nv; i++) {
+        for (size_t i = 0; i < m->nv && ok; i++) {
             json_t *o = json_object();
-            json_object_set_new(o, "name", json_string(m->v[i].name));
-            json_object_set_new(o, "value", json_string(m->v[i].value));
-            json_array_append_new(vs, o);
+            jset(o, "name", json_string(m->v[i].name), &ok);
+            jset(o, "value", json_string(m->v[i].value), &ok);
+            jadd(vs, o, &ok);
         }
-        json_object_set_new(r, "values", vs);
+        jset(r, "values", vs, &ok);
     }
     json_t *fs = json_array();
-    for (size_t i = 0; i < m->nf; i++) {
+    for (size_t i = 0; i < m->nf && ok; i++) {
         json_t *o = json_object();
-        json_object_set_new(o, "path", json_string(m->f[i].path));
-        json_object_set_new(o, "bytes", json_integer((json_int_t)m->f[i].bytes));
+        jset(o, "path", json_string(m->f[i].path), &ok);
+        jset(o, "bytes", json_integer((json_int_t)m->f[i].bytes), &ok);
         dck_digest_to_hex(m->f[i].xxh128, hex);
-        json_object_set_new(o, "xxh128", json_string(hex));
-        json_array_append_new(fs, o);
+        jset(o, "xxh128", json_string(hex), &ok);
+        jadd(fs, o, &ok);
     }
-    json_object_set_new(r, "files", fs);
+    jset(r, "files", fs, &ok);
+    if (!ok) {
+        json_decref(r);
+        return NULL;
+    }
     return r;
 }
 
@@ -610,8 +638,10 @@ static int json_fwrite(const char *buf, size_t size, void *data) {
 /* Through libyaml and jansson: what every manifest was written with before
  * the direct writers, which must match it byte for byte. */
 dck_status dck_manifest_write_reference(const dck_manifest *m, dck_format fmt, FILE *out) {
+    DCK_TRY(check_text(m));
     if (fmt == DCK_FORMAT_YAML) return write_yaml(m, out);
     json_t *j = to_json(m);
+    if (!j) return dck_oom(NULL);
     int r = json_dump_callback(j, json_fwrite, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(j);
     if (r != 0 || fputc('\n', out) == EOF) return dck_set_error(DCK_ERR_IO, "cannot write manifest");
@@ -736,6 +766,54 @@ static int utf8_width(const unsigned char *s, const unsigned char *end) {
     if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF) || (n == 3 && v < 0x800) || (n == 4 && v < 0x10000))
         return 0;
     return n;
+}
+
+bool dck_utf8_valid(const char *str, size_t n) {
+    const unsigned char *s = (const unsigned char *)str, *end = s + n;
+    while (s < end) {
+        if (*s < 0x80) {
+            s++;
+            continue;
+        }
+        int w = utf8_width(s, end);
+        if (!w) return false;
+        s += w;
+    }
+    return true;
+}
+
+const char *dck_text_escape(const char *str, char *buf, size_t n) {
+    const unsigned char *s = (const unsigned char *)str, *end = s + strlen(str);
+    size_t k = 0;
+    if (n < 8) { /* no room for one escape and the cut mark */
+        if (n) buf[0] = 0;
+        return buf;
+    }
+    while (s < end) {
+        int w = *s >= 0x20 && *s < 0x7F && *s != '\\' && *s != '\'' ? 1 : *s >= 0x80 ? utf8_width(s, end) : 0;
+        size_t need = w ? (size_t)w : 4;
+        if (k + need + 4 > n) { /* room for "..." and the NUL */
+            memcpy(buf + k, "...", 3);
+            k += 3;
+            break;
+        }
+        if (w) {
+            memcpy(buf + k, s, (size_t)w);
+            s += w;
+        } else {
+            snprintf(buf + k, 5, "\\x%02x", *s++);
+        }
+        k += need;
+    }
+    buf[k] = 0;
+    return buf;
+}
+
+dck_status dck_check_utf8(const char *where, const char *what, const char *s) {
+    if (dck_utf8_valid(s, strlen(s))) return DCK_OK;
+    char e[256];
+    return dck_set_error(DCK_ERR_FORMAT, "%s: %s '%s' is not valid UTF-8", where, what,
+                         dck_text_escape(s, e, sizeof e));
 }
 
 /* libyaml's IS_BREAK: CR, LF, NEL, LS, PS. */
@@ -917,6 +995,23 @@ static void y_out(obuf *b, const char *str, bool quote, bool flow) {
 static bool reserved_key(const char *k) {
     return !strcmp(k, "detcheck") || !strcmp(k, "root") || !strcmp(k, "tensors") || !strcmp(k, "values") ||
            !strcmp(k, "files");
+}
+
+/* Every string of the document is UTF-8 (the rule of dck_check_utf8; the
+ * readers enforce it, this is the writers' own check): libyaml would loop,
+ * jansson would drop the entry. */
+static dck_status check_text(const dck_manifest *m) {
+    for (size_t i = 0; i < m->nmeta; i++) {
+        DCK_TRY(dck_check_utf8("manifest", "metadata key", m->meta[i].key));
+        DCK_TRY(dck_check_utf8("manifest", "metadata value", m->meta[i].value));
+    }
+    for (size_t i = 0; i < m->nt; i++) DCK_TRY(dck_check_utf8("manifest", "tensor name", m->t[i].name));
+    for (size_t i = 0; i < m->nv; i++) {
+        DCK_TRY(dck_check_utf8("manifest", "value name", m->v[i].name));
+        DCK_TRY(dck_check_utf8("manifest", "value text", m->v[i].value));
+    }
+    for (size_t i = 0; i < m->nf; i++) DCK_TRY(dck_check_utf8("manifest", "file path", m->f[i].path));
+    return DCK_OK;
 }
 
 /* Can the direct writers produce this document? Sets *yaml and *json. */
@@ -1112,22 +1207,28 @@ static void json_direct(const dck_manifest *m, obuf *b) {
     ob_str(b, m->nf ? "\n  ]\n}\n" : "]\n}\n");
 }
 
-/* The document in b (true), or false when the libraries must write it. */
-static bool write_direct(const dck_manifest *m, dck_format fmt, obuf *b) {
+/* The document in b (*direct true), or *direct false when the libraries
+ * must write it; an error for a string that is not UTF-8. */
+static dck_status write_direct(const dck_manifest *m, dck_format fmt, obuf *b, bool *direct) {
     bool y, j;
+    *direct = false;
+    DCK_TRY(check_text(m));
     direct_ok(m, &y, &j);
-    if (!(fmt == DCK_FORMAT_YAML ? y : j)) return false;
+    if (!(fmt == DCK_FORMAT_YAML ? y : j)) return DCK_OK;
+    *direct = true;
     size_t want = 256 + m->nt * 160 + m->nf * 120;
     ob_reserve(b, b->sink && want > OB_SINK_BYTES ? OB_SINK_BYTES : want);
     if (fmt == DCK_FORMAT_YAML) yaml_direct(m, b);
     else json_direct(m, b);
-    return true;
+    return DCK_OK;
 }
 
 dck_status dck_manifest_write(const dck_manifest *m, dck_format fmt, FILE *out) {
     obuf b = {0};
     b.sink = out;
-    if (!write_direct(m, fmt, &b)) return dck_manifest_write_reference(m, fmt, out);
+    bool direct;
+    DCK_TRY(write_direct(m, fmt, &b, &direct));
+    if (!direct) return dck_manifest_write_reference(m, fmt, out);
     dck_status s = DCK_OK;
     if (!b.oom) ob_flush(&b);
     if (b.oom) s = dck_oom(NULL);
@@ -1138,8 +1239,10 @@ dck_status dck_manifest_write(const dck_manifest *m, dck_format fmt, FILE *out) 
 
 dck_status dck_manifest_save(const dck_manifest *m, dck_format fmt, const char *path) {
     obuf b = {0};
-    dck_status s = DCK_OK;
-    if (write_direct(m, fmt, &b)) {
+    bool direct;
+    dck_status s = write_direct(m, fmt, &b, &direct);
+    if (s) return s;
+    if (direct) {
         s = b.oom ? dck_oom(NULL) : dck_write_file_atomic(path, b.p, b.n);
         free(b.p);
         return s;
@@ -1159,44 +1262,100 @@ dck_status dck_manifest_save(const dck_manifest *m, dck_format fmt, const char *
  * Both formats are read into a jansson tree (YAML scalars become strings),
  * then one validator builds the manifest. */
 
-/* Converts a YAML node tree; *budget counts the nodes still allowed. A
- * manifest visits each node once; aliases that make the tree a DAG (the
- * "billion laughs" document) run out of budget instead of memory. */
-static json_t *yaml_node_to_json(yaml_document_t *doc, yaml_node_t *n, int depth, size_t *budget) {
-    if (!n || depth > 64 || *budget == 0) return NULL;
-    (*budget)--;
-    switch (n->type) {
-    case YAML_SCALAR_NODE:
-        return json_stringn((const char *)n->data.scalar.value, n->data.scalar.length);
-    case YAML_SEQUENCE_NODE: {
-        json_t *a = json_array();
-        for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
-            json_t *c = yaml_node_to_json(doc, yaml_document_get_node(doc, *it), depth + 1, budget);
-            if (!c) {
-                json_decref(a);
-                return NULL;
-            }
-            json_array_append_new(a, c);
+/* YAML read event by event into a jansson tree (scalars become strings),
+ * at most DCK_MANIFEST_MAX_DEPTH collections deep: libyaml's scanner keeps
+ * a stack as deep as the document and walks it for every token, so a
+ * 200 KB document of nested collections took a minute through
+ * yaml_parser_load; here it stops at the first collection too deep, having
+ * read a few bytes. No manifest uses aliases: one is refused (an alias
+ * repeats a tree, which "billion laughs" documents multiply), as are
+ * duplicate keys and keys that are not scalars. */
+typedef struct {
+    json_t *node;
+    char *key; /* in a mapping: the key read, waiting for its value */
+} y_frame;
+
+enum { YL_OK, YL_NOT_MANIFEST, YL_DEEP, YL_SYNTAX, YL_NOMEM };
+
+/* Hangs v (owned) under the innermost collection, or makes it the root. */
+static int yl_attach(y_frame *st, int depth, json_t **root, json_t *v) {
+    if (!v) return YL_NOMEM;
+    if (!depth) {
+        *root = v;
+        return YL_OK;
+    }
+    y_frame *f = &st[depth - 1];
+    if (json_is_array(f->node)) return json_array_append_new(f->node, v) ? YL_NOMEM : YL_OK;
+    if (!f->key) { /* a key: scalars only */
+        const char *k = json_string_value(v);
+        f->key = k ? strdup(k) : NULL;
+        json_decref(v);
+        return !k ? YL_NOT_MANIFEST : f->key ? YL_OK : YL_NOMEM;
+    }
+    int r = json_object_get(f->node, f->key) ? YL_NOT_MANIFEST : YL_OK;
+    if (r == YL_OK && json_object_set_new(f->node, f->key, v)) r = YL_NOMEM;
+    else if (r != YL_OK) json_decref(v);
+    free(f->key);
+    f->key = NULL;
+    return r;
+}
+
+static int yaml_events_to_json(yaml_parser_t *p, json_t **out) {
+    y_frame st[DCK_MANIFEST_MAX_DEPTH];
+    int depth = 0, r = YL_OK;
+    json_t *root = NULL;
+    bool done = false;
+    while (!done && r == YL_OK) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(p, &ev)) {
+            r = p->error == YAML_MEMORY_ERROR ? YL_NOMEM : YL_SYNTAX;
+            break;
         }
-        return a;
-    }
-    case YAML_MAPPING_NODE: {
-        json_t *o = json_object();
-        for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-            yaml_node_t *k = yaml_document_get_node(doc, p->key);
-            json_t *v = yaml_node_to_json(doc, yaml_document_get_node(doc, p->value), depth + 1, budget);
-            if (!k || k->type != YAML_SCALAR_NODE || !v || json_object_get(o, (const char *)k->data.scalar.value)) {
-                json_decref(v);
-                json_decref(o);
-                return NULL;
-            }
-            json_object_set_new(o, (const char *)k->data.scalar.value, v);
+        switch (ev.type) {
+        case YAML_SCALAR_EVENT: {
+            json_t *v = json_stringn((const char *)ev.data.scalar.value, ev.data.scalar.length);
+            /* libyaml checks its input is UTF-8: a refusal is memory */
+            r = yl_attach(st, depth, &root, v);
+            break;
         }
-        return o;
+        case YAML_SEQUENCE_START_EVENT:
+        case YAML_MAPPING_START_EVENT:
+            if (depth == DCK_MANIFEST_MAX_DEPTH) {
+                r = YL_DEEP;
+                break;
+            }
+            st[depth].node = ev.type == YAML_SEQUENCE_START_EVENT ? json_array() : json_object();
+            st[depth].key = NULL;
+            if (!st[depth].node) r = YL_NOMEM;
+            else depth++;
+            break;
+        case YAML_SEQUENCE_END_EVENT:
+        case YAML_MAPPING_END_EVENT:
+            depth--;
+            free(st[depth].key); /* none after a complete mapping */
+            r = yl_attach(st, depth, &root, st[depth].node);
+            break;
+        case YAML_ALIAS_EVENT:
+            r = YL_NOT_MANIFEST;
+            break;
+        case YAML_DOCUMENT_END_EVENT: /* the first document, as yaml_parser_load */
+        case YAML_STREAM_END_EVENT:
+            done = true;
+            break;
+        default:
+            break;
+        }
+        yaml_event_delete(&ev);
     }
-    default:
-        return NULL;
+    while (depth > 0) {
+        depth--;
+        free(st[depth].key);
+        json_decref(st[depth].node);
     }
+    if (r == YL_OK && !root) r = YL_NOT_MANIFEST;
+    if (r != YL_OK) json_decref(root);
+    else *out = root;
+    return r;
 }
 
 /* Integer from a JSON integer or a YAML scalar string of decimal digits. */
@@ -1370,6 +1529,7 @@ typedef struct {
     const char *p, *end;
     char *buf; /* decoded scalars */
     size_t n, cap;
+    bool oom; /* not "not mine": memory ran out */
 } fy;
 
 static int fy_room(fy *y, size_t more) {
@@ -1377,7 +1537,7 @@ static int fy_room(fy *y, size_t more) {
     size_t nc = y->cap ? y->cap * 2 : 4096;
     while (nc - y->n < more) nc *= 2;
     char *b = realloc(y->buf, nc);
-    if (!b) return 0;
+    if (!b) return !(y->oom = true);
     y->buf = b;
     y->cap = nc;
     return 1;
@@ -1595,26 +1755,34 @@ static int fy_item(fy *y, int kind, dck_manifest *m) {
         memcpy(t.shape, shape, sizeof(uint64_t) * (size_t)ndim);
         dck_clear_error();
         if (dck_group_from_name(b + val[1], &t.group) || dck_dtype_from_name(b + val[2], &t.dtype) ||
-            dck_digest_from_hex(b + val[4], &t.digest) || dck_manifest_add_tensor(m, &t))
+            dck_digest_from_hex(b + val[4], &t.digest))
             return 0;
+        dck_status s = dck_manifest_add_tensor(m, &t);
+        y->oom |= s == DCK_ERR_NOMEM;
+        if (s) return 0;
     } else if (kind == FY_VALUES) {
-        if (dck_manifest_add_value(m, b + val[0], b + val[1])) return 0;
+        dck_status s = dck_manifest_add_value(m, b + val[0], b + val[1]);
+        y->oom |= s == DCK_ERR_NOMEM;
+        if (s) return 0;
     } else {
         dck_manifest_file fl;
         fl.path = b + val[0];
         if (!safe_relpath(fl.path) || !digits_u64(b + val[1], &fl.bytes) ||
-            dck_digest_from_hex(b + val[2], &fl.xxh128) || dck_manifest_add_file(m, &fl))
+            dck_digest_from_hex(b + val[2], &fl.xxh128))
             return 0;
+        dck_status s = dck_manifest_add_file(m, &fl);
+        y->oom |= s == DCK_ERR_NOMEM;
+        if (s) return 0;
     }
     return 1;
 }
 
 /* 1: text was a manifest in the written layout, *out holds it; 0: not
- * (nothing set; the general path reads it). */
+ * (nothing set; the general path reads it); -1: memory ran out. */
 static int parse_written_yaml(const char *text, size_t len, dck_manifest **out) {
-    fy y = {text, text + len, NULL, 0, 0};
+    fy y = {text, text + len, NULL, 0, 0, false};
     dck_manifest *m;
-    if (dck_manifest_create(&m)) return 0;
+    if (dck_manifest_create(&m)) return -1;
     /* top-level keys seen (a repeat is the general path's error) */
     char *keys[64];
     size_t nkeys = 0;
@@ -1629,7 +1797,10 @@ static int parse_written_yaml(const char *text, size_t len, dck_manifest **out) 
             goto done;
         for (size_t i = 0; i < nkeys; i++)
             if (!strcmp(keys[i], y.buf + k)) goto done;
-        if (!(keys[nkeys] = strdup(y.buf + k))) goto done;
+        if (!(keys[nkeys] = strdup(y.buf + k))) {
+            y.oom = true;
+            goto done;
+        }
         const char *key = keys[nkeys++];
         int list = !strcmp(key, "tensors") ? FY_TENSORS + 1 : !strcmp(key, "values") ? FY_VALUES + 1
                    : !strcmp(key, "files") ? FY_FILES + 1 : 0;
@@ -1656,55 +1827,95 @@ static int parse_written_yaml(const char *text, size_t len, dck_manifest **out) 
         } else if (!strcmp(key, "root")) {
             if (dck_digest_from_hex(value, &root)) goto done;
             have_root = 1;
-        } else if (dck_manifest_set_meta(m, key, value)) {
+        } else if (dck_manifest_set_meta(m, key, value)) { /* memory only */
+            y.oom = true;
             goto done;
         }
     }
-    ok = have_version && have_root && have_tensors && dck_manifest_finalize(m) == DCK_OK &&
-         dck_digest_equal(root, m->root);
+    if (have_version && have_root && have_tensors) {
+        dck_status fs = dck_manifest_finalize(m);
+        y.oom |= fs == DCK_ERR_NOMEM;
+        ok = fs == DCK_OK && dck_digest_equal(root, m->root);
+    }
 done:
     for (size_t i = 0; i < nkeys; i++) free(keys[i]);
     free(y.buf);
     if (!ok) {
         dck_manifest_free(m);
         dck_clear_error();
-        return 0;
+        return y.oom ? -1 : 0;
     }
     *out = m;
     return 1;
 }
 
+/* The deepest nesting of [ and { outside strings (jansson allows 2048
+ * levels; one pass here keeps its recursion and a deep tree away). */
+static int json_depth(const char *text, size_t len) {
+    int d = 0, most = 0;
+    bool str = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (str) {
+            if (c == '\\') i++;
+            else if (c == '"') str = false;
+        } else if (c == '"') {
+            str = true;
+        } else if (c == '[' || c == '{') {
+            if (++d > most && (most = d) > DCK_MANIFEST_MAX_DEPTH) break;
+        } else if (c == ']' || c == '}') {
+            d--;
+        }
+    }
+    return most;
+}
+
 dck_status dck_manifest_parse(const char *text, size_t len, const char *label, dck_manifest **out) {
     *out = NULL;
-    if (len && text[0] != '{' && parse_written_yaml(text, len, out)) return DCK_OK;
+    int direct = len && text[0] != '{' ? parse_written_yaml(text, len, out) : 0;
+    if (direct > 0) return DCK_OK;
+    if (direct < 0)
+        return dck_set_error(DCK_ERR_NOMEM, "%s: out of memory reading a manifest of %zu bytes", label, len);
     size_t k = 0;
     while (k < len && isspace((unsigned char)text[k])) k++;
     json_t *root = NULL;
+    if (len > MAX_TREE_MANIFEST_BYTES)
+        return dck_set_error(DCK_ERR_LIMIT,
+                             "%s: manifest of %zu bytes not in the layout detcheck writes: larger than %zu MiB "
+                             "(the limit for JSON and edited YAML; a manifest detcheck writes as YAML may "
+                             "have 1 GiB)",
+                             label, len, MAX_TREE_MANIFEST_BYTES >> 20);
     if (k < len && text[k] == '{') {
+        if (json_depth(text, len) > DCK_MANIFEST_MAX_DEPTH)
+            return dck_set_error(DCK_ERR_LIMIT, "%s: manifest nested deeper than %d levels", label,
+                                 DCK_MANIFEST_MAX_DEPTH);
         json_error_t je;
         root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+        /* jansson words every syntax error; out of memory it may leave the text empty */
+        if (!root && (json_error_code(&je) == json_error_out_of_memory || !je.text[0]))
+            return dck_set_error(DCK_ERR_NOMEM, "%s: out of memory reading a manifest of %zu bytes", label, len);
         if (!root)
             return dck_set_error(DCK_ERR_FORMAT, "%s: invalid JSON at line %d: %s", label, je.line, je.text);
     } else {
         yaml_parser_t p;
-        yaml_document_t doc;
-        yaml_parser_initialize(&p);
+        if (!yaml_parser_initialize(&p)) return dck_oom(NULL);
         yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
-        if (!yaml_parser_load(&p, &doc)) {
-            dck_status s = dck_set_error(DCK_ERR_FORMAT, "%s: not YAML: %s at line %zu", label,
-                                         p.problem ? p.problem : "parse error", p.problem_mark.line + 1);
-            yaml_parser_delete(&p);
-            return s;
-        }
-        yaml_node_t *rn = yaml_document_get_root_node(&doc);
-        size_t budget = (size_t)(doc.nodes.top - doc.nodes.start);
-        root = rn ? yaml_node_to_json(&doc, rn, 0, &budget) : NULL;
-        yaml_document_delete(&doc);
+        int r = yaml_events_to_json(&p, &root);
+        dck_status s = DCK_OK;
+        if (r == YL_SYNTAX)
+            s = dck_set_error(DCK_ERR_FORMAT, "%s: not YAML: %s at line %zu", label,
+                              p.problem ? p.problem : "parse error", p.problem_mark.line + 1);
+        else if (r == YL_NOMEM)
+            s = dck_set_error(DCK_ERR_NOMEM, "%s: out of memory reading a manifest of %zu bytes", label, len);
+        else if (r == YL_DEEP)
+            s = dck_set_error(DCK_ERR_LIMIT, "%s: manifest nested deeper than %d levels", label,
+                              DCK_MANIFEST_MAX_DEPTH);
+        else if (r == YL_NOT_MANIFEST)
+            s = dck_set_error(DCK_ERR_FORMAT,
+                              "%s: not a detcheck manifest (empty, duplicate keys, aliases or keys that are not text)",
+                              label);
         yaml_parser_delete(&p);
-        if (!root)
-            return dck_set_error(DCK_ERR_FORMAT,
-                                 "%s: not a detcheck manifest (empty, duplicate keys, aliases or nesting over 64)",
-                                 label);
+        if (s) return s;
     }
     dck_status s = from_json(root, label, out);
     json_decref(root);
@@ -1713,8 +1924,16 @@ dck_status dck_manifest_parse(const char *text, size_t len, const char *label, d
 
 dck_status dck_manifest_load(const char *path, dck_manifest **out) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return dck_set_error(DCK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    /* a regular file only: a FIFO (verify --golden FIFO) would block open() */
+    int fd;
+    struct stat st0;
+    DCK_TRY(dck_open_regular(path, &fd, &st0));
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return dck_set_error(DCK_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+    }
     char *buf = NULL;
     size_t len = 0, cap = 0;
     dck_status s = DCK_OK;

@@ -157,6 +157,7 @@ typedef struct {
     dck_digest digest;
     size_t index; /* in the checkpoint */
     const uint8_t *direct; /* its bytes in a file map (contiguous tensors), or NULL */
+    dck_file *direct_file; /* the file of that map (for the SIGBUS guard) */
 } side_tensor;
 
 typedef struct {
@@ -230,9 +231,8 @@ static const dck_piece *contiguous_piece(const dck_checkpoint *ck, size_t index)
 /* A raw file is mapped for in-place reads only while it still has the size
  * it was opened with: bytes of a map past the end of a file that shrank
  * would fault, where pread reports the truncation (with its message). */
-static int size_unchanged(const dck_file *f) {
-    struct stat st;
-    return f->fd >= 0 && fstat(f->fd, &st) == 0 && (uint64_t)st.st_size >= f->size;
+static int size_unchanged(dck_file *f) {
+    return dck_file_size_now(f) >= f->size;
 }
 
 /* dck_checkpoint_read maps a file lazily (zstd: decompresses it to a
@@ -303,11 +303,14 @@ static dck_status side_set_direct(side *sd) {
         side_tensor *st = &sd->t[i];
         const dck_piece *p = contiguous_piece(sd->ck, st->index);
         st->direct = NULL;
+        st->direct_file = NULL;
         if (p) {
-            const dck_file *f = sd->ck->files[p->file];
+            dck_file *f = sd->ck->files[p->file];
             if (f->mapped && f->map && p->file_offset <= f->map_len &&
-                st->nbytes <= f->map_len - p->file_offset)
+                st->nbytes <= f->map_len - p->file_offset) {
                 st->direct = f->map + p->file_offset;
+                st->direct_file = f;
+            }
         }
         if (st->direct) continue;
         const dck_tensor_entry *t = &sd->ck->tensors[st->index];
@@ -406,9 +409,48 @@ static dck_status side_bytes(side *sd, const side_tensor *st, uint64_t off, size
  * the result is that of one call over the chunk. */
 #define FUSED_BLOCK ((size_t)32 << 10)
 
+static dck_status work_task_body(void *ctx, size_t i, int worker);
+
 /* A failing chunk stops the diff; dck_parallel_for_status reports the
- * lowest failing chunk, so the message does not depend on the threads. */
+ * lowest failing chunk, so the message does not depend on the threads.
+ * Chunks read in place from a file map run under SIGBUS guards (one per
+ * mapped side): a file truncated while it is compared faults on the pages
+ * it lost, which becomes "FILE: changed while being read" (exit 2) instead
+ * of killing the process. */
 static dck_status work_task(void *ctx, size_t i, int worker) {
+    engine *e = ctx;
+    const work_item *it = &e->items[i];
+    /* volatile: read again after a siglongjmp */
+    const side_tensor *volatile ga_t = e->ta[it->tensor];
+    const side_tensor *volatile gb_t = e->tb[it->tensor];
+    if (ga_t && !ga_t->direct) ga_t = NULL;
+    if (gb_t && !gb_t->direct) gb_t = NULL;
+    if (!ga_t && !gb_t) return work_task_body(ctx, i, worker);
+    dck_bus_guard ga, gb;
+    volatile dck_status s = DCK_OK;
+    if (ga_t) {
+        dck_bus_guard_enter(&ga, ga_t->direct + it->offset, it->len);
+        if (sigsetjmp(ga.jb, 0)) { /* leaving ga drops gb too (guards stack) */
+            s = dck_file_changed_error(ga_t->direct_file);
+            goto out_a;
+        }
+    }
+    if (gb_t) {
+        dck_bus_guard_enter(&gb, gb_t->direct + it->offset, it->len);
+        if (sigsetjmp(gb.jb, 0)) {
+            s = dck_file_changed_error(gb_t->direct_file);
+            goto out_b;
+        }
+    }
+    s = work_task_body(ctx, i, worker);
+out_b:
+    if (gb_t) dck_bus_guard_leave(&gb);
+out_a:
+    if (ga_t) dck_bus_guard_leave(&ga);
+    return s;
+}
+
+static dck_status work_task_body(void *ctx, size_t i, int worker) {
     engine *e = ctx;
     const work_item *it = &e->items[i];
     work_out *o = &e->out[i];

@@ -95,6 +95,44 @@ static dck_status open_file_path(dck_checkpoint *ck, const char *path, const cha
     return dck_set_error(DCK_ERR_UNSUPPORTED, "%s: not a checkpoint format detcheck reads", path);
 }
 
+/* Names that say "checkpoint file": in a directory, such a file that no
+ * reader takes (a shard whose header was zeroed or cut short) is an error,
+ * never skipped, or the manifest would silently lack its tensors. Each
+ * suffix also counts with .zst after it. */
+static const char *const checkpoint_suffixes[] = {
+    ".safetensors", ".pt", ".pth", ".bin", ".ckpt", ".npy", ".npz", ".distcp",
+};
+
+static int checkpoint_name(const char *name) {
+    size_t l = strlen(name);
+    char base[4096];
+    if (l >= sizeof base) return 0;
+    memcpy(base, name, l + 1);
+    if (dck_has_suffix(base, ".zst")) base[l - 4] = 0;
+    for (size_t i = 0; i < sizeof checkpoint_suffixes / sizeof checkpoint_suffixes[0]; i++)
+        if (dck_has_suffix(base, checkpoint_suffixes[i])) return 1;
+    return 0;
+}
+
+/* Magic numbers of the formats (zstd is unwrapped before this sees them):
+ * zip (.pt, .npz), NumPy, a safetensors length prefix is checked apart. */
+static int checkpoint_magic(const uint8_t *h, size_t n) {
+    static const struct {
+        const char *magic;
+        size_t len;
+    } magics[] = {{"PK\x03\x04", 4}, {"\x93NUMPY", 6}, {"\x80\x02\x8a\x0a", 4}};
+    for (size_t i = 0; i < sizeof magics / sizeof magics[0]; i++)
+        if (n >= magics[i].len && !memcmp(h, magics[i].magic, magics[i].len)) return 1;
+    return 0;
+}
+
+static void notice(const dck_checkpoint *ck, const char *fmt, const char *a, const char *b) {
+    if (!ck->opt.notice) return;
+    char msg[DCK_ERROR_MESSAGE_MAX];
+    snprintf(msg, sizeof msg, fmt, a, b);
+    ck->opt.notice(ck->opt.notice_ctx, msg);
+}
+
 static int cmp_str(const void *a, const void *b) {
     return dck_name_compare(*(char *const *)a, *(char *const *)b);
 }
@@ -147,7 +185,20 @@ static dck_status open_dir(dck_checkpoint *ck, const char *path) {
                     opened++;
                     break;
                 }
+            if (!s && f) {
+                /* no reader took it: an error when it looks like a checkpoint
+                 * file, else a note */
+                if (checkpoint_name(names[i]) || checkpoint_magic(head, got) || f->zstd)
+                    s = dck_set_error(DCK_ERR_FORMAT,
+                                      "%s: looks like a checkpoint file (by its %s) but no reader "
+                                      "takes it (damaged header?)",
+                                      p, checkpoint_name(names[i]) ? "name" : "first bytes");
+                else
+                    notice(ck, "%s: skipped (%s)", p, "not a checkpoint file");
+            }
             dck_file_close(f);
+        } else if (type != DT_DIR) {
+            notice(ck, "%s: skipped (%s)", p, "not a regular file");
         }
         free(p);
     }

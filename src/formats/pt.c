@@ -14,109 +14,17 @@
 #include <zstd.h>
 
 /* ------------------------------------------------------------------ decoded bytes
- * A .pt.zst is decompressed to a temporary file before its zip is read, and
- * deflated members are inflated to another: both grow with the data, not
- * with the file, so a 72 KB file of zstd RLE blocks could ask for 2 GiB of
- * $TMPDIR. Decoded bytes are bounded by max(1 GiB, 4096 x the bytes on disk)
- * (real checkpoints compress a few times at most; zeros compress 10000x but
- * fit under the floor when small), or by DETCHECK_MAX_DECODED when set. */
-#define PT_DECODED_FLOOR ((uint64_t)1 << 30)
-#define PT_DECODED_RATIO 4096u
-
-static dck_status decoded_limit(const char *label, uint64_t disk, uint64_t *out) {
-    const char *v = getenv("DETCHECK_MAX_DECODED");
-    if (!v || !*v) {
-        *out = disk > PT_DECODED_FLOOR / PT_DECODED_RATIO ? disk * PT_DECODED_RATIO : PT_DECODED_FLOOR;
-        if (disk > UINT64_MAX / PT_DECODED_RATIO) *out = UINT64_MAX;
-        return DCK_OK;
-    }
-    static const struct {
-        char suffix;
-        int shift;
-    } units[] = {{'K', 10}, {'M', 20}, {'G', 30}, {'T', 40}};
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    int shift = 0;
-    for (size_t i = 0; i < sizeof units / sizeof units[0] && *end; i++)
-        if (*end == units[i].suffix || *end == units[i].suffix + 32) {
-            shift = units[i].shift;
-            end++;
-        }
-    if (errno || end == v || *end || *v == '-' || (shift && n > (UINT64_MAX >> shift)))
-        return dck_set_error(DCK_ERR_INVALID, "%s: DETCHECK_MAX_DECODED=%s is not a size in bytes (K, M, G, T)",
-                             label, v);
-    *out = (uint64_t)n << shift;
-    return DCK_OK;
-}
-
-static dck_status decoded_too_large(const char *label, const char *what, uint64_t limit) {
-    return dck_set_error(DCK_ERR_LIMIT,
-                         "%s: %s more than %llu bytes (limit: max(1 GiB, 4096 x the file's size); "
-                         "DETCHECK_MAX_DECODED=BYTES raises it)",
-                         label, what, (unsigned long long)limit);
-}
-
-/* Bytes a zstd stream decodes to, counted up to limit + 1 without keeping
- * them; a stream the decoder refuses stops the count (the decompression
- * proper reports it). */
-static uint64_t zstd_count(const uint8_t *p, size_t len, uint64_t limit) {
-    ZSTD_DStream *ds = ZSTD_createDStream();
-    size_t cap = ZSTD_DStreamOutSize();
-    uint8_t *out = malloc(cap);
-    uint64_t total = 0;
-    if (ds && out) {
-        ZSTD_initDStream(ds);
-        ZSTD_inBuffer ib = {p, len, 0};
-        while (total <= limit) {
-            ZSTD_outBuffer ob = {out, cap, 0};
-            size_t r = ZSTD_decompressStream(ds, &ob, &ib);
-            total += ob.pos;
-            /* done when all input is in and the decoder has nothing left */
-            if (ZSTD_isError(r) || (ib.pos == ib.size && ob.pos < cap)) break;
-        }
-    }
-    ZSTD_freeDStream(ds);
-    free(out);
-    return total;
-}
-
-/* Before a .pt.zst is decompressed to its temporary file: the sizes its
- * frames declare (the decoder holds a frame to its declared size), or, when
- * a frame declares none, a counting pass that stops at the limit. */
-static dck_status zstd_size_check(dck_file *f) {
-    if (!f->zstd || f->mapped || !f->size) return DCK_OK;
-    uint64_t limit;
-    DCK_TRY(decoded_limit(f->path, f->size, &limit));
-    void *m = mmap(NULL, (size_t)f->size, PROT_READ, MAP_PRIVATE, f->fd, 0);
-    if (m == MAP_FAILED) return DCK_OK; /* the decompression proper reports it */
-    const uint8_t *p = m;
-    size_t len = (size_t)f->size, pos = 0;
-    uint64_t total = 0;
-    bool unknown = false;
-    while (pos < len && total <= limit) {
-        unsigned long long cs = ZSTD_getFrameContentSize(p + pos, len - pos);
-        if (cs == ZSTD_CONTENTSIZE_UNKNOWN) {
-            unknown = true;
-            break;
-        }
-        if (cs == ZSTD_CONTENTSIZE_ERROR) break;
-        total = cs > UINT64_MAX - total ? UINT64_MAX : total + cs;
-        size_t fl = ZSTD_findFrameCompressedSize(p + pos, len - pos);
-        if (ZSTD_isError(fl) || !fl) break;
-        pos += fl;
-    }
-    if (unknown) total = zstd_count(p, len, limit);
-    munmap(m, (size_t)f->size);
-    return total > limit ? decoded_too_large(f->path, "decompresses to", limit) : DCK_OK;
-}
+ * A .pt.zst is decompressed to a temporary file before its zip is read (io.c
+ * bounds that, as every zstd input: dck_decoded_limit), and deflated members
+ * are inflated to another here, under the same bound over the bytes on disk
+ * of the checkpoint's files. */
 
 /* The memfile's bound: on-disk bytes of the checkpoint's files so far. */
 static dck_status memfile_limit(const dck_memfile *m, uint64_t *out) {
     uint64_t disk = 0;
     for (size_t i = 0; i < m->ck->nfiles; i++)
         if (m->ck->files[i]->relpath) disk += m->ck->files[i]->size;
-    return decoded_limit(m->label, disk, out);
+    return dck_decoded_limit(m->label, disk, out);
 }
 
 /* ------------------------------------------------------------------ memfile */
@@ -176,7 +84,7 @@ static dck_status memfile_reserve(dck_memfile *m, uint64_t len, uint32_t *file, 
     uint64_t off = (m->size + 63) & ~(uint64_t)63, limit;
     if (len > UINT64_MAX / 2 - off) return dck_set_error(DCK_ERR_LIMIT, "%s: decoded data too large", m->label);
     DCK_TRY(memfile_limit(m, &limit));
-    if (off + len > limit) return decoded_too_large(m->label, "has inflated members and views of", limit);
+    if (off + len > limit) return dck_decoded_too_large(m->label, "has inflated members and views of", limit);
     m->size = off + len;
     if (ftruncate(f->fd, (off_t)m->size) != 0)
         return dck_set_error(DCK_ERR_IO, "%s: cannot write a temporary file: %s", m->label, strerror(errno));
@@ -1056,7 +964,6 @@ dck_status dck_pt_load_file(dck_checkpoint *ck, uint32_t file, const dck_pt_opts
     dck_file *f = ck->files[file];
     const uint8_t *data;
     uint64_t len;
-    DCK_TRY(zstd_size_check(f));
     dck_status s = dck_file_map(f, &data, &len);
     if (s) return s;
     dck_memfile mem = {ck, f->path, 0, false, 0};

@@ -1036,7 +1036,10 @@ static dck_status open_with_head(dck_checkpoint *ck, dck_file *f, const uint8_t 
     const char *hdr = (const char *)head;
     if (n + 8 > got && !f->zstd && n >= ST_MAP_BYTES) {
         /* large headers are read from the page cache in place */
-        map = mmap(NULL, (size_t)n + 8, PROT_READ, MAP_PRIVATE, f->fd, 0);
+        int mfd;
+        if ((s = dck_file_fd(f, &mfd))) goto fail;
+        map = mmap(NULL, (size_t)n + 8, PROT_READ, MAP_PRIVATE, mfd, 0);
+        dck_file_fd_put(f, mfd);
         if (map == MAP_FAILED) map = NULL;
         else hdr = map;
     }
@@ -1120,15 +1123,13 @@ static int cmp_cstr(const void *a, const void *b) {
 /* The whole file, NUL-terminated. */
 static dck_status read_text_file(const char *path, size_t limit, char **out, size_t *len) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return dck_set_error(DCK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat st;
+    DCK_TRY(dck_open_regular(path, &fd, &st)); /* a FIFO would block */
     dck_status s = DCK_OK;
     char *buf = NULL;
     size_t n = 0;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        s = dck_set_error(DCK_ERR_IO, "%s: not a regular file", path);
-    } else if ((uint64_t)st.st_size > limit) {
+    if ((uint64_t)st.st_size > limit) {
         s = dck_set_error(DCK_ERR_LIMIT, "%s: %llu bytes, over the %zu-byte limit", path,
                           (unsigned long long)st.st_size, limit);
     } else if (!(buf = malloc((size_t)st.st_size + 1))) {

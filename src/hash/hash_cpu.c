@@ -27,6 +27,7 @@
 #include "hash/hash.h"
 
 #include <pthread.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,10 +157,30 @@ static dck_status read_small(batch *b, unit *u, block *bk, int worker, const uin
 
 /* Block i: its tasks, then the whole-file hash of every finished block in
  * line (the baton). */
+static dck_status block_task_body(batch *b, block *bk, unit *u, int worker);
+
+/* A mapped window's block runs under a SIGBUS guard: a file truncated while
+ * it is mapped faults on the pages it lost, which becomes an error naming
+ * the file (exit 2) instead of killing the process. */
 static dck_status block_task(void *ctx, size_t i, int worker) {
     batch *b = ctx;
     block *bk = &b->blocks[i];
     unit *u = &b->units[bk->unit];
+    if (!u->wd) return block_task_body(b, bk, u, worker);
+    dck_bus_guard g;
+    dck_status s;
+    dck_bus_guard_enter(&g, u->wd, u->rlen);
+    if (sigsetjmp(g.jb, 0) == 0) {
+        s = block_task_body(b, bk, u, worker);
+    } else {
+        bk->failed = 1;
+        s = dck_file_changed_error(u->f);
+    }
+    dck_bus_guard_leave(&g);
+    return s;
+}
+
+static dck_status block_task_body(batch *b, block *bk, unit *u, int worker) {
     const uint8_t *wd = u->wd;
     dck_status s = DCK_OK;
     if (!wd && (s = read_small(b, u, bk, worker, &wd))) {
@@ -617,12 +638,19 @@ static dck_status hash_strided(dck_checkpoint *ck, dck_tensor_entry *t, dck_tens
     size_t per = (size_t)(TASK_BYTES / es);
     uint8_t *buf = malloc(per * es);
     if (!buf) return dck_oom(NULL);
-    for (uint64_t e = 0; e < n && !s; e += per) {
-        size_t k = (size_t)(n - e < per ? n - e : per);
-        dck_piece_gather(t, p, base, e, k, buf);
-        if ((s = dck_tensor_hasher_update(h, e * es, buf, k * es)))
-            s = dck_set_error(s, "%s: tensor %s: %s", f->path, t->info.name, dck_last_error());
+    dck_bus_guard g;
+    dck_bus_guard_enter(&g, base, blen);
+    if (sigsetjmp(g.jb, 0) == 0) {
+        for (uint64_t e = 0; e < n && !s; e += per) {
+            size_t k = (size_t)(n - e < per ? n - e : per);
+            dck_piece_gather(t, p, base, e, k, buf);
+            if ((s = dck_tensor_hasher_update(h, e * es, buf, k * es)))
+                s = dck_set_error(s, "%s: tensor %s: %s", f->path, t->info.name, dck_last_error());
+        }
+    } else {
+        s = dck_file_changed_error(f);
     }
+    dck_bus_guard_leave(&g);
     free(buf);
     return s;
 }

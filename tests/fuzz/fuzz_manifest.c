@@ -2,7 +2,8 @@
  * writers: what the direct writers produce must be, byte for byte, what
  * libyaml and jansson produce (dck_manifest_write_reference), both for the
  * manifests the input parses to and for a manifest whose tensor names,
- * file paths and metadata are the input's bytes (cut at NUL bytes); and the
+ * file paths and metadata are the input's bytes (cut at NUL bytes; bytes
+ * that are not UTF-8 must be refused by every writer); and the
  * direct reader of the written layout must read what libyaml reads. */
 #include "detcheck.h"
 #include "core/core.h"
@@ -37,8 +38,22 @@ static void same_text(const dck_manifest *m, dck_format fmt) {
     free(b);
 }
 
-/* libyaml's emitter is undefined on bytes that are not UTF-8 (the event is
- * never initialised): only valid text goes to the YAML comparison. */
+/* Every writer refuses a string that is not UTF-8 (issue 11: libyaml's
+ * emitter looped forever on the event it had refused, jansson dropped the
+ * entry): the same error from all four, never a hang or a text. */
+static void refused(const dck_manifest *m, dck_format fmt) {
+    for (int ref = 0; ref < 2; ref++) {
+        size_t len;
+        char *t = text_of(m, fmt, ref, &len);
+        if (t || !strstr(dck_last_error(), "is not valid UTF-8")) {
+            fprintf(stderr, "%s writer (reference %d) took a string that is not UTF-8: %s\n",
+                    fmt == DCK_FORMAT_YAML ? "YAML" : "JSON", ref, t ? t : dck_last_error());
+            abort();
+        }
+    }
+}
+
+/* The oracle for dck_utf8_valid (RFC 3629, as jansson checks). */
 static int utf8_ok(const unsigned char *s) {
     while (*s) {
         unsigned c = *s, n;
@@ -71,7 +86,12 @@ static void from_bytes(const uint8_t *data, size_t size) {
     while (i <= size && k < 256) {
         const char *s = copy + i;
         size_t n = strlen(s);
-        valid &= utf8_ok((const unsigned char *)s);
+        int ok = utf8_ok((const unsigned char *)s);
+        if (ok != (int)dck_utf8_valid(s, n)) {
+            fprintf(stderr, "dck_utf8_valid says %d for a string the oracle says %d\n", !ok, ok);
+            abort();
+        }
+        valid &= ok;
         dck_manifest_tensor t;
         memset(&t, 0, sizeof t);
         t.name = s;
@@ -92,8 +112,13 @@ static void from_bytes(const uint8_t *data, size_t size) {
         k++;
     }
     if (dck_manifest_finalize(m) == DCK_OK) {
-        if (valid) same_text(m, DCK_FORMAT_YAML);
-        same_text(m, DCK_FORMAT_JSON);
+        if (valid) {
+            same_text(m, DCK_FORMAT_YAML);
+            same_text(m, DCK_FORMAT_JSON);
+        } else {
+            refused(m, DCK_FORMAT_YAML);
+            refused(m, DCK_FORMAT_JSON);
+        }
     }
     dck_manifest_free(m);
     free(copy);
