@@ -748,25 +748,7 @@ static void ob_hex(obuf *b, dck_digest d) {
     ob_put(b, hex, 32);
 }
 
-/* Strict UTF-8 (jansson's rules), or 0: the width of the sequence at s. */
-static int utf8_width(const unsigned char *s, const unsigned char *end) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    int n;
-    uint32_t v;
-    if (c >= 0xC2 && c <= 0xDF) n = 2, v = c & 0x1F;
-    else if (c >= 0xE0 && c <= 0xEF) n = 3, v = c & 0x0F;
-    else if (c >= 0xF0 && c <= 0xF4) n = 4, v = c & 0x07;
-    else return 0;
-    if (end - s < n) return 0;
-    for (int i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        v = (v << 6) | (s[i] & 0x3F);
-    }
-    if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF) || (n == 3 && v < 0x800) || (n == 4 && v < 0x10000))
-        return 0;
-    return n;
-}
+static int utf8_width(const unsigned char *s, const unsigned char *end) { return dck_utf8_width(s, end); }
 
 bool dck_utf8_valid(const char *str, size_t n) {
     const unsigned char *s = (const unsigned char *)str, *end = s + n;

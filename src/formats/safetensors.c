@@ -116,24 +116,10 @@ static long u_escape(const unsigned char *p, const unsigned char *end) {
     return v;
 }
 
-/* Length of a well-formed UTF-8 sequence at p (2..4; jansson's utf8_check_*
- * rules: no overlongs, no surrogates, nothing past U+10FFFF), else 0. */
+/* Length of a well-formed multi-byte UTF-8 sequence at p (2..4), else 0
+ * (ASCII included: the caller takes those bytes itself). */
 static int utf8_seq(const unsigned char *p, const unsigned char *end) {
-    unsigned c = p[0];
-    int n;
-    uint32_t v;
-    if (c >= 0xC2 && c <= 0xDF) n = 2, v = c & 0x1F;
-    else if (c >= 0xE0 && c <= 0xEF) n = 3, v = c & 0x0F;
-    else if (c >= 0xF0 && c <= 0xF4) n = 4, v = c & 0x07;
-    else return 0;
-    if (end - p < n) return 0;
-    for (int i = 1; i < n; i++) {
-        if (p[i] < 0x80 || p[i] > 0xBF) return 0;
-        v = (v << 6) | (p[i] & 0x3F);
-    }
-    if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
-    if ((n == 3 && v < 0x800) || (n == 4 && v < 0x10000)) return 0;
-    return n;
+    return p[0] < 0x80 ? 0 : dck_utf8_width(p, end);
 }
 
 static char *put_utf8(char *o, uint32_t v) {
