@@ -35,6 +35,8 @@ extern int cli_rank;
 extern bool cli_quiet;
 void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cli_warn(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Soft RLIMIT_NOFILE up to the hard limit (at most 65536): once, at start. */
+void cli_raise_fd_limit(void);
 void cli_info(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* dck_options.notice for the CLI: ctx is the command's name; quiet hides it. */
 void cli_notice(void *ctx, const char *msg);

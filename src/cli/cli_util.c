@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 int cli_rank = 0;
@@ -150,4 +151,19 @@ dck_status cli_emit_manifest(dck_manifest *m, const char *const *paths, size_t n
         cli_info("hash", "%zu tensors, root %s -> %s%s", dck_manifest_tensor_count(m), hex, output, how);
     }
     return s;
+}
+
+/* A checkpoint directory can hold thousands of shards; the library keeps a
+ * descriptor for up to a quarter of the soft limit and reopens the rest for
+ * each use. The soft limit is raised to the hard one (capped: what a large
+ * checkpoint needs, not the kernel's maximum), as a shell's `ulimit -n
+ * hard` would; a limit the user set as hard stays. */
+void cli_raise_fd_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        rl.rlim_cur = want;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
 }

@@ -44,6 +44,7 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+    cli_raise_fd_limit();
     if (argc < 2) {
         usage(stderr);
         return DCK_EXIT_TROUBLE;

@@ -103,8 +103,8 @@ dck_status dck_open_regular(const char *path, int *fd_out, struct stat *st_out) 
         close(fd);
         return dck_set_error(DCK_ERR_IO, "%s: not a regular file (%s)", path, file_type_name(st.st_mode));
     }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    /* O_NONBLOCK stays: it has no effect on a regular file's reads (they
+     * never return EAGAIN), and clearing it cost two fcntl calls a file */
     if (st_out) *st_out = st;
     *fd_out = fd;
     return DCK_OK;
@@ -113,9 +113,11 @@ dck_status dck_open_regular(const char *path, int *fd_out, struct stat *st_out) 
 /* ------------------------------------------------------------------ descriptors
  * A directory of thousands of files must not hold a descriptor each (the
  * default `ulimit -n` is 1024): the first files opened keep theirs, up to a
- * quarter of the limit (at most 256); later ones are closed after the sniff
+ * quarter of the limit (at most KEEP_FDS_MAX; the CLI raises its soft limit
+ * to the hard one at start); later ones are closed after the sniff
  * and reopened for each use (a stream, a map, a read), and the reopened file
  * must be the same one (device and inode). */
+#define KEEP_FDS_MAX 8192
 static atomic_int kept_fds;
 static int keep_cap(void) {
     static atomic_int cap;
@@ -123,7 +125,7 @@ static int keep_cap(void) {
     if (!c) {
         struct rlimit rl;
         rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
-        c = n == RLIM_INFINITY || n / 4 > 256 ? 256 : (int)(n / 4);
+        c = n == RLIM_INFINITY || n / 4 > KEEP_FDS_MAX ? KEEP_FDS_MAX : (int)(n / 4);
         if (c < 4) c = 4;
         atomic_store(&cap, c);
     }
@@ -137,7 +139,7 @@ static dck_status file_fd_get(dck_file *f, int *fd) {
         *fd = f->fd;
         return DCK_OK;
     }
-    struct stat st;
+    struct stat st = {0}; /* set by dck_open_regular; GCC -O3 cannot tell */
     DCK_TRY(dck_open_regular(f->path, fd, &st));
     if (st.st_dev != f->dev || st.st_ino != f->ino) {
         close(*fd);

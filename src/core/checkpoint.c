@@ -385,8 +385,8 @@ static int cmp_sweep(const void *a, const void *b) {
     return x->i < y->i ? -1 : x->i > y->i;
 }
 
-static int pieces_may_overlap(const dck_tensor_entry *t, int nd) {
-    size_t n = t->npieces;
+/* ...over the first n pieces of t only */
+static int pieces_may_overlap(const dck_tensor_entry *t, int nd, size_t n) {
     if (n < 2) return 0;
     if (nd == 0) return 1;
     for (size_t k = 0; k < n; k++)
@@ -451,7 +451,22 @@ dck_status dck_ck_validate(dck_checkpoint *ck) {
         uint64_t total = 1, covered = 0;
         for (int i = 0; i < nd; i++) total *= t->info.shape[i];
         if (nbytes == 0) total = 0;
-        int may_overlap = pieces_may_overlap(t, nd);
+        /* The pairwise search below reports the first piece (in piece
+         * order) that overlaps an earlier one. It starts at the shortest
+         * prefix of pieces that overlaps (a binary search over prefixes
+         * with the sweep: O(n log^2 n)), so a single bad chunk among
+         * 200,000 costs a sweep, not n^2/2 comparisons; and it is skipped
+         * when the sweep finds none. */
+        size_t first_pair = t->npieces;
+        if (pieces_may_overlap(t, nd, t->npieces)) {
+            size_t lo = 2, hi = t->npieces; /* the shortest overlapping prefix is in [lo, hi] */
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (pieces_may_overlap(t, nd, mid)) hi = mid;
+                else lo = mid + 1;
+            }
+            first_pair = hi - 1;
+        }
         for (size_t pi = 0; pi < t->npieces; pi++) {
             dck_piece *p = &t->pieces[pi];
             const char *fp = ck->files[p->file]->path;
@@ -490,7 +505,7 @@ dck_status dck_ck_validate(dck_checkpoint *ck) {
                                      "%llu, file has %llu",
                                      fp, t->info.name, (unsigned long long)end, (unsigned long long)ds);
             covered += piece_elems(p, nd);
-            for (size_t pj = 0; may_overlap && pj < pi; pj++) {
+            for (size_t pj = 0; pi >= first_pair && pj < pi; pj++) {
                 if (!boxes_overlap(p, &t->pieces[pj], nd) || piece_elems(&t->pieces[pj], nd) == 0 ||
                     piece_elems(p, nd) == 0)
                     continue;

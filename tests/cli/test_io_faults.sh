@@ -150,4 +150,41 @@ if mount -t tmpfs -o size=16k tmpfs small 2>/dev/null; then
 else
     skip_part "mount -t tmpfs not permitted: no ENOSPC test"
 fi
+# kill -9 at random points of hash -o: the target is always a whole
+# manifest, the old one or the new one, never a mix or a stub
+python3 - <<'PY'
+import json, struct
+n = 60000
+hdr, off = {}, 0
+for i in range(n):
+    hdr["model.layers.%d.w%d" % (i // 8, i % 8)] = {"dtype": "F32", "shape": [4], "data_offsets": [off, off + 16]}
+    off += 16
+h = json.dumps(hdr).encode()
+open("k.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + bytes(range(256)) * (off // 256) + bytes(off % 256))
+PY
+export SOURCE_DATE_EPOCH=1700000000
+"$DETCHECK" hash -q -o k.old a.safetensors || fail "hash a"
+"$DETCHECK" hash -q -o k.new k.safetensors || fail "hash k"
+t0=$(date +%s%N)
+"$DETCHECK" hash -q -o k.tmp k.safetensors || fail "hash k"
+span=$((($(date +%s%N) - t0) / 1000000 + 1)) # ms
+seed=${DCK_FAULT_SEED:-$$}
+echo "kill -9 trials: seed $seed (DCK_FAULT_SEED), run ${span} ms"
+i=0
+while [ $i -lt 8 ]; do
+    cp k.old k.yaml
+    ms=$(awk -v s="$seed" -v i="$i" -v m="$span" 'BEGIN { srand(s + i); printf "%d", rand() * m * 1.2 }')
+    "$DETCHECK" hash -q -o k.yaml k.safetensors &
+    pid=$!
+    sleep "$(awk -v ms="$ms" 'BEGIN { printf "%.3f", ms / 1000 }')"
+    kill -9 $pid 2> /dev/null || true
+    wait $pid 2> /dev/null || true
+    if cmp -s k.yaml k.old; then :; elif cmp -s k.yaml k.new; then :; else
+        fail "kill -9 after ${ms} ms left k.yaml neither the old nor the new manifest"
+    fi
+    ok
+    i=$((i + 1))
+done
+"$DETCHECK" verify -q --golden k.yaml k.safetensors > /dev/null 2>&1 || cmp -s k.yaml k.old || fail "k.yaml unusable"
+unset SOURCE_DATE_EPOCH
 done_ok
