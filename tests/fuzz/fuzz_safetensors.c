@@ -268,6 +268,11 @@ static void differential(const char *text, size_t n, uint64_t data_size) {
     dck_checkpoint *a = scratch(&fa), *b = scratch(&fb);
     dck_status sa = dck_safetensors_parse_header(a, fa, text, n, data_size, "fuzz");
     dck_status sb = ref_parse_header(b, fb, text, n, data_size, "fuzz");
+    /* A NUL byte between tokens is not JSON whitespace: the reader refuses
+     * it (DCK_ERR_FORMAT), as serde_json does, where jansson's lexer reads
+     * on (found by make fuzz-long). There the reader may only be stricter:
+     * whatever it accepts, the reference accepts the same way. */
+    if (memchr(text, 0, n) && sa == DCK_ERR_FORMAT) sb = sa;
     if (sa != sb) {
         fprintf(stderr, "reader %d, reference %d on %zu bytes\n", (int)sa, (int)sb, n);
         abort();
