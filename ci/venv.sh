@@ -4,16 +4,19 @@
 #
 #   sh ci/venv.sh bench     numpy (the benchmarks' numpy peer, llm.c's
 #                           make_random_gpt2.py)
+#   sh ci/venv.sh torch     PyTorch (pinned) and numpy: the tests that read
+#                           files torch.save itself wrote (.ci/run)
 #
 # The environment lives outside the clone, keyed by purpose and pinned
 # requirement, so a second run on the same machine reuses it:
 # ${DCK_VENV_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/detcheck}/venv-PURPOSE-KEY.
 # Messages go to stderr; exit 2 when no such python3 can be had.
 set -e
-purpose=${1:?usage: ci/venv.sh bench}
+purpose=${1:?usage: ci/venv.sh bench|torch}
 case $purpose in
 bench) reqs="numpy>=1.24,<3" probe="import numpy" ;;
-*) echo "ci/venv.sh: unknown purpose '$purpose' (bench)" >&2; exit 2 ;;
+torch) reqs="torch==2.15.0 numpy>=1.24,<3" probe="import torch, numpy" ;;
+*) echo "ci/venv.sh: unknown purpose '$purpose' (bench, torch)" >&2; exit 2 ;;
 esac
 py=$(command -v python3 || true)
 [ -n "$py" ] || { echo "ci/venv.sh: no python3 on PATH" >&2; exit 2; }
@@ -25,7 +28,7 @@ if ! "$dir/bin/python3" -c "$probe" > /dev/null 2>&1; then
     echo "ci/venv.sh: making $dir ($reqs)" >&2
     rm -rf "$dir.tmp"
     mkdir -p "$root"
-    { "$py" -m venv "$dir.tmp" && "$dir.tmp/bin/python3" -m pip install -q --disable-pip-version-check "$reqs"; } >&2 ||
+    { "$py" -m venv "$dir.tmp" && "$dir.tmp/bin/python3" -m pip install -q --disable-pip-version-check $reqs; } >&2 ||
         { rm -rf "$dir.tmp"; echo "ci/venv.sh: cannot install $reqs (python3 -m venv, pip)" >&2; exit 2; }
     rm -rf "$dir"
     mv "$dir.tmp" "$dir"

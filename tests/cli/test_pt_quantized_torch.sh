@@ -5,9 +5,11 @@
 # one needs torch and skips without it.
 . "$DCK_TOP/tests/cli/lib.sh"
 
-python3 -c "import torch" 2>/dev/null || skip "python3 cannot import torch: no quantized file written by PyTorch"
+# .ci/run points DCK_TORCH_PYTHON at a cached venv with PyTorch (ci/venv.sh torch)
+PY=${DCK_TORCH_PYTHON:-python3}
+"$PY" -c "import torch" 2>/dev/null || skip "$PY cannot import torch: no quantized file written by PyTorch"
 
-python3 - <<'EOF'
+"$PY" - <<'EOF'
 import torch
 x = torch.tensor([[0.5, -1.0, 2.0], [3.0, 0.0, -0.25]])
 def save(path, t): torch.save({'w': t, 'step': 3}, path)
