@@ -115,7 +115,12 @@ GPU_TEST_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/g
 
 .PHONY: all lib check test tests-built gpu-tests demo bench fuzz fuzz-long install uninstall deps clean help
 
-all: $(BUILD)/detcheck lib $(BUILD)/ldlibs.txt
+all: $(BUILD)/detcheck lib $(BUILD)/ldlibs.txt $(BUILD)/completion/detcheck.bash
+
+# Shell completions, generated from the built binary's --help texts (the
+# command table and each command's options): ci/completion.sh.
+$(BUILD)/completion/detcheck.bash: $(BUILD)/detcheck ci/completion.sh
+	sh ci/completion.sh $(BUILD)/detcheck $(BUILD)/completion
 
 # What a program linking libdetcheck.a needs (used by the demo and benches).
 $(BUILD)/ldlibs.txt: Makefile
@@ -225,6 +230,9 @@ install: all
 	install -m 644 include/detcheck.h include/detcheck_static.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 man/*.7 $(DESTDIR)$(PREFIX)/share/man/man7/
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+	install -m 644 $(BUILD)/completion/detcheck.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/detcheck
+	install -m 644 $(BUILD)/completion/_detcheck $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_detcheck
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	  -e 's|@REQUIRES@|$(PKGS)|g' -e 's|@LIBS_PRIVATE@|$(filter-out $(shell pkg-config --libs $(PKGS) 2>/dev/null),$(LDLIBS))|g' \
 	  detcheck.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/detcheck.pc
@@ -233,7 +241,8 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/detcheck $(DESTDIR)$(PREFIX)/lib/libdetcheck.a \
 	  $(DESTDIR)$(PREFIX)/lib/$(SHLIB) $(DESTDIR)$(PREFIX)/lib/$(SONAME) \
 	  $(DESTDIR)$(PREFIX)/lib/libdetcheck.so $(DESTDIR)$(PREFIX)/include/detcheck.h \
-	  $(DESTDIR)$(PREFIX)/include/detcheck_static.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/detcheck.pc
+	  $(DESTDIR)$(PREFIX)/include/detcheck_static.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/detcheck.pc \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions/detcheck $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_detcheck
 	cd man && for f in *.1; do rm -f $(DESTDIR)$(PREFIX)/share/man/man1/$$f; done
 	cd man && for f in *.7; do rm -f $(DESTDIR)$(PREFIX)/share/man/man7/$$f; done
 
@@ -252,7 +261,7 @@ help:
 	@echo '  bench          installs missing packages, builds, runs the benchmarks'
 	@echo '  fuzz           installs missing packages, runs the libFuzzer targets (clang)'
 	@echo '  fuzz-long      every fuzz target for 10 minutes on inputs up to 1 MiB (not in CI)'
-	@echo '  install        binary, libraries, headers, pkg-config file, man pages'
+	@echo '  install        binary, libraries, headers, pkg-config file, man pages, completions'
 	@echo '  uninstall      removes what install installed'
 	@echo '  deps           installs the missing Debian packages (silent when none is)'
 	@echo '  clean          removes build, build-san and build-*'

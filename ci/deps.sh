@@ -3,7 +3,10 @@
 # missing (apt-get; sudo when not root). Silent when none is. `make deps` and
 # every make target that needs packages (check, demo, bench, fuzz) run it.
 set -e
-PKGS="build-essential pkg-config python3 libxxhash-dev xxhash libzstd-dev zstd libyaml-dev check libjansson-dev zlib1g-dev libopenmpi-dev openmpi-bin"
+PKGS="build-essential pkg-config python3 libxxhash-dev xxhash libzstd-dev zstd libyaml-dev check libjansson-dev zlib1g-dev libopenmpi-dev openmpi-bin libxml2-utils python3-yaml zsh"
+# a single-node Slurm cluster for tests/cli/test_slurm.sh (started and
+# stopped by the test itself; the packages' own services are not used)
+PKGS="$PKGS slurmctld slurmd slurm-client munge"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

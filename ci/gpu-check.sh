@@ -13,6 +13,14 @@
 #      buffer vs a kernel that only reads it as 64-bit words (goal >= 0.8);
 #      and `hash --device cuda` vs the CPU path on a 4 GiB file in the page
 #      cache.
+#   4. the trainer on the GPU (issue 12): `train --device cuda` == CPU at
+#      every step (fp32, bf16; tiny and shortened small presets), 2 ranks on
+#      one GPU, resumes across devices, fast mode differs, `train --bench`.
+#      (the small preset's CPU reference: about 15 s per run on 16 cores)
+#   5. detcheck canary on the GPU (issue 13): record == the CPU golden, an
+#      injected bit flip is caught and named, 2 ranks on one GPU.
+#   and, when PyTorch with CUDA is there, the Python package's digests of live
+#   CUDA tensors (python/tests/test_digest.py -k cuda, issue 14).
 #
 # The GPU machine may have no package registry and not the -dev libraries
 # detcheck builds against, so the check has two phases:
@@ -90,6 +98,97 @@ failed() { note "FAIL  $*"; status=1; }
 secs() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(secs)" 'BEGIN {printf "%.2f", b - a}'; }
 
+# 5. detcheck canary on the GPU (issue 13): the GPU's record equals the CPU
+# golden written here, and one flipped bit in the GPU run is caught and named.
+canary_checks() {
+    echo "== 5. canary --device cuda against a CPU golden"
+    cw="$work/canary"
+    mkdir -p "$cw"
+    if ! "$D" canary --device cpu --write-golden "$cw/golden.json" > "$cw/cpu.txt" 2>&1; then
+        failed "canary on the CPU (writing the golden)"; return
+    fi
+    t=$(secs)
+    if "$D" canary --device cuda --golden "$cw/golden.json" > "$cw/gpu.txt" 2>&1; then
+        pass "canary: GPU record == CPU golden ($(elapsed "$t") s)"
+    else sed 's/^/   /' "$cw/gpu.txt"; failed "canary: the GPU differs from the CPU golden (or failed)"; fi
+    "$D" canary --device cuda --golden "$cw/golden.json" --inject 0:3:grad.blocks.0.mlp.fc.weight:5:9 \
+        > "$cw/fault.txt" 2>&1
+    rc=$?
+    if [ $rc -eq 1 ] && grep -q 'rank 0 cuda:0 DIFFERS at step 3: grad.blocks.0.mlp.fc.weight' "$cw/fault.txt"; then
+        pass "canary: a flipped bit on the GPU is caught and named"
+    else sed 's/^/   /' "$cw/fault.txt"; failed "canary: injected fault on the GPU (exit $rc)"; fi
+    if command -v mpirun > /dev/null &&
+        timeout 120 mpirun --oversubscribe -np 2 "$D" canary --device cuda --golden "$cw/golden.json" \
+            > "$cw/k2.txt" 2>&1; then
+        pass "canary: 2 ranks on the GPU == CPU golden"
+    else sed 's/^/   /' "$cw/k2.txt" 2> /dev/null; failed "canary: 2 ranks on the GPU"; fi
+}
+
+# 4. the trainer on the GPU (issue 12): its trajectory == the CPU's at every
+# step (loss, grad norm, root bits) for fp32 and bf16, tiny and (shortened)
+# small presets; 2 ranks sharing the GPU == 1 rank; checkpoints CPU -> GPU and
+# GPU -> CPU; resume-check on the GPU; fast mode differs; the benchmark
+# (determinism tax, linear layers' FLOP/s against a plain FMA kernel).
+train_checks() {
+    echo "== 4. train --device cuda against the CPU"
+    tw="$work/train"
+    mkdir -p "$tw"
+    T="$D train -q"
+    same_traj() { # name, flags...: CPU run == GPU run, every step
+        n=$1
+        shift
+        t=$(secs)
+        if $T "$@" --out "$tw/$n-cpu" --threads "$(nproc)" && $T "$@" --out "$tw/$n-gpu" --device cuda &&
+            cmp "$tw/$n-cpu/trajectory.jsonl" "$tw/$n-gpu/trajectory.jsonl" &&
+            "$D" verify --golden "$tw/$n-cpu/step_$(printf %08d "$steps")/manifest.json" \
+                "$tw/$n-gpu/step_$(printf %08d "$steps")" > /dev/null; then
+            pass "train $n: GPU trajectory and checkpoint == CPU ($(elapsed "$t") s)"
+        else failed "train $n: GPU differs from the CPU (or a run failed)"; fi
+    }
+    # stage by stage first, so that a difference is named (activations,
+    # loss, each parameter's gradient, norm, AdamW)
+    t=$(secs)
+    if timeout 120 "$B/tests/gpu/check_train_gpu"; then
+        pass "trainer kernels: GPU == CPU twin stage by stage ($(elapsed "$t") s)"
+    else failed "trainer kernels: GPU differs from the CPU twin (tests/gpu/check_train_gpu)"; fi
+    steps=12
+    same_traj tiny-fp32 --steps 12
+    same_traj tiny-bf16 --steps 12 --precision bf16
+    same_traj tiny-b4 --steps 12 --batch 4 --microbatches 4 --precision bf16
+    steps=2
+    same_traj small-fp32 --preset small --seq 64 --microbatches 2 --steps 2
+    same_traj small-bf16 --preset small --seq 64 --microbatches 2 --steps 2 --precision bf16
+    if [ -z "${DCK_NO_MPI_TESTS:-}" ] && command -v mpirun > /dev/null; then
+        if timeout 120 mpirun --oversubscribe -np 2 $T --steps 12 --out "$tw/k2" --device cuda &&
+            cmp "$tw/tiny-fp32-cpu/trajectory.jsonl" "$tw/k2/trajectory.jsonl"; then
+            pass "train: 2 ranks on one GPU == 1 rank"
+        else failed "train: 2 ranks on one GPU differ from 1 rank"; fi
+    fi
+    if $T --steps 6 --out "$tw/c2g" && $T --steps 12 --out "$tw/c2g" --resume --device cuda &&
+        cmp "$tw/tiny-fp32-cpu/trajectory.jsonl" "$tw/c2g/trajectory.jsonl" &&
+        $T --steps 6 --out "$tw/g2c" --device cuda && $T --steps 12 --out "$tw/g2c" --resume &&
+        cmp "$tw/tiny-fp32-cpu/trajectory.jsonl" "$tw/g2c/trajectory.jsonl"; then
+        pass "train: CPU -> GPU and GPU -> CPU resume reproduce the trajectory"
+    else failed "train: a resume across devices differs"; fi
+    if "$D" resume-check --steps 6 --at 3 --device cuda -q && "$D" resume-check --steps 6 --at 3 --resume-device cuda -q; then
+        pass "resume-check --device cuda, and CPU checkpoints resumed on the GPU"
+    else failed "resume-check on the GPU"; fi
+    if $T --steps 12 --out "$tw/fast" --device cuda --mode fast --batch 4 &&
+        $T --steps 12 --out "$tw/det4" --device cuda --batch 4 &&
+        ! cmp -s "$tw/fast/trajectory.jsonl" "$tw/det4/trajectory.jsonl"; then
+        pass "train --mode fast on the GPU differs from deterministic"
+    else failed "train --mode fast on the GPU gave the deterministic bits (or failed)"; fi
+    echo "== 4b. train --bench --device cuda (small preset, 4 x 256 tokens per microbatch)"
+    if out=$("$D" train --bench --device cuda --preset small --seq 256 --batch 4 --microbatches 2 --steps 3); then
+        echo "$out" | sed 's/^/   /'
+        note "INFO  train --bench --device cuda: $(echo "$out" | grep -E 'tax|peak' | tr '\n' ' ')"
+        case $out in
+        *"goal <= 1.10x: met"*"goal >= 25%: met"*) pass "train benchmark goals met" ;;
+        *) note "GOAL  train benchmark: a goal missed (see above)"; [ $status -eq 0 ] && status=3 ;;
+        esac
+    else failed "train --bench --device cuda"; fi
+}
+
 run_checks() {
     [ -x "$B/detcheck" ] || { echo "gpu-check run: no $B/detcheck: run 'sh ci/gpu-check.sh build' first"; exit 2; }
     nd=$(nccl_dir)
@@ -128,6 +227,13 @@ run_checks() {
             pass "PyTorch ctypes example (--check)"
         else failed "PyTorch ctypes example (--check)"; fi
     else note "SKIP  PyTorch ctypes example: no PyTorch with CUDA here"; fi
+    # the Python package on CUDA tensors (issue 14): digest, digest_shard, manifest == CPU
+    if python3 -c "import torch, pytest, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+        if DETCHECK_LIB="$B/libdetcheck.so.0" DETCHECK="$B/detcheck" PYTHONPATH=python/src:python/tests \
+            timeout 120 python3 -m pytest -q -p no:cacheprovider python/tests/test_digest.py -k cuda; then
+            pass "Python package on CUDA tensors"
+        else failed "Python package on CUDA tensors"; fi
+    else note "SKIP  Python package on CUDA tensors: no PyTorch with CUDA and pytest here"; fi
 
     echo "== 2. hash --device cuda against the CPU path"
     # mpirun tests need the Open MPI runtime detcheck loads (dlopen: libmpi.so.40,
@@ -214,6 +320,8 @@ PY
         printf "    cuda, --no-files    %6.2f s  %6.2f GB/s  (x%.2f vs CPU)\n", gn, 4.294967296 / gn, cn / gn
     }'
     note "INFO  4 GiB file: CPU ${tc}s, --device cuda ${tg}s (with file hashes); ${tcn}s / ${tgn}s without"
+    train_checks
+    canary_checks
     echo
     echo "== summary$results"
     exit $status

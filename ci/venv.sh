@@ -4,8 +4,10 @@
 #
 #   sh ci/venv.sh bench     numpy (the benchmarks' numpy peer, llm.c's
 #                           make_random_gpt2.py)
-#   sh ci/venv.sh torch     PyTorch (pinned) and numpy: the tests that read
-#                           files torch.save itself wrote (.ci/run)
+#   sh ci/venv.sh torch     PyTorch, transformers, accelerate, Lightning and
+#                           pytest (all pinned) and numpy: the tests that read
+#                           files torch.save itself wrote, the fixtures of real
+#                           layouts and the Python package's tests (.ci/run)
 #
 # The environment lives outside the clone, keyed by purpose and pinned
 # requirement, so a second run on the same machine reuses it:
@@ -15,7 +17,8 @@ set -e
 purpose=${1:?usage: ci/venv.sh bench|torch}
 case $purpose in
 bench) reqs="numpy>=1.24,<3" probe="import numpy" ;;
-torch) reqs="torch==2.15.0 numpy>=1.24,<3" probe="import torch, numpy" ;;
+torch) reqs="torch==2.15.0 numpy>=1.24,<3 transformers==5.24.0 accelerate==1.15.0 lightning==2.6.6 pytest==9.2.0"
+       probe="import torch, numpy, transformers, accelerate, lightning, pytest" ;;
 *) echo "ci/venv.sh: unknown purpose '$purpose' (bench, torch)" >&2; exit 2 ;;
 esac
 py=$(command -v python3 || true)

@@ -98,6 +98,8 @@ typedef enum {
     DCK_U64,
     DCK_F8_E4M3,
     DCK_F8_E5M2,
+    DCK_C64,  /* complex64: real then imaginary part, each an F32 */
+    DCK_C128, /* complex128: each part an F64 */
     DCK_DTYPE_COUNT
 } dck_dtype;
 
@@ -406,11 +408,21 @@ typedef struct {
     dck_diff_tolerance tol;
     unsigned groups;         /* bit mask of 1u << dck_group; 0: every group */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
-    void *progress_ctx;      /* progress is called from the calling thread */
+    void *progress_ctx;      /* progress is called from the calling thread; done
+                              * never goes back, total may grow once (the
+                              * statistics of tensors whose bytes differ are
+                              * planned after the first pass) */
     /* How dck_diff_paths opens checkpoints (Megatron iteration, merging);
      * NULL: defaults. Its threads, hash_files and progress are ignored (the
      * fields above rule). */
     const dck_options *open_options;
+    /* Tensors and values whose names match one of these fnmatch(3) globs
+     * are left out on both sides (--exclude). Not copied. */
+    const char *const *exclude;
+    size_t nexclude;
+    /* 1: a tensor on one side only that shares storage with another tensor
+     * of its side (dck_diff_tensor.alias_of) is left out (--ignore-aliases). */
+    int ignore_aliases;
 } dck_diff_options;
 
 DCK_API void dck_diff_options_init(dck_diff_options *o);
@@ -430,6 +442,16 @@ typedef struct {
     dck_diff_stats stats;
     uint64_t first_index[DCK_MAX_DIMS]; /* stats.first_flat as an index (ndim_a entries) */
     double rel_l2;
+    /* Differing pairs with no NaN on either side: the pairs stats.max_abs,
+     * max_rel, max_ulp and rel_l2 are figures of. 0 while stats.diff_count
+     * is not (a NaN-only difference): those four are undefined (the CLI
+     * prints "-", JSON null) and stats.nan_vs_number / nan_payload say what
+     * differs. */
+    uint64_t numeric_diff_count;
+    /* A tensor on one side only that shares storage with another tensor of
+     * that side (a tied weight torch.save wrote twice): that tensor's name;
+     * NULL otherwise or when the reader cannot tell (manifests, safetensors). */
+    const char *alias_of;
 } dck_diff_tensor;
 
 typedef struct {
@@ -437,7 +459,11 @@ typedef struct {
     size_t tensors;
     size_t differing;        /* tensors not equal (within_tolerance included) */
     size_t first_differing;  /* index into tensors of its first differing one */
-    uint64_t max_ulp;
+    uint64_t max_ulp;        /* over the tensors with a numeric difference */
+    size_t numeric_differing; /* tensors whose numeric_diff_count > 0 */
+    size_t nan_only;         /* tensors that differ only where one side is NaN: when
+                              * numeric_differing is 0 and nan_only is not, max_ulp is
+                              * no figure of the layer (printed "-", JSON null) */
 } dck_diff_layer;
 
 typedef struct {

@@ -337,13 +337,16 @@ START_TEST(dtype_names) {
     ck_assert(bs);
     ck_assert_int_eq(dck_pk_numpy_dtype("|u1", &bs), DCK_U8);
     ck_assert(!bs);
-    ck_assert_int_eq(dck_pk_numpy_dtype("<c8", &bs), -1);
+    ck_assert_int_eq(dck_pk_numpy_dtype("<c8", &bs), DCK_C64);
+    ck_assert_int_eq(dck_pk_numpy_dtype("<c4", &bs), -1);
     ck_assert_int_eq(dck_pk_torch_dtype("bfloat16"), DCK_BF16);
     ck_assert_int_eq(dck_pk_torch_dtype("float8_e5m2"), DCK_F8_E5M2);
-    ck_assert_int_eq(dck_pk_torch_dtype("complex64"), -1);
+    ck_assert_int_eq(dck_pk_torch_dtype("complex64"), DCK_C64);
+    ck_assert_int_eq(dck_pk_torch_dtype("complex32"), -1);
     ck_assert_int_eq(dck_pk_storage_dtype("HalfStorage"), DCK_F16);
     ck_assert_int_eq(dck_pk_storage_dtype("UntypedStorage"), -2);
-    ck_assert_int_eq(dck_pk_storage_dtype("ComplexFloatStorage"), -1);
+    ck_assert_int_eq(dck_pk_storage_dtype("ComplexFloatStorage"), DCK_C64);
+    ck_assert_int_eq(dck_pk_storage_dtype("ComplexHalfStorage"), -1);
 }
 END_TEST
 

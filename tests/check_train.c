@@ -262,6 +262,7 @@ static const struct {
     {"resume", NULL},          {"resume-from", "a/step_00000003"},
     {"ckpt-every", "3"},       {"flip-bit", "4:model.blocks.1.attn.qkv.weight:123"},
     {"kill-after-ckpt", "2"},  {"kill-during-ckpt", "9"},
+    {"device", "twin"},        {"preset", "small"},
 };
 #define NSAMPLES (sizeof samples / sizeof samples[0])
 

@@ -28,6 +28,7 @@ int cmd_diff(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_resume_check(int argc, char **argv);
 int cmd_bisect(int argc, char **argv);
+int cmd_canary(int argc, char **argv);
 
 /* Messages: "detcheck CMD: ..." on stderr. Under MPI only rank 0 prints
  * (cli_rank is set by commands that initialise MPI). */
@@ -54,7 +55,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
  * or CLI_STOP when the command must return sh.exit now (the help printed, or
  * a misuse reported). */
 enum { CLI_OPT_JSON = 0x1000, CLI_OPT_ITERATION, CLI_OPT_MEGATRON_MERGE, CLI_OPT_TP_SPLIT,
-       CLI_STOP = -2 };
+       CLI_OPT_EXCLUDE, CLI_OPT_IGNORE_ALIASES, CLI_STOP = -2 };
 typedef struct {
     const char *cmd;
     const char *help_text;   /* printed by -h/--help */
@@ -64,6 +65,11 @@ typedef struct {
     const char *threads_want;/* "--threads wants %s, not 'ARG'" */
     bool json, help;         /* results */
     int exit;                /* with CLI_STOP: the exit status */
+    /* --exclude GLOB (repeatable) and --ignore-aliases: only where filters
+     * is set (verify, diff); other commands refuse them */
+    bool filters, ignore_aliases;
+    const char **exclude;    /* argv strings */
+    size_t nexclude;
 } cli_shared;
 int cli_getopt(int argc, char **argv, const char *own_short, const struct option *own_long,
                cli_shared *sh);
@@ -80,9 +86,18 @@ int cli_check_megatron(const char *cmd, const dck_options *o);
 bool cli_parse_long(const char *s, long min, long max, long *out);
 bool cli_parse_double(const char *s, double *out);
 
-/* Progress bar on stderr when it is a terminal (and not quiet). */
+/* cli_progress.c: a progress line on stderr when it is a terminal (and not
+ * quiet, rank 0 only): bytes with rate and ETA. cli_progress is the
+ * library's progress callback (ctx unused); cli_progress_steps the same in
+ * trainer steps; cli_progress_clear rubs the line out (messages call it),
+ * cli_progress_end also restarts the clock for the next run of reports. */
 void cli_progress(void *ctx, uint64_t done, uint64_t total);
+void cli_progress_steps(uint64_t done, uint64_t total);
+void cli_progress_clear(void);
 void cli_progress_end(void);
+bool cli_progress_enabled(void);
+/* Colour on stderr: a terminal, NO_COLOR unset or empty, TERM not dumb. */
+bool cli_color_stderr(void);
 
 /* hash's output: records the source paths in the manifest, writes it to
  * output (atomically) or stdout, and notes the root on stderr (how: a suffix

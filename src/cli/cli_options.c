@@ -14,6 +14,8 @@ static const struct option shared[] = {
     {"iteration", required_argument, NULL, CLI_OPT_ITERATION},
     {"megatron-merge", no_argument, NULL, CLI_OPT_MEGATRON_MERGE},
     {"tp-split", required_argument, NULL, CLI_OPT_TP_SPLIT},
+    {"exclude", required_argument, NULL, CLI_OPT_EXCLUDE},
+    {"ignore-aliases", no_argument, NULL, CLI_OPT_IGNORE_ALIASES},
 };
 #define NSHARED (sizeof shared / sizeof shared[0])
 static const char shared_short[] = "t:qh";
@@ -67,6 +69,38 @@ int cli_shared_option(cli_shared *sh, int code, const char *arg) {
         return 1;
     case CLI_OPT_MEGATRON_MERGE: sh->read->megatron_merge = 1; return 1;
     case CLI_OPT_TP_SPLIT: return cli_add_tp_split(sh->cmd, sh->read, arg) ? -1 : 1;
+    case CLI_OPT_EXCLUDE:
+    case CLI_OPT_IGNORE_ALIASES:
+        if (!sh->filters) {
+            cli_usage_error(sh->cmd, "--%s is for verify and diff", code == CLI_OPT_EXCLUDE ? "exclude" : "ignore-aliases");
+            return -1;
+        }
+        if (code == CLI_OPT_IGNORE_ALIASES) {
+            sh->ignore_aliases = true;
+            return 1;
+        }
+        if (!*arg) {
+            cli_usage_error(sh->cmd, "--exclude wants a glob (fnmatch(3): *, ?, [...]), not ''");
+            return -1;
+        } else {
+            /* one command per process: the list lives until exit (a
+             * static, as --tp-split's rules) */
+            static const char **globs;
+            static size_t cap;
+            if (sh->nexclude == cap) {
+                size_t ncap = cap ? cap * 2 : 8;
+                const char **p = realloc(globs, ncap * sizeof *p);
+                if (!p) {
+                    cli_error(sh->cmd, "out of memory");
+                    return -1;
+                }
+                globs = p;
+                cap = ncap;
+            }
+            globs[sh->nexclude++] = arg;
+            sh->exclude = globs;
+        }
+        return 1;
     default: return 0;
     }
 }

@@ -1,5 +1,5 @@
 /* Helpers shared by the subcommands: messages, exit codes, number parsing,
- * progress, safe names, colour and hash's manifest output (the shared
+ * safe names, colour and hash's manifest output (the shared
  * options are cli_options.c's, JSON output cli_json.c's).
  * The command table is main.c's; nothing here names a subcommand. */
 #include "cli.h"
@@ -13,11 +13,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-int cli_rank = 0;
-bool cli_quiet = false;
+/* cli_rank and cli_quiet live in cli_progress.c (messages clear its line) */
 
 static void vmsg(const char *kind, const char *cmd, const char *fmt, va_list ap) {
     if (cli_rank != 0) return;
+    cli_progress_clear(); /* a message never lands on the progress line */
     fprintf(stderr, "detcheck%s%s: %s", cmd ? " " : "", cmd ? cmd : "", kind);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
@@ -85,25 +85,6 @@ bool cli_parse_double(const char *s, double *out) {
     if (errno || *end || isnan(v)) return false;
     *out = v;
     return true;
-}
-
-static int progress_shown;
-
-void cli_progress(void *ctx, uint64_t done, uint64_t total) {
-    (void)ctx;
-    if (cli_quiet || cli_rank != 0 || !isatty(2) || total == 0) return;
-    int pct = (int)(done * 100 / total);
-    int bar = pct / 4;
-    fprintf(stderr, "\r[%.*s%*s] %3d%% %8.1f MiB", bar, "#########################", 25 - bar, "",
-            pct, (double)done / 1048576.0);
-    progress_shown = 1;
-}
-
-void cli_progress_end(void) {
-    if (progress_shown) {
-        fprintf(stderr, "\r%60s\r", "");
-        progress_shown = 0;
-    }
 }
 
 const char *cli_safe(const char *s) {

@@ -4,6 +4,8 @@
  * and the command that replays the divergence from the agreeing checkpoint.
  * See man/detcheck-bisect.1. */
 #include "train_cli.h"
+#include "cli_report.h"
+#include "train/train_record.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,9 +23,15 @@ static void usage(FILE *out) {
             "model and optimizer state) differ; when both have checkpoints, the last\n"
             "checkpoint where they agree, the tensors that differ at the first checkpoint\n"
             "after it, and a command that replays run A from the agreeing checkpoint.\n"
+            "Runs recorded by the Python package (detcheck.Recorder) hold per-tensor\n"
+            "digests instead of checkpoints: then the first differing tensor is named\n"
+            "(gradients, then parameters, then optimizer state; model order in each).\n"
             "\n"
             "Options:\n"
             "  --json        machine-readable result\n"
+            "  --junit FILE  also a JUnit XML report (the trajectory, and a test case per\n"
+            "                tensor of the first differing checkpoint)\n"
+            "  --markdown FILE  also a Markdown summary ('-': stdout)\n"
             "  --limit N     list at most N differing tensors (default 20, 0 = all)\n"
             "  -q, --quiet   only the first differing step\n"
             "\n"
@@ -71,11 +79,61 @@ static char *replay_flags(const char *run, long step) {
     return flags;
 }
 
+/* The first tensor whose recorded digests differ (both runs recorded). */
+typedef struct {
+    bool both, found;
+    size_t common;
+    long step;
+    int kind;
+    const char *how;
+    char name[1024];
+} rec_first;
+
+/* Compares the runs' tensor_digests.bin when both have one; non-zero (and
+ * a message printed) on trouble. */
+static int rec_compare(const char *const runs[2], rec_first *f) {
+    memset(f, 0, sizeof *f);
+    dck_recording r[2];
+    memset(r, 0, sizeof r);
+    char *p[2] = {dck_path_join(runs[0], DCK_RECORD_FILE), dck_path_join(runs[1], DCK_RECORD_FILE)};
+    int rc = 0;
+    struct stat st;
+    if (!p[0] || !p[1]) {
+        rc = cli_fail(CMD, dck_oom(NULL));
+    } else if (stat(p[0], &st) == 0 && stat(p[1], &st) == 0) {
+        f->both = true;
+        dck_status s = dck_recording_load(p[0], &r[0]);
+        if (!s) s = dck_recording_load(p[1], &r[1]);
+        if (s) {
+            rc = cli_fail(CMD, s);
+        } else {
+            f->common = dck_recording_common_steps(&r[0], &r[1]);
+            int c = dck_recording_compare(&r[0], &r[1], &f->step, &f->kind, f->name, sizeof f->name, &f->how);
+            if (c < 0) rc = cli_fail(CMD, dck_oom(NULL));
+            f->found = c > 0;
+        }
+    }
+    dck_recording_release(&r[0]);
+    dck_recording_release(&r[1]);
+    free(p[0]);
+    free(p[1]);
+    return rc;
+}
+
+static void rec_print(const rec_first *f) {
+    const char *how = !strcmp(f->how, "digest") ? "" : !strcmp(f->how, "only in A") ? " (recorded in run A only)"
+                                                                                      : " (recorded in run B only)";
+    printf("first differing tensor: step %ld, %s %s%s\n", f->step, dck_rec_kind_name((dck_rec_kind)f->kind),
+           cli_safe(f->name), how);
+}
+
 int cmd_bisect(int argc, char **argv) {
     bool json = false;
     long limit = 20;
     const char *runs[2] = {NULL, NULL};
-    int nruns = 0;
+    int nruns = 0, used = 0, rep_arg;
+    cli_report rep;
+    cli_report_init(&rep, CMD);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -88,6 +146,9 @@ int cmd_bisect(int argc, char **argv) {
         } else if (!strcmp(a, "--limit")) {
             if (i + 1 >= argc || !cli_parse_long(argv[++i], 0, 1000000000, &limit))
                 return cli_usage_error(CMD, "--limit needs a number");
+        } else if ((rep_arg = cli_report_arg(&rep, a, i + 1 < argc ? argv[i + 1] : NULL, &used))) {
+            if (rep_arg < 0) return DCK_EXIT_TROUBLE;
+            i += used;
         } else if (a[0] == '-' && a[1]) {
             return cli_usage_error(CMD, "unknown option '%s'", a);
         } else if (nruns < 2) {
@@ -142,6 +203,13 @@ int cmd_bisect(int argc, char **argv) {
     char what[1024] = "";
     int traj_diff = dck_traj_compare(tr[0], nt[0], tr[1], nt[1], &step, what, sizeof what);
     long last[2] = {nt[0] ? tr[0][nt[0] - 1].step : 0, nt[1] ? tr[1][nt[1] - 1].step : 0};
+    /* recorded runs: per-tensor digests next to the trajectory */
+    rec_first recf;
+    if (rec_compare(runs, &recf)) {
+        free(tr[0]);
+        free(tr[1]);
+        return DCK_EXIT_TROUBLE;
+    }
     free(tr[0]);
     free(tr[1]);
 
@@ -203,7 +271,7 @@ int cmd_bisect(int argc, char **argv) {
         diff = r;
         break;
     }
-    bool different = traj_diff || differ >= 0;
+    bool different = traj_diff || differ >= 0 || recf.found;
     char *flags = NULL, replay[8192] = "";
     if (different) {
         long target = differ >= 0 ? differ : step;
@@ -239,6 +307,17 @@ int cmd_bisect(int argc, char **argv) {
         }
         cli_jset(o, "tensors", tensors, &oom);
         cli_jset(o, "replay", replay[0] ? cli_json_text(replay) : json_null(), &oom);
+        if (recf.both) { /* recorded runs only: the document of train runs is unchanged */
+            cli_jset(o, "recorded_steps_in_both", cli_json_u64(recf.common), &oom);
+            json_t *ft = recf.found ? json_object() : json_null();
+            if (recf.found) {
+                cli_jset(ft, "step", json_integer(recf.step), &oom);
+                cli_jset(ft, "kind", json_string(dck_rec_kind_name((dck_rec_kind)recf.kind)), &oom);
+                cli_jset(ft, "name", cli_json_text(recf.name), &oom);
+                cli_jset(ft, "how", json_string(recf.how), &oom);
+            }
+            cli_jset(o, "first_tensor", ft, &oom);
+        }
         dck_status s = cli_json_print(o, CLI_JSON_COMPACT, oom);
         if (s) {
             rc = cli_fail(CMD, s);
@@ -247,12 +326,17 @@ int cmd_bisect(int argc, char **argv) {
     } else if (!different) {
         printf("identical: %ld and %ld steps agree bit for bit", last[0], last[1]);
         if (last[0] != last[1]) printf(" (over the %ld steps both ran)", last[0] < last[1] ? last[0] : last[1]);
-        printf("; %zu checkpoint%s in both agree\n", ncommon, ncommon == 1 ? "" : "s");
+        printf("; %zu checkpoint%s in both agree", ncommon, ncommon == 1 ? "" : "s");
+        if (recf.both) printf("; %zu recorded step%s agree tensor by tensor", recf.common, recf.common == 1 ? "" : "s");
+        printf("\n");
     } else {
         if (traj_diff)
             printf("first differing step: %ld (%s)\n", step, what);
-        else
+        else if (differ >= 0)
             printf("trajectories agree; the checkpoints do not\n");
+        else
+            printf("trajectories agree; the recorded tensors do not\n");
+        if (recf.found) rec_print(&recf);
         if (!cli_quiet) {
             printf("checkpoints in both: %zu\n", ncommon);
             if (agree >= 0)
@@ -267,6 +351,26 @@ int cmd_bisect(int argc, char **argv) {
                 if (limit && diff.n > (size_t)limit) printf("  ... %zu more\n", diff.n - (size_t)limit);
             }
             if (replay[0]) printf("replay: %s\n", replay);
+        }
+    }
+    if (cli_report_wanted(&rep)) {
+        char msg[1200], pre[64];
+        cli_report_property(&rep, "run_a", runs[0]);
+        cli_report_property(&rep, "run_b", runs[1]);
+        if (replay[0]) cli_report_property(&rep, "replay", replay);
+        cli_report_title(&rep, "%s", !different ? "identical"
+                                     : traj_diff ? "the runs part"
+                                                 : "trajectories agree; the checkpoints do not");
+        snprintf(msg, sizeof msg, "first differing step %ld: %s", step, what);
+        cli_report_case(&rep, "detcheck.bisect", "trajectory", traj_diff ? CLI_CASE_FAIL : CLI_CASE_PASS,
+                        "trajectory", traj_diff ? msg : NULL, NULL);
+        if (differ >= 0) {
+            snprintf(pre, sizeof pre, "detcheck.bisect.step_%ld", differ);
+            cli_report_compare(&rep, pre, ma, &diff, "run A", "run B");
+        }
+        if (cli_report_finish(&rep)) {
+            rc = DCK_EXIT_TROUBLE;
+            goto out;
         }
     }
     rc = different ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;

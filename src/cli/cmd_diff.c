@@ -2,6 +2,7 @@
  * The library computes (dck_diff_*); this file only parses flags and prints
  * the table or the JSON document. */
 #include "cli.h"
+#include "cli_report.h"
 
 #include <stdarg.h>
 #include <math.h>
@@ -29,9 +30,15 @@ static const char diff_help[] =
     "                  NaN and infinity differences never do)\n"
     "  --group G       only tensors of group G: weights, optimizer, rng, other\n"
     "                  (repeatable, or comma-separated)\n"
+    "  --exclude GLOB  leave out tensors and values whose names match GLOB\n"
+    "                  (fnmatch(3); repeatable)\n"
+    "  --ignore-aliases  leave out a tensor on one side only that shares storage\n"
+    "                  with another of its side (a tied weight torch.save wrote)\n"
     "  --top K         also list the K worst tensors by max ULP\n"
     "  -v, --verbose   list equal tensors too\n"
     "  --json          print a JSON document instead of the table\n"
+    "  --junit FILE    also a JUnit XML report (a test case per tensor) for CI\n"
+    "  --markdown FILE also a Markdown summary ('-': stdout)\n"
     "  --color WHEN    auto (default), always, never\n"
     "  -t, --threads N worker threads (default: online CPUs); no result\n"
     "                  depends on it\n"
@@ -87,6 +94,12 @@ static void fmt_type(const dck_diff_tensor *t, char *dt, size_t dcap, char *sh, 
     else snprintf(dt, dcap, "%s", dck_dtype_name(t->in_a ? t->dtype_a : t->dtype_b));
     if (t->in_a && t->in_b && strcmp(sa, sb) != 0) snprintf(sh, scap, "%s/%s", sa, sb);
     else snprintf(sh, scap, "%s", t->in_a ? sa : sb);
+}
+
+/* Bits differ only where a NaN is involved: MAX_ABS, MAX_REL, REL_L2 and
+ * MAX_ULP have no pair to be figures of. */
+static int nan_only(const dck_diff_tensor *t) {
+    return t->has_stats && t->stats.diff_count && !t->numeric_diff_count;
 }
 
 static int has_nonfinite_news(const dck_diff_stats *s) {
@@ -162,9 +175,12 @@ static void print_rows(const dck_diff_result *r, int verbose, size_t *name_w) {
         } else if (t->has_stats) {
             const dck_diff_stats *st = &t->stats;
             char ma[32], mr[32], l2[32], first[600];
+            /* NaN-only: no pair to measure; "-", never a 0 that reads as "same" */
+            int fig = nan_only(t) ? 0 : 1;
             fmt_num(ma, sizeof ma, st->max_abs);
             fmt_num(mr, sizeof mr, st->max_rel);
             fmt_num(l2, sizeof l2, t->rel_l2);
+            if (!fig) strcpy(ma, "-"), strcpy(mr, "-"), strcpy(l2, "-");
             if (st->first_flat != UINT64_MAX)
                 fmt_shape(first, sizeof first, t->first_index, t->ndim_a);
             else snprintf(first, sizeof first, "-");
@@ -173,7 +189,7 @@ static void print_rows(const dck_diff_result *r, int verbose, size_t *name_w) {
             rw->cell[5] = dupf("%s", ma);
             rw->cell[6] = dupf("%s", mr);
             rw->cell[7] = dupf("%s", l2);
-            rw->cell[8] = dupf("%llu", (unsigned long long)st->max_ulp);
+            rw->cell[8] = fig ? dupf("%llu", (unsigned long long)st->max_ulp) : dupf("-");
             rw->cell[9] = dupf("%s", first);
         }
     }
@@ -217,6 +233,8 @@ static void print_rows(const dck_diff_result *r, int verbose, size_t *name_w) {
             else printf("  %-*s", (int)w[c], v);
         }
         printf("\n");
+        if (rw->t->alias_of)
+            printf("%*s  shares storage with %s (a tied weight?)\n", (int)w[0], "", cli_safe(rw->t->alias_of));
         if (rw->t->has_stats && has_nonfinite_news(&rw->t->stats)) {
             const dck_diff_stats *st = &rw->t->stats;
             printf("%*s  NaN: A %llu, B %llu; Inf: A %llu, B %llu; NaN vs number: %llu; "
@@ -263,10 +281,12 @@ static void print_table(const dck_diff_result *r, const char *pa, const char *pb
             printf("\nTop %ld by max ULP:\n", top);
             for (size_t k = 0; k < n && k < (size_t)top; k++) {
                 const dck_diff_tensor *t = &r->tensors[idx[k]];
-                char ma[32];
+                char ma[32], mu[32];
                 fmt_num(ma, sizeof ma, t->stats.max_abs);
-                printf("  %2zu. %-*s  max_ulp %llu  max_abs %s  differ %llu%s\n", k + 1, (int)w,
-                       cli_safe(t->name), (unsigned long long)t->stats.max_ulp, ma,
+                snprintf(mu, sizeof mu, "%llu", (unsigned long long)t->stats.max_ulp);
+                if (nan_only(t)) strcpy(ma, "-"), strcpy(mu, "-");
+                printf("  %2zu. %-*s  max_ulp %s  max_abs %s  differ %llu%s\n", k + 1, (int)w,
+                       cli_safe(t->name), mu, ma,
                        (unsigned long long)t->stats.diff_count,
                        t->stats.nan_payload + t->stats.nan_vs_number ? "  (NaN differences)" : "");
             }
@@ -290,7 +310,12 @@ static void print_table(const dck_diff_result *r, const char *pa, const char *pb
             const dck_diff_layer *L = &r->layers[i];
             if (!L->differing) continue;
             printf("  %-20s %zu/%zu tensors differ", cli_safe(L->layer), L->differing, L->tensors);
-            if (!r->digest_only) printf(", max ULP %llu", (unsigned long long)L->max_ulp);
+            if (r->digest_only) {
+            } else if (!L->numeric_differing && L->nan_only) {
+                printf(", max ULP - (NaN only)");
+            } else {
+                printf(", max ULP %llu", (unsigned long long)L->max_ulp);
+            }
             printf("\n");
         }
     }
@@ -380,7 +405,10 @@ static int print_json(const dck_diff_result *r, const char *pa, const char *pb,
         cli_jset(o, "layer", cli_json_text(L->layer), &oom);
         cli_jset(o, "tensors", cli_json_u64(L->tensors), &oom);
         cli_jset(o, "differing", cli_json_u64(L->differing), &oom);
-        if (!r->digest_only) cli_jset(o, "max_ulp", cli_json_u64(L->max_ulp), &oom);
+        if (!r->digest_only)
+            cli_jset(o, "max_ulp",
+                     !L->numeric_differing && L->nan_only ? json_null() : cli_json_u64(L->max_ulp),
+                     &oom);
         cli_jset(o, "first_differing_tensor",
                  L->differing ? json_name(r, (long)L->first_differing) : json_null(), &oom);
         cli_jappend(layers, o, &oom);
@@ -422,6 +450,7 @@ static int print_json(const dck_diff_result *r, const char *pa, const char *pb,
             cli_jset(o, "dtype_b", json_string(dck_dtype_name(x->dtype_b)), &oom);
             cli_jset(o, "shape_b", json_shape(x->shape_b, x->ndim_b, &oom), &oom);
         }
+        if (x->alias_of) cli_jset(o, "alias_of", cli_json_text(x->alias_of), &oom);
         char h[33];
         if (x->has_digest_a) {
             dck_digest_to_hex(x->digest_a, h);
@@ -436,13 +465,14 @@ static int print_json(const dck_diff_result *r, const char *pa, const char *pb,
             cli_jset(o, "count", cli_json_u64(st->count), &oom);
             cli_jset(o, "diff_count", cli_json_u64(st->diff_count), &oom);
             cli_jset(o, "beyond_tolerance", cli_json_u64(st->beyond_count), &oom);
-            cli_jset(o, "max_abs", json_num(st->max_abs), &oom);
-            cli_jset(o, "max_rel", json_num(st->max_rel), &oom);
-            cli_jset(o, "max_ulp", cli_json_u64(st->max_ulp), &oom);
+            int fig = !nan_only(x); /* NaN-only: null, never 0 */
+            cli_jset(o, "max_abs", fig ? json_num(st->max_abs) : json_null(), &oom);
+            cli_jset(o, "max_rel", fig ? json_num(st->max_rel) : json_null(), &oom);
+            cli_jset(o, "max_ulp", fig ? cli_json_u64(st->max_ulp) : json_null(), &oom);
             cli_jset(o, "first_index",
                      st->first_flat != UINT64_MAX ? json_shape(x->first_index, x->ndim_a, &oom) : json_null(),
                      &oom);
-            cli_jset(o, "rel_l2", json_num(x->rel_l2), &oom);
+            cli_jset(o, "rel_l2", fig ? json_num(x->rel_l2) : json_null(), &oom);
             cli_jset(o, "nan_a", cli_json_u64(st->nan_a), &oom);
             cli_jset(o, "nan_b", cli_json_u64(st->nan_b), &oom);
             cli_jset(o, "inf_a", cli_json_u64(st->inf_a), &oom);
@@ -479,14 +509,16 @@ int cmd_diff(int argc, char **argv) {
         {"atol", required_argument, 0, OPT_ATOL},   {"rtol", required_argument, 0, OPT_RTOL},
         {"ulp", required_argument, 0, OPT_ULP},     {"top", required_argument, 0, OPT_TOP},
         {"group", required_argument, 0, OPT_GROUP}, {"color", required_argument, 0, OPT_COLOR},
-        {"verbose", no_argument, 0, 'v'},           {0, 0, 0, 0}};
+        {"verbose", no_argument, 0, 'v'},           CLI_REPORT_LONGOPTS, {0, 0, 0, 0}};
+    cli_report rep;
+    cli_report_init(&rep, CMD);
     dck_diff_options opt;
     dck_diff_options_init(&opt);
     dck_options ropt; /* how checkpoints are read (Megatron) */
     dck_options_init(&ropt);
     opt.open_options = &ropt;
     cli_shared sh = {.cmd = CMD, .help_text = diff_help, .read = &ropt, .threads = &opt.threads,
-                     .threads_max = 4096, .threads_want = "a count >= 1"};
+                     .threads_max = 4096, .threads_want = "a count >= 1", .filters = true};
     int verbose = 0, color = -1;
     long top = 0;
     optind = 1;
@@ -528,6 +560,8 @@ int cmd_diff(int argc, char **argv) {
             else return cli_usage_error(CMD, "--color wants auto, always or never, not '%s'", optarg);
             break;
         case 'v': verbose = 1; break;
+        case CLI_OPT_JUNIT:
+        case CLI_OPT_MARKDOWN: cli_report_option(&rep, c, optarg); break;
         case 'j': /* make(1) habit: -j N is --threads N */
             if (cli_shared_option(&sh, 't', optarg) < 0) return DCK_EXIT_TROUBLE;
             break;
@@ -540,6 +574,11 @@ int cmd_diff(int argc, char **argv) {
         return cli_usage_error(CMD, "wants two checkpoints or manifests, A and B (got %d)",
                                argc - optind);
     if (cli_check_megatron(CMD, &ropt)) return DCK_EXIT_TROUBLE;
+    opt.exclude = sh.exclude;
+    opt.nexclude = sh.nexclude;
+    opt.ignore_aliases = sh.ignore_aliases;
+    ropt.notice = cli_notice; /* files skipped, safetensors preferred, names namespaced */
+    ropt.notice_ctx = (void *)CMD;
     const char *pa = argv[optind], *pb = argv[optind + 1];
     use_color = !json && (color == 1 || (color == -1 && cli_color()));
     if (!json) {
@@ -560,6 +599,15 @@ int cmd_diff(int argc, char **argv) {
     if (ferror(stdout)) {
         cli_error(CMD, "cannot write the report to stdout");
         rc = DCK_EXIT_TROUBLE;
+    }
+    if (cli_report_wanted(&rep)) {
+        cli_report_property(&rep, "a", pa);
+        cli_report_property(&rep, "b", pb);
+        cli_report_title(&rep, "%zu of %zu tensors differ%s", r.ntensors - r.count[DCK_DIFF_EQUAL],
+                         r.ntensors, r.ok && !r.equal ? " (all within the tolerances)" : "");
+        cli_report_diff(&rep, &r);
+        int e = cli_report_finish(&rep);
+        if (e) rc = e;
     }
     dck_diff_result_release(&r);
     return rc;

@@ -7,6 +7,7 @@
  * checkpoint manifests. See man/detcheck-resume-check.1. */
 #define _XOPEN_SOURCE 700
 #include "train_cli.h"
+#include "cli_report.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -76,11 +77,15 @@ static void usage(FILE *out) {
             "  --launcher \"CMD ...\"      prefix of every run, e.g. \"mpirun -np 2\"\n"
             "  --resume-launcher \"...\"   prefix of the resumed runs (default: --launcher),\n"
             "                            e.g. another number of ranks\n"
+            "  --resume-device DEV       the resumed runs' --device (cpu, cuda, auto): a\n"
+            "                            checkpoint of one device resumed on another\n"
             "  --workdir DIR             keep the runs in DIR (default: a temporary directory,\n"
             "                            removed when everything is identical)\n"
             "  --keep                    keep the temporary directory\n"
             "  --timeout SECONDS         per run (default 600)\n"
             "  --json                    machine-readable result\n"
+            "  --junit FILE              also a JUnit XML report (a test case per check)\n"
+            "  --markdown FILE           also a Markdown summary ('-': stdout)\n"
             "  -q, --quiet               no progress lines\n"
             "  --resume-flip-bit STEP:TENSOR:INDEX\n"
             "                            testing hook: corrupt the resumed runs on purpose\n"
@@ -93,8 +98,10 @@ static void usage(FILE *out) {
 typedef struct {
     bool help, json, keep;
     char *at, *launcher, *resume_launcher, *workdir, *flip;
+    char resume_device[32]; /* "--device=DEV" for the resumed runs, or "" */
     long timeout;
     int bad;
+    cli_report rep; /* --junit, --markdown */
 } rc_flags;
 
 static int rc_extra(void *ctx, const char *a, const char *next, int *used) {
@@ -104,8 +111,10 @@ static int rc_extra(void *ctx, const char *a, const char *next, int *used) {
     if (!strcmp(a, "--json")) return f->json = true, 1;
     if (!strcmp(a, "--keep")) return f->keep = true, 1;
     if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) return cli_quiet = true, 1;
+    int rep = cli_report_arg(&f->rep, a, next, used);
+    if (rep) return rep;
     static const char *valued[] = {"--at", "--launcher", "--resume-launcher", "--workdir",
-                                   "--timeout", "--resume-flip-bit"};
+                                   "--timeout", "--resume-flip-bit", "--resume-device"};
     for (size_t i = 0; i < sizeof valued / sizeof valued[0]; i++) {
         size_t n = strlen(valued[i]);
         const char *val = NULL;
@@ -132,6 +141,7 @@ static int rc_extra(void *ctx, const char *a, const char *next, int *used) {
                 return -1;
             }
             break;
+        case 6: snprintf(f->resume_device, sizeof f->resume_device, "--device=%.16s", val); break;
         default: f->flip = (char *)val; break;
         }
         return 1;
@@ -356,6 +366,7 @@ int cmd_resume_check(int argc, char **argv) {
     c.steps = 0;
     rc_flags f = {0};
     f.timeout = 600;
+    cli_report_init(&f.rep, CMD);
     int rc = train_parse_args(CMD, argc, argv, &c, rc_extra, &f);
     if (f.help) {
         usage(stdout);
@@ -432,6 +443,15 @@ int cmd_resume_check(int argc, char **argv) {
     int nchk = 0, worst = 0;
     char *log = NULL;
 
+    /* progress in trainer steps: the reference run, then per K the run
+     * killed after K, the one killed while writing D, and their resumes */
+    uint64_t pdone = 0, ptotal = (uint64_t)c.steps;
+    for (int i = 0; i < nat; i++) {
+        long E = c.ckpt_every > 0 ? c.ckpt_every : ats[i];
+        long D = ats[i] + E <= c.steps ? ats[i] + E : c.steps;
+        ptotal += (uint64_t)(ats[i] + D + 2 * (c.steps - ats[i]));
+    }
+    cli_progress_steps(0, ptotal); /* starts the clock */
     long ref_every = c.ckpt_every > 0 ? c.ckpt_every : ats[0];
     cli_info(CMD, "reference: %ld steps%s%s", c.steps, f.launcher ? " under " : "",
              f.launcher ? f.launcher : "");
@@ -443,6 +463,7 @@ int cmd_resume_check(int argc, char **argv) {
         return DCK_EXIT_TROUBLE;
     }
     free(log);
+    cli_progress_steps(pdone += (uint64_t)c.steps, ptotal);
     for (int i = 0; i < nat && worst < 2; i++) {
         long K = ats[i], E = c.ckpt_every > 0 ? c.ckpt_every : K;
         long D = K + E <= c.steps ? K + E : c.steps;
@@ -469,7 +490,9 @@ int cmd_resume_check(int argc, char **argv) {
                 break;
             }
             free(log);
-            r = train_run(&x, rl, ck->name, "--resume", NULL, E, f.flip, &log);
+            cli_progress_steps(pdone += (uint64_t)(kind ? D : K), ptotal);
+            r = train_run(&x, rl, ck->name, "--resume", f.resume_device[0] ? f.resume_device : NULL,
+                          E, f.flip, &log);
             /* exit 1: it ran to the end, but re-checking the records the
              * interrupted run left after its checkpoint found a difference;
              * the comparison below names the step and the tensor */
@@ -488,6 +511,7 @@ int cmd_resume_check(int argc, char **argv) {
                 break;
             }
             free(log);
+            cli_progress_steps(pdone += (uint64_t)(c.steps - K), ptotal);
             compare_runs(&x, "reference", ck->name, ck);
             if (ck->result > worst) worst = ck->result;
             if (!f.json) {
@@ -498,6 +522,7 @@ int cmd_resume_check(int argc, char **argv) {
             }
         }
     }
+    cli_progress_end();
     if (f.json) {
         bool oom = false;
         json_t *o = json_object(), *arr = json_array();
@@ -532,6 +557,20 @@ int cmd_resume_check(int argc, char **argv) {
         else
             printf("resume-check: %s; runs kept in %s\n", worst == 1 ? "NOT reproducible" : "trouble",
                    work);
+    }
+    if (cli_report_wanted(&f.rep)) {
+        static const char *const kinds[] = {NULL, "different", "trouble"};
+        char steps[32];
+        snprintf(steps, sizeof steps, "%ld", c.steps);
+        cli_report_property(&f.rep, "steps", steps);
+        cli_report_property(&f.rep, "at", f.at);
+        if (worst || !temp || f.keep) cli_report_property(&f.rep, "workdir", work);
+        cli_report_title(&f.rep, "%s: %d interrupted runs of %ld steps",
+                         worst == 0 ? "identical" : worst == 1 ? "NOT reproducible" : "trouble", nchk, c.steps);
+        for (int i = 0; i < nchk; i++)
+            cli_report_case(&f.rep, "detcheck.resume-check", checks[i].name, (cli_case_result)checks[i].result,
+                            kinds[checks[i].result], checks[i].result ? checks[i].what : NULL, NULL);
+        if (cli_report_finish(&f.rep)) worst = 2;
     }
     if (worst == 0 && temp && !f.keep) nftw(work, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return worst == 0 ? DCK_EXIT_SAME : worst == 1 ? DCK_EXIT_DIFFERENT : DCK_EXIT_TROUBLE;

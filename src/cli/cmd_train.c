@@ -1,6 +1,7 @@
 /* detcheck train: the built-in deterministic training loop (CPU, MPI data
  * parallel). See man/detcheck-train.1. */
 #include "train_cli.h"
+#include "gpu/gpu_train.h" /* dck_tk_cuda_fma_peak: the benchmark's peer */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,11 +28,15 @@ static void usage(FILE *out) {
             "  --mode MODE          deterministic (default) or fast (allreduce, completion order)\n"
             "  --precision P        fp32 (default) or bf16 (fp32 master weights)\n"
             "  --threads T          threads per rank (default 1)\n"
+            "  --device DEV         cpu (default), cuda (the rank's GPU; exit 2 without\n"
+            "                       one) or auto (the GPU if there is one): the same bits\n"
             "  --bench              run deterministic and fast mode, print the determinism tax\n"
             "  --json               summary as JSON\n"
             "  -q, --quiet          no per-step lines\n"
             "\n"
             "Model and data:\n"
+            "  --preset P       tiny (the defaults below), small (GPT-2 small), medium\n"
+            "                   (GPT-2 medium, 512 tokens); later flags change parts of it\n"
             "  --vocab N (256)  --layers N (2)  --width N (64)  --heads N (4)  --seq N (32)\n"
             "  --batch N        sequences per microbatch (1)\n"
             "  --microbatches M microbatches per step, a power of two (8)\n"
@@ -90,6 +95,17 @@ int train_parse_args(const char *cmd, int argc, char **argv, dck_train_config *c
             }
             return cli_usage_error(cmd, "unexpected argument '%s'", a);
         }
+        /* the command's own options first: a command may take an option the
+         * trainer's table also has in its own sense (canary's --preset) */
+        if (extra) {
+            int used = 0;
+            int r = extra(ectx, a, i + 1 < argc ? argv[i + 1] : NULL, &used);
+            if (r < 0) return DCK_EXIT_TROUBLE;
+            if (r > 0) {
+                i += used;
+                continue;
+            }
+        }
         char name[64];
         const char *eq = strchr(a + 2, '=');
         size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
@@ -97,18 +113,7 @@ int train_parse_args(const char *cmd, int argc, char **argv, dck_train_config *c
         memcpy(name, a + 2, nl);
         name[nl] = 0;
         int tv = dck_train_flag_takes_value(name);
-        if (tv < 0) {
-            if (extra) {
-                int used = 0;
-                int r = extra(ectx, a, i + 1 < argc ? argv[i + 1] : NULL, &used);
-                if (r < 0) return DCK_EXIT_TROUBLE;
-                if (r > 0) {
-                    i += used;
-                    continue;
-                }
-            }
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        }
+        if (tv < 0) return cli_usage_error(cmd, "unknown option '%s'", a);
         const char *val = NULL;
         if (tv == 1) {
             if (eq)
@@ -147,6 +152,9 @@ static int bench(dck_train_config *c, dck_comm *comm, bool json) {
     c->out[0] = 0;
     c->resume = false;
     c->resume_from[0] = 0;
+    /* on a device, the step alone: the root digests would bring the state
+     * back to the host and hash it on the CPU every step */
+    if (c->device[0] && strcmp(c->device, "cpu")) c->digest_every = 0;
     double best[2] = {0, 0};
     for (int round = 0; round < 3; round++)
         for (int mode = 0; mode < 2; mode++) {
@@ -157,6 +165,15 @@ static int bench(dck_train_config *c, dck_comm *comm, bool json) {
             if (r.steps_per_s > best[mode]) best[mode] = r.steps_per_s;
         }
     double tax = best[1] > 0 && best[0] > 0 ? best[1] / best[0] : 0;
+    /* the linear layers' FLOPs of one step (forward 2, backward 4 per
+     * multiply-add), over the deterministic step time: a lower bound of their
+     * rate (the step also runs attention, norms and the optimizer); on a GPU
+     * next to a plain FP32 FMA-throughput kernel run now */
+    double d = c->width, tokens = (double)c->microbatches * c->batch * c->seq;
+    double lin = 6.0 * tokens * (12.0 * c->layers * d * d + d * c->vocab);
+    double flops = lin * best[0], peak = 0;
+    bool on_gpu = !strcmp(c->device, "cuda") || !strcmp(c->device, "auto");
+    if (on_gpu && dck_tk_cuda_fma_peak(&peak) != DCK_OK) peak = 0;
     if (cli_rank == 0) {
         int K = dck_comm_size(comm);
         if (json) {
@@ -169,6 +186,15 @@ static int bench(dck_train_config *c, dck_comm *comm, bool json) {
             cli_jset(o, "fast_steps_per_s", cli_json_number("%.3f", best[1]), &oom);
             cli_jset(o, "determinism_tax", cli_json_number("%.4f", tax), &oom);
             cli_jset(o, "goal", cli_json_number("%.2f", 1.10), &oom);
+            /* the CPU's document stays as it was; a device run adds its figures */
+            if (c->device[0] && strcmp(c->device, "cpu")) {
+                cli_jset(o, "device", json_string(c->device), &oom);
+                cli_jset(o, "linear_flops_per_s", cli_json_number("%.4g", flops), &oom);
+            }
+            if (peak > 0) {
+                cli_jset(o, "fma_peak_flops_per_s", cli_json_number("%.4g", peak), &oom);
+                cli_jset(o, "linear_fraction_of_peak", cli_json_number("%.4f", flops / peak), &oom);
+            }
             dck_status s = cli_json_print(o, CLI_JSON_COMPACT, oom);
             if (s) return cli_fail("train", s);
         } else
@@ -177,6 +203,13 @@ static int bench(dck_train_config *c, dck_comm *comm, bool json) {
                    "fast           %8.2f steps/s\n"
                    "determinism tax %.3fx (goal <= 1.10x: %s)\n",
                    K, c->threads, c->steps, best[0], best[1], tax, tax <= 1.10 ? "met" : "missed");
+        if (!json) {
+            printf("linear layers  %8.3g FLOP/s (deterministic step)\n", flops);
+            if (peak > 0)
+                printf("FP32 FMA peak  %8.3g FLOP/s (measured now): linear layers at %.1f%% "
+                       "(goal >= 25%%: %s)\n",
+                       peak, 100.0 * flops / peak, flops >= 0.25 * peak ? "met" : "missed");
+        }
     }
     return 0;
 }
@@ -202,7 +235,7 @@ int cmd_train(int argc, char **argv) {
         return rc;
     }
     out_ctx o = {f.quiet, f.json};
-    dck_train_hooks hooks = {&o, on_step, on_message};
+    dck_train_hooks hooks = {.ctx = &o, .on_step = on_step, .on_message = on_message};
     dck_train_result r;
     s = dck_train_run(&c, comm, &hooks, &r);
     if (s) {

@@ -1,7 +1,10 @@
 /* detcheck verify: compare a checkpoint (or a manifest) with a golden
  * manifest. Exit 0 same, 1 different, 2 trouble. */
 #include "cli.h"
+#include "cli_report.h"
+#include "core/core.h"
 
+#include <fnmatch.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +23,13 @@ static const char verify_help[] =
     "  -g, --golden FILE  the golden manifest (YAML or JSON)\n"
     "      --files        also compare whole-file hashes and sizes\n"
     "      --json         a JSON report on stdout\n"
+    "      --junit FILE   also a JUnit XML report (a test case per tensor) for CI\n"
+    "      --markdown FILE  also a Markdown summary ('-': stdout), e.g. into\n"
+    "                     $GITHUB_STEP_SUMMARY\n"
+    "      --exclude GLOB leave out tensors and values whose names match GLOB\n"
+    "                     (fnmatch(3); repeatable)\n"
+    "      --ignore-aliases  an extra tensor that shares storage with another of the\n"
+    "                     checkpoint (a tied weight torch.save wrote) is no difference\n"
     "  -t, --threads N    worker threads for hashing\n"
     "      --iteration N  Megatron-LM checkpoint root: read iter_N instead of the\n"
     "                     latest iteration\n"
@@ -61,16 +71,71 @@ static json_t *file_json(const dck_manifest_file *f, bool *oom) {
     return o;
 }
 
+/* --exclude and --ignore-aliases drop entries of r (in place); an extra
+ * tensor that shares storage with another of the checkpoint (which the
+ * readers of paths can tell: torch.save files) gets that tensor's name in
+ * alias[i] (malloc'd; NULL elsewhere). */
+static dck_status filter_entries(dck_cmp_result *r, const cli_shared *sh, const char *const *paths,
+                                 size_t npaths, const dck_options *o, char ***alias_out) {
+    *alias_out = NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        const dck_cmp_entry *e = &r->entries[i];
+        bool drop = false;
+        for (size_t g = 0; e->kind != DCK_CMP_FILE && g < sh->nexclude && !drop; g++)
+            drop = fnmatch(sh->exclude[g], e->name, 0) == 0;
+        if (!drop) r->entries[k++] = *e;
+    }
+    r->n = k;
+    size_t extra = 0;
+    for (size_t i = 0; i < r->n; i++) extra += r->entries[i].kind == DCK_CMP_EXTRA;
+    if (!extra || !paths) return DCK_OK;
+    char **alias = calloc(r->n, sizeof *alias);
+    long *al = NULL;
+    dck_checkpoint *ck = NULL;
+    dck_options ro = *o; /* headers only: no progress, no file hashes */
+    ro.progress = NULL;
+    ro.hash_files = 0;
+    ro.notice = NULL;
+    dck_status s = alias ? dck_checkpoint_open(paths, npaths, &ro, &ck) : dck_oom(NULL);
+    size_t nt = ck ? dck_checkpoint_tensor_count(ck) : 0;
+    if (!s && !(al = malloc((nt ? nt : 1) * sizeof *al))) s = dck_oom(NULL);
+    if (!s) s = dck_ck_storage_aliases(ck, al);
+    k = 0;
+    for (size_t i = 0; i < r->n && !s; i++) {
+        dck_cmp_entry *e = &r->entries[i];
+        long t = e->kind == DCK_CMP_EXTRA ? dck_checkpoint_find(ck, e->name) : -1;
+        long a = t >= 0 ? al[t] : -1;
+        if (a >= 0 && sh->ignore_aliases) continue;
+        r->entries[k] = *e;
+        alias[k] = NULL;
+        if (a >= 0 && !(alias[k] = dck_strdup(dck_checkpoint_tensor(ck, (size_t)a)->name))) s = dck_oom(NULL);
+        k++;
+    }
+    if (!s) r->n = k;
+    free(al);
+    dck_checkpoint_free(ck);
+    if (s) {
+        for (size_t i = 0; alias && i < r->n; i++) free(alias[i]);
+        free(alias);
+        return s;
+    }
+    *alias_out = alias;
+    return DCK_OK;
+}
+
 int cmd_verify(int argc, char **argv) {
     static const struct option opts[] = {
         {"golden", required_argument, NULL, 'g'}, {"files", no_argument, NULL, 'F'},
-        {NULL, 0, NULL, 0}};
+        CLI_REPORT_LONGOPTS, {NULL, 0, NULL, 0}};
+    cli_report rep;
+    cli_report_init(&rep, "verify");
     const char *golden_path = NULL;
     int files = 0;
     dck_options o;
     dck_options_init(&o);
     cli_shared sh = {.cmd = "verify", .help_text = verify_help, .read = &o, .threads = &o.threads,
-                     .threads_max = 1024, .threads_want = "an integer 1..1024"};
+                     .threads_max = 1024, .threads_want = "an integer 1..1024", .filters = true};
     optind = 1;
     opterr = 0;
     int c;
@@ -79,6 +144,8 @@ int cmd_verify(int argc, char **argv) {
         case CLI_STOP: return sh.exit;
         case 'g': golden_path = optarg; break;
         case 'F': files = 1; break;
+        case CLI_OPT_JUNIT:
+        case CLI_OPT_MARKDOWN: cli_report_option(&rep, c, optarg); break;
         default:
             return cli_usage_error("verify", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -97,8 +164,11 @@ int cmd_verify(int argc, char **argv) {
     char manifest_msg[1024] = "";
     if (as_manifest && (s = dck_manifest_load(argv[optind], &actual)))
         snprintf(manifest_msg, sizeof manifest_msg, "%s", dck_last_error());
+    int actual_from_manifest = as_manifest && !s;
     if (!as_manifest || s) {
         o.progress = cli_progress;
+        o.notice = cli_notice; /* files skipped, safetensors preferred, names namespaced */
+        o.notice_ctx = (void *)"verify";
         o.hash_files = files;
         dck_status hs = dck_hash_paths((const char *const *)argv + optind, (size_t)(argc - optind), &o, &actual);
         cli_progress_end();
@@ -111,6 +181,9 @@ int cmd_verify(int argc, char **argv) {
     }
     dck_cmp_result r;
     s = dck_manifest_compare(golden, actual, files, &r);
+    char **alias = NULL;
+    if (!s) s = filter_entries(&r, &sh, actual_from_manifest ? NULL : (const char *const *)argv + optind,
+                               (size_t)(argc - optind), &o, &alias);
     if (s) {
         dck_manifest_free(golden);
         dck_manifest_free(actual);
@@ -140,6 +213,7 @@ int cmd_verify(int argc, char **argv) {
             json_t *e = json_object();
             cli_jset(e, "name", cli_json_text(ce->name), &oom);
             cli_jset(e, "kind", json_string(dck_cmp_kind_name(ce->kind)), &oom);
+            if (alias && alias[i]) cli_jset(e, "alias_of", cli_json_text(alias[i]), &oom);
             if (ce->kind <= DCK_CMP_EXTRA) {
                 cli_jset(e, "golden", tensor_json(ce->golden, &oom), &oom);
                 cli_jset(e, "actual", tensor_json(ce->actual, &oom), &oom);
@@ -179,7 +253,12 @@ int cmd_verify(int argc, char **argv) {
                     printf("  shape    %s: %s, golden %s\n", cli_safe(e->name), sa, sb);
                     break;
                 case DCK_CMP_MISSING: printf("  missing  %s (in golden, not in checkpoint)\n", cli_safe(e->name)); break;
-                case DCK_CMP_EXTRA: printf("  extra    %s (in checkpoint, not in golden)\n", cli_safe(e->name)); break;
+                case DCK_CMP_EXTRA:
+                    if (alias && alias[i])
+                        printf("  extra    %s (in checkpoint, not in golden; shares storage with %s: a tied "
+                               "weight? --ignore-aliases)\n", cli_safe(e->name), cli_safe(alias[i]));
+                    else printf("  extra    %s (in checkpoint, not in golden)\n", cli_safe(e->name));
+                    break;
                 case DCK_CMP_FILE:
                     if (!e->actual_file) printf("  file     %s: missing (in golden, not in checkpoint)\n", cli_safe(e->name));
                     else if (!e->golden_file) printf("  file     %s: extra (in checkpoint, not in golden)\n", cli_safe(e->name));
@@ -202,6 +281,22 @@ int cmd_verify(int argc, char **argv) {
             printf("%zu of %zu golden tensors identical\n", r.tensors_equal, dck_manifest_tensor_count(golden));
         }
     }
+    if (cli_report_wanted(&rep)) {
+        cli_report_property(&rep, "golden", golden_path);
+        cli_report_property(&rep, "root", ha);
+        if (r.n)
+            cli_report_title(&rep, "%zu difference%s against %s; first: %s", r.n, r.n == 1 ? "" : "s",
+                             golden_path, first);
+        else
+            cli_report_title(&rep, "%zu tensors identical to %s (root %s)", r.tensors_equal, golden_path, ha);
+        cli_report_exclude(&rep, sh.exclude, sh.nexclude);
+        cli_report_aliases(&rep, alias);
+        cli_report_compare(&rep, "detcheck.verify", golden, &r, "golden", "checkpoint");
+        int e = cli_report_finish(&rep);
+        if (e) rc = e;
+    }
+    for (size_t i = 0; alias && i < r.n; i++) free(alias[i]);
+    free(alias);
     dck_cmp_result_release(&r);
     dck_manifest_free(golden);
     dck_manifest_free(actual);

@@ -13,10 +13,12 @@ static const dck_command commands[] = {
     {"train", cmd_train, "run the built-in deterministic training loop (CPU, MPI)"},
     {"resume-check", cmd_resume_check, "check that killing and resuming reproduces a run bitwise"},
     {"bisect", cmd_bisect, "find the first step and tensor where two runs part"},
+    {"canary", cmd_canary, "run the same training steps on every device and name the one that differs"},
 };
 
 static int launcher_rank(void) {
-    static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    /* SLURM_PROCID: srun's task rank, set with or without an MPI plugin */
+    static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
         long r;

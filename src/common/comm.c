@@ -237,3 +237,88 @@ void dck_comm_abort(dck_comm *c, int code) {
     (void)c;
     (void)code;
 }
+
+#ifdef DCK_HAVE_MPI
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+#endif
+
+/* Point to point with MPI_Test polling (and sleeps, as the quiet barrier):
+ * a blocking collective would hang on a dead rank forever. */
+dck_status dck_comm_gather_deadline(dck_comm *c, const void *send, void *recv, size_t n, int root,
+                                    int tag, double seconds, bool *arrived) {
+    if (!c->mpi) {
+        if (recv != send) memcpy(recv, send, n);
+        arrived[0] = true;
+        return DCK_OK;
+    }
+#ifdef DCK_HAVE_MPI
+    if (n > INT_MAX) return dck_set_error(DCK_ERR_LIMIT, "mpi: gather of %zu bytes per rank", n);
+    int K = c->size, pending = 0;
+    /* which requests are live: our own flags, since MPI_REQUEST_NULL is a
+     * global of libmpi (mpi_loader.h) */
+    MPI_Request *req = calloc((size_t)K, sizeof *req);
+    bool *live = calloc((size_t)K, sizeof *live);
+    if (!req || !live) {
+        free(req);
+        free(live);
+        return dck_oom("mpi");
+    }
+    dck_status s = DCK_OK;
+    if (c->rank == root) {
+        for (int r = 0; r < K && !s; r++) {
+            arrived[r] = r == root;
+            if (r == root) {
+                memcpy((char *)recv + (size_t)r * n, send, n);
+                continue;
+            }
+            s = dck_mpi_check(mpi->MPI_Irecv((char *)recv + (size_t)r * n, (int)n, mpi->byte, r, tag,
+                                             mpi->comm_world, &req[r]),
+                              "MPI_Irecv");
+            if (!s) pending++, live[r] = true;
+        }
+    } else {
+        s = dck_mpi_check(mpi->MPI_Isend(send, (int)n, mpi->byte, root, tag, mpi->comm_world, &req[0]),
+                          "MPI_Isend");
+        if (!s) pending = 1, live[0] = true;
+    }
+    double end = mono_s() + seconds;
+    long ns = 20000;
+    while (!s && pending > 0 && mono_s() < end) {
+        for (int r = 0; r < K && !s; r++) {
+            int done = 0;
+            if (!live[r]) continue;
+            s = dck_mpi_check(mpi->MPI_Test(&req[r], &done, MPI_STATUS_IGNORE), "MPI_Test");
+            if (!s && done) {
+                pending--;
+                live[r] = false;
+                if (c->rank == root) arrived[r] = true;
+            }
+        }
+        if (pending == 0) break;
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+        if (ns < 10000000) ns *= 2;
+    }
+    /* what never came is cancelled: the caller names it and aborts the job */
+    for (int r = 0; r < K; r++)
+        if (live[r]) {
+            mpi->MPI_Cancel(&req[r]);
+            mpi->MPI_Request_free(&req[r]);
+        }
+    free(req);
+    free(live);
+    if (!s && pending > 0 && c->rank != root)
+        s = dck_set_error(DCK_ERR_COMM, "mpi: rank %d: rank %d took no report within %.0f s",
+                          c->rank, root, seconds);
+    return s;
+#else
+    (void)root;
+    (void)tag;
+    (void)seconds;
+    return no_mpi("dck_comm_gather_deadline");
+#endif
+}

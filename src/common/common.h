@@ -243,5 +243,13 @@ dck_status dck_comm_allreduce_sum_f32(dck_comm *c, float *data, size_t n);
 dck_status dck_comm_agree(dck_comm *c, dck_status s);
 dck_status dck_comm_bcast(dck_comm *c, void *data, size_t n, int root);
 void dck_comm_abort(dck_comm *c, int code);
+/* Rank root collects n bytes from every rank into recv (size() blocks, in
+ * rank order) but waits at most `seconds`: arrived[r] (root only; size()
+ * entries) says whose block came. The other ranks send and wait at most as
+ * long for the send. tag keeps two such gathers apart. A rank that died or
+ * hangs is then named by the caller instead of hanging it (detcheck canary);
+ * afterwards, with a rank missing, only dck_comm_abort is safe. */
+dck_status dck_comm_gather_deadline(dck_comm *c, const void *send, void *recv, size_t n, int root,
+                                    int tag, double seconds, bool *arrived);
 
 #endif

@@ -27,6 +27,15 @@ static inline uint64_t load_bits(const uint8_t *p, size_t size) {
     }
 }
 
+/* Complex dtypes are pairs of floats (real, imaginary): the float dtype of
+ * one part, or t itself for every other dtype. Element statistics, ULPs
+ * and byte order work on the parts. */
+static inline dck_dtype dck_dtype_part(dck_dtype t) {
+    return t == DCK_C64 ? DCK_F32 : t == DCK_C128 ? DCK_F64 : t;
+}
+
+static inline int dck_dtype_is_complex(dck_dtype t) { return t == DCK_C64 || t == DCK_C128; }
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "detcheck assumes a little-endian host"
 #endif

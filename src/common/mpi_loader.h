@@ -44,6 +44,10 @@
     X(MPI_Comm_size)                                                                            \
     X(MPI_Ibarrier)                                                                             \
     X(MPI_Test)                                                                                 \
+    X(MPI_Isend)                                                                                \
+    X(MPI_Irecv)                                                                                \
+    X(MPI_Cancel)                                                                               \
+    X(MPI_Request_free)                                                                         \
     X(MPI_Bcast)                                                                                \
     X(MPI_Gather)                                                                               \
     X(MPI_Gatherv)                                                                              \

@@ -153,6 +153,8 @@ static const struct {
     [DCK_F64] = {"F64", 8, 1},         [DCK_I64] = {"I64", 8, 0},
     [DCK_U64] = {"U64", 8, 0},         [DCK_F8_E4M3] = {"F8_E4M3", 1, 1},
     [DCK_F8_E5M2] = {"F8_E5M2", 1, 1},
+    /* complex: two floats per element (digest v1's C64 and C128) */
+    [DCK_C64] = {"C64", 8, 1},         [DCK_C128] = {"C128", 16, 1},
 };
 
 const char *dck_dtype_name(dck_dtype t) {

@@ -3,9 +3,11 @@
  * the manifest of a hashed checkpoint. Opening paths is formats/open.c;
  * hashing is hash/hash_cpu.c. */
 #include "core/core.h"
+#include "common/element.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -305,14 +307,160 @@ dck_status dck_ck_reserve(dck_checkpoint *ck, size_t more) {
     return cap != ix->cap ? index_rebuild(ck, cap) : DCK_OK;
 }
 
-dck_status dck_ck_add_value(dck_checkpoint *ck, const char *name, const char *value) {
-    const char *where = ck->nfiles ? ck->files[ck->nfiles - 1]->path : "checkpoint";
+static dck_status add_value_from(dck_checkpoint *ck, const char *name, const char *value, uint32_t file) {
+    const char *where = file != UINT32_MAX ? ck->files[file]->path : "checkpoint";
     DCK_TRY(dck_check_utf8(where, "value name", name));
     char e[256];
     if (!dck_utf8_valid(value, strlen(value)))
         return dck_set_error(DCK_ERR_FORMAT, "%s: value %s: text '%s' is not valid UTF-8", where, name,
                              dck_text_escape(value, e, sizeof e));
+    DCK_TRY(dck_grow((void **)&ck->value_files, &ck->cap_value_files, ck->nvalues + 1, sizeof *ck->value_files));
+    ck->value_files[ck->nvalues] = file;
     return dck_value_push(&ck->values, &ck->nvalues, &ck->cap_values, name, value);
+}
+
+/* A value comes from the file its reader added last. */
+dck_status dck_ck_add_value(dck_checkpoint *ck, const char *name, const char *value) {
+    return add_value_from(ck, name, value, ck->nfiles ? (uint32_t)(ck->nfiles - 1) : UINT32_MAX);
+}
+
+/* ------------------------------------------------------------------ file roles
+ * Files whose name says what they hold (transformers' Trainer checkpoint-N/,
+ * Accelerate's save_state folders, DeepSpeed, Hugging Face snapshots):
+ * their tensors take the file's group, whatever their own names say (the
+ * RNG state "cpu" is no weight; an optimizer's "state.0.step" is no
+ * "other"). Documented in detcheck-formats(7), "File roles". */
+static const struct {
+    const char *glob; /* fnmatch(3) over the base name */
+    dck_group group;
+} file_roles[] = {
+    {"optimizer.pt", DCK_GROUP_OPTIMIZER},          /* Trainer, Accelerate */
+    {"optimizer.bin", DCK_GROUP_OPTIMIZER},         /* Accelerate */
+    {"optimizer_[0-9]*.bin", DCK_GROUP_OPTIMIZER},  /* Accelerate, 2nd optimizer on */
+    {"optim.pt", DCK_GROUP_OPTIMIZER},
+    {"*_optim_states.pt", DCK_GROUP_OPTIMIZER},     /* DeepSpeed ZeRO */
+    {"scheduler.pt", DCK_GROUP_OTHER},              /* Trainer */
+    {"scheduler.bin", DCK_GROUP_OTHER},             /* Accelerate */
+    {"scheduler_[0-9]*.bin", DCK_GROUP_OTHER},
+    {"scaler.pt", DCK_GROUP_OTHER},                 /* AMP grad scaler */
+    {"sampler.bin", DCK_GROUP_OTHER},               /* Accelerate */
+    {"sampler_[0-9]*.bin", DCK_GROUP_OTHER},
+    {"training_args.bin", DCK_GROUP_OTHER},         /* Trainer */
+    {"rng_state.pth", DCK_GROUP_RNG},               /* Trainer, one process */
+    {"rng_state_[0-9]*.pth", DCK_GROUP_RNG},        /* Trainer, per process */
+    {"random_states_[0-9]*.pkl", DCK_GROUP_RNG},    /* Accelerate, per process */
+    /* Weight files (model.safetensors, model-N-of-M.safetensors,
+     * pytorch_model.bin...) have no row: the names decide, which make model
+     * parameters weights; a row would regroup what other tools store in
+     * files of those names and change manifests written before. */
+};
+
+int dck_file_role_group(const char *path) {
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    char base[256];
+    size_t n = strlen(b);
+    if (n >= sizeof base) return -1;
+    memcpy(base, b, n + 1);
+    if (dck_has_suffix(base, ".zst")) base[n - 4] = 0;
+    for (size_t i = 0; i < sizeof file_roles / sizeof file_roles[0]; i++)
+        if (fnmatch(file_roles[i].glob, base, 0) == 0) return (int)file_roles[i].group;
+    return -1;
+}
+
+/* ------------------------------------------------------------------ moving, aliases */
+
+void dck_ck_reset(dck_checkpoint *ck) {
+    for (size_t i = 0; i < ck->nfiles; i++) dck_file_close(ck->files[i]);
+    for (size_t i = 0; i < ck->ntensors; i++) {
+        dck_tensor_entry *t = &ck->tensors[i];
+        for (size_t p = 0; p < t->npieces; p++) free(t->pieces[p].strides);
+        if (t->cap_pieces) free(t->pieces);
+    }
+    for (size_t i = 0; i < ck->nvalues; i++) {
+        free((char *)ck->values[i].name);
+        free((char *)ck->values[i].value);
+    }
+    ck->nfiles = ck->ntensors = ck->nvalues = 0;
+    ck_private *pv = priv_of(ck);
+    if (pv->idx.cap) memset(pv->idx.slots, 0, pv->idx.cap * sizeof *pv->idx.slots);
+    for (arena_block *b = pv->arena, *nb; b; b = nb) {
+        nb = b->next;
+        free(b);
+    }
+    pv->arena = NULL;
+}
+
+dck_status dck_ck_move(dck_checkpoint *dst, dck_checkpoint *src, const char *prefix) {
+    dck_status s = DCK_OK;
+    size_t pl = prefix ? strlen(prefix) : 0;
+    uint32_t *fmap = malloc((src->nfiles ? src->nfiles : 1) * sizeof *fmap);
+    char *nm = malloc(pl + DCK_MAX_NAME + 1);
+    if (!fmap || !nm) s = dck_oom(NULL);
+    for (size_t fi = 0; fi < src->nfiles && !s; fi++) { /* files first: pieces name them by index */
+        dck_file *f = src->files[fi];
+        src->files[fi] = NULL;
+        s = dck_ck_add_file(dst, f, &fmap[fi]);
+    }
+    if (!s) memcpy(nm, prefix ? prefix : "", pl);
+    for (size_t ti = 0; ti < src->ntensors && !s; ti++) {
+        dck_tensor_entry *t = &src->tensors[ti];
+        snprintf(nm + pl, DCK_MAX_NAME + 1, "%s", t->info.name);
+        for (size_t pi = 0; pi < t->npieces && !s; pi++) {
+            dck_piece q = t->pieces[pi];
+            q.file = fmap[q.file];
+            if (!(s = dck_ck_add_piece(dst, nm, t->info.dtype, t->info.shape, t->info.ndim, &q)))
+                t->pieces[pi].strides = NULL; /* now owned by dst */
+        }
+    }
+    for (size_t vi = 0; vi < src->nvalues && !s; vi++) {
+        snprintf(nm + pl, DCK_MAX_NAME + 1, "%s", src->values[vi].name);
+        uint32_t f = src->value_files && src->value_files[vi] != UINT32_MAX ? fmap[src->value_files[vi]] : UINT32_MAX;
+        s = add_value_from(dst, nm, src->values[vi].value, f);
+    }
+    free(fmap);
+    free(nm);
+    dck_checkpoint_free(src);
+    return s;
+}
+
+typedef struct {
+    uint32_t file;
+    uint64_t lo, hi;
+    size_t i;
+} stored_range;
+
+static int cmp_stored_range(const void *a, const void *b) {
+    const stored_range *x = a, *y = b;
+    if (x->file != y->file) return x->file < y->file ? -1 : 1;
+    if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+dck_status dck_ck_storage_aliases(const dck_checkpoint *ck, long *out) {
+    size_t n = 0;
+    stored_range *v = malloc((ck->ntensors ? ck->ntensors : 1) * sizeof *v);
+    if (!v) return dck_oom(NULL);
+    for (size_t i = 0; i < ck->ntensors; i++) {
+        const dck_tensor_entry *t = &ck->tensors[i];
+        uint64_t end;
+        out[i] = -1;
+        if (t->npieces != 1 || dck_piece_extent(t, &t->pieces[0], &end) || end == t->pieces[0].file_offset)
+            continue;
+        v[n++] = (stored_range){t->pieces[0].file, t->pieces[0].file_offset, end, i};
+    }
+    qsort(v, n, sizeof *v, cmp_stored_range);
+    /* a sweep per file: each range meets the open one that reaches furthest */
+    size_t far = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (k && v[far].file == v[k].file && v[far].hi > v[k].lo) {
+            out[v[k].i] = (long)v[far].i;
+            if (out[v[far].i] < 0) out[v[far].i] = (long)v[k].i;
+        }
+        if (!k || v[far].file != v[k].file || v[k].hi > v[far].hi) far = k;
+    }
+    free(v);
+    return DCK_OK;
 }
 
 /* ------------------------------------------------------------------ validation */
@@ -438,7 +586,47 @@ static int cmp_tensor(const void *a, const void *b) {
                             ((const dck_tensor_entry *)b)->info.name);
 }
 
+static int cmp_value_idx(const void *a, const void *b, void *ctx) {
+    const dck_checkpoint *ck = ctx;
+    return strcmp(ck->values[*(const size_t *)a].name, ck->values[*(const size_t *)b].name);
+}
+
+/* No value name twice: the message names both files (a folder of files that
+ * share names is read with a namespace per file, formats/open.c). */
+static dck_status check_values(const dck_checkpoint *ck) {
+    if (ck->nvalues < 2) return DCK_OK;
+    size_t *ix = malloc(ck->nvalues * sizeof *ix);
+    if (!ix) return dck_oom(NULL);
+    for (size_t i = 0; i < ck->nvalues; i++) ix[i] = i;
+    qsort_r(ix, ck->nvalues, sizeof *ix, cmp_value_idx, (void *)ck);
+    dck_status s = DCK_OK;
+    for (size_t i = 1; i < ck->nvalues && !s; i++) {
+        const char *n = ck->values[ix[i]].name;
+        if (strcmp(ck->values[ix[i - 1]].name, n)) continue;
+        size_t x = ix[i - 1] < ix[i] ? ix[i - 1] : ix[i], y = ix[i - 1] ^ ix[i] ^ x;
+        uint32_t fa = ck->value_files ? ck->value_files[x] : UINT32_MAX;
+        uint32_t fb = ck->value_files ? ck->value_files[y] : UINT32_MAX;
+        const char *pa = fa != UINT32_MAX ? ck->files[fa]->path : "checkpoint";
+        const char *pb = fb != UINT32_MAX ? ck->files[fb]->path : "checkpoint";
+        if (fa == fb) s = dck_set_error(DCK_ERR_LAYOUT, "%s: duplicate value name %s", pa, n);
+        else s = dck_set_error(DCK_ERR_LAYOUT, "duplicate value name %s in %s and %s", n, pa, pb);
+    }
+    free(ix);
+    return s;
+}
+
 dck_status dck_ck_validate(dck_checkpoint *ck) {
+    DCK_TRY(check_values(ck));
+    /* the group of each file's role, once per file (-1: the names decide) */
+    signed char *role = malloc(ck->nfiles ? ck->nfiles : 1);
+    if (!role) return dck_oom(NULL);
+    for (size_t f = 0; f < ck->nfiles; f++) role[f] = (signed char)dck_file_role_group(ck->files[f]->path);
+    for (size_t ti = 0; ti < ck->ntensors; ti++) {
+        dck_tensor_entry *t = &ck->tensors[ti];
+        int r = t->npieces ? role[t->pieces[0].file] : -1;
+        t->info.group = r >= 0 ? (dck_group)r : dck_group_of_name(t->info.name);
+    }
+    free(role);
     for (size_t ti = 0; ti < ck->ntensors; ti++) {
         dck_tensor_entry *t = &ck->tensors[ti];
         int nd = t->info.ndim;
@@ -447,7 +635,6 @@ dck_status dck_ck_validate(dck_checkpoint *ck) {
             return dck_set_error(DCK_ERR_LIMIT, "%s: tensor %s: shape product overflows",
                                  t->info.source, t->info.name);
         t->info.nbytes = nbytes;
-        t->info.group = dck_group_of_name(t->info.name);
         uint64_t total = 1, covered = 0;
         for (int i = 0; i < nd; i++) total *= t->info.shape[i];
         if (nbytes == 0) total = 0;
@@ -556,6 +743,7 @@ void dck_checkpoint_free(dck_checkpoint *ck) {
         free((char *)ck->values[i].value);
     }
     free(ck->values);
+    free(ck->value_files);
     free(ck->root);
     free(priv_of(ck)->idx.slots);
     free(priv_of(ck)->idx.hashes);
@@ -655,7 +843,7 @@ int dck_piece_run_of_row(const dck_tensor_entry *t, const dck_piece *p, const dc
 void dck_piece_gather(const dck_tensor_entry *t, const dck_piece *p, const uint8_t *base,
                          uint64_t e0, size_t n, uint8_t *buf) {
     int nd = t->info.ndim;
-    size_t es = dck_dtype_size(t->info.dtype);
+    size_t es = dck_dtype_size(t->info.dtype), su = dck_dtype_size(dck_dtype_part(t->info.dtype));
     int64_t st[DCK_MAX_DIMS];
     if (p->strides) memcpy(st, p->strides, sizeof(int64_t) * (size_t)nd);
     else {
@@ -674,8 +862,8 @@ void dck_piece_gather(const dck_tensor_entry *t, const dck_piece *p, const uint8
         uint64_t off = 0;
         for (int i = 0; i < nd; i++) off += idx[i] * (uint64_t)st[i];
         const uint8_t *src = base + p->file_offset + off * es;
-        if (p->byteswap)
-            for (size_t b = 0; b < es; b++) buf[k * es + b] = src[es - 1 - b];
+        if (p->byteswap) /* each part of a complex on its own */
+            for (size_t b = 0; b < es; b++) buf[k * es + b] = src[(b / su) * su + su - 1 - b % su];
         else memcpy(buf + k * es, src, es);
         for (int i = nd - 1; i >= 0; i--) {
             if (++idx[i] < p->shape[i]) break;

@@ -38,6 +38,8 @@ struct dck_checkpoint {
     size_t ntensors, cap_tensors;
     dck_manifest_value *values; /* name/value strings owned */
     size_t nvalues, cap_values;
+    uint32_t *value_files;      /* per value: the file it came from (UINT32_MAX: none), for messages */
+    size_t cap_value_files;
     char *root;                 /* directory the relpaths are relative to */
     dck_options opt;
 };
@@ -64,9 +66,28 @@ dck_status dck_ck_add_value(dck_checkpoint *ck, const char *name, const char *va
  * how many it will add, such as a safetensors header: no copies of the
  * tensor array, one sizing of the name index). Optional. */
 dck_status dck_ck_reserve(dck_checkpoint *ck, size_t more);
-/* Checks every tensor's pieces: inside bounds, disjoint, covering it. Sorts
+/* Checks every tensor's pieces: inside bounds, disjoint, covering it, and
+ * that no value name repeats (the message names both files). Sorts
  * tensors in model order and fills info (group, nbytes, source). */
 dck_status dck_ck_validate(dck_checkpoint *ck);
+/* Empties ck (files closed, tensors and values dropped); opt and root stay. */
+void dck_ck_reset(dck_checkpoint *ck);
+/* Moves everything src holds into dst (files, tensors, values), each name
+ * as prefix + name (prefix NULL or ""; as it is), and frees src. Both
+ * unvalidated or validated; dst is validated later as usual. */
+dck_status dck_ck_move(dck_checkpoint *dst, dck_checkpoint *src, const char *prefix);
+/* The group a file's role gives its tensors (detcheck-formats(7) "File
+ * roles": optimizer.pt, rng_state_3.pth, model.safetensors...), by its base
+ * name (a .zst suffix aside); -1 when the name has no role (the tensor name
+ * rules decide). */
+int dck_file_role_group(const char *path);
+/* Storage shared between tensors (one storage written once, as torch.save
+ * does for tied weights and views): out[i] = another tensor whose only
+ * piece lies in the same file over bytes that overlap tensor i's, or -1
+ * when none or when the reader cannot tell (tensors of several pieces).
+ * out has ck->ntensors entries (validated checkpoint: model order).
+ * O(n log n). */
+dck_status dck_ck_storage_aliases(const dck_checkpoint *ck, long *out);
 /* The manifest of a hashed checkpoint: tensor_digests in tensor order,
  * file_hashes (whole-file xxh128) in file order; tool and created metadata,
  * values; finalized. Every hashing path (CPU, GPU, distributed) uses it. */

@@ -28,7 +28,9 @@
  * grows with tensor or checkpoint size. */
 #include "formats/formats.h"
 #include "diff/diff_kernels.h"
+#include "common/element.h"
 
+#include <fnmatch.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -110,11 +112,18 @@ void dck_diff_stats_init(dck_diff_stats *s) {
  * bits as the scalar reference. */
 void dck_diff_elements(dck_dtype t, const void *a, const void *b, size_t n, uint64_t first_flat,
                        const dck_diff_tolerance *tol, dck_diff_stats *acc) {
+    if (dck_dtype_is_complex(t)) {
+        /* the parts, as floats: counts are of parts, first_flat of elements */
+        int first = acc->first_flat == UINT64_MAX;
+        dck_diff_elements_isa(dck_diff_isa_best(), dck_dtype_part(t), a, b, 2 * n, 2 * first_flat, tol, acc);
+        if (first && acc->first_flat != UINT64_MAX) acc->first_flat /= 2;
+        return;
+    }
     dck_diff_elements_isa(dck_diff_isa_best(), t, a, b, n, first_flat, tol, acc);
 }
 
 static void diff_equal_elements(dck_dtype t, const void *p, size_t n, dck_diff_stats *acc) {
-    dck_diff_equal_isa(dck_diff_isa_best(), t, p, n, acc);
+    dck_diff_equal_isa(dck_diff_isa_best(), dck_dtype_part(t), p, dck_dtype_is_complex(t) ? 2 * n : n, acc);
 }
 
 void dck_diff_stats_merge(dck_diff_stats *acc, const dck_diff_stats *p) {
@@ -176,7 +185,15 @@ static int cmp_side_tensor(const void *x, const void *y) {
 
 static int group_selected(unsigned mask, dck_group g) { return !mask || (mask & (1u << g)); }
 
-static dck_status side_build(side *sd, unsigned groups) {
+/* --exclude: a name any glob matches is left out of the comparison. */
+static int excluded(const dck_diff_options *o, const char *name) {
+    for (size_t i = 0; i < o->nexclude; i++)
+        if (fnmatch(o->exclude[i], name, 0) == 0) return 1;
+    return 0;
+}
+
+static dck_status side_build(side *sd, const dck_diff_options *o) {
+    unsigned groups = o->groups;
     size_t n = sd->ck ? dck_checkpoint_tensor_count(sd->ck) : dck_manifest_tensor_count(sd->m);
     sd->t = dck_xcalloc(n ? n : 1, sizeof *sd->t);
     if (!sd->t) return dck_oom(NULL);
@@ -204,7 +221,7 @@ static dck_status side_build(side *sd, unsigned groups) {
             st->has_digest = 1;
             st->digest = mt->digest;
         }
-        if (group_selected(groups, st->group)) sd->n++;
+        if (group_selected(groups, st->group) && !(o->nexclude && excluded(o, st->name))) sd->n++;
     }
     qsort(sd->t, sd->n, sizeof *sd->t, cmp_side_tensor);
     return DCK_OK;
@@ -578,6 +595,7 @@ void dck_diff_result_release(dck_diff_result *r) {
     for (size_t i = 0; i < r->ntensors; i++) {
         free((char *)r->tensors[i].name);
         free((char *)r->tensors[i].layer);
+        free((char *)r->tensors[i].alias_of);
     }
     free(r->tensors);
     free(r->layers); /* layer names point into tensors */
@@ -637,7 +655,7 @@ static dck_status summarise(dck_diff_result *r) {
     r->nlayers = 0;
     for (size_t i = 0; i < nl; i++) {
         if (!r->nlayers || strcmp(r->layers[r->nlayers - 1].layer, refs[i].layer) != 0)
-            r->layers[r->nlayers++] = (dck_diff_layer){refs[i].layer, 0, 0, 0, 0};
+            r->layers[r->nlayers++] = (dck_diff_layer){refs[i].layer, 0, 0, 0, 0, 0, 0};
         dck_diff_layer *L = &r->layers[r->nlayers - 1];
         const dck_diff_tensor *t = &r->tensors[refs[i].tensor];
         L->tensors++;
@@ -646,6 +664,8 @@ static dck_status summarise(dck_diff_result *r) {
                 L->first_differing = refs[i].tensor;
             L->differing++;
             if (t->has_stats && t->stats.max_ulp > L->max_ulp) L->max_ulp = t->stats.max_ulp;
+            if (t->has_stats && t->numeric_diff_count) L->numeric_differing++;
+            else if (t->has_stats && t->stats.diff_count) L->nan_only++;
         }
     }
     free(refs);
@@ -701,11 +721,24 @@ static dck_status add_value_diff(dck_diff_result *r, size_t *cap, const char *na
     return DCK_OK;
 }
 
-static dck_status compare_values(const side *a, const side *b, dck_diff_result *r) {
+/* Drops the values --exclude leaves out. */
+static void exclude_values(const dck_diff_options *o, value_ref *v, size_t *n) {
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++)
+        if (!excluded(o, v[i].name)) v[k++] = v[i];
+    *n = k;
+}
+
+static dck_status compare_values(const side *a, const side *b, const dck_diff_options *o,
+                                 dck_diff_result *r) {
     value_ref *va = NULL, *vb = NULL;
     size_t na = 0, nb = 0, cap = 0;
     dck_status s = side_values(a, &va, &na);
     if (!s) s = side_values(b, &vb, &nb);
+    if (!s && o->nexclude) {
+        exclude_values(o, va, &na);
+        exclude_values(o, vb, &nb);
+    }
     size_t i = 0, j = 0;
     while (!s && (i < na || j < nb)) {
         int c = i >= na ? 1 : j >= nb ? -1 : strcmp(va[i].name, vb[j].name);
@@ -742,8 +775,9 @@ static dck_status diff_sides(side *a, side *b, const dck_diff_options *opt,
         opt = &defaults;
     }
     memset(out, 0, sizeof *out);
-    dck_status s = side_build(a, opt->groups);
-    if (!s) s = side_build(b, opt->groups);
+    long *alias_a = NULL, *alias_b = NULL; /* shared storage per side, when first needed */
+    dck_status s = side_build(a, opt);
+    if (!s) s = side_build(b, opt);
     if (s) {
         free(a->t);
         free(b->t);
@@ -775,8 +809,27 @@ static dck_status diff_sides(side *a, side *b, const dck_diff_options *opt,
         int c = i >= a->n ? 1 : j >= b->n ? -1 : dck_name_compare(a->t[i].name, b->t[j].name);
         ta[n] = c <= 0 ? &a->t[i++] : NULL;
         tb[n] = c >= 0 ? &b->t[j++] : NULL;
-        dck_diff_tensor *t = &r->tensors[n];
         const side_tensor *any = ta[n] ? ta[n] : tb[n];
+        const side *one = ta[n] ? a : b;
+        long alias = -1;
+        if (!(ta[n] && tb[n]) && one->ck) { /* one side only: a tied weight? */
+            long **al = one == a ? &alias_a : &alias_b;
+            size_t nt = dck_checkpoint_tensor_count(one->ck);
+            if (!*al) {
+                if (!(*al = malloc((nt ? nt : 1) * sizeof **al))) {
+                    s = dck_oom(NULL);
+                    goto done;
+                }
+                if ((s = dck_ck_storage_aliases(one->ck, *al))) goto done;
+            }
+            alias = (*al)[any->index];
+            if (alias >= 0 && opt->ignore_aliases) continue;
+        }
+        dck_diff_tensor *t = &r->tensors[n];
+        if (alias >= 0 && !(t->alias_of = dck_strdup(dck_checkpoint_tensor(one->ck, (size_t)alias)->name))) {
+            s = dck_oom(NULL);
+            goto done;
+        }
         t->name = dck_strdup(any->name);
         t->layer = dck_layer_of_name(any->name);
         r->ntensors = ++n;
@@ -911,15 +964,18 @@ static dck_status diff_sides(side *a, side *b, const dck_diff_options *opt,
             if (dt->stats.first_flat != UINT64_MAX)
                 flat_to_index(dt->stats.first_flat, dt->shape_a, dt->ndim_a, dt->first_index);
             dt->rel_l2 = dck_diff_rel_l2(&dt->stats);
+            dt->numeric_diff_count = dt->stats.diff_count - dt->stats.nan_vs_number - dt->stats.nan_payload;
         } else if (r->digest_only) {
             dt->status = dck_digest_equal(dt->digest_a, dt->digest_b) ? DCK_DIFF_EQUAL
                                                                       : DCK_DIFF_DIFFER;
         }
     }
-    s = compare_values(a, b, r);
+    s = compare_values(a, b, opt, r);
     if (!s) s = summarise(r);
 
 done:
+    free(alias_a);
+    free(alias_b);
     if (e.buf_a)
         for (int w = 0; w < threads; w++) free(e.buf_a[w]);
     if (e.buf_b)

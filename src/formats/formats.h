@@ -33,6 +33,16 @@ typedef struct {
 dck_status dck_megatron_split_dim(const dck_options *opt, const char *name, int *dim,
                                   const char **rule);
 
+/* safetensors.c: index files (*.index.json: a weight_map from tensor names
+ * to shard files). dck_index_open reads index_path and calls open_shard
+ * once per shard (path joined to dir, relpath to relprefix; name as the
+ * index spells it), then checks that every tensor of the weight_map was
+ * added. open.c opens the shards by content (any format). */
+typedef dck_status (*dck_index_shard_fn)(void *ctx, dck_checkpoint *ck, const char *path,
+                                         const char *relpath, const char *name);
+dck_status dck_index_open(dck_checkpoint *ck, const char *index_path, const char *dir,
+                          const char *relprefix, dck_index_shard_fn open_shard, void *ctx);
+
 /* safetensors.c: parse one file's header into pieces. */
 dck_status dck_safetensors_open_file(dck_checkpoint *ck, const char *path, const char *relpath);
 /* Parses the header JSON (bytes after the 8-byte length) of a file of

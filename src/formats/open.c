@@ -19,7 +19,7 @@
  * per-file ones). Each row X(NAME) names `const dck_reader dck_reader_NAME`,
  * defined in the format's own file. */
 #define DCK_READERS(X)                                                                             \
-    X(st_index)    /* *.safetensors.index.json */                                                 \
+    X(index)       /* *.index.json: shards by content (below) */                                  \
     X(safetensors) /* safetensors, detcheck's sharded layout */                                   \
     X(megatron)    /* Megatron-LM checkpoint roots and iter_N dirs */                             \
     X(dcp)         /* torch.distributed.checkpoint directories */                                 \
@@ -137,17 +137,292 @@ static int cmp_str(const void *a, const void *b) {
     return dck_name_compare(*(char *const *)a, *(char *const *)b);
 }
 
+/* ------------------------------------------------------------------ index files
+ * *.index.json (transformers' model.safetensors.index.json and
+ * pytorch_model.bin.index.json, any other weight_map): the shards it names
+ * are opened by content like every other file, so .bin shards too. */
+
+static dck_status open_file_path(dck_checkpoint *ck, const char *path, const char *relpath);
+
+typedef struct {
+    char **names; /* the directory's sorted names, or NULL (an index given as a path) */
+    size_t n;
+    unsigned char *taken; /* per name: read through an index */
+} shard_ctx;
+
+static dck_status open_shard(void *vctx, dck_checkpoint *ck, const char *path, const char *relpath,
+                             const char *name) {
+    shard_ctx *c = vctx;
+    if (dck_has_suffix(name, ".index.json")) /* an index of indexes could loop */
+        return dck_set_error(DCK_ERR_FORMAT, "%s: shard %s is an index file", path, name);
+    if (c && c->names) {
+        char **at = bsearch(&name, c->names, c->n, sizeof *c->names, cmp_str);
+        if (at) c->taken[at - c->names] = 1;
+    }
+    return open_file_path(ck, path, relpath);
+}
+
+static int idx_probe(const char *path, bool is_dir, const uint8_t *head, size_t nhead) {
+    (void)head;
+    (void)nhead;
+    return !is_dir && dck_has_suffix(path, ".index.json");
+}
+
+static dck_status idx_open(dck_checkpoint *ck, const char *path, const char *relpath) {
+    (void)relpath;
+    char *dir = dck_strdup(path);
+    if (!dir) return dck_oom(NULL);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else strcpy(dir, ".");
+    dck_status s = dck_index_open(ck, path, dir, "", open_shard, NULL);
+    free(dir);
+    return s;
+}
+
+/* Directories are taken by open_dir, which reads their index files itself. */
+const dck_reader dck_reader_index = {"index", idx_probe, idx_open, NULL, 0};
+
+/* ------------------------------------------------------------------ directories */
+
+/* Hugging Face snapshots may hold the same weights twice, as safetensors and
+ * as torch.save .bin files: like transformers, detcheck reads the
+ * safetensors and skips the .bin ones (with a note). A row: the stem of the
+ * safetensors files, the stem of the .bin files. */
+static const struct {
+    const char *st, *bin;
+} weight_pairs[] = {
+    {"model", "pytorch_model"},
+    {"adapter_model", "adapter_model"},
+};
+
+/* Is name one of stem.EXT, stem.EXT.index.json, stem-N-of-M.EXT? */
+static int weight_file_of(const char *name, const char *stem, const char *ext) {
+    size_t sl = strlen(stem), el = strlen(ext), n = strlen(name);
+    if (strncmp(name, stem, sl)) return 0;
+    const char *r = name + sl;
+    if (*r == '.' && !strcmp(r + 1, ext)) return 1;
+    if (*r == '.' && !strncmp(r + 1, ext, el) && !strcmp(r + 1 + el, ".index.json")) return 1;
+    if (*r != '-' || n < sl + el + 2 || strcmp(name + n - el, ext) || name[n - el - 1] != '.') return 0;
+    unsigned a, b;
+    int used = 0;
+    return sscanf(r, "-%u-of-%u.%n", &a, &b, &used) == 2 && used && !strcmp(r + used, ext);
+}
+
+/* Which .bin weight files a directory's safetensors make redundant. */
+static const char *redundant_bin(char **names, size_t n, const char *name) {
+    for (size_t k = 0; k < sizeof weight_pairs / sizeof weight_pairs[0]; k++) {
+        if (!weight_file_of(name, weight_pairs[k].bin, "bin")) continue;
+        for (size_t i = 0; i < n; i++)
+            if (weight_file_of(names[i], weight_pairs[k].st, "safetensors")) return names[i];
+    }
+    return NULL;
+}
+
+/* A directory's files are read in units: an index file with its shards, or
+ * one file. */
+typedef struct {
+    size_t name;    /* index into names */
+    int is_index;
+} dir_unit;
+
+typedef struct {
+    const char *path;
+    char **names;
+    size_t n;
+    unsigned char *skip;  /* per name: not read (note given) */
+    unsigned char *taken; /* per name: read through an index */
+    dir_unit *units;
+    size_t nunits;
+    size_t opened; /* files a reader took */
+} dir_scan;
+
+static dck_status load_unit(dck_checkpoint *ck, dir_scan *d, const dir_unit *u) {
+    const char *nm = d->names[u->name];
+    char *p = dck_path_join(d->path, nm);
+    if (!p) return dck_oom(NULL);
+    dck_status s = DCK_OK;
+    if (u->is_index) {
+        shard_ctx c = {d->names, d->n, d->taken};
+        s = dck_index_open(ck, p, d->path, "", open_shard, &c);
+        d->opened++;
+        free(p);
+        return s;
+    }
+    uint8_t head[HEAD_BYTES];
+    size_t got = 0;
+    dck_file *f = NULL;
+    s = sniff(p, nm, &f, head, &got);
+    size_t np = got < PROBE_BYTES ? got : PROBE_BYTES;
+    for (size_t r = 0; !s && r < sizeof readers / sizeof readers[0]; r++)
+        if (readers[r]->in_directories && readers[r]->probe(p, false, head, np)) {
+            s = reader_open_sniffed(readers[r], ck, f, p, nm, head, got);
+            f = NULL;
+            d->opened++;
+            break;
+        }
+    if (!s && f) {
+        /* no reader took it: an error when it looks like a checkpoint
+         * file, else a note */
+        if (checkpoint_name(nm) || checkpoint_magic(head, got) || f->zstd)
+            s = dck_set_error(DCK_ERR_FORMAT,
+                              "%s: looks like a checkpoint file (by its %s) but no reader "
+                              "takes it (damaged header?)",
+                              p, checkpoint_name(nm) ? "name" : "first bytes");
+        else
+            notice(ck, "%s: skipped (%s)", p, "not a checkpoint file");
+    }
+    dck_file_close(f);
+    free(p);
+    return s;
+}
+
+/* Names two files of the directory both hold: a value, or a tensor that
+ * one of them holds whole (pieces of detcheck's sharded layout, which
+ * complete each other, are no collision). */
+typedef struct {
+    const char *name;
+    size_t unit;
+    int whole; /* tensor held whole; values count as whole */
+} owned_name;
+
+static int cmp_owned(const void *a, const void *b) {
+    const owned_name *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->unit < y->unit ? -1 : x->unit > y->unit);
+}
+
+static int whole_piece(const dck_tensor_entry *t, const dck_piece *p) {
+    for (int i = 0; i < t->info.ndim; i++)
+        if (p->offset[i] || p->shape[i] != t->info.shape[i]) return 0;
+    return 1;
+}
+
+/* Marks in hit[] the units whose names collide with another unit's. */
+static dck_status find_collisions(dck_checkpoint *const *cks, size_t nunits, unsigned char *hit, size_t *nhit) {
+    size_t n = 0;
+    for (size_t u = 0; u < nunits; u++) n += cks[u] ? cks[u]->ntensors + cks[u]->nvalues : 0;
+    owned_name *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v) return dck_oom(NULL);
+    n = 0;
+    for (size_t u = 0; u < nunits; u++) {
+        if (!cks[u]) continue;
+        for (size_t i = 0; i < cks[u]->ntensors; i++) {
+            const dck_tensor_entry *t = &cks[u]->tensors[i];
+            int whole = 0;
+            for (size_t p = 0; p < t->npieces && !whole; p++) whole = whole_piece(t, &t->pieces[p]);
+            v[n++] = (owned_name){t->info.name, u, whole};
+        }
+        for (size_t i = 0; i < cks[u]->nvalues; i++) v[n++] = (owned_name){cks[u]->values[i].name, u, 1};
+    }
+    qsort(v, n, sizeof *v, cmp_owned);
+    *nhit = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        int whole = v[i].whole, units = 1;
+        for (; j < n && !strcmp(v[j].name, v[i].name); j++) {
+            whole |= v[j].whole;
+            units += v[j].unit != v[j - 1].unit;
+        }
+        if (units > 1 && whole)
+            for (size_t k = i; k < j; k++)
+                if (!hit[v[k].unit]) hit[v[k].unit] = 1, (*nhit)++;
+        i = j;
+    }
+    free(v);
+    return DCK_OK;
+}
+
+/* The namespace of a file: its name without .zst, .index.json and its last
+ * extension ("optim.pt" -> "optim", "pytorch_model.bin.index.json" ->
+ * "pytorch_model"). */
+static void file_stem(const char *name, char *out, size_t cap) {
+    snprintf(out, cap, "%s", name);
+    size_t l = strlen(out);
+    if (dck_has_suffix(out, ".zst")) out[l -= 4] = 0;
+    if (dck_has_suffix(out, ".index.json")) out[l -= 11] = 0;
+    char *dot = strrchr(out, '.');
+    if (dot && dot != out) *dot = 0;
+}
+
+/* Reads every unit into a checkpoint of its own, then moves them into ck,
+ * each unit whose names collide with another's under its file's stem. */
+static dck_status open_dir_namespaced(dck_checkpoint *ck, dir_scan *d, bool noted) {
+    /* the first pass gave its notes (files skipped) when it read every file */
+    dck_options uo = ck->opt;
+    if (noted) uo.notice = NULL;
+    dck_checkpoint **cks = calloc(d->nunits ? d->nunits : 1, sizeof *cks);
+    unsigned char *hit = calloc(d->nunits ? d->nunits : 1, 1);
+    dck_status s = cks && hit ? DCK_OK : dck_oom(NULL);
+    size_t nhit = 0, u = 0;
+    memset(d->taken, 0, d->n);
+    d->opened = 0;
+    for (; u < d->nunits && !s; u++) {
+        if (d->taken[d->units[u].name]) continue;
+        if (!(s = dck_ck_create(&uo, &cks[u]))) s = load_unit(cks[u], d, &d->units[u]);
+    }
+    if (!s) s = find_collisions(cks, d->nunits, hit, &nhit);
+    for (u = 0; u < d->nunits && !s; u++) {
+        if (!cks[u]) continue;
+        char stem[512], msg[DCK_ERROR_MESSAGE_MAX];
+        file_stem(d->names[d->units[u].name], stem, sizeof stem - 1);
+        if (hit[u]) {
+            strcat(stem, ".");
+            snprintf(msg, sizeof msg, "%s/%s: its names are read as %s* (another file of the folder holds the same names)",
+                     d->path, d->names[d->units[u].name], stem);
+            if (ck->opt.notice) ck->opt.notice(ck->opt.notice_ctx, msg);
+        }
+        s = dck_ck_move(ck, cks[u], hit[u] ? stem : NULL);
+        cks[u] = NULL;
+    }
+    for (u = 0; cks && u < d->nunits; u++) dck_checkpoint_free(cks[u]);
+    free(cks);
+    free(hit);
+    return s;
+}
+
+static int cmp_value_at(const void *a, const void *b, void *ctx) {
+    const dck_checkpoint *ck = ctx;
+    return strcmp(ck->values[*(const size_t *)a].name, ck->values[*(const size_t *)b].name);
+}
+
+/* Do two files of what was just read share a name (a value, or a tensor one
+ * of them holds whole)? Then the directory is read again, namespaced. */
+static int names_collide(const dck_checkpoint *ck) {
+    for (size_t i = 0; i < ck->ntensors; i++) {
+        const dck_tensor_entry *t = &ck->tensors[i];
+        if (t->npieces < 2) continue;
+        int files = 0, whole = 0;
+        for (size_t p = 0; p < t->npieces; p++) {
+            files |= t->pieces[p].file != t->pieces[0].file;
+            whole |= whole_piece(t, &t->pieces[p]);
+        }
+        if (files && whole) return 1;
+    }
+    if (ck->nvalues < 2) return 0;
+    size_t *ix = malloc(ck->nvalues * sizeof *ix);
+    if (!ix) return 1; /* the namespaced pass finds out */
+    for (size_t i = 0; i < ck->nvalues; i++) ix[i] = i;
+    qsort_r(ix, ck->nvalues, sizeof *ix, cmp_value_at, (void *)ck);
+    int hit = 0;
+    for (size_t i = 1; i < ck->nvalues && !hit; i++)
+        hit = !strcmp(ck->values[ix[i - 1]].name, ck->values[ix[i]].name) &&
+              ck->value_files[ix[i - 1]] != ck->value_files[ix[i]];
+    free(ix);
+    return hit;
+}
+
 static dck_status open_dir(dck_checkpoint *ck, const char *path) {
     for (size_t i = 0; i < sizeof readers / sizeof readers[0]; i++)
         if (readers[i]->probe(path, true, NULL, 0)) return reader_open(readers[i], ck, path, "");
-    DIR *d = opendir(path);
-    if (!d) return dck_set_error(DCK_ERR_IO, "%s: cannot open directory: %s", path, strerror(errno));
+    DIR *dd = opendir(path);
+    if (!dd) return dck_set_error(DCK_ERR_IO, "%s: cannot open directory: %s", path, strerror(errno));
     /* names (each followed by its d_type byte), in model order */
     char **names = NULL;
     size_t n = 0, cap = 0;
     dck_status s = DCK_OK;
     struct dirent *e;
-    while ((e = readdir(d))) {
+    while ((e = readdir(dd))) {
         if (e->d_name[0] == '.') continue;
         if ((s = dck_grow((void **)&names, &cap, n + 1, sizeof *names))) break;
         size_t l = strlen(e->d_name);
@@ -159,52 +434,67 @@ static dck_status open_dir(dck_checkpoint *ck, const char *path) {
         names[n][l + 1] = (char)e->d_type;
         n++;
     }
-    closedir(d);
+    closedir(dd);
     if (!s) dck_qsort(names, n, sizeof *names, cmp_str);
-    size_t opened = 0;
-    for (size_t i = 0; i < n && !s; i++) {
-        char *p = dck_path_join(path, names[i]);
-        unsigned char type = (unsigned char)names[i][strlen(names[i]) + 1];
-        struct stat st;
-        /* regular files (a link: what it names); the directory says which
-         * without a stat, unless its file system does not tell */
-        bool regular = type == DT_REG ||
-                       ((type == DT_UNKNOWN || type == DT_LNK) && p && stat(p, &st) == 0 && S_ISREG(st.st_mode));
-        if (!p) {
-            s = dck_oom(NULL);
-        } else if (regular) {
-            uint8_t head[HEAD_BYTES];
-            size_t got = 0;
-            dck_file *f = NULL;
-            s = sniff(p, names[i], &f, head, &got);
-            size_t np = got < PROBE_BYTES ? got : PROBE_BYTES;
-            for (size_t r = 0; !s && r < sizeof readers / sizeof readers[0]; r++)
-                if (readers[r]->in_directories && readers[r]->probe(p, false, head, np)) {
-                    s = reader_open_sniffed(readers[r], ck, f, p, names[i], head, got);
-                    f = NULL;
-                    opened++;
-                    break;
-                }
-            if (!s && f) {
-                /* no reader took it: an error when it looks like a checkpoint
-                 * file, else a note */
-                if (checkpoint_name(names[i]) || checkpoint_magic(head, got) || f->zstd)
-                    s = dck_set_error(DCK_ERR_FORMAT,
-                                      "%s: looks like a checkpoint file (by its %s) but no reader "
-                                      "takes it (damaged header?)",
-                                      p, checkpoint_name(names[i]) ? "name" : "first bytes");
-                else
-                    notice(ck, "%s: skipped (%s)", p, "not a checkpoint file");
+    dir_scan d = {path, names, n, calloc(n ? n : 1, 1), calloc(n ? n : 1, 1), calloc(n ? n : 1, sizeof(dir_unit)), 0, 0};
+    if (!s && (!d.skip || !d.taken || !d.units)) s = dck_oom(NULL);
+    /* the units: index files first (their shards are not read again), then
+     * the regular files; .bin weights that safetensors duplicate skipped */
+    for (int pass = 0; pass < 2 && !s; pass++)
+        for (size_t i = 0; i < n && !s; i++) {
+            int is_index = dck_has_suffix(names[i], ".index.json");
+            if (is_index != (pass == 0)) continue;
+            const char *st = redundant_bin(names, n, names[i]);
+            if (st) {
+                char msg[DCK_ERROR_MESSAGE_MAX];
+                snprintf(msg, sizeof msg, "%s/%s: skipped: %s holds the same weights (safetensors "
+                         "preferred, as transformers loads them)", path, names[i], st);
+                if (ck->opt.notice) ck->opt.notice(ck->opt.notice_ctx, msg);
+                d.skip[i] = 1;
+                continue;
             }
-            dck_file_close(f);
-        } else if (type != DT_DIR) {
-            notice(ck, "%s: skipped (%s)", p, "not a regular file");
+            if (!is_index) {
+                /* regular files (a link: what it names); the directory says
+                 * which without a stat, unless its file system does not tell */
+                unsigned char type = (unsigned char)names[i][strlen(names[i]) + 1];
+                char *p = dck_path_join(path, names[i]);
+                struct stat stt;
+                bool regular = type == DT_REG || ((type == DT_UNKNOWN || type == DT_LNK) && p &&
+                                                  stat(p, &stt) == 0 && S_ISREG(stt.st_mode));
+                if (!p) s = dck_oom(NULL);
+                else if (!regular && type != DT_DIR) notice(ck, "%s: skipped (%s)", p, "not a regular file");
+                free(p);
+                if (!regular) continue;
+            }
+            d.units[d.nunits++] = (dir_unit){i, is_index};
         }
-        free(p);
+    /* Read into ck directly (into a scratch checkpoint when ck already holds
+     * other paths'); files that share names make it read again, namespaced. */
+    dck_checkpoint *into = ck, *scratch = NULL;
+    if (!s && (ck->nfiles || ck->ntensors || ck->nvalues)) {
+        s = dck_ck_create(&ck->opt, &scratch);
+        into = scratch;
     }
+    for (size_t u = 0; u < d.nunits && !s; u++)
+        if (!d.taken[d.units[u].name]) s = load_unit(into, &d, &d.units[u]);
+    if ((!s && names_collide(into)) || s == DCK_ERR_LAYOUT) {
+        bool noted = !s;
+        if (into == ck) dck_ck_reset(ck);
+        else dck_ck_reset(scratch);
+        dck_clear_error();
+        s = open_dir_namespaced(into, &d, noted);
+    }
+    if (!s && scratch) {
+        s = dck_ck_move(ck, scratch, NULL);
+        scratch = NULL;
+    }
+    dck_checkpoint_free(scratch);
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);
-    if (!s && !opened)
+    free(d.skip);
+    free(d.taken);
+    free(d.units);
+    if (!s && !d.opened)
         s = dck_set_error(DCK_ERR_FORMAT, "%s: no checkpoint files in this directory", path);
     return s;
 }

@@ -23,6 +23,8 @@ int dck_pk_torch_dtype(const char *name) {
         {"short", DCK_I16},     {"int8", DCK_I8},          {"uint8", DCK_U8},
         {"bool", DCK_BOOL},     {"uint16", DCK_U16},       {"uint32", DCK_U32},
         {"uint64", DCK_U64},    {"float8_e4m3fn", DCK_F8_E4M3}, {"float8_e5m2", DCK_F8_E5M2},
+        {"complex64", DCK_C64}, {"cfloat", DCK_C64},       {"complex128", DCK_C128},
+        {"cdouble", DCK_C128},
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (!strcmp(tab[i].n, name)) return (int)tab[i].t;
@@ -37,7 +39,7 @@ int dck_pk_storage_dtype(const char *type_name) {
         {"FloatStorage", DCK_F32}, {"DoubleStorage", DCK_F64}, {"HalfStorage", DCK_F16},
         {"BFloat16Storage", DCK_BF16}, {"LongStorage", DCK_I64}, {"IntStorage", DCK_I32},
         {"ShortStorage", DCK_I16}, {"CharStorage", DCK_I8}, {"ByteStorage", DCK_U8},
-        {"BoolStorage", DCK_BOOL},
+        {"BoolStorage", DCK_BOOL}, {"ComplexFloatStorage", DCK_C64}, {"ComplexDoubleStorage", DCK_C128},
         /* quantized tensors' integers, as stored (see _rebuild_qtensor) */
         {"QInt8Storage", DCK_I8}, {"QUInt8Storage", DCK_U8}, {"QInt32Storage", DCK_I32},
     };
@@ -60,7 +62,7 @@ int dck_pk_numpy_dtype(const char *descr, bool *byteswap) {
         {"f8", DCK_F64},  {"i8", DCK_I64}, {"u8", DCK_U64}, {"B", DCK_U8},   {"b", DCK_I8},
         {"h", DCK_I16},   {"H", DCK_U16},  {"e", DCK_F16},  {"i", DCK_I32},  {"I", DCK_U32},
         {"f", DCK_F32},   {"d", DCK_F64},  {"l", DCK_I64},  {"L", DCK_U64},  {"q", DCK_I64},
-        {"Q", DCK_U64},
+        {"Q", DCK_U64},   {"c8", DCK_C64}, {"c16", DCK_C128}, {"F", DCK_C64}, {"D", DCK_C128},
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (!strcmp(tab[i].n, descr)) {
@@ -429,7 +431,9 @@ static dck_status np_scalar(pk_ctx *c, const pk_call *k, pk_node **out) {
     if (!a || n < 2 || a[0]->kind != PK_NPDTYPE || a[1]->kind != PK_BYTES)
         return dck_pk_error(c, DCK_ERR_FORMAT, "bad numpy scalar");
     int t = a[0]->u.npdtype.dtype;
-    if (t < 0 || a[1]->u.s.len != dck_dtype_size((dck_dtype)t)) return DCK_OK;
+    /* complex scalars have no one-number text: left opaque, as unknown dtypes */
+    if (t < 0 || t == DCK_C64 || t == DCK_C128 || a[1]->u.s.len != dck_dtype_size((dck_dtype)t))
+        return DCK_OK;
     uint8_t b[8] = {0};
     memcpy(b, a[1]->u.s.p, a[1]->u.s.len);
     if (a[0]->u.npdtype.order == '>') {

@@ -1149,9 +1149,11 @@ typedef struct {
 } idx_entry;
 
 /* Opens the shards named in an index's weight_map (each once), relative to
- * the index's directory. Tensors must come from the shard the index names. */
-static dck_status open_index(dck_checkpoint *ck, const char *index_path, const char *dir,
-                             const char *relprefix) {
+ * the index's directory, through open_shard (open.c: by content, so .bin
+ * shards as well as safetensors). Tensors must come from the shard the
+ * index names. */
+dck_status dck_index_open(dck_checkpoint *ck, const char *index_path, const char *dir,
+                          const char *relprefix, dck_index_shard_fn open_shard, void *ctx) {
     char *text;
     size_t len = 0;
     DCK_TRY(read_text_file(index_path, MAX_INDEX_BYTES, &text, &len));
@@ -1255,7 +1257,7 @@ static dck_status open_index(dck_checkpoint *ck, const char *index_path, const c
         char *p = dck_path_join(dir, files[i]);
         char *rp = dck_path_join(relprefix, files[i]);
         if (!p || !rp) s = dck_oom(NULL);
-        else s = dck_safetensors_open_file(ck, p, rp);
+        else s = open_shard(ctx, ck, p, rp, files[i]);
         free(p);
         free(rp);
     }
@@ -1275,57 +1277,6 @@ done:
     return s;
 }
 
-#include <dirent.h>
-
-static char *find_index_in_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return NULL;
-    struct dirent *e;
-    char *best = NULL;
-    while ((e = readdir(d)))
-        if (dck_has_suffix(e->d_name, ".safetensors.index.json") &&
-            (!best || strcmp(e->d_name, best) < 0)) {
-            free(best);
-            best = dck_strdup(e->d_name);
-        }
-    closedir(d);
-    return best;
-}
-
-static int idx_probe(const char *path, bool is_dir, const uint8_t *head, size_t nhead) {
-    (void)head;
-    (void)nhead;
-    if (is_dir) {
-        char *n = find_index_in_dir(path);
-        free(n);
-        return n != NULL;
-    }
-    return dck_has_suffix(path, ".index.json");
-}
-
-static dck_status idx_open(dck_checkpoint *ck, const char *path, const char *relpath) {
-    (void)relpath;
-    if (relpath && !*relpath) { /* a directory */
-        char *n = find_index_in_dir(path);
-        if (!n) return dck_set_error(DCK_ERR_FORMAT, "%s: no index file", path);
-        char *ip = dck_path_join(path, n);
-        free(n);
-        if (!ip) return dck_oom(NULL);
-        dck_status s = open_index(ck, ip, path, "");
-        free(ip);
-        return s;
-    }
-    char *dir = dck_strdup(path);
-    if (!dir) return dck_oom(NULL);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = 0;
-    else strcpy(dir, ".");
-    dck_status s = open_index(ck, path, dir, "");
-    free(dir);
-    return s;
-}
-
-const dck_reader dck_reader_st_index = {"safetensors-index", idx_probe, idx_open, NULL, 0};
 
 /* ------------------------------------------------------------------ writer */
 

@@ -29,6 +29,7 @@
 
 /* The fatbin of cuda/digest.cu (the Makefile embeds it; see there). */
 extern const unsigned char dck_cuda_digest_fatbin[];
+extern const unsigned char dck_cuda_train_fatbin[];
 
 /* A library and its function table, loaded once. */
 typedef struct {
@@ -149,10 +150,17 @@ dck_status dck_nccl_load(const dck_nccl_api **out) {
 
 /* ------------------------------------------------------------------ kernels */
 
+#define DCK_TK_NAME_(name) "dck_tk_" #name "_kernel",
 static const char *const kernel_names[DCK_KERNEL_COUNT] = {
     [DCK_KERNEL_SEGMENTS_SUM] = "dck_segments_sum_kernel",
     [DCK_KERNEL_WORD_SUM] = "dck_word_sum_kernel",
+    DCK_TK_KERNELS(DCK_TK_NAME_)
 };
+#undef DCK_TK_NAME_
+/* the fatbin that holds each kernel: digest.cu's first, then train.cu's */
+static const unsigned char *kernel_fatbin(int k) {
+    return k < DCK_KERNEL_TRAIN0 ? dck_cuda_digest_fatbin : dck_cuda_train_fatbin;
+}
 static pthread_once_t kernels_once = PTHREAD_ONCE_INIT;
 static cudaKernel_t kernels[DCK_KERNEL_COUNT];
 static cudaError_t kernels_error = cudaSuccess;
@@ -163,11 +171,17 @@ static void load_kernels(void) {
         kernels_error = cudaErrorSharedObjectInitFailed;
         return;
     }
-    cudaLibrary_t lib;
-    cudaError_t e = rt->cudaLibraryLoadData(&lib, dck_cuda_digest_fatbin, NULL, NULL, 0, NULL,
-                                            NULL, 0);
-    for (int k = 0; k < DCK_KERNEL_COUNT && e == cudaSuccess; k++)
+    cudaLibrary_t lib = NULL;
+    const unsigned char *loaded = NULL;
+    cudaError_t e = cudaSuccess;
+    for (int k = 0; k < DCK_KERNEL_COUNT && e == cudaSuccess; k++) {
+        if (kernel_fatbin(k) != loaded) {
+            loaded = kernel_fatbin(k);
+            e = rt->cudaLibraryLoadData(&lib, loaded, NULL, NULL, 0, NULL, NULL, 0);
+            if (e != cudaSuccess) break;
+        }
         e = rt->cudaLibraryGetKernel(&kernels[k], lib, kernel_names[k]);
+    }
     kernels_error = e; /* the library stays loaded for the life of the process */
 }
 

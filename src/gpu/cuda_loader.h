@@ -59,7 +59,9 @@
     X(ncclGetUniqueId)                                                                          \
     X(ncclCommInitRank)                                                                         \
     X(ncclCommDestroy)                                                                          \
-    X(ncclReduce)
+    X(ncclReduce)                                                                               \
+    X(ncclAllGather)                                                                            \
+    X(ncclAllReduce)
 
 #define DCK_LOADER_FIELD_(name) __typeof__(&name) name;
 typedef struct {
@@ -79,9 +81,17 @@ dck_status dck_cudart_load(const dck_cudart_api **out);
 const dck_cudart_api *dck_cudart_loaded(void);
 dck_status dck_nccl_load(const dck_nccl_api **out);
 
-/* The kernels of cuda/digest.cu, loaded into the runtime once (by name
- * from the embedded fatbin). A CUDA error (0 = success). */
-enum { DCK_KERNEL_SEGMENTS_SUM, DCK_KERNEL_WORD_SUM, DCK_KERNEL_COUNT };
+/* The kernels of cuda/digest.cu and cuda/train.cu, loaded into the runtime
+ * once (by name from the embedded fatbins). A CUDA error (0 = success). */
+/* The trainer's kernels (cuda/train.cu) follow, DCK_KERNEL_TRAIN0 + DCK_TK_*
+ * (gpu_train_kernels.h: DCK_TK_KERNELS). */
+#include "gpu/gpu_train_kernels.h"
+enum {
+    DCK_KERNEL_SEGMENTS_SUM,
+    DCK_KERNEL_WORD_SUM,
+    DCK_KERNEL_TRAIN0,
+    DCK_KERNEL_COUNT = DCK_KERNEL_TRAIN0 + DCK_TK_COUNT
+};
 int dck_cuda_kernel(int which, cudaKernel_t *out);
 
 #endif /* DCK_HAVE_CUDA */

@@ -40,6 +40,12 @@ dck_status dck_gpu_device_count(int *count) {
     return no_cuda();
 }
 
+dck_status dck_gpu_pci_bus_id(int device, char *buf, size_t n) {
+    (void)device;
+    if (n) buf[0] = 0;
+    return no_cuda();
+}
+
 dck_status dck_gpu_segments_sum(const void *dev_data, size_t len, uint64_t first_segment,
                                 dck_cuda_stream stream, dck_lanes *out) {
     (void)dev_data, (void)len, (void)first_segment, (void)stream;
@@ -113,6 +119,15 @@ dck_status dck_gpu_device_count(int *count) {
     }
     if (n <= 0) return dck_set_error(DCK_ERR_NODEVICE, "no CUDA device found");
     *count = n;
+    return DCK_OK;
+}
+
+dck_status dck_gpu_pci_bus_id(int device, char *buf, size_t n) {
+    const dck_cudart_api *r;
+    if (n) buf[0] = 0;
+    DCK_TRY(dck_cudart_load(&r));
+    cudaError_t e = r->cudaDeviceGetPCIBusId(buf, (int)n, device);
+    if (e != cudaSuccess) return dck_gpu_error((int)e, "cudaDeviceGetPCIBusId");
     return DCK_OK;
 }
 

@@ -74,6 +74,9 @@ int dck_cuda_word_sum_launch(const uint64_t *data, uint64_t nwords, uint64_t *de
 dck_status dck_gpu_error(int cuda_err, const char *what);
 /* Which device holds ptr (DCK_ERR_INVALID when it is not device memory). */
 dck_status dck_gpu_pointer_device(const void *ptr, int *device);
+/* The PCI bus id of a visible device ("0000:3b:00.0"), for detcheck canary's
+ * report; DCK_ERR_NODEVICE without CUDA. */
+dck_status dck_gpu_pci_bus_id(int device, char *buf, size_t n);
 
 /* ------------------------------------------------------------------ file hashing (src/gpu/gpu_stream.c)
  * The logical bytes [begin, end) of a checkpoint tensor, begin a multiple of

@@ -92,6 +92,8 @@ typedef struct {
     long ckpt_every;  /* 0 = only the final step (when out is set) */
     long digest_every;/* root digest in the trajectory every N steps (1) */
     int compress;     /* zstd level for shards, 0 = none (--compress: 3) */
+    char device[16];  /* "" or cpu, cuda, auto; twin: the GPU path's CPU twin (tests) */
+    char preset[16];  /* the --preset that set the model's shape ("": none) */
     /* testing hooks (documented in detcheck-train(1)) */
     long flip_step;   /* after step s, flip the low bit of one weight */
     char flip_tensor[256];
@@ -171,6 +173,7 @@ typedef struct {
     /* indices of parameter tensors */
     size_t i_wte, i_wpe, i_lnf_w, i_lnf_b, i_head;
     size_t i_block0; /* block l, item j: i_block0 + 12 l + j */
+    struct dck_train_tap *tap; /* canary taps (train_inject.c); NULL: none */
 } dck_model;
 
 enum { BP_LN1_W, BP_LN1_B, BP_QKV_W, BP_QKV_B, BP_PROJ_W, BP_PROJ_B, BP_LN2_W, BP_LN2_B,
@@ -228,6 +231,7 @@ typedef struct {
     void *ctx;
     void (*on_step)(void *ctx, const dck_train_step_info *s);   /* rank 0 only */
     void (*on_message)(void *ctx, int warning, const char *msg); /* rank 0 only */
+    struct dck_train_tap *tap; /* state taps, every rank (train_inject.c); NULL: none */
 } dck_train_hooks;
 
 typedef struct {
@@ -290,5 +294,31 @@ dck_status dck_traj_load(const char *path, dck_traj_rec **recs, size_t *n);
  * have one) differ: returns 1 and sets *step and a description, else 0. */
 int dck_traj_compare(const dck_traj_rec *a, size_t na, const dck_traj_rec *b, size_t nb,
                      long *step, char *what, size_t wlen);
+
+/* ------------------------------------------------------------------ train_inject.c
+ * Taps on a step's state, for detcheck canary (canary.h): the trainer calls
+ * them at fixed points of every step (weights before the step, activations
+ * between forward and backward, gradients after backward, optimizer state
+ * after the update). A tap reads the state (per-tensor digests) and may
+ * change it (one flipped bit: fault injection). */
+typedef enum {
+    DCK_TAP_WEIGHTS, DCK_TAP_GRADIENTS, DCK_TAP_EXP_AVG, DCK_TAP_EXP_AVG_SQ, /* recorded */
+    DCK_TAP_ACTIVATIONS, /* only injected into: per sequence, from worker threads */
+    DCK_TAP_COUNT
+} dck_tap_point;
+#define DCK_TAP_RECORDED 4
+typedef struct dck_train_tap {
+    void *ctx;
+    /* data holds elements [lo, hi) of the flat vector of m's layout (the
+     * forward activations of one sequence for DCK_TAP_ACTIVATIONS) */
+    void (*on_state)(void *ctx, const dck_model *m, dck_tap_point what, long step, float *data,
+                     size_t lo, size_t hi);
+    long step; /* the step in progress, for the activation tap */
+} dck_train_tap;
+/* The trainer's calls: each does nothing when no tap is set. b: a second
+ * vector of the same range (exp_avg_sq after exp_avg), or NULL. */
+void dck_train_tap_state(const dck_train_hooks *h, const dck_model *m, long step, dck_tap_point what,
+                         float *a, float *b, size_t lo, size_t hi);
+void dck_train_tap_activations(const dck_model *m, float *act, size_t n);
 
 #endif

@@ -64,6 +64,8 @@ typedef struct {
 #define F(field) offsetof(dck_train_config, field), sizeof(((dck_train_config *)0)->field)
 #define ID DCK_TRAIN_IDENTITY
 static const opt opts[] = {
+    /* first: a preset sets the shape, the flags after it change parts of it */
+    {"preset", O_SPECIAL, F(preset), 0, 0, DCK_TRAIN_INSTANCE, true},
     {"vocab", O_INT, F(vocab), 2, 65536, ID, false},
     {"layers", O_INT, F(layers), 1, 64, ID, false},
     {"width", O_INT, F(width), 1, 8192, ID, false},
@@ -88,6 +90,7 @@ static const opt opts[] = {
     {"threads", O_INT, F(threads), 1, 256, DCK_TRAIN_RUN, false},
     {"digest-every", O_LONG, F(digest_every), 0, 1e12, DCK_TRAIN_RUN, false},
     {"compress", O_SPECIAL, F(compress), 0, 0, DCK_TRAIN_RUN, true},
+    {"device", O_SPECIAL, F(device), 0, 0, DCK_TRAIN_RUN, true},
     {"out", O_STR, F(out), 0, 0, DCK_TRAIN_INSTANCE, true},
     {"resume", O_SWITCH, F(resume), 0, 0, DCK_TRAIN_INSTANCE, true},
     {"resume-from", O_STR, F(resume_from), 0, 0, DCK_TRAIN_INSTANCE, true},
@@ -128,6 +131,20 @@ static dck_status not_in_range(const opt *o, const char *value) {
         snprintf(why, sizeof why, "not an integer in [%.0f, %.0f]", o->min, o->max);
     return bad(o->name, value, why);
 }
+
+/* --preset: model shapes (documented with their memory in detcheck-train(1));
+ * tiny is the default shape; small is GPT-2 small's (124M parameters with
+ * its tied head, 163M here with an untied one); medium GPT-2 medium's with a
+ * 512-token context (within the parameter and activation limits below). */
+typedef struct {
+    const char *name;
+    int vocab, layers, width, heads, seq;
+} preset;
+static const preset presets[] = {
+    {"tiny", 256, 2, 64, 4, 32},
+    {"small", 50257, 12, 768, 12, 1024},
+    {"medium", 50257, 24, 1024, 16, 512},
+};
 
 dck_status dck_train_config_set(dck_train_config *c, const char *name, const char *value) {
     const opt *o = find_opt(name);
@@ -195,6 +212,29 @@ dck_status dck_train_config_set(dck_train_config *c, const char *name, const cha
             return bad(name, value, "use deterministic or fast");
         return DCK_OK;
     }
+    if (!strcmp(name, "device")) {
+        static const char *const devices[] = {"cpu", "cuda", "auto", "twin"};
+        for (size_t i = 0; i < sizeof devices / sizeof devices[0]; i++)
+            if (!strcmp(value, devices[i])) {
+                snprintf(c->device, sizeof c->device, "%s", value);
+                return DCK_OK;
+            }
+        return bad(name, value, "use cpu, cuda or auto");
+    }
+    if (!strcmp(name, "preset")) {
+        for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+            const preset *p = &presets[i];
+            if (strcmp(value, p->name)) continue;
+            c->vocab = p->vocab;
+            c->layers = p->layers;
+            c->width = p->width;
+            c->heads = p->heads;
+            c->seq = p->seq;
+            snprintf(c->preset, sizeof c->preset, "%s", value);
+            return DCK_OK;
+        }
+        return bad(name, value, "use tiny, small or medium");
+    }
     if (!strcmp(name, "decay-steps")) {
         long long v = strtoll(value, &end, 10);
         if (errno || end == value || *end || v < (long long)o->min || v > (long long)o->max)
@@ -252,6 +292,9 @@ static int flag_text(const opt *o, const dck_train_config *c, char *buf) {
     else if (!strcmp(o->name, "precision")) snprintf(buf, FLAG_BUF, "%s", c->precision == DCK_PREC_BF16 ? "bf16" : "fp32");
     else if (!strcmp(o->name, "mode")) snprintf(buf, FLAG_BUF, "%s", c->mode == DCK_MODE_FAST ? "fast" : "deterministic");
     else if (!strcmp(o->name, "compress")) return 0;
+    else if (!strcmp(o->name, "device")) snprintf(buf, FLAG_BUF, "%s", c->device);
+    /* first in the table: the identity flags after it give the same shape */
+    else if (!strcmp(o->name, "preset")) snprintf(buf, FLAG_BUF, "%s", c->preset);
     else if (!strcmp(o->name, "flip-bit"))
         snprintf(buf, FLAG_BUF, "%ld:%s:%llu", c->flip_step, c->flip_tensor, (unsigned long long)c->flip_index);
     else return -1;
@@ -386,8 +429,8 @@ dck_status dck_train_config_check(const dck_train_config *c) {
     /* bound memory: parameters, activations */
     double d = c->width, P = (double)c->vocab * d * 2 + (double)c->seq * d +
                                  (double)c->layers * (12.0 * d * d + 13.0 * d);
-    if (P > 2e8)
-        return dck_set_error(DCK_ERR_LIMIT, "model of %.0f parameters is beyond this tool's 2e8 limit", P);
+    if (P > 5e8)
+        return dck_set_error(DCK_ERR_LIMIT, "model of %.0f parameters is beyond this tool's 5e8 limit", P);
     double act = (double)c->layers * ((double)c->heads * c->seq * c->seq + 20.0 * c->seq * d) +
                  2.0 * c->seq * (double)c->vocab;
     if (act > 5e8)

@@ -13,6 +13,7 @@
  * Fast mode does what frameworks usually do, on purpose: thread partial sums
  * added in completion order and MPI_Allreduce(MPI_SUM) on floats. */
 #include "train/train.h"
+#include "train/train_device.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -68,6 +69,11 @@ typedef struct {
     size_t rec_tail_len;
     long recheck_step;
     char recheck_what[640];
+    /* --device cuda/twin: the step runs there (train_gpu.c); the host keeps
+     * master, m1, m2 for digests and checkpoints, brought back when needed */
+    dck_gt *dev;
+    float *dev_host; /* P floats: gradients on their way between ranks or to a tap */
+    bool nccl;       /* gradients between the ranks' GPUs by NCCL, not through the host */
 } trainer;
 
 static void say(trainer *tr, int warning, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -688,12 +694,16 @@ static void microbatch_task(void *ctx, size_t i, int worker) {
     pthread_mutex_unlock(&tr->lock);
 }
 
+static dck_status step_once_dev(trainer *tr, long step, dck_train_step_info *si);
+
 static dck_status step_once(trainer *tr, long step, dck_train_step_info *si) {
+    if (tr->dev) return step_once_dev(tr, step, si);
     dck_status s = DCK_OK;
     size_t P = tr->P;
     float inv_m = 1.0f / (float)tr->M;
     float lr = dck_lr_at(&tr->c, step);
     tr->cur_step = step;
+    dck_train_tap_state(tr->hooks, &tr->m, step, DCK_TAP_WEIGHTS, tr->master, NULL, 0, P);
     tr->fast_count = 0;
     tr->fast_loss = 0.0f;
     dck_parallel_for(tr->T, (size_t)tr->nloc, microbatch_task, tr);
@@ -725,9 +735,11 @@ static dck_status step_once(trainer *tr, long step, dck_train_step_info *si) {
         loss = tr->fast_loss * inv_m;
     }
     for (size_t i = 0; i < P; i++) grad[i] = grad[i] * inv_m;
+    dck_train_tap_state(tr->hooks, &tr->m, step, DCK_TAP_GRADIENTS, grad, NULL, 0, P);
     float norm = sqrtf(dck_sumsq(grad, P));
     float gscale = (tr->c.clip > 0.0f && norm > tr->c.clip) ? tr->c.clip / (norm + 1e-6f) : 1.0f;
     dck_adamw(&tr->m, &tr->c, step, lr, gscale, grad, tr->master, tr->m1, tr->m2, tr->lo, tr->hi);
+    dck_train_tap_state(tr->hooks, &tr->m, step, DCK_TAP_EXP_AVG, tr->m1, tr->m2, tr->lo, tr->hi);
     if (tr->K > 1) {
         size_t counts[DCK_TRAIN_MAX_RANKS], displs[DCK_TRAIN_MAX_RANKS];
         for (int r = 0; r < tr->K; r++) {
@@ -758,9 +770,172 @@ static dck_status step_once(trainer *tr, long step, dck_train_step_info *si) {
     return DCK_OK;
 }
 
+/* The same step with the model and the optimizer on a device (--device;
+ * src/gpu/gpu_train.c): the same microbatch samples, the same tree over the
+ * microbatches and the ranks (subtree sums exchanged as bytes through the
+ * host), the same norm, clipping and AdamW on this rank's slice; the bits
+ * are the CPU's. The host copies of the state are refreshed when a digest,
+ * a checkpoint, a tap or the flip hook needs them. */
+static bool host_state_needed(const trainer *tr, long step) {
+    const dck_train_config *c = &tr->c;
+    return (c->digest_every > 0 && (step % c->digest_every == 0 || step == c->steps)) ||
+           (c->out[0] && ((c->ckpt_every > 0 && step % c->ckpt_every == 0) || step == c->steps));
+}
+
+/* NCCL between the ranks' GPUs when every rank has a GPU of its own (NCCL
+ * refuses two ranks on one GPU); otherwise, or when NCCL cannot be loaded,
+ * the subtree sums travel through the host and MPI, as bytes too. */
+static dck_status dev_nccl_setup(trainer *tr) {
+    struct {
+        char host[64];
+        int dev;
+    } me, *all = dck_xcalloc((size_t)tr->K, sizeof *all);
+    if (!all) return dck_oom("train");
+    memset(&me, 0, sizeof me);
+    (void)gethostname(me.host, sizeof me.host - 1);
+    me.dev = dck_gt_device_index(tr->dev);
+    dck_status s = dck_comm_allgather(tr->comm, &me, all, sizeof me);
+    bool distinct = !s;
+    for (int i = 0; distinct && i < tr->K; i++) {
+        distinct = all[i].dev >= 0;
+        for (int j = 0; distinct && j < i; j++)
+            distinct = all[i].dev != all[j].dev || strncmp(all[i].host, all[j].host, sizeof me.host);
+    }
+    free(all);
+    if (s || !distinct) return s;
+    unsigned char id[DCK_TK_NCCL_ID];
+    memset(id, 0, sizeof id);
+    s = dck_comm_agree(tr->comm, tr->rank == 0 ? dck_gt_nccl_id(tr->dev, id) : DCK_OK);
+    if (!s) s = dck_comm_bcast(tr->comm, id, sizeof id, 0);
+    if (!s) s = dck_comm_agree(tr->comm, dck_gt_nccl_join(tr->dev, id, tr->K, tr->rank));
+    if (s) {
+        say(tr, 1, "no NCCL between the GPUs (%s): gradients between ranks through MPI",
+            dck_last_error());
+        return DCK_OK;
+    }
+    tr->nccl = true;
+    return DCK_OK;
+}
+
+static dck_status step_once_dev(trainer *tr, long step, dck_train_step_info *si) {
+    dck_status s = DCK_OK;
+    size_t P = tr->P;
+    dck_gt *g = tr->dev;
+    bool taps = tr->hooks && tr->hooks->tap;
+    float inv_m = 1.0f / (float)tr->M;
+    float lr = dck_lr_at(&tr->c, step);
+    tr->cur_step = step;
+    if (taps) { /* the tap sees (and may change) the weights: a round trip */
+        DCK_TRY(dck_gt_download_state(g, tr->master, NULL, NULL));
+        dck_train_tap_state(tr->hooks, &tr->m, step, DCK_TAP_WEIGHTS, tr->master, NULL, 0, P);
+        DCK_TRY(dck_gt_upload_state(g, tr->master, NULL, NULL));
+    }
+    size_t B = (size_t)tr->c.batch, S1 = (size_t)tr->c.seq + 1;
+    uint16_t *tok = tr->tok[0];
+    float fast_loss = 0.0f;
+    for (int i = 0; i < tr->nloc; i++) {
+        size_t j = tr->mb_lo + (size_t)i;
+        for (size_t b = 0; b < B; b++)
+            dck_data_sample(tr->data, ((uint64_t)(step - 1) * (uint64_t)tr->M + j) * B + b,
+                            tok + b * S1);
+        DCK_TRY(dck_gt_microbatch(g, i, tok, &tr->losses[i]));
+        fast_loss += tr->losses[i];
+    }
+    float loss;
+    if (tr->c.mode == DCK_MODE_DET) {
+        DCK_TRY(dck_gt_tree(g, tr->nloc));
+        if (tr->K == 1) {
+            memcpy(tr->all_losses, tr->losses, (size_t)tr->nloc * sizeof(float));
+        } else {
+            if ((s = dck_comm_allgather(tr->comm, tr->losses, tr->all_losses,
+                                        (size_t)tr->nloc * sizeof(float))))
+                return s;
+            if (tr->nccl) {
+                DCK_TRY(dck_gt_nccl_tree(g, tr->K));
+            } else {
+                DCK_TRY(dck_gt_grad_io(g, 0, tr->dev_host, DCK_TK_D2H));
+                if ((s = dck_comm_allgather(tr->comm, tr->dev_host, tr->gather, P * sizeof(float))))
+                    return s;
+                DCK_TRY(dck_gt_tree_host(g, tr->gather, tr->K));
+            }
+        }
+        float *lp[DCK_TRAIN_MAX_MICROBATCHES];
+        for (int j = 0; j < tr->M; j++) lp[j] = &tr->all_losses[j];
+        dck_tree_sum(lp, (size_t)tr->M, 1);
+        loss = tr->all_losses[0] * inv_m;
+    } else {
+        if (tr->K > 1) {
+            if (tr->nccl) {
+                DCK_TRY(dck_gt_nccl_allreduce(g));
+            } else {
+                DCK_TRY(dck_gt_grad_io(g, 0, tr->acc, DCK_TK_D2H));
+                if ((s = dck_comm_allreduce_sum_f32(tr->comm, tr->acc, P))) return s;
+                DCK_TRY(dck_gt_grad_io(g, 0, tr->acc, DCK_TK_H2D));
+            }
+            if ((s = dck_comm_allreduce_sum_f32(tr->comm, &fast_loss, 1))) return s;
+        }
+        loss = fast_loss * inv_m;
+    }
+    float sumsq = 0.0f;
+    DCK_TRY(dck_gt_scale_sumsq(g, inv_m, &sumsq));
+    if (taps) {
+        DCK_TRY(dck_gt_grad_io(g, 0, tr->dev_host, DCK_TK_D2H));
+        dck_train_tap_state(tr->hooks, &tr->m, step, DCK_TAP_GRADIENTS, tr->dev_host, NULL, 0, P);
+        DCK_TRY(dck_gt_grad_io(g, 0, tr->dev_host, DCK_TK_H2D));
+        /* the norm of the gradient the tap left (the CPU path's order) */
+        sumsq = dck_sumsq(tr->dev_host, P);
+    }
+    float norm = sqrtf(sumsq);
+    float gscale = (tr->c.clip > 0.0f && norm > tr->c.clip) ? tr->c.clip / (norm + 1e-6f) : 1.0f;
+    dck_tm_adamw k = dck_adamw_consts(&tr->c, step, lr, gscale);
+    DCK_TRY(dck_gt_adamw(g, &k));
+    if (taps) {
+        DCK_TRY(dck_gt_download_state(g, NULL, tr->m1, tr->m2));
+        dck_train_tap_state(tr->hooks, &tr->m, step, DCK_TAP_EXP_AVG, tr->m1, tr->m2, tr->lo, tr->hi);
+        DCK_TRY(dck_gt_upload_state(g, NULL, tr->m1, tr->m2));
+    }
+    bool flip = step == tr->c.flip_step;
+    if (tr->K > 1 || flip) {
+        /* ZeRO-1: the slices travel as bytes through the host */
+        DCK_TRY(dck_gt_download_master_slice(g, tr->master));
+        if (tr->K > 1) {
+            size_t counts[DCK_TRAIN_MAX_RANKS], displs[DCK_TRAIN_MAX_RANKS];
+            for (int r = 0; r < tr->K; r++) {
+                counts[r] = (tr->part[r + 1] - tr->part[r]) * sizeof(float);
+                displs[r] = tr->part[r] * sizeof(float);
+            }
+            if ((s = dck_comm_allgatherv(tr->comm, tr->master + tr->lo,
+                                         (tr->hi - tr->lo) * sizeof(float), tr->master, counts,
+                                         displs)))
+                return s;
+        }
+        if (flip) { /* testing hook: as on the CPU, after the update */
+            long t = dck_model_find(&tr->m, tr->c.flip_tensor);
+            float *w = tr->master + tr->m.params[t].offset + tr->c.flip_index;
+            *w = dck_f32_from_bits(dck_f32_bits(*w) ^ 1u);
+        }
+        DCK_TRY(dck_gt_upload_state(g, tr->master, NULL, NULL));
+    } else {
+        DCK_TRY(dck_gt_refresh_weights(g));
+    }
+    if (host_state_needed(tr, step)) DCK_TRY(dck_gt_download_state(g, tr->master, tr->m1, tr->m2));
+    si->step = step;
+    si->loss = loss;
+    si->grad_norm = norm;
+    si->lr = lr;
+    si->has_root = false;
+    if (tr->c.digest_every > 0 && (step % tr->c.digest_every == 0 || step == tr->c.steps)) {
+        if ((s = state_root(tr, &si->root))) return s;
+        si->has_root = true;
+    }
+    return DCK_OK;
+}
+
 /* ------------------------------------------------------------------ setup */
 
 static void release(trainer *tr) {
+    dck_gt_free(tr->dev);
+    free(tr->dev_host);
     if (tr->gbufs)
         for (int i = 0; i < tr->nloc; i++) free(tr->gbufs[i]);
     free(tr->gbufs);
@@ -794,6 +969,10 @@ static void release(trainer *tr) {
     pthread_mutex_destroy(&tr->lock);
 }
 
+static void dev_activations(void *ctx, float *act, size_t n) {
+    dck_train_tap_activations(ctx, act, n);
+}
+
 static dck_status setup(trainer *tr) {
     const dck_train_config *c = &tr->c;
     /* the limits the step's stack arrays are sized by: the option table's
@@ -802,6 +981,7 @@ static dck_status setup(trainer *tr) {
     DCK_TRY(dck_train_config_check(c));
     DCK_TRY(dck_train_config_ranks(c, tr->K));
     DCK_TRY(dck_model_init(&tr->m, c));
+    tr->m.tap = tr->hooks ? tr->hooks->tap : NULL; /* the activation tap (train_inject.c) */
     if (c->flip_step > 0) {
         long t = dck_model_find(&tr->m, c->flip_tensor);
         if (t < 0)
@@ -822,6 +1002,19 @@ static dck_status setup(trainer *tr) {
     dck_zero_partition(&tr->m, tr->K, tr->part);
     tr->lo = tr->part[tr->rank];
     tr->hi = tr->part[tr->rank + 1];
+    char note[512];
+    DCK_TRY(dck_train_device_open(&tr->m, tr->rank, tr->nloc, tr->lo, tr->hi, &tr->dev, note,
+                                  sizeof note));
+    if (note[0]) say(tr, 1, "%s", note);
+    /* the activation tap between forward and backward: on the device path a
+     * host copy of the microbatch's activations, written back after it */
+    if (tr->dev && tr->m.tap) dck_gt_set_activation_hook(tr->dev, dev_activations, &tr->m);
+    if (tr->dev && dck_gt_device_index(tr->dev) >= 0)
+        say(tr, 0, "the step on CUDA device %d (rank 0): %.1f MiB of device memory",
+            dck_gt_device_index(tr->dev), (double)dck_gt_device_bytes(tr->dev) / 1048576.0);
+    else if (tr->dev)
+        say(tr, 0, "the step on the GPU path's CPU twin (%.1f MiB)",
+            (double)dck_gt_device_bytes(tr->dev) / 1048576.0);
     size_t P = tr->P, own = tr->hi - tr->lo;
     tr->master = dck_xcalloc(P, sizeof(float));
     tr->wparams = is_bf16(tr) ? dck_xcalloc(P, sizeof(float)) : tr->master;
@@ -836,14 +1029,14 @@ static dck_status setup(trainer *tr) {
         !tr->all_losses || !tr->ws || !tr->tok)
         return dck_oom("train");
     for (int w = 0; w < tr->T; w++) {
-        tr->ws[w] = dck_workspace_create(&tr->m);
+        tr->ws[w] = tr->dev ? NULL : dck_workspace_create(&tr->m); /* the device has its own */
         tr->tok[w] = dck_xcalloc((size_t)c->batch * ((size_t)c->seq + 1), sizeof(uint16_t));
-        if (!tr->ws[w] || !tr->tok[w]) return dck_oom("train");
+        if ((!tr->ws[w] && !tr->dev) || !tr->tok[w]) return dck_oom("train");
     }
     if (c->mode == DCK_MODE_DET) {
         tr->gbufs = dck_xcalloc((size_t)tr->nloc, sizeof *tr->gbufs);
         if (!tr->gbufs) return dck_oom("train");
-        for (int i = 0; i < tr->nloc; i++)
+        for (int i = 0; !tr->dev && i < tr->nloc; i++) /* on the device: there */
             if (!(tr->gbufs[i] = dck_xcalloc(P, sizeof(float))))
                 return dck_oom("train");
         if (tr->K > 1 && !(tr->gather = dck_xcalloc(P * (size_t)tr->K, sizeof(float))))
@@ -852,10 +1045,11 @@ static dck_status setup(trainer *tr) {
         tr->acc = dck_xcalloc(P, sizeof(float));
         tr->scratch = dck_xcalloc((size_t)tr->T, sizeof *tr->scratch);
         if (!tr->acc || !tr->scratch) return dck_oom("train");
-        for (int w = 0; w < tr->T; w++)
+        for (int w = 0; !tr->dev && w < tr->T; w++)
             if (!(tr->scratch[w] = dck_xcalloc(P, sizeof(float))))
                 return dck_oom("train");
     }
+    if (tr->dev && !(tr->dev_host = dck_xcalloc(P, sizeof(float)))) return dck_oom("train");
     DCK_TRY(dck_data_open(c, &tr->data));
     DCK_TRY(dck_train_config_json(c, &tr->config_json));
     dck_model_init_weights(&tr->m, tr->master);
@@ -937,6 +1131,9 @@ dck_status dck_train_run(const dck_train_config *cfg, dck_comm *comm, const dck_
     if (!s && (tr.c.resume || tr.c.resume_from[0])) s = dck_comm_agree(tr.comm, resume(&tr, &start));
     if (!s && is_bf16(&tr))
         for (size_t i = 0; i < tr.P; i++) tr.wparams[i] = dck_bf16_round(tr.master[i]);
+    /* the state, fresh or resumed (a checkpoint is the same on any device) */
+    if (!s && tr.dev) s = dck_comm_agree(tr.comm, dck_gt_upload_state(tr.dev, tr.master, tr.m1, tr.m2));
+    if (!s && tr.dev && tr.K > 1) s = dck_comm_agree(tr.comm, dev_nccl_setup(&tr));
     if (!s) s = dck_comm_agree(tr.comm, traj_open(&tr, start));
     res->first_step = start + 1;
     res->last_step = start;

@@ -18,6 +18,7 @@
  * and gradients stay fp32. */
 #include "train/train.h"
 #include "train/train_vec.h"
+#include "gpu/gpu_train_math.h" /* the per-element formulas, shared with cuda/train.cu */
 
 #include <math.h>
 #include <stdlib.h>
@@ -428,8 +429,6 @@ static void linear_bwd(const float *dY, const float *X, size_t S, size_t in, siz
     }
 }
 
-#define LN_EPS 1e-5f
-
 static void layernorm_fwd(const float *X, size_t S, size_t d, const float *w, const float *b,
                           float *Y, float *mean, float *rstd, float *tmp, bool bf16) {
     float inv_d = 1.0f / (float)d;
@@ -438,12 +437,12 @@ static void layernorm_fwd(const float *X, size_t S, size_t d, const float *w, co
         float mu = dck_sum(x, d) * inv_d;
         v_sub_s(tmp, x, mu, d);
         float var = dck_dot(tmp, tmp, d) * inv_d;
-        float rs = 1.0f / sqrtf(var + LN_EPS);
+        float rs = dck_tm_ln_rstd(var);
         float *y = Y + t * d;
         size_t c = 0;
         for (; c + DCK_VF <= d; c += DCK_VF)
-            dck_vstore(y + c, (dck_vload(tmp + c) * rs) * dck_vload(w + c) + dck_vload(b + c));
-        for (; c < d; c++) y[c] = (tmp[c] * rs) * w[c] + b[c];
+            dck_vstore(y + c, DCK_TM_LN_OUT(dck_vload(tmp + c), rs, dck_vload(w + c), dck_vload(b + c)));
+        for (; c < d; c++) y[c] = DCK_TM_LN_OUT(tmp[c], rs, w[c], b[c]);
         mean[t] = mu;
         rstd[t] = rs;
     }
@@ -477,11 +476,11 @@ static void layernorm_bwd(const float *dY, const float *X, size_t S, size_t d, c
         float m2 = dck_dot(dxhat, xhat, d) * inv_d;
         float *dx = dX + t * d;
         for (c = 0; c + DCK_VF <= d; c += DCK_VF) {
-            dck_vf g = rs * ((dck_vload(dxhat + c) - m1) - dck_vload(xhat + c) * m2);
+            dck_vf g = DCK_TM_LN_DX(rs, dck_vload(dxhat + c), dck_vload(xhat + c), m1, m2);
             dck_vstore(dx + c, accumulate ? dck_vload(dx + c) + g : g);
         }
         for (; c < d; c++) {
-            float g = rs * ((dxhat[c] - m1) - xhat[c] * m2);
+            float g = DCK_TM_LN_DX(rs, dxhat[c], xhat[c], m1, m2);
             dx[c] = accumulate ? dx[c] + g : g;
         }
     }
@@ -533,8 +532,8 @@ static void attention_bwd(const float *dout, const float *qkv, const float *prob
             for (size_t j = 0; j <= i; j++) sum_pd += p[j] * dsi[j];
             size_t j = 0;
             for (; j + DCK_VF <= i + 1; j += DCK_VF)
-                dck_vstore(dsi + j, (dck_vload(p + j) * (dck_vload(dsi + j) - sum_pd)) * scale);
-            for (; j <= i; j++) dsi[j] = (p[j] * (dsi[j] - sum_pd)) * scale;
+                dck_vstore(dsi + j, DCK_TM_SOFTMAX_DS(dck_vload(p + j), dck_vload(dsi + j), sum_pd, scale));
+            for (; j <= i; j++) dsi[j] = DCK_TM_SOFTMAX_DS(p[j], dsi[j], sum_pd, scale);
         }
         for (size_t i = 0; i < S; i++) {
             wsum(dq + i * d3, hd, ds + i * S, 1, i + 1, k, d3);
@@ -590,6 +589,7 @@ static float sequence(const dck_model *m, dck_workspace *ws, const float *w,
     layernorm_fwd(ws->x_fin, S, d, P(m, w, m->i_lnf_w), P(m, w, m->i_lnf_b), ws->lnf, ws->meanf,
                   ws->rstdf, ws->row, bf16);
     linear_fwd(ws->lnf, S, d, V, P(m, w, m->i_head), NULL, ws->logits);
+    if (m->tap) dck_train_tap_activations(m, ws->block, (size_t)(ws->logits - ws->block) + S * V);
 
     /* cross-entropy; logits become d loss / d logits in place */
     float loss = 0.0f;

@@ -1,6 +1,7 @@
 /* AdamW, LR schedule, the fixed gradient tree and ZeRO-1 ownership. */
 #include "train/train.h"
 #include "train/train_vec.h"
+#include "train/train_device.h"
 
 #include <math.h>
 #include <string.h>
@@ -18,49 +19,51 @@ float dck_lr_at(const dck_train_config *c, long step) {
     return (float)(lo + 0.5 * (base - lo) * (1.0 + dck_cospi(p)));
 }
 
+dck_tm_adamw dck_adamw_consts(const dck_train_config *c, long step, float lr, float gscale) {
+    dck_tm_adamw a;
+    a.b1 = c->beta1;
+    a.b2 = c->beta2;
+    a.one_b1 = 1.0f - a.b1;
+    a.one_b2 = 1.0f - a.b2;
+    a.bc1 = (float)(1.0 - dck_powi((double)a.b1, step));
+    a.bc2 = (float)(1.0 - dck_powi((double)a.b2, step));
+    a.eps = c->eps;
+    a.lr = lr;
+    a.decay = lr * c->weight_decay;
+    a.gscale = gscale;
+    return a;
+}
+
 void dck_adamw(const dck_model *m, const dck_train_config *c, long step, float lr, float gscale,
                const float *grad, float *master, float *exp_avg, float *exp_avg_sq, size_t lo,
                size_t hi) {
-    float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
-    float one_b1 = 1.0f - b1, one_b2 = 1.0f - b2;
-    float bc1 = (float)(1.0 - dck_powi((double)b1, step));
-    float bc2 = (float)(1.0 - dck_powi((double)b2, step));
-    float decay = lr * c->weight_decay;
+    dck_tm_adamw k = dck_adamw_consts(c, step, lr, gscale);
+    const dck_tm_adamw *ak = &k;
     for (size_t t = 0; t < m->nparams; t++) {
         const dck_param *p = &m->params[t];
         size_t a = p->offset > lo ? p->offset : lo;
         size_t b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
-        /* DCK_VF elements at a time, each with the scalar loop's operations
+        /* DCK_VF elements at a time, each with dck_tm_adamw_update's operations
          * (sqrtf lane by lane: vector extensions have no square root) */
         size_t i = a;
         for (; i + DCK_VF <= b; i += DCK_VF) {
-            dck_vf g = dck_vload(grad + i) * gscale;
-            dck_vf mo = b1 * dck_vload(exp_avg + (i - lo)) + one_b1 * g;
-            dck_vf v = b2 * dck_vload(exp_avg_sq + (i - lo)) + one_b2 * (g * g);
+            dck_vf g = dck_vload(grad + i) * k.gscale;
+            dck_vf mo = DCK_TM_ADAM_M(ak, dck_vload(exp_avg + (i - lo)), g);
+            dck_vf v = DCK_TM_ADAM_V(ak, dck_vload(exp_avg_sq + (i - lo)), g);
             dck_vstore(exp_avg + (i - lo), mo);
             dck_vstore(exp_avg_sq + (i - lo), v);
-            dck_vf mhat = mo / bc1;
-            dck_vf vhat = v / bc2;
+            dck_vf mhat = mo / k.bc1;
+            dck_vf vhat = v / k.bc2;
             dck_vf root = vhat;
             for (int l = 0; l < DCK_VF; l++) root[l] = sqrtf(vhat[l]);
-            dck_vf upd = mhat / (root + eps);
+            dck_vf upd = mhat / (root + k.eps);
             dck_vf w = dck_vload(master + i);
-            if (p->decay) w = w - decay * w;
-            dck_vstore(master + i, w - lr * upd);
+            if (p->decay) w = w - k.decay * w;
+            dck_vstore(master + i, w - k.lr * upd);
         }
-        for (; i < b; i++) {
-            float g = grad[i] * gscale;
-            float mo = b1 * exp_avg[i - lo] + one_b1 * g;
-            float v = b2 * exp_avg_sq[i - lo] + one_b2 * (g * g);
-            exp_avg[i - lo] = mo;
-            exp_avg_sq[i - lo] = v;
-            float mhat = mo / bc1;
-            float vhat = v / bc2;
-            float upd = mhat / (sqrtf(vhat) + eps);
-            float w = master[i];
-            if (p->decay) w = w - decay * w;
-            master[i] = w - lr * upd;
-        }
+        for (; i < b; i++)
+            master[i] = dck_tm_adamw_update(ak, p->decay, grad[i], &exp_avg[i - lo],
+                                            &exp_avg_sq[i - lo], master[i]);
     }
 }
 

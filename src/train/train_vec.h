@@ -14,6 +14,8 @@
 
 #include <stddef.h>
 
+#include "gpu/gpu_train_math.h" /* dck_tm_lanes8_combine: the GPU's combination too */
+
 #if defined(__AVX__)
 #define DCK_VF 8 /* one ymm register */
 #else
@@ -35,8 +37,6 @@ static inline dck_vf dck_vsplat(float x) {
 
 /* The 8 lanes of a fixed-order reduction (train.h: dck_dot, dck_sum)
  * combined as ((0+1)+(2+3))+((4+5)+(6+7)). */
-static inline float dck_lanes8_combine(const float *acc) {
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
+static inline float dck_lanes8_combine(const float *acc) { return dck_tm_lanes8_combine(acc); }
 
 #endif

@@ -2,14 +2,16 @@
 # and pkg-config file build a program that computes a golden digest vector,
 # through the stable API and through the unstable one (detcheck_static.h).
 # The shared library is libdetcheck.so.MAJOR.MINOR.PATCH with SONAME
-# libdetcheck.so.MAJOR and the .so.MAJOR and .so links.
+# libdetcheck.so.MAJOR and the .so.MAJOR and .so links. The bash and zsh
+# completions go where bash-completion and zsh look (share/...).
 . "$DCK_TOP/tests/cli/lib.sh"
 root="$TESTTMP/root"
 make -s -C "$DCK_TOP" install BUILD="$BUILD" PREFIX=/opt/dck DESTDIR="$root" > make.log 2>&1 || { cat make.log; fail "make install"; }
 for f in bin/detcheck lib/libdetcheck.a lib/libdetcheck.so include/detcheck.h include/detcheck_static.h \
          lib/pkgconfig/detcheck.pc \
          share/man/man1/detcheck.1 share/man/man1/detcheck-hash.1 share/man/man1/detcheck-verify.1 \
-         share/man/man7/detcheck-digest.7; do
+         share/man/man7/detcheck-digest.7 \
+         share/bash-completion/completions/detcheck share/zsh/site-functions/_detcheck; do
     [ -e "$root/opt/dck/$f" ] || fail "not installed: $f"; ok
 done
 expect_grep "prefix=/opt/dck" "$root/opt/dck/lib/pkgconfig/detcheck.pc"
@@ -75,4 +77,9 @@ ok
 ok
 "$root/opt/dck/bin/detcheck" --version > ver.txt
 expect_grep "detcheck" ver.txt
+# the installed bash completion completes the installed commands
+bash -c ". '$root/opt/dck/share/bash-completion/completions/detcheck'; complete -p detcheck" > comp.txt
+expect_grep "^complete -F _detcheck detcheck$" comp.txt
+expect_grep "resume-check" "$root/opt/dck/share/bash-completion/completions/detcheck"
+expect_grep "^#compdef detcheck" "$root/opt/dck/share/zsh/site-functions/_detcheck"
 done_ok

@@ -1,0 +1,53 @@
+"""Builds libdetcheck and the detcheck CLI from this repository (the parent
+folder: one copy of the C code) and bundles them into the package as
+detcheck/_native/. DETCHECK_PREBUILT=BUILD_DIR bundles an existing build
+folder (make BUILD=... all) instead of running make; DETCHECK_MAKE_JOBS sets
+make's -j (default: the CPUs)."""
+import os
+import shutil
+import subprocess
+
+from setuptools import setup
+from setuptools.command.build_py import build_py as _build_py
+from setuptools.dist import Distribution
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+
+def _build_dir():
+    pre = os.environ.get("DETCHECK_PREBUILT")
+    if pre:
+        return os.path.abspath(pre)
+    if not os.path.exists(os.path.join(REPO, "include", "detcheck.h")):
+        raise SystemExit("detcheck: %s is not the detcheck repository; install with "
+                         "`pip install ./python` from a clone (or set DETCHECK_PREBUILT)" % REPO)
+    build = os.path.join(REPO, "build-python")
+    jobs = os.environ.get("DETCHECK_MAKE_JOBS") or str(os.cpu_count() or 1)
+    subprocess.check_call(["make", "-C", REPO, "-j" + jobs, "BUILD=" + build, "all"])
+    return build
+
+
+class build_py(_build_py):
+    def run(self):
+        super().run()
+        build = _build_dir()
+        lib = os.path.join(build, "libdetcheck.so.0")
+        cli = os.path.join(build, "detcheck")
+        for p in (lib, cli):
+            if not os.path.exists(p):
+                raise SystemExit("detcheck: %s is missing (make BUILD=%s all)" % (p, build))
+        native = os.path.join(self.build_lib, "detcheck", "_native")
+        os.makedirs(native, exist_ok=True)
+        shutil.copy2(os.path.realpath(lib), os.path.join(native, "libdetcheck.so.0"))
+        shutil.copy2(cli, os.path.join(native, "detcheck"))
+
+
+class BinaryDistribution(Distribution):
+    """The wheel holds a native library: tag it for this platform."""
+
+    def has_ext_modules(self):
+        return True
+
+
+setup(cmdclass={"build_py": build_py}, distclass=BinaryDistribution)

@@ -1,0 +1,185 @@
+"""ctypes binding of libdetcheck (include/detcheck.h, detcheck_static.h).
+
+The library is found, in this order, at $DETCHECK_LIB, next to this file
+(``_native/libdetcheck.so.0``, bundled by ``pip install``), or as
+``libdetcheck.so.0`` on the loader's search path. Only the functions the
+package uses are declared; their prototypes mirror the header exactly.
+"""
+import ctypes
+import ctypes.util
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+NATIVE = os.path.join(_HERE, "_native")
+
+MAX_DIMS = 16
+SEGMENT = 128
+
+# dtype names the package maps (the library's dck_dtype_from_name decides
+# their codes, and which of them this libdetcheck knows)
+DTYPE_NAMES = ["BOOL", "U8", "I8", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "F64", "I64",
+               "U64", "F8_E4M3", "F8_E5M2", "C64", "C128"]
+GROUPS = ["weights", "optimizer", "rng", "other"]
+CMP_KINDS = ["equal", "digest", "dtype", "shape", "missing", "extra", "file", "value"]
+
+c_u64 = ctypes.c_uint64
+c_size = ctypes.c_size_t
+c_char_p = ctypes.c_char_p
+c_void_p = ctypes.c_void_p
+c_int = ctypes.c_int
+
+
+class Digest(ctypes.Structure):
+    _fields_ = [("high64", c_u64), ("low64", c_u64)]
+
+
+class Lanes(ctypes.Structure):
+    _fields_ = [("lo", c_u64), ("hi", c_u64)]
+
+
+class ManifestTensor(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("group", c_int), ("dtype", c_int), ("ndim", c_int),
+                ("shape", c_u64 * MAX_DIMS), ("digest", Digest)]
+
+
+class ManifestValue(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("value", c_char_p)]
+
+
+class ManifestFile(ctypes.Structure):
+    _fields_ = [("path", c_char_p), ("bytes", c_u64), ("xxh128", Digest)]
+
+
+class CmpEntry(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("kind", c_int),
+                ("golden", ctypes.POINTER(ManifestTensor)), ("actual", ctypes.POINTER(ManifestTensor)),
+                ("golden_value", ctypes.POINTER(ManifestValue)),
+                ("actual_value", ctypes.POINTER(ManifestValue)),
+                ("golden_file", ctypes.POINTER(ManifestFile)),
+                ("actual_file", ctypes.POINTER(ManifestFile))]
+
+
+class CmpResult(ctypes.Structure):
+    _fields_ = [("n", c_size), ("entries", ctypes.POINTER(CmpEntry)),
+                ("tensors_compared", c_size), ("tensors_equal", c_size)]
+
+
+class DetcheckError(RuntimeError):
+    """A libdetcheck call failed; the message is the library's (it names the
+    file or tensor and the problem). ``status`` is the dck_status name."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+def _candidates():
+    env = os.environ.get("DETCHECK_LIB")
+    if env:
+        return [env]
+    out = [os.path.join(NATIVE, "libdetcheck.so.0"), os.path.join(NATIVE, "libdetcheck.so")]
+    found = ctypes.util.find_library("detcheck")
+    out.append(found or "libdetcheck.so.0")
+    return out
+
+
+def _load():
+    errors = []
+    for path in _candidates():
+        if os.sep in path and not os.path.exists(path):
+            errors.append("%s: no such file" % path)
+            continue
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            errors.append(str(e))
+    raise ImportError("detcheck: cannot load libdetcheck (set DETCHECK_LIB, or pip install the "
+                      "package from the detcheck repository): " + "; ".join(errors))
+
+
+lib, LIB_PATH = _load()
+
+
+def _fn(name, restype, *argtypes):
+    f = getattr(lib, name)
+    f.restype = restype
+    f.argtypes = list(argtypes)
+    return f
+
+
+_u64p = ctypes.POINTER(c_u64)
+strerror = _fn("dck_strerror", c_char_p, c_int)
+last_error = _fn("dck_last_error", c_char_p)
+version = _fn("dck_version", c_char_p)
+free = _fn("dck_free", None, c_void_p)
+digest_buffer = _fn("dck_digest_buffer", c_int, c_int, _u64p, c_int, c_void_p, c_size, c_int,
+                    ctypes.POINTER(Digest))
+digest_to_hex = _fn("dck_digest_to_hex", None, Digest, ctypes.c_char * 33)
+digest_from_hex = _fn("dck_digest_from_hex", c_int, c_char_p, ctypes.POINTER(Digest))
+root_digest = _fn("dck_root_digest", Digest, ctypes.POINTER(c_char_p), ctypes.POINTER(Digest), c_size)
+group_of_name = _fn("dck_group_of_name", c_int, c_char_p)
+name_compare = _fn("dck_name_compare", c_int, c_char_p, c_char_p)
+segments_sum = _fn("dck_segments_sum", Lanes, c_void_p, c_size, c_u64)
+digest_finish = _fn("dck_digest_finish", Digest, c_int, _u64p, c_int, Lanes)
+gpu_digest = _fn("dck_gpu_digest", c_int, c_int, _u64p, c_int, c_void_p, c_size, c_void_p,
+                 ctypes.POINTER(Digest))
+gpu_segments_sum = _fn("dck_gpu_segments_sum", c_int, c_void_p, c_size, c_u64, c_void_p,
+                       ctypes.POINTER(Lanes))
+
+manifest_create = _fn("dck_manifest_create", c_int, ctypes.POINTER(c_void_p))
+manifest_free = _fn("dck_manifest_free", None, c_void_p)
+manifest_add_tensor = _fn("dck_manifest_add_tensor", c_int, c_void_p, ctypes.POINTER(ManifestTensor))
+manifest_add_value = _fn("dck_manifest_add_value", c_int, c_void_p, c_char_p, c_char_p)
+manifest_set_meta = _fn("dck_manifest_set_meta", c_int, c_void_p, c_char_p, c_char_p)
+manifest_tensor_count = _fn("dck_manifest_tensor_count", c_size, c_void_p)
+manifest_tensor_at = _fn("dck_manifest_tensor_at", ctypes.POINTER(ManifestTensor), c_void_p, c_size)
+manifest_value_count = _fn("dck_manifest_value_count", c_size, c_void_p)
+manifest_value_at = _fn("dck_manifest_value_at", ctypes.POINTER(ManifestValue), c_void_p, c_size)
+manifest_finalize = _fn("dck_manifest_finalize", c_int, c_void_p)
+manifest_root = _fn("dck_manifest_root", Digest, c_void_p)
+manifest_save = _fn("dck_manifest_save", c_int, c_void_p, c_int, c_char_p)
+manifest_load = _fn("dck_manifest_load", c_int, c_char_p, ctypes.POINTER(c_void_p))
+manifest_compare = _fn("dck_manifest_compare", c_int, c_void_p, c_void_p, c_int,
+                       ctypes.POINTER(CmpResult))
+cmp_result_release = _fn("dck_cmp_result_release", None, ctypes.POINTER(CmpResult))
+
+
+def _dtype_codes():
+    f = _fn("dck_dtype_from_name", c_int, c_char_p, ctypes.POINTER(c_int))
+    codes = {}
+    for n in DTYPE_NAMES:
+        c = c_int()
+        if f(n.encode(), ctypes.byref(c)) == 0:
+            codes[n] = c.value
+    clear_error()
+    return codes
+
+
+clear_error = _fn("dck_clear_error", None)
+DTYPE_CODE = _dtype_codes()
+DTYPES = {c: n for n, c in DTYPE_CODE.items()}
+
+
+def check(status):
+    """Raises DetcheckError with the library's message for a failed call."""
+    if status:
+        raise DetcheckError(strerror(status).decode(), last_error().decode("utf-8", "replace"))
+
+
+def hex_of(d):
+    buf = (ctypes.c_char * 33)()
+    digest_to_hex(d, buf)
+    return buf.value.decode()
+
+
+def digest_of_hex(h):
+    d = Digest()
+    check(digest_from_hex(h.encode(), ctypes.byref(d)))
+    return d
+
+
+def shape_array(shape):
+    shape = list(shape)
+    if len(shape) > MAX_DIMS:
+        raise ValueError("detcheck: more than %d dimensions" % MAX_DIMS)
+    return (c_u64 * max(1, len(shape)))(*shape), len(shape)

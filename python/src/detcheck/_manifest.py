@@ -1,0 +1,307 @@
+"""Manifests of live Python objects: the names, groups, tensors and values
+``detcheck hash`` gives the same object once torch.save'd, built here by
+walking the object the way the library walks the unpickled tree
+(src/formats/pickle_walk.c), and digesting every tensor in place."""
+import ctypes
+import json
+import sys
+
+from . import _lib
+from ._digest import _is_dtensor, digest_numpy_parts, digest_torch_parts, is_numpy_array, is_torch_tensor
+from ._shard import digest_dtensor
+
+# a sequence of more scalars than this is one value (pickle.h PK_SEQ_VALUE_MIN)
+SEQ_VALUE_MIN = 8
+
+
+def _scalar_text(v):
+    """The text the walker records for a scalar: Python's own repr."""
+    if hasattr(v, "item") and not isinstance(v, (bool, int, float)):
+        v = v.item()  # a NumPy scalar: the file holds its value
+    if v is None:
+        return "None"
+    if isinstance(v, bool):
+        return "True" if v else "False"
+    if isinstance(v, int):
+        return str(int(v))
+    return repr(float(v))
+
+
+def _is_scalar(v):
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(v, np.generic):
+        return isinstance(v, (np.bool_, np.integer, np.floating))  # the unpickler reads their value
+    return v is None or type(v) in (bool, int, float) or (
+        isinstance(v, (int, float)) and type(v).__module__ == "builtins")
+
+
+def _component(text):
+    # control characters become '?', as in the library
+    return "".join("?" if (ord(c) < 0x20 or ord(c) == 0x7F) else c for c in text)
+
+
+def _join(prefix, comp):
+    comp = _component(comp)
+    return prefix + "." + comp if prefix else comp
+
+
+class _Walker:
+    def __init__(self, on_tensor, on_value):
+        self.on_tensor = on_tensor
+        self.on_value = on_value
+        self.depth = 0
+
+    def key_text(self, key, index):
+        if isinstance(key, (str, bytes)):
+            return key if isinstance(key, str) else key.decode("utf-8", "replace")
+        if _is_scalar(key):
+            return _scalar_text(key)
+        return "key%d" % index
+
+    def module(self, m, name):
+        for k, v in m._parameters.items():
+            if v is not None:
+                self.walk(v, _join(name, k))
+        skip = getattr(m, "_non_persistent_buffers_set", set())
+        for k, v in m._buffers.items():
+            if v is not None and k not in skip:
+                self.walk(v, _join(name, k))
+        for k, v in m._modules.items():
+            if v is not None:
+                self.walk(v, _join(name, k))
+
+    def walk(self, obj, name):
+        self.depth += 1
+        if self.depth > 100:
+            raise ValueError("detcheck.manifest: objects nested deeper than 100 levels at %s" % name)
+        try:
+            self._walk(obj, name)
+        finally:
+            self.depth -= 1
+
+    def _walk(self, obj, name):
+        torch = sys.modules.get("torch")
+        if is_torch_tensor(obj) or is_numpy_array(obj):
+            self.on_tensor(name, obj)
+        elif _is_scalar(obj):
+            self.on_value(name, _scalar_text(obj))
+        elif isinstance(obj, (bytes, bytearray)):
+            self.on_value(name, "bytes:" + _lib.hex_of(_xxh128(bytes(obj))))
+        elif isinstance(obj, (tuple, list)):
+            if len(obj) > SEQ_VALUE_MIN and all(_is_scalar(v) for v in obj):
+                body = ", ".join(_scalar_text(v) for v in obj)
+                self.on_value(name, "(%s)" % body if isinstance(obj, tuple) else "[%s]" % body)
+            else:
+                for i, v in enumerate(obj):
+                    self.walk(v, _join(name, str(i)))
+        elif isinstance(obj, (set, frozenset)):
+            for i, v in enumerate(obj):
+                self.walk(v, _join(name, str(i)))
+        elif isinstance(obj, dict):
+            for i, (k, v) in enumerate(obj.items()):
+                self.walk(v, _join(name, self.key_text(k, i)))
+        elif torch is not None and isinstance(obj, torch.nn.Module):
+            self.module(obj, name)
+        elif torch is not None and isinstance(obj, torch.optim.Optimizer):
+            self.walk(obj.state_dict(), name)
+        elif isinstance(obj, str):
+            pass  # strings are not recorded
+        elif hasattr(obj, "state_dict") and callable(obj.state_dict):
+            self.walk(obj.state_dict(), name)  # schedulers, scalers...
+        elif hasattr(obj, "__dict__"):
+            for i, (k, v) in enumerate(vars(obj).items()):
+                self.walk(v, _join(name, k))
+
+
+def _xxh128(data):
+    f = _lib.lib.dck_xxh128
+    f.restype = _lib.Digest
+    f.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    buf = ctypes.create_string_buffer(data, len(data))
+    return f(ctypes.cast(buf, ctypes.c_void_p), len(data))
+
+
+class Manifest:
+    """A finalized manifest (libdetcheck's dck_manifest): ``tensors`` (name ->
+    (group, dtype, shape, digest)), ``values`` (name -> text), ``root``.
+    ``save(path)`` writes it as ``detcheck hash -o`` does (YAML, or JSON when
+    the path ends in .json or fmt="json")."""
+
+    def __init__(self, handle):
+        self._h = ctypes.c_void_p(handle)
+
+    def __del__(self):
+        h, self._h = getattr(self, "_h", None), None
+        if h and _lib is not None and _lib.manifest_free is not None:
+            _lib.manifest_free(h)
+
+    @classmethod
+    def load(cls, path):
+        """Reads a YAML or JSON manifest (checks it, as detcheck verify does)."""
+        h = ctypes.c_void_p()
+        _lib.check(_lib.manifest_load(str(path).encode(), ctypes.byref(h)))
+        return cls(h.value)
+
+    @property
+    def tensors(self):
+        out = {}
+        for i in range(_lib.manifest_tensor_count(self._h)):
+            t = _lib.manifest_tensor_at(self._h, i).contents
+            out[t.name.decode()] = (_lib.GROUPS[t.group], _lib.DTYPES[t.dtype],
+                                    tuple(t.shape[:t.ndim]), _lib.hex_of(t.digest))
+        return out
+
+    @property
+    def values(self):
+        out = {}
+        for i in range(_lib.manifest_value_count(self._h)):
+            v = _lib.manifest_value_at(self._h, i).contents
+            out[v.name.decode()] = v.value.decode()
+        return out
+
+    @property
+    def root(self):
+        return _lib.hex_of(_lib.manifest_root(self._h))
+
+    def save(self, path, fmt=None):
+        """Writes the manifest to path (temporary name, fsync, rename)."""
+        path = str(path)
+        if fmt is None:
+            fmt = "json" if path.endswith(".json") else "yaml"
+        if fmt not in ("yaml", "json"):
+            raise ValueError("detcheck: manifest format yaml or json, not %r" % fmt)
+        _lib.check(_lib.manifest_save(self._h, 1 if fmt == "json" else 0, path.encode()))
+        return path
+
+    def __repr__(self):
+        return "<detcheck.Manifest %d tensors, %d values, root %s>" % (
+            len(self.tensors), len(self.values), self.root)
+
+
+def manifest(obj, prefix=""):
+    """The manifest of a module, an optimizer, a state dict, or any nested
+    dict/list/tuple of tensors, arrays and scalars.
+
+    Names, groups, digests and values are those ``detcheck hash`` gives the
+    object once saved with ``torch.save(obj)`` (a module: as torch.save(module)
+    or torch.save(module.state_dict()); an optimizer: as
+    torch.save(optimizer.state_dict())). Tensors are digested in place (CUDA
+    ones on their device); strings are not recorded, as in the file. Returns a
+    :class:`Manifest`."""
+    h = ctypes.c_void_p()
+    _lib.check(_lib.manifest_create(ctypes.byref(h)))
+    m = Manifest(h.value)
+    keep = []
+
+    def on_tensor(name, t):
+        name = name or ("tensor" if is_torch_tensor(t) else "array")
+        if is_torch_tensor(t) and _is_dtensor(t):  # a collective: the whole tensor's digest
+            dg = digest_dtensor(t)
+            dt, shape, d = dg.dtype, dg.shape, _lib.digest_of_hex(str(dg))
+        else:
+            dt, shape, d = digest_torch_parts(t) if is_torch_tensor(t) else digest_numpy_parts(t)
+        rec = _lib.ManifestTensor()
+        nm = name.encode("utf-8", "surrogateescape")
+        keep.append(nm)
+        rec.name = nm
+        rec.group = _lib.group_of_name(nm)
+        rec.dtype = _lib.DTYPE_CODE[dt]
+        rec.ndim = len(shape)
+        for i, s in enumerate(shape):
+            rec.shape[i] = s
+        rec.digest = d
+        _lib.check(_lib.manifest_add_tensor(m._h, ctypes.byref(rec)))
+
+    def on_value(name, text):
+        _lib.check(_lib.manifest_add_value(m._h, (name or "value").encode(), text.encode()))
+
+    _Walker(on_tensor, on_value).walk(obj, prefix)
+    _lib.check(_lib.manifest_set_meta(m._h, b"tool", b"detcheck-python"))
+    _lib.check(_lib.manifest_set_meta(m._h, b"source", b"python object"))
+    _lib.check(_lib.manifest_finalize(m._h))
+    return m
+
+
+class Difference:
+    """One difference, as ``detcheck verify`` lists it: ``name``, ``kind``
+    (digest, dtype, shape, missing, extra, value, file), and the two sides
+    (``actual``/``golden``: digest hex, dtype, shape or value text; None when
+    absent)."""
+
+    def __init__(self, name, kind, actual, golden):
+        self.name, self.kind, self.actual, self.golden = name, kind, actual, golden
+
+    def __repr__(self):
+        return "Difference(%r, %r, actual=%r, golden=%r)" % (self.name, self.kind, self.actual, self.golden)
+
+    def __str__(self):
+        if self.kind == "missing":
+            return "missing  %s (in golden, not in actual)" % self.name
+        if self.kind == "extra":
+            return "extra    %s (in actual, not in golden)" % self.name
+        return "%-8s %s: %s, golden %s" % ("differs" if self.kind == "digest" else self.kind,
+                                           self.name, self.actual, self.golden)
+
+
+class VerifyResult:
+    """``ok`` (True when every tensor and value has the golden bits),
+    ``differences`` (a list of :class:`Difference`, model order: the CLI's
+    list), ``first`` (the first, or None), ``tensors_compared``,
+    ``tensors_equal``, ``actual`` (the :class:`Manifest` computed)."""
+
+    def __init__(self, ok, differences, compared, equal, actual):
+        self.ok, self.differences = ok, differences
+        self.tensors_compared, self.tensors_equal, self.actual = compared, equal, actual
+
+    @property
+    def first(self):
+        return self.differences[0] if self.differences else None
+
+    def __bool__(self):
+        return self.ok
+
+    def __str__(self):
+        if self.ok:
+            return "OK: %d tensors identical (root %s)" % (self.tensors_equal, self.actual.root)
+        lines = ["DIFFERENT: %d difference%s; first: %s" % (
+            len(self.differences), "" if len(self.differences) == 1 else "s", self.differences[0].name)]
+        lines += ["  " + str(d) for d in self.differences]
+        return "\n".join(lines)
+
+
+def _side(t, kind):
+    if not t:
+        return None
+    t = t.contents
+    if kind == "dtype":
+        return _lib.DTYPES[t.dtype]
+    if kind == "shape":
+        return list(t.shape[:t.ndim])
+    return _lib.hex_of(t.digest)
+
+
+def verify(obj, golden):
+    """Compares obj (anything :func:`manifest` takes, or a :class:`Manifest`)
+    with a golden manifest (a path to a YAML/JSON manifest, or a Manifest),
+    tensors and values, as ``detcheck verify`` does. Returns a
+    :class:`VerifyResult`."""
+    actual = obj if isinstance(obj, Manifest) else manifest(obj)
+    gold = golden if isinstance(golden, Manifest) else Manifest.load(golden)
+    r = _lib.CmpResult()
+    _lib.check(_lib.manifest_compare(gold._h, actual._h, 0, ctypes.byref(r)))
+    try:
+        diffs = []
+        for i in range(r.n):
+            e = r.entries[i]
+            kind = _lib.CMP_KINDS[e.kind]
+            if kind == "value":
+                a = e.actual_value.contents.value.decode() if e.actual_value else None
+                g = e.golden_value.contents.value.decode() if e.golden_value else None
+            else:
+                a, g = _side(e.actual, kind), _side(e.golden, kind)
+            diffs.append(Difference(e.name.decode("utf-8", "replace"), kind, a, g))
+        res = VerifyResult(r.n == 0, diffs, r.tensors_compared, r.tensors_equal, actual)
+    finally:
+        _lib.cmp_result_release(ctypes.byref(r))
+    res._golden = gold
+    return res

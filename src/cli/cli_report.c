@@ -1,0 +1,600 @@
+/* --junit and --markdown reports for CI systems (see cli_report.h).
+ *
+ * JUnit XML has no formal standard; the shape written here is the one Ant's
+ * XMLJUnitResultFormatter established and Jenkins' junit-10.xsd describes,
+ * which is what GitHub Actions reporters (dorny/test-reporter,
+ * mikepenz/action-junit-report), GitLab (artifacts:reports:junit) and
+ * Jenkins (junit step) read: <testsuites> holding one <testsuite> with
+ * <properties>, then one <testcase classname name time> per tensor or check,
+ * each with at most one <failure message type> or <error message type>.
+ * tests/junit.xsd is that shape, and the tests validate every report
+ * against it with xmllint.
+ *
+ * Names come from files: any bytes. XML 1.0 cannot carry control characters
+ * other than tab, newline and carriage return (not even as &#N;), nor bytes
+ * that are not UTF-8, so those are written as the text \xNN, as cli_safe
+ * shows them on a terminal; everything else is escaped (&amp; &lt; &gt;
+ * &quot; &apos;, and in attributes &#9; &#10; &#13;, which a parser would
+ * otherwise normalise to blanks). */
+#include "cli_report.h"
+
+#include <fnmatch.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char *dup_or_null(const char *s, bool *oom) {
+    if (!s) return NULL;
+    char *d = strdup(s);
+    if (!d) *oom = true;
+    return d;
+}
+
+void cli_report_init(cli_report *r, const char *cmd) {
+    memset(r, 0, sizeof *r);
+    r->cmd = cmd;
+    clock_gettime(CLOCK_MONOTONIC, &r->t0);
+}
+
+bool cli_report_wanted(const cli_report *r) { return r->junit || r->markdown; }
+
+int cli_report_option(cli_report *r, int code, const char *arg) {
+    if (code == CLI_OPT_JUNIT) r->junit = arg;
+    else if (code == CLI_OPT_MARKDOWN) r->markdown = arg;
+    else return 0;
+    return 1;
+}
+
+int cli_report_arg(cli_report *r, const char *a, const char *next, int *used) {
+    static const struct {
+        const char *name;
+        int code;
+    } opts[] = {{"--junit", CLI_OPT_JUNIT}, {"--markdown", CLI_OPT_MARKDOWN}};
+    *used = 0;
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        size_t n = strlen(opts[i].name);
+        if (strncmp(a, opts[i].name, n) != 0) continue;
+        const char *val;
+        if (a[n] == '=') val = a + n + 1;
+        else if (a[n] == 0) {
+            if (!next) {
+                cli_usage_error(r->cmd, "%s needs a file name ('-': standard output)", a);
+                return -1;
+            }
+            val = next;
+            *used = 1;
+        } else continue;
+        if (!*val) {
+            cli_usage_error(r->cmd, "%s needs a file name ('-': standard output)", opts[i].name);
+            return -1;
+        }
+        return cli_report_option(r, opts[i].code, val);
+    }
+    return 0;
+}
+
+void cli_report_exclude(cli_report *r, const char *const *globs, size_t n) {
+    r->exclude = globs;
+    r->nexclude = n;
+}
+
+void cli_report_aliases(cli_report *r, char *const *alias) { r->aliases = alias; }
+
+void cli_report_property(cli_report *r, const char *name, const char *value) {
+    if (!value) return;
+    char **p = realloc(r->props, sizeof *p * (r->nprops + 2));
+    if (!p) {
+        r->oom = true;
+        return;
+    }
+    r->props = p;
+    p[r->nprops] = dup_or_null(name, &r->oom);
+    p[r->nprops + 1] = dup_or_null(value, &r->oom);
+    r->nprops += 2;
+}
+
+void cli_report_title(cli_report *r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    free(r->title);
+    if (vasprintf(&r->title, fmt, ap) < 0) {
+        r->title = NULL;
+        r->oom = true;
+    }
+    va_end(ap);
+}
+
+void cli_report_case(cli_report *r, const char *classname, const char *name, cli_case_result res,
+                     const char *type, const char *message, const char *detail) {
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 64;
+        cli_case *c = realloc(r->cases, sizeof *c * cap);
+        if (!c) {
+            r->oom = true;
+            return;
+        }
+        r->cases = c;
+        r->cap = cap;
+    }
+    cli_case *c = &r->cases[r->n++];
+    c->classname = dup_or_null(classname, &r->oom);
+    c->name = dup_or_null(name ? name : "", &r->oom);
+    c->result = res;
+    c->type = dup_or_null(type, &r->oom);
+    c->message = dup_or_null(message, &r->oom);
+    c->detail = dup_or_null(detail, &r->oom);
+}
+
+void cli_report_release(cli_report *r) {
+    for (size_t i = 0; i < r->n; i++) {
+        cli_case *c = &r->cases[i];
+        free(c->classname);
+        free(c->name);
+        free(c->type);
+        free(c->message);
+        free(c->detail);
+    }
+    for (size_t i = 0; i < r->nprops; i++) free(r->props[i]);
+    free(r->props);
+    free(r->cases);
+    free(r->title);
+    const char *cmd = r->cmd;
+    memset(r, 0, sizeof *r);
+    r->cmd = cmd;
+}
+
+/* ------------------------------------------------------------------ text */
+
+/* Length of the UTF-8 sequence at p that XML 1.0 allows as a character
+ * (no overlong forms, surrogates, U+FFFE/U+FFFF or beyond U+10FFFF), or 0. */
+static size_t xml_char_len(const unsigned char *p) {
+    unsigned c = p[0];
+    if (c < 0x80) return 1;
+    size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 0;
+    if (!n || c > 0xf4) return 0;
+    unsigned long cp = c & (0x7f >> n);
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80) return 0;
+        cp = cp << 6 | (p[i] & 0x3f);
+    }
+    static const unsigned long min[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || cp == 0xfffe || cp == 0xffff)
+        return 0;
+    return n;
+}
+
+static void put_hex(FILE *f, unsigned char b) { fprintf(f, "\\x%02x", b); }
+
+/* attr: inside an attribute value (tab, newline, CR as references) */
+static void xml_text(FILE *f, const char *s, bool attr) {
+    if (!s) return;
+    static const struct {
+        char c;
+        const char *as;
+    } entities[] = {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&apos;"}};
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t n = xml_char_len(p);
+        if (n == 1 && *p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r') n = 0;
+        if (n == 1 && *p == 0x7f) n = 0; /* allowed, but invisible: shown as cli_safe does */
+        if (!n) {
+            put_hex(f, *p++);
+            continue;
+        }
+        const char *ent = NULL;
+        for (size_t i = 0; n == 1 && i < sizeof entities / sizeof entities[0]; i++)
+            if (*p == (unsigned char)entities[i].c) ent = entities[i].as;
+        if (attr && (*p == '\t' || *p == '\n' || *p == '\r')) fprintf(f, "&#%d;", *p);
+        else if (ent) fputs(ent, f);
+        else fwrite(p, 1, n, f);
+        p += n;
+    }
+}
+
+/* Markdown table cell: every ASCII punctuation character that Markdown or
+ * GitHub's tables give a meaning to is backslash-escaped (CommonMark lets
+ * any ASCII punctuation be), control characters and bytes that are not
+ * UTF-8 become \xNN, so a name cannot break the table or inject markup. */
+static void md_text(FILE *f, const char *s) {
+    if (!s) return;
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t n = xml_char_len(p);
+        if (!n || (n == 1 && (*p < 0x20 || *p == 0x7f))) {
+            put_hex(f, *p++);
+            continue;
+        }
+        if (n == 1 && strchr("\\`*_{}[]()<>#|~&!$^=", *p)) fputc('\\', f);
+        fwrite(p, 1, n, f);
+        p += n;
+    }
+}
+
+static void counts(const cli_report *r, size_t *fail, size_t *err, size_t *skip) {
+    *fail = *err = *skip = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->cases[i].result == CLI_CASE_FAIL) ++*fail;
+        if (r->cases[i].result == CLI_CASE_ERROR) ++*err;
+        if (r->cases[i].result == CLI_CASE_SKIPPED) ++*skip;
+    }
+}
+
+static double elapsed(const cli_report *r) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    double s = (double)(t.tv_sec - r->t0.tv_sec) + (double)(t.tv_nsec - r->t0.tv_nsec) * 1e-9;
+    return s < 0 ? 0 : s;
+}
+
+char *cli_report_junit_text(const cli_report *r, size_t *len) {
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+    if (!f) return NULL;
+    size_t fail, err, skip;
+    counts(r, &fail, &err, &skip);
+    char suite[64], stamp[32], host[256] = "localhost";
+    snprintf(suite, sizeof suite, "detcheck %s", r->cmd);
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (gethostname(host, sizeof host - 1) != 0 || !host[0]) snprintf(host, sizeof host, "localhost");
+    host[sizeof host - 1] = 0;
+    double secs = elapsed(r);
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    fprintf(f, "<testsuites name=\"%s\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" time=\"%.3f\">\n",
+            suite, r->n, fail, err, secs);
+    fprintf(f,
+            "  <testsuite name=\"%s\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" skipped=\"%zu\" "
+            "time=\"%.3f\" timestamp=\"%s\" hostname=\"",
+            suite, r->n, fail, err, skip, secs, stamp);
+    xml_text(f, host, true);
+    fprintf(f, "\">\n    <properties>\n");
+    fprintf(f, "      <property name=\"detcheck.version\" value=\"%s\"/>\n", dck_version());
+    for (size_t i = 0; i + 1 < r->nprops; i += 2) {
+        fprintf(f, "      <property name=\"");
+        xml_text(f, r->props[i], true);
+        fprintf(f, "\" value=\"");
+        xml_text(f, r->props[i + 1], true);
+        fprintf(f, "\"/>\n");
+    }
+    fprintf(f, "    </properties>\n");
+    for (size_t i = 0; i < r->n; i++) {
+        const cli_case *c = &r->cases[i];
+        fprintf(f, "    <testcase classname=\"");
+        xml_text(f, c->classname ? c->classname : suite, true);
+        fprintf(f, "\" name=\"");
+        xml_text(f, c->name, true);
+        fprintf(f, "\" time=\"0\"");
+        if (c->result == CLI_CASE_PASS && !c->message) {
+            fprintf(f, "/>\n");
+            continue;
+        }
+        fprintf(f, ">\n");
+        if (c->result == CLI_CASE_SKIPPED) {
+            fprintf(f, "      <skipped message=\"");
+            xml_text(f, c->message, true);
+            fprintf(f, "\"/>\n");
+        } else if (c->result == CLI_CASE_PASS) {
+            /* a pass worth a note (within tolerance): shown as output */
+            fprintf(f, "      <system-out>");
+            xml_text(f, c->message, false);
+            fprintf(f, "</system-out>\n");
+        } else {
+            const char *el = c->result == CLI_CASE_FAIL ? "failure" : "error";
+            fprintf(f, "      <%s message=\"", el);
+            xml_text(f, c->message ? c->message : "", true);
+            fprintf(f, "\" type=\"");
+            xml_text(f, c->type ? c->type : el, true);
+            fprintf(f, "\">");
+            /* the body repeats the message: some viewers show only one */
+            xml_text(f, c->message, false);
+            if (c->detail) {
+                fputc('\n', f);
+                xml_text(f, c->detail, false);
+            }
+            fprintf(f, "</%s>\n", el);
+        }
+        fprintf(f, "    </testcase>\n");
+    }
+    fprintf(f, "  </testsuite>\n</testsuites>\n");
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* Rows of failures the summary lists: a summary is read by people; the
+ * JUnit report and --json have them all. */
+enum { MD_MAX_ROWS = 100 };
+
+char *cli_report_markdown_text(const cli_report *r, size_t *len) {
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+    if (!f) return NULL;
+    size_t fail, err, skip;
+    counts(r, &fail, &err, &skip);
+    const char *verdict = err ? "trouble" : fail ? "DIFFERENT" : "OK";
+    const char *mark = err ? ":warning:" : fail ? ":x:" : ":white_check_mark:";
+    fprintf(f, "### %s detcheck %s: %s\n\n", mark, r->cmd, verdict);
+    if (r->title) {
+        md_text(f, r->title);
+        fprintf(f, "\n\n");
+    }
+    for (size_t i = 0; i + 1 < r->nprops; i += 2) {
+        fprintf(f, "- ");
+        md_text(f, r->props[i]);
+        fprintf(f, ": ");
+        md_text(f, r->props[i + 1]);
+        fputc('\n', f);
+    }
+    if (r->nprops) fputc('\n', f);
+    fprintf(f, "| checks | passed | failed | errors | skipped |\n| ---: | ---: | ---: | ---: | ---: |\n");
+    fprintf(f, "| %zu | %zu | %zu | %zu | %zu |\n", r->n, r->n - fail - err - skip, fail, err, skip);
+    if (fail + err) {
+        fprintf(f, "\n| | name | what differs |\n| --- | --- | --- |\n");
+        size_t shown = 0;
+        for (size_t i = 0; i < r->n && shown < MD_MAX_ROWS; i++) {
+            const cli_case *c = &r->cases[i];
+            if (c->result == CLI_CASE_PASS || c->result == CLI_CASE_SKIPPED) continue;
+            fprintf(f, "| %s | ", c->result == CLI_CASE_FAIL ? ":x:" : ":warning:");
+            md_text(f, c->name);
+            fprintf(f, " | ");
+            /* the name has its own column */
+            const char *m = c->message ? c->message : "";
+            size_t nl = strlen(c->name);
+            if (!strncmp(m, c->name, nl) && !strncmp(m + nl, ": ", 2)) m += nl + 2;
+            md_text(f, m);
+            fprintf(f, " |\n");
+            shown++;
+        }
+        if (fail + err > shown)
+            fprintf(f, "\n%zu more not listed here (see the JUnit report or --json).\n", fail + err - shown);
+    }
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static int emit(cli_report *r, const char *path, char *(*text)(const cli_report *, size_t *)) {
+    size_t len = 0;
+    char *doc = text(r, &len);
+    if (!doc) {
+        cli_fail(r->cmd, dck_oom(NULL));
+        return DCK_EXIT_TROUBLE;
+    }
+    dck_status s = DCK_OK;
+    if (!strcmp(path, "-")) {
+        if (fwrite(doc, 1, len, stdout) != len || fflush(stdout) != 0)
+            s = dck_set_error(DCK_ERR_IO, "cannot write the report to standard output");
+    } else {
+        s = dck_write_file_atomic(path, doc, len);
+    }
+    free(doc);
+    if (s) {
+        cli_error(r->cmd, "report %s: %s", path, dck_last_error());
+        return DCK_EXIT_TROUBLE;
+    }
+    return 0;
+}
+
+int cli_report_finish(cli_report *r) {
+    int rc = 0;
+    if (r->oom) {
+        cli_fail(r->cmd, dck_oom(NULL));
+        rc = DCK_EXIT_TROUBLE;
+    }
+    if (!rc && r->junit) rc = emit(r, r->junit, cli_report_junit_text);
+    if (!rc && r->markdown) rc = emit(r, r->markdown, cli_report_markdown_text);
+    cli_report_release(r);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ builders */
+
+static void shape_text(char *b, size_t n, const uint64_t *shape, int ndim) {
+    size_t k = (size_t)snprintf(b, n, "[");
+    for (int i = 0; i < ndim && k < n; i++)
+        k += (size_t)snprintf(b + k, n - k, "%s%llu", i ? ", " : "", (unsigned long long)shape[i]);
+    if (k < n) snprintf(b + k, n - k, "]");
+}
+
+static void classname(char *b, size_t n, const char *prefix, const char *what) {
+    snprintf(b, n, "%s.%s", prefix, what);
+}
+
+/* One failing case for a comparison entry; sides: what the golden and the
+ * actual manifest stand for ("golden", "checkpoint"; "run A", "run B"). */
+static void compare_case(cli_report *r, const char *prefix, const dck_cmp_result *cmp,
+                         const dck_cmp_entry *e, const char *const sides[2]) {
+    char msg[2048], a[33], b[33], sa[256], sb[256], cls[256];
+    const char *name = e->name, *type = dck_cmp_kind_name(e->kind);
+    const dck_manifest_tensor *t = e->golden ? e->golden : e->actual;
+    classname(cls, sizeof cls, prefix,
+              t ? dck_group_name(t->group) : e->kind == DCK_CMP_FILE ? "files" : "values");
+    switch (e->kind) {
+    case DCK_CMP_DIGEST:
+        dck_digest_to_hex(e->actual->digest, a);
+        dck_digest_to_hex(e->golden->digest, b);
+        shape_text(sa, sizeof sa, e->golden->shape, e->golden->ndim);
+        snprintf(msg, sizeof msg, "%s: digest %s in the %s, %s in the %s (%s %s)", name, a, sides[1], b,
+                 sides[0], dck_dtype_name(e->golden->dtype), sa);
+        break;
+    case DCK_CMP_DTYPE:
+        snprintf(msg, sizeof msg, "%s: dtype %s in the %s, %s in the %s", name,
+                 dck_dtype_name(e->actual->dtype), sides[1], dck_dtype_name(e->golden->dtype), sides[0]);
+        break;
+    case DCK_CMP_SHAPE:
+        shape_text(sa, sizeof sa, e->actual->shape, e->actual->ndim);
+        shape_text(sb, sizeof sb, e->golden->shape, e->golden->ndim);
+        snprintf(msg, sizeof msg, "%s: shape %s in the %s, %s in the %s", name, sa, sides[1], sb, sides[0]);
+        break;
+    case DCK_CMP_MISSING:
+        snprintf(msg, sizeof msg, "%s: missing (in the %s, not in the %s)", name, sides[0], sides[1]);
+        break;
+    case DCK_CMP_EXTRA: {
+        const char *alias = r->aliases ? r->aliases[e - cmp->entries] : NULL;
+        snprintf(msg, sizeof msg, "%s: extra (in the %s, not in the %s)%s%s%s", name, sides[1], sides[0],
+                 alias ? "; shares storage with " : "", alias ? alias : "",
+                 alias ? " (a tied weight? --ignore-aliases)" : "");
+        break;
+    }
+    case DCK_CMP_FILE:
+        if (!e->actual_file || !e->golden_file) {
+            snprintf(msg, sizeof msg, "file %s: %s (in the %s, not in the %s)", name,
+                     e->actual_file ? "extra" : "missing", sides[e->actual_file ? 1 : 0],
+                     sides[e->actual_file ? 0 : 1]);
+        } else {
+            dck_digest_to_hex(e->actual_file->xxh128, a);
+            dck_digest_to_hex(e->golden_file->xxh128, b);
+            snprintf(msg, sizeof msg, "file %s: %llu bytes xxh128 %s in the %s, %llu bytes %s in the %s", name,
+                     (unsigned long long)e->actual_file->bytes, a, sides[1],
+                     (unsigned long long)e->golden_file->bytes, b, sides[0]);
+        }
+        break;
+    case DCK_CMP_VALUE:
+        snprintf(msg, sizeof msg, "value %s: %s in the %s, %s in the %s", name,
+                 e->actual_value ? e->actual_value->value : "(absent)", sides[1],
+                 e->golden_value ? e->golden_value->value : "(absent)", sides[0]);
+        break;
+    default: snprintf(msg, sizeof msg, "%s: %s", name, type); break;
+    }
+    cli_report_case(r, cls, name, CLI_CASE_FAIL, type, msg, NULL);
+}
+
+typedef struct {
+    const char *name;
+    const dck_cmp_entry *e;
+} entry_ref;
+
+static int cmp_ref(const void *x, const void *y) {
+    return strcmp(((const entry_ref *)x)->name, ((const entry_ref *)y)->name);
+}
+
+void cli_report_compare(cli_report *r, const char *prefix, const dck_manifest *golden,
+                        const dck_cmp_result *cmp, const char *golden_side, const char *actual_side) {
+    const char *const sides[2] = {golden_side, actual_side};
+    /* tensor entries by name, so that every golden tensor is reported in
+     * model order, passing or failing */
+    entry_ref *refs = cmp->n ? malloc(sizeof *refs * cmp->n) : NULL;
+    size_t nref = 0;
+    if (cmp->n && !refs) {
+        r->oom = true;
+        return;
+    }
+    for (size_t i = 0; i < cmp->n; i++)
+        if (cmp->entries[i].kind <= DCK_CMP_MISSING && cmp->entries[i].golden)
+            refs[nref++] = (entry_ref){cmp->entries[i].name, &cmp->entries[i]};
+    if (nref) qsort(refs, nref, sizeof *refs, cmp_ref);
+    char cls[256];
+    size_t ng = golden ? dck_manifest_tensor_count(golden) : 0;
+    for (size_t i = 0; i < ng; i++) {
+        const dck_manifest_tensor *t = dck_manifest_tensor_at(golden, i);
+        entry_ref key = {t->name, NULL};
+        entry_ref *hit = nref ? bsearch(&key, refs, nref, sizeof *refs, cmp_ref) : NULL;
+        const char *glob = NULL;
+        for (size_t g = 0; g < r->nexclude && !glob; g++)
+            if (fnmatch(r->exclude[g], t->name, 0) == 0) glob = r->exclude[g];
+        if (glob) {
+            char why[512];
+            snprintf(why, sizeof why, "excluded by --exclude %s", glob);
+            classname(cls, sizeof cls, prefix, dck_group_name(t->group));
+            cli_report_case(r, cls, t->name, CLI_CASE_SKIPPED, NULL, why, NULL);
+        } else if (hit) {
+            compare_case(r, prefix, cmp, hit->e, sides);
+        } else {
+            classname(cls, sizeof cls, prefix, dck_group_name(t->group));
+            cli_report_case(r, cls, t->name, CLI_CASE_PASS, NULL, NULL, NULL);
+        }
+    }
+    /* the rest: extras, files, values (and every entry without a golden) */
+    for (size_t i = 0; i < cmp->n; i++) {
+        const dck_cmp_entry *e = &cmp->entries[i];
+        if (golden && e->kind <= DCK_CMP_MISSING && e->golden) continue;
+        compare_case(r, prefix, cmp, e, sides);
+    }
+    free(refs);
+}
+
+static void num_text(char *b, size_t n, double v) {
+    if (v != v) snprintf(b, n, "NaN");
+    else if (v == 0) snprintf(b, n, "0");
+    else snprintf(b, n, "%.3g", v);
+}
+
+static void diff_case(cli_report *r, const dck_diff_tensor *t) {
+    char cls[256], msg[2048], sa[256], sb[256], h1[33], h2[33];
+    classname(cls, sizeof cls, "detcheck.diff", dck_group_name(t->group));
+    const char *type = dck_diff_status_name(t->status);
+    cli_case_result res = CLI_CASE_FAIL;
+    size_t k = 0;
+    switch (t->status) {
+    case DCK_DIFF_EQUAL: cli_report_case(r, cls, t->name, CLI_CASE_PASS, NULL, NULL, NULL); return;
+    case DCK_DIFF_MISSING_IN_A: snprintf(msg, sizeof msg, "%s: only in B", t->name); break;
+    case DCK_DIFF_MISSING_IN_B: snprintf(msg, sizeof msg, "%s: only in A", t->name); break;
+    case DCK_DIFF_DTYPE_MISMATCH:
+        snprintf(msg, sizeof msg, "%s: dtype %s in A, %s in B", t->name, dck_dtype_name(t->dtype_a),
+                 dck_dtype_name(t->dtype_b));
+        break;
+    case DCK_DIFF_SHAPE_MISMATCH:
+        shape_text(sa, sizeof sa, t->shape_a, t->ndim_a);
+        shape_text(sb, sizeof sb, t->shape_b, t->ndim_b);
+        snprintf(msg, sizeof msg, "%s: shape %s in A, %s in B", t->name, sa, sb);
+        break;
+    default:
+        if (t->status == DCK_DIFF_WITHIN_TOLERANCE) res = CLI_CASE_PASS;
+        if (!t->has_stats) {
+            dck_digest_to_hex(t->digest_a, h1);
+            dck_digest_to_hex(t->digest_b, h2);
+            snprintf(msg, sizeof msg, "%s: digest %s in A, %s in B", t->name,
+                     t->has_digest_a ? h1 : "?", t->has_digest_b ? h2 : "?");
+            break;
+        }
+        const dck_diff_stats *s = &t->stats;
+        /* NaN pairs have no distance: when they are every difference, the
+         * figures are "-" rather than 0, which would read as "equal" */
+        bool nan_only = s->diff_count > 0 && s->diff_count == s->nan_vs_number + s->nan_payload;
+        char ma[32] = "-", mr[32] = "-", mu[32] = "-", l2[32] = "-";
+        if (!nan_only) {
+            num_text(ma, sizeof ma, s->max_abs);
+            num_text(mr, sizeof mr, s->max_rel);
+            snprintf(mu, sizeof mu, "%llu", (unsigned long long)s->max_ulp);
+            num_text(l2, sizeof l2, t->rel_l2);
+        }
+        k = (size_t)snprintf(msg, sizeof msg, "%s: %llu of %llu elements differ", t->name,
+                             (unsigned long long)s->diff_count, (unsigned long long)s->count);
+        if (s->beyond_count != s->diff_count && k < sizeof msg)
+            k += (size_t)snprintf(msg + k, sizeof msg - k, " (%llu beyond the tolerances)",
+                                  (unsigned long long)s->beyond_count);
+        if (k < sizeof msg)
+            k += (size_t)snprintf(msg + k, sizeof msg - k, "; max abs %s, max rel %s, max ULP %s, rel L2 %s",
+                                  ma, mr, mu, l2);
+        if (s->first_flat != UINT64_MAX && k < sizeof msg) {
+            shape_text(sa, sizeof sa, t->first_index, t->ndim_a);
+            k += (size_t)snprintf(msg + k, sizeof msg - k, "; first at %s", sa);
+        }
+        if ((s->nan_vs_number || s->nan_payload) && k < sizeof msg)
+            k += (size_t)snprintf(msg + k, sizeof msg - k, "; NaN against a number %llu, NaN payloads %llu",
+                                  (unsigned long long)s->nan_vs_number, (unsigned long long)s->nan_payload);
+        if ((s->nan_a != s->nan_b || s->inf_a != s->inf_b) && k < sizeof msg)
+            snprintf(msg + k, sizeof msg - k, "; NaN %llu/%llu, Inf %llu/%llu in A/B",
+                     (unsigned long long)s->nan_a, (unsigned long long)s->nan_b,
+                     (unsigned long long)s->inf_a, (unsigned long long)s->inf_b);
+        break;
+    }
+    cli_report_case(r, cls, t->name, res, type, msg, NULL);
+}
+
+void cli_report_diff(cli_report *r, const dck_diff_result *d) {
+    for (size_t i = 0; i < d->ntensors; i++) diff_case(r, &d->tensors[i]);
+    char msg[2048];
+    for (size_t i = 0; i < d->nvalues; i++) {
+        const dck_diff_value *v = &d->values[i];
+        snprintf(msg, sizeof msg, "value %s: %s in A, %s in B", v->name, v->a ? v->a : "(absent)",
+                 v->b ? v->b : "(absent)");
+        cli_report_case(r, "detcheck.diff.values", v->name, CLI_CASE_FAIL, "value", msg, NULL);
+    }
+}

@@ -1,0 +1,83 @@
+/* --junit FILE and --markdown FILE: the reports verify, diff, resume-check
+ * and bisect write for CI systems (cli_report.c). A command collects one
+ * case per tensor or per check while it prints as usual, then writes both
+ * reports at the end; the XML follows tests/junit.xsd (the Ant/Jenkins JUnit
+ * shape that GitHub Actions reporters, GitLab and Jenkins read). */
+#ifndef DCK_CLI_REPORT_H
+#define DCK_CLI_REPORT_H
+
+#include "cli.h"
+
+#include <time.h>
+
+/* getopt codes, beside cli_options.c's 0x1000... */
+enum { CLI_OPT_JUNIT = 0x1100, CLI_OPT_MARKDOWN };
+/* two rows for a command's struct option table */
+#define CLI_REPORT_LONGOPTS \
+    {"junit", required_argument, NULL, CLI_OPT_JUNIT}, {"markdown", required_argument, NULL, CLI_OPT_MARKDOWN}
+
+/* the order of resume-check's results: identical, different, trouble */
+typedef enum { CLI_CASE_PASS, CLI_CASE_FAIL, CLI_CASE_ERROR, CLI_CASE_SKIPPED } cli_case_result;
+
+typedef struct {
+    char *classname, *name;
+    cli_case_result result;
+    char *type;    /* failure kind: "digest", "missing", "trajectory"... */
+    char *message; /* one line naming the tensor and what differs */
+    char *detail;  /* more lines (failure body); may be NULL */
+} cli_case;
+
+typedef struct {
+    const char *cmd;                /* "verify" */
+    const char *junit, *markdown;   /* paths ("-": stdout); NULL: not wanted */
+    cli_case *cases;
+    size_t n, cap;
+    char **props;                   /* name, value, name, value... */
+    size_t nprops;
+    char *title;                    /* the verdict line, as the command printed it */
+    const char *const *exclude;     /* --exclude globs: golden tensors skipped */
+    char *const *aliases;           /* verify: per comparison entry, the tensor an
+                                     * extra one shares storage with, or NULL */
+    size_t nexclude;
+    struct timespec t0;
+    bool oom;                       /* sticky: an allocation failed */
+} cli_report;
+
+void cli_report_init(cli_report *r, const char *cmd);
+/* --junit/--markdown, by getopt code or by name ("--junit", "--junit=F");
+ * 1 taken, 0 not one of them. */
+int cli_report_option(cli_report *r, int code, const char *arg);
+/* For commands that parse argv themselves (resume-check, bisect): 1 taken
+ * (*used: 1 when next was the value), 0 not ours, -1 misuse (printed). */
+int cli_report_arg(cli_report *r, const char *a, const char *next, int *used);
+bool cli_report_wanted(const cli_report *r);
+void cli_report_property(cli_report *r, const char *name, const char *value);
+void cli_report_title(cli_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Strings are copied; message and detail may be NULL. */
+void cli_report_case(cli_report *r, const char *classname, const char *name, cli_case_result res,
+                     const char *type, const char *message, const char *detail);
+/* verify --exclude: golden tensors whose names match one of the globs
+ * (fnmatch) are reported as skipped by cli_report_compare. */
+void cli_report_exclude(cli_report *r, const char *const *globs, size_t n);
+/* verify: alias[i] (or NULL) names the tensor extra entry i of the next
+ * comparison shares storage with; its failure message says so. */
+void cli_report_aliases(cli_report *r, char *const *alias);
+/* A manifest comparison: with golden, a passing case per golden tensor the
+ * comparison found equal; a failing case per entry. prefix names the
+ * checkpoint in classnames ("detcheck.verify", "detcheck.bisect.step_4");
+ * the sides name the two manifests in messages ("golden", "checkpoint"). */
+void cli_report_compare(cli_report *r, const char *prefix, const dck_manifest *golden,
+                        const dck_cmp_result *cmp, const char *golden_side, const char *actual_side);
+/* A diff: one case per tensor (equal and within tolerance pass), one failing
+ * case per differing value. */
+void cli_report_diff(cli_report *r, const dck_diff_result *d);
+/* Writes the reports asked for (atomically) and releases r. Returns 0, or
+ * DCK_EXIT_TROUBLE after an error message naming the file. */
+int cli_report_finish(cli_report *r);
+void cli_report_release(cli_report *r);
+
+/* The text forms, for tests and for cli_report_finish: a malloc'd document. */
+char *cli_report_junit_text(const cli_report *r, size_t *len);
+char *cli_report_markdown_text(const cli_report *r, size_t *len);
+
+#endif

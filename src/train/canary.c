@@ -1,0 +1,976 @@
+/* detcheck canary: the same short deterministic training run on every
+ * device, compared bit for bit with an oracle (canary.h).
+ *
+ * Every rank trains alone (dck_train_run on its own single-rank
+ * communicator: no reduction crosses ranks, so one faulty device cannot
+ * contaminate another), and a tap (train_inject.c) records at every step the
+ * digest of every tensor at four points: weights before the step, gradients
+ * after backward, Adam's two moments after the update. The trainer's own
+ * root digest of the state after the step closes each step. Rank 0 collects
+ * the records with a deadline (dck_comm_gather_deadline: a dead or hung rank
+ * is named, never waited for), finds each rank's first differing (step,
+ * point, tensor) against the oracle, and fetches that tensor from the rank
+ * and from the oracle's side to count the differing elements and bits. */
+#include "train/canary.h"
+#include "gpu/gpu.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------ presets */
+
+typedef struct {
+    const char *name, *help;
+    int vocab, layers, width, heads, seq, batch, microbatches;
+    long steps;
+} preset;
+
+/* Canary's own sizes (train's --preset names model shapes only): tiny,
+ * well under a second on one CPU core (the tests); cpu, train's default
+ * model for 20 steps (a CPU socket); gpu, enough work per step to occupy
+ * every SM of a data-center GPU. */
+static const preset presets[] = {
+    {"tiny", "P = 30k, 8 steps: well under a second on one CPU core (default)", 64, 2, 32, 4, 16, 1, 4, 8},
+    {"cpu", "P = 135k, 20 steps: train's default model, seconds on a CPU", 256, 2, 64, 4, 32, 1, 8, 20},
+    {"gpu", "P = 27M, 20 steps: keeps a GPU's SMs busy (minutes on a CPU)", 8192, 6, 512, 8, 256, 4, 8,
+     20},
+};
+#define NPRESETS (sizeof presets / sizeof presets[0])
+
+const char *dck_canary_preset_name(size_t i) { return i < NPRESETS ? presets[i].name : NULL; }
+const char *dck_canary_preset_help(size_t i) { return i < NPRESETS ? presets[i].help : NULL; }
+
+dck_status dck_canary_preset(dck_train_config *c, const char *name) {
+    for (size_t i = 0; i < NPRESETS; i++) {
+        const preset *p = &presets[i];
+        if (strcmp(name, p->name) != 0) continue;
+        c->vocab = p->vocab;
+        c->layers = p->layers;
+        c->width = p->width;
+        c->heads = p->heads;
+        c->seq = p->seq;
+        c->batch = p->batch;
+        c->microbatches = p->microbatches;
+        c->steps = p->steps;
+        c->warmup = p->steps / 4;
+        return DCK_OK;
+    }
+    return dck_set_error(DCK_ERR_INVALID, "--preset: unknown canary preset '%s' (tiny, cpu, gpu)", name);
+}
+
+/* ------------------------------------------------------------------ injection */
+
+static const struct {
+    const char *prefix; /* of TENSOR */
+    dck_tap_point point;
+} inject_points[] = {
+    {"model.", DCK_TAP_WEIGHTS},
+    {"grad.", DCK_TAP_GRADIENTS},
+    {"optimizer.exp_avg_sq.", DCK_TAP_EXP_AVG_SQ}, /* before its prefix exp_avg. */
+    {"optimizer.exp_avg.", DCK_TAP_EXP_AVG},
+};
+static const char *const point_prefix[DCK_TAP_RECORDED] = {"model.", "grad.", "optimizer.exp_avg.",
+                                                            "optimizer.exp_avg_sq."};
+
+/* strict unsigned decimal */
+static bool parse_u64(const char *s, size_t n, uint64_t max, uint64_t *out) {
+    if (n == 0 || n > 20) return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return false;
+        uint64_t d = (uint64_t)(s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10) return false;
+        v = v * 10 + d;
+    }
+    if (v > max) return false;
+    *out = v;
+    return true;
+}
+
+dck_status dck_canary_inject_parse(const char *spec, dck_canary_inject *inj) {
+    memset(inj, 0, sizeof *inj);
+    const char *f[5];
+    size_t len[5];
+    const char *p = spec;
+    for (int i = 0; i < 5; i++) {
+        const char *c = i < 4 ? strchr(p, ':') : p + strlen(p);
+        if (!c) break;
+        f[i] = p;
+        len[i] = (size_t)(c - p);
+        p = c + 1;
+        if (i == 4 && strchr(f[4], ':')) c = NULL;
+        if (i == 4) goto fields;
+    }
+    return dck_set_error(DCK_ERR_INVALID, "--inject: '%s' is not RANK:STEP:TENSOR:INDEX:BIT", spec);
+fields:;
+    uint64_t rank, step, index, bit;
+    if (!parse_u64(f[0], len[0], DCK_TRAIN_MAX_RANKS * 64, &rank))
+        return dck_set_error(DCK_ERR_INVALID, "--inject: bad RANK in '%s'", spec);
+    if (!parse_u64(f[1], len[1], 1u << 30, &step) || step == 0)
+        return dck_set_error(DCK_ERR_INVALID, "--inject: bad STEP in '%s' (steps count from 1)", spec);
+    if (len[2] == 0 || len[2] >= sizeof inj->tensor)
+        return dck_set_error(DCK_ERR_INVALID, "--inject: bad TENSOR in '%s'", spec);
+    if (!parse_u64(f[3], len[3], UINT64_MAX, &index))
+        return dck_set_error(DCK_ERR_INVALID, "--inject: bad INDEX in '%s'", spec);
+    if (!parse_u64(f[4], len[4], 31, &bit))
+        return dck_set_error(DCK_ERR_INVALID, "--inject: bad BIT in '%s' (0 to 31 of a float32)", spec);
+    memcpy(inj->tensor, f[2], len[2]);
+    inj->tensor[len[2]] = 0;
+    inj->on = true;
+    inj->rank = (int)rank;
+    inj->step = (long)step;
+    inj->index = index;
+    inj->bit = (int)bit;
+    return DCK_OK;
+}
+
+/* ------------------------------------------------------------------ one run */
+
+typedef struct {
+    long steps;
+    size_t np, P;
+    dck_digest *roots;   /* [steps] */
+    dck_digest *dg;      /* [steps][DCK_TAP_RECORDED][np] */
+    float *hist;         /* [steps][DCK_TAP_RECORDED][P] when kept, else the last step only */
+    long hist_first;     /* first step held in hist */
+} trace;
+
+static void trace_release(trace *t) {
+    free(t->roots);
+    free(t->dg);
+    free(t->hist);
+    memset(t, 0, sizeof *t);
+}
+
+static dck_digest *trace_dg(const trace *t, long step, int point) {
+    return t->dg + ((size_t)(step - 1) * DCK_TAP_RECORDED + (size_t)point) * t->np;
+}
+
+typedef struct {
+    trace *t;
+    const dck_canary_inject *inj; /* NULL: none */
+    dck_tap_point inj_point;
+    size_t inj_elem;              /* element of the flat vector (or of the activations) */
+    volatile int inj_beyond;      /* activations index past the end (set from worker threads) */
+    size_t inj_act_n;
+    dck_status err;
+} tap_ctx;
+
+static void flip(float *x, int bit) { *x = dck_f32_from_bits(dck_f32_bits(*x) ^ (1u << bit)); }
+
+static void on_state(void *ctx, const dck_model *m, dck_tap_point what, long step, float *data,
+                     size_t lo, size_t hi) {
+    tap_ctx *tc = ctx;
+    trace *t = tc->t;
+    if (tc->inj && tc->inj_point == what && tc->inj->step == step) {
+        if (what == DCK_TAP_ACTIVATIONS) {
+            if (tc->inj_elem < hi)
+                flip(&data[tc->inj_elem], tc->inj->bit);
+            else
+                tc->inj_beyond = 1, tc->inj_act_n = hi;
+        } else if (tc->inj_elem >= lo && tc->inj_elem < hi) {
+            flip(&data[tc->inj_elem - lo], tc->inj->bit);
+        }
+    }
+    if (what >= DCK_TAP_RECORDED || tc->err || step < 1 || step > t->steps) return;
+    /* a canary rank trains alone: its slice is the whole vector */
+    dck_digest *dg = trace_dg(t, step, what);
+    for (size_t i = 0; i < m->nparams && !tc->err; i++) {
+        const dck_param *p = &m->params[i];
+        if (p->offset < lo || p->offset + p->numel > hi) {
+            tc->err = dck_set_error(DCK_ERR_INVALID, "canary: a tap saw a partial slice");
+            break;
+        }
+        tc->err = dck_digest_buffer(DCK_F32, p->shape, p->ndim, data + (p->offset - lo),
+                                    p->numel * sizeof(float), 1, &dg[i]);
+    }
+    if (t->hist && step >= t->hist_first && hi - lo == t->P)
+        memcpy(t->hist + ((size_t)(step - t->hist_first) * DCK_TAP_RECORDED + (size_t)what) * t->P,
+               data, t->P * sizeof(float));
+}
+
+static void on_step(void *ctx, const dck_train_step_info *s) {
+    tap_ctx *tc = ctx;
+    if (s->step >= 1 && s->step <= tc->t->steps && s->has_root) tc->t->roots[s->step - 1] = s->root;
+}
+
+/* Which point and element an injection names, on model m. */
+static dck_status resolve_inject(const dck_model *m, const dck_canary_inject *inj, long steps,
+                                 tap_ctx *tc) {
+    if (inj->step > steps)
+        return dck_set_error(DCK_ERR_INVALID, "--inject: step %ld beyond the run's %ld steps",
+                             inj->step, steps);
+    if (!strcmp(inj->tensor, "activations")) {
+        tc->inj_point = DCK_TAP_ACTIVATIONS;
+        tc->inj_elem = (size_t)inj->index;
+        return DCK_OK;
+    }
+    for (size_t i = 0; i < sizeof inject_points / sizeof inject_points[0]; i++) {
+        size_t pl = strlen(inject_points[i].prefix);
+        if (strncmp(inj->tensor, inject_points[i].prefix, pl) != 0) continue;
+        char name[200];
+        snprintf(name, sizeof name, "model.%s", inj->tensor + pl);
+        long t = dck_model_find(m, name);
+        if (t < 0) break;
+        const dck_param *p = &m->params[t];
+        if (inj->index >= p->numel)
+            return dck_set_error(DCK_ERR_INVALID, "--inject: index %llu beyond %s (%zu elements)",
+                                 (unsigned long long)inj->index, inj->tensor, p->numel);
+        tc->inj_point = inject_points[i].point;
+        tc->inj_elem = p->offset + (size_t)inj->index;
+        return DCK_OK;
+    }
+    return dck_set_error(DCK_ERR_INVALID,
+                         "--inject: no tensor %s (model.X, grad.X, optimizer.exp_avg.X, "
+                         "optimizer.exp_avg_sq.X with X as in model.blocks.0.attn.qkv.weight, or "
+                         "activations)",
+                         inj->tensor);
+}
+
+/* The forward activations of one sequence, as the workspace lays them out
+ * (train_model.c: the per-layer caches, then x_fin, ln_f, its mean and rstd,
+ * the logits); the tap checks the real length again during the run. */
+static uint64_t activations_per_sequence(const dck_train_config *c) {
+    uint64_t S = (uint64_t)c->seq, d = (uint64_t)c->width, H = (uint64_t)c->heads, F = 4 * d,
+             V = (uint64_t)c->vocab;
+    uint64_t per_layer = S * d * 5 + S * 4 + S * 3 * d + H * S * S + S * F * 3;
+    return per_layer * (uint64_t)c->layers + S * d * 2 + S * 2 + S * V;
+}
+
+dck_status dck_canary_inject_check(const dck_train_config *c, const dck_canary_inject *inj) {
+    if (!inj->on) return DCK_OK;
+    dck_model m;
+    DCK_TRY(dck_model_init(&m, c));
+    tap_ctx tc = {0};
+    dck_status s = resolve_inject(&m, inj, c->steps, &tc);
+    dck_model_release(&m);
+    if (!s && tc.inj_point == DCK_TAP_ACTIVATIONS && inj->index >= activations_per_sequence(c))
+        s = dck_set_error(DCK_ERR_INVALID, "--inject: index %llu beyond the %llu activations of a "
+                          "sequence", (unsigned long long)inj->index,
+                          (unsigned long long)activations_per_sequence(c));
+    return s;
+}
+
+/* One run of the built-in training loop on this process's CPU. */
+static dck_status run_once(const dck_train_config *c, const dck_canary_inject *inj, size_t budget,
+                           trace *t) {
+    memset(t, 0, sizeof *t);
+    dck_model m;
+    DCK_TRY(dck_model_init(&m, c));
+    t->steps = c->steps;
+    t->np = m.nparams;
+    t->P = m.total;
+    tap_ctx tc = {.t = t, .inj = inj && inj->on ? inj : NULL};
+    dck_status s = tc.inj ? resolve_inject(&m, inj, c->steps, &tc) : DCK_OK;
+    dck_model_release(&m);
+    if (s) return s;
+    t->roots = dck_xcalloc((size_t)t->steps, sizeof *t->roots);
+    t->dg = dck_xcalloc((size_t)t->steps * DCK_TAP_RECORDED * t->np, sizeof *t->dg);
+    if (!t->roots || !t->dg) {
+        trace_release(t);
+        return dck_oom("canary");
+    }
+    /* every step's state when it fits the budget (element detail at the
+     * first differing step), else the last step's */
+    double per_step = (double)t->P * DCK_TAP_RECORDED * sizeof(float);
+    long keep = per_step * (double)t->steps <= (double)budget ? t->steps : 1;
+    t->hist_first = t->steps - keep + 1;
+    if (per_step * (double)keep <= (double)budget &&
+        !(t->hist = dck_xcalloc((size_t)keep * DCK_TAP_RECORDED, t->P * sizeof(float)))) {
+        trace_release(t);
+        return dck_oom("canary");
+    }
+    dck_train_tap tap = {.ctx = &tc, .on_state = on_state};
+    dck_train_hooks hooks = {.ctx = &tc, .on_step = on_step, .tap = &tap};
+    dck_train_config rc = *c;
+    rc.digest_every = 1;
+    dck_train_result res;
+    s = dck_train_run(&rc, NULL, &hooks, &res);
+    if (!s && tc.err) s = tc.err;
+    if (!s && tc.inj_beyond)
+        s = dck_set_error(DCK_ERR_INVALID, "--inject: index %llu beyond the %zu activations of a "
+                          "sequence", (unsigned long long)inj->index, tc.inj_act_n);
+    if (s) trace_release(t);
+    return s;
+}
+
+/* First (step, point, tensor) where two records differ, in the order the
+ * step computes them; the root closes the step. 0: the same. */
+typedef struct {
+    long step;
+    int point; /* DCK_TAP_RECORDED: the root */
+    long tensor;
+} where;
+
+static int first_diff(const dck_digest *ra, const dck_digest *da, const dck_digest *rb,
+                      const dck_digest *db, long steps, size_t np, where *w) {
+    for (long s = 1; s <= steps; s++) {
+        for (int p = 0; p < DCK_TAP_RECORDED; p++) {
+            size_t base = ((size_t)(s - 1) * DCK_TAP_RECORDED + (size_t)p) * np;
+            for (size_t i = 0; i < np; i++)
+                if (!dck_digest_equal(da[base + i], db[base + i])) {
+                    *w = (where){s, p, (long)i};
+                    return 1;
+                }
+        }
+        if (!dck_digest_equal(ra[s - 1], rb[s - 1])) {
+            *w = (where){s, DCK_TAP_RECORDED, -1};
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void where_name(const dck_model *m, const where *w, char *buf, size_t n) {
+    if (w->point >= DCK_TAP_RECORDED || w->tensor < 0)
+        snprintf(buf, n, "root");
+    else
+        snprintf(buf, n, "%s%s", point_prefix[w->point],
+                 m->params[w->tensor].name + strlen("model."));
+}
+
+/* ------------------------------------------------------------------ identity */
+
+typedef struct {
+    char host[64], device[96], id[64];
+    int32_t rank, local, status, passes, pass_diff, pass_point;
+    int64_t pass_step, pass_tensor;
+    char error[256];
+} wire_head;
+
+static const char *const local_rank_vars[] = {"SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                              "MPI_LOCALRANKID", "PMI_LOCAL_RANK"};
+#define NLOCAL_VARS (sizeof local_rank_vars / sizeof local_rank_vars[0])
+
+static int env_int(const char *const *vars, size_t n, int dflt) {
+    for (size_t i = 0; i < n; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        if (!v || !*v) continue;
+        long x = strtol(v, &end, 10);
+        if (!*end && x >= 0 && x < (1 << 24)) return (int)x;
+    }
+    return dflt;
+}
+
+static void identity(wire_head *h, const char *device) {
+    h->local = env_int(local_rank_vars, NLOCAL_VARS, 0);
+    if (gethostname(h->host, sizeof h->host - 1) != 0) snprintf(h->host, sizeof h->host, "?");
+    char model[80] = "cpu";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "model name", 10)) {
+                char *c = strchr(line, ':');
+                if (c) {
+                    c++;
+                    while (*c == ' ' || *c == '\t') c++;
+                    c[strcspn(c, "\n")] = 0;
+                    snprintf(model, sizeof model, "%s", c);
+                }
+                break;
+            }
+        fclose(f);
+    }
+    if (!strcmp(device, "cuda")) {
+        /* the trainer's GPU: the first visible one (narrow_visible_gpus) */
+        const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+        char bus[32];
+        snprintf(h->device, sizeof h->device, "cuda, CUDA_VISIBLE_DEVICES=%s", vis ? vis : "unset");
+        if (dck_gpu_pci_bus_id(0, bus, sizeof bus) == DCK_OK)
+            snprintf(h->id, sizeof h->id, "pci %s", bus);
+        else
+            snprintf(h->id, sizeof h->id, "pci ?");
+        return;
+    }
+    snprintf(h->device, sizeof h->device, "%s %s", !strcmp(device, "twin") ? "twin on" : "cpu", model);
+    /* the CPUs this rank may run on: what names a core set */
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    size_t len = 0;
+    h->id[0] = 0;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        len += (size_t)snprintf(h->id, sizeof h->id, "cpus ");
+        int first = -1;
+        for (int c = 0; c <= CPU_SETSIZE && len < sizeof h->id - 12; c++) {
+            bool in = c < CPU_SETSIZE && CPU_ISSET(c, &set);
+            if (in && first < 0) first = c;
+            if (!in && first >= 0) {
+                len += (size_t)snprintf(h->id + len, sizeof h->id - len, "%s%d", len > 5 ? "," : "",
+                                        first);
+                if (c - 1 > first)
+                    len += (size_t)snprintf(h->id + len, sizeof h->id - len, "-%d", c - 1);
+                first = -1;
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ golden files */
+
+#define GOLDEN_MAX (256u << 20)
+
+static dck_status golden_write(const char *path, const dck_train_config *c, const trace *t,
+                               const dck_model *m) {
+    char *cfg = NULL;
+    DCK_TRY(dck_train_config_json(c, &cfg));
+    json_t *o = json_object(), *names = json_array(), *roots = json_array(), *steps = json_array();
+    bool ok = o && names && roots && steps;
+    ok = ok && !json_object_set_new(o, "detcheck_canary", json_integer(1));
+    ok = ok && !json_object_set_new(o, "config", json_string(cfg));
+    ok = ok && !json_object_set_new(o, "steps", json_integer(t->steps));
+    for (size_t i = 0; ok && i < t->np; i++) ok = !json_array_append_new(names, json_string(m->params[i].name));
+    char hex[33];
+    for (long s = 1; ok && s <= t->steps; s++) {
+        dck_digest_to_hex(t->roots[s - 1], hex);
+        ok = !json_array_append_new(roots, json_string(hex));
+        json_t *st = json_array();
+        ok = ok && st;
+        for (int p = 0; ok && p < DCK_TAP_RECORDED; p++)
+            for (size_t i = 0; ok && i < t->np; i++) {
+                dck_digest_to_hex(trace_dg(t, s, p)[i], hex);
+                ok = !json_array_append_new(st, json_string(hex));
+            }
+        if (ok)
+            ok = !json_array_append_new(steps, st);
+        else
+            json_decref(st);
+    }
+    ok = ok && !json_object_set(o, "tensors", names) && !json_object_set(o, "roots", roots) &&
+         !json_object_set(o, "digests", steps);
+    char *text = ok ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(names);
+    json_decref(roots);
+    json_decref(steps);
+    json_decref(o);
+    free(cfg);
+    if (!text) return dck_oom("canary");
+    size_t n = strlen(text);
+    text[n] = '\n'; /* over the NUL: written with its length */
+    dck_status s = dck_write_file_atomic(path, text, n + 1);
+    free(text);
+    return s;
+}
+
+static dck_status golden_bad(const char *path, const char *what) {
+    return dck_set_error(DCK_ERR_FORMAT, "%s: not a canary golden file (%s)", path, what);
+}
+
+/* Reads a golden file written for c: its roots and digests in t. */
+static dck_status golden_read(const char *path, const dck_train_config *c, const dck_model *m,
+                              trace *t) {
+    memset(t, 0, sizeof *t);
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return dck_set_error(DCK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return golden_bad(path, "not a regular file");
+    if ((uint64_t)st.st_size > GOLDEN_MAX) return golden_bad(path, "larger than 256 MiB");
+    json_error_t err;
+    json_t *o = json_load_file(path, 0, &err);
+    if (!o) return dck_set_error(DCK_ERR_FORMAT, "%s:%d: not JSON: %s", path, err.line, err.text);
+    dck_status s = DCK_OK;
+    json_t *ver = json_object_get(o, "detcheck_canary"), *cfg = json_object_get(o, "config");
+    json_t *steps = json_object_get(o, "steps"), *names = json_object_get(o, "tensors");
+    json_t *roots = json_object_get(o, "roots"), *dg = json_object_get(o, "digests");
+    if (!json_is_object(o) || !json_is_integer(ver) || !json_is_string(cfg) ||
+        !json_is_integer(steps) || !json_is_array(names) || !json_is_array(roots) ||
+        !json_is_array(dg)) {
+        s = golden_bad(path, "fields detcheck_canary, config, steps, tensors, roots, digests");
+        goto done;
+    }
+    if (json_integer_value(ver) != 1) {
+        s = dck_set_error(DCK_ERR_UNSUPPORTED, "%s: canary golden version %lld (this detcheck reads 1)",
+                          path, (long long)json_integer_value(ver));
+        goto done;
+    }
+    if (json_integer_value(steps) != c->steps) {
+        s = dck_set_error(DCK_ERR_MISMATCH, "%s: written for %lld steps, this run has %ld (--steps)",
+                          path, (long long)json_integer_value(steps), c->steps);
+        goto done;
+    }
+    char *mine = NULL;
+    if ((s = dck_train_config_json(c, &mine))) goto done;
+    bool same = !strcmp(mine, json_string_value(cfg));
+    free(mine);
+    if (!same) {
+        s = dck_train_config_match(c, json_string_value(cfg), path);
+        if (!s)
+            s = dck_set_error(DCK_ERR_MISMATCH, "%s: written for another run configuration", path);
+        else
+            s = dck_set_error(DCK_ERR_MISMATCH, "golden file %s", dck_last_error());
+        goto done;
+    }
+    if (json_array_size(names) != m->nparams || json_array_size(roots) != (size_t)c->steps ||
+        json_array_size(dg) != (size_t)c->steps) {
+        s = golden_bad(path, "tensor or step count does not match its config");
+        goto done;
+    }
+    for (size_t i = 0; i < m->nparams; i++) {
+        json_t *n = json_array_get(names, i);
+        if (!json_is_string(n) || strcmp(json_string_value(n), m->params[i].name)) {
+            s = golden_bad(path, "tensor names do not match the model");
+            goto done;
+        }
+    }
+    t->steps = c->steps;
+    t->np = m->nparams;
+    t->P = m->total;
+    t->roots = dck_xcalloc((size_t)t->steps, sizeof *t->roots);
+    t->dg = dck_xcalloc((size_t)t->steps * DCK_TAP_RECORDED * t->np, sizeof *t->dg);
+    if (!t->roots || !t->dg) {
+        s = dck_oom("canary");
+        goto done;
+    }
+    for (long k = 0; k < t->steps && !s; k++) {
+        json_t *r = json_array_get(roots, (size_t)k), *row = json_array_get(dg, (size_t)k);
+        if (!json_is_string(r) || dck_digest_from_hex(json_string_value(r), &t->roots[k]) ||
+            !json_is_array(row) || json_array_size(row) != DCK_TAP_RECORDED * t->np) {
+            s = golden_bad(path, "a step's roots or digests are malformed");
+            break;
+        }
+        dck_digest *d = trace_dg(t, k + 1, 0);
+        for (size_t i = 0; i < DCK_TAP_RECORDED * t->np && !s; i++) {
+            json_t *h = json_array_get(row, i);
+            if (!json_is_string(h) || dck_digest_from_hex(json_string_value(h), &d[i]))
+                s = golden_bad(path, "a digest is not 32 hex digits");
+        }
+    }
+done:
+    json_decref(o);
+    if (s) trace_release(t);
+    return s;
+}
+
+/* ------------------------------------------------------------------ the check */
+
+void dck_canary_opts_init(dck_canary_opts *o) {
+    memset(o, 0, sizeof *o);
+    dck_train_config_init(&o->cfg);
+    dck_canary_preset(&o->cfg, "tiny");
+    o->timeout = 300;
+    o->stall_rank = -1;
+    o->hist_budget = (size_t)64 << 20;
+}
+
+void dck_canary_report_release(dck_canary_report *r) {
+    free(r->ranks);
+    r->ranks = NULL;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* One GPU per rank of a node: Slurm's --gpus-per-task already leaves one
+ * visible; mpirun (or srun without it) leaves them all, and the trainer of a
+ * single-rank run would take the first for every rank. */
+static void narrow_visible_gpus(void) {
+    int local = env_int(local_rank_vars, NLOCAL_VARS, -1);
+    if (local < 0) return;
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    char buf[256];
+    if (!v) {
+        snprintf(buf, sizeof buf, "%d", local);
+    } else {
+        char list[256];
+        snprintf(list, sizeof list, "%s", v);
+        int n = 0;
+        for (char *t = strtok(list, ","); t; t = strtok(NULL, ",")) n++;
+        if (n <= 1) return;
+        snprintf(list, sizeof list, "%s", v);
+        int k = 0, want = local % n;
+        buf[0] = 0;
+        for (char *t = strtok(list, ","); t; t = strtok(NULL, ","), k++)
+            if (k == want) snprintf(buf, sizeof buf, "%s", t);
+    }
+    setenv("CUDA_VISIBLE_DEVICES", buf, 1);
+}
+
+dck_status dck_canary_device_ready(dck_train_config *c) {
+    const char *d = c->device;
+    if (!d[0] || !strcmp(d, "cpu") || !strcmp(d, "twin")) return DCK_OK;
+    bool want = !strcmp(d, "cuda");
+    narrow_visible_gpus();
+    int n = 0;
+    dck_status s = dck_gpu_device_count(&n);
+    if (s && want)
+        return dck_set_error(DCK_ERR_NODEVICE, "--device cuda: %s (CUDA_VISIBLE_DEVICES=%s)",
+                             dck_last_error(), getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset");
+    snprintf(c->device, sizeof c->device, "%s", s ? "cpu" : "cuda");
+    return DCK_OK;
+}
+
+/* This rank's passes: the first is its record; later ones (--seconds) are
+ * compared with it. */
+static dck_status run_passes(const dck_canary_opts *o, int rank, const dck_model *m, trace *t,
+                             wire_head *h) {
+    const dck_canary_inject *inj = o->inject.on && o->inject.rank == rank ? &o->inject : NULL;
+    double t0 = now_s();
+    DCK_TRY(run_once(&o->cfg, inj, o->hist_budget, t));
+    h->passes = 1;
+    while (o->seconds > 0 && now_s() - t0 < o->seconds) {
+        if (rank == 0 && o->progress) o->progress(o->ctx, now_s() - t0, o->seconds);
+        trace again;
+        DCK_TRY(run_once(&o->cfg, inj, 0, &again));
+        h->passes++;
+        where w;
+        if (!h->pass_diff &&
+            first_diff(t->roots, t->dg, again.roots, again.dg, t->steps, t->np, &w)) {
+            h->pass_diff = h->passes;
+            h->pass_step = w.step;
+            h->pass_point = w.point;
+            h->pass_tensor = w.tensor;
+        }
+        trace_release(&again);
+    }
+    if (rank == 0 && o->progress && o->seconds > 0) o->progress(o->ctx, o->seconds, o->seconds);
+    (void)m;
+    return DCK_OK;
+}
+
+/* Element counts of one tensor, a against the oracle's b. */
+static void count_bits(const float *a, const float *b, size_t n, dck_canary_rank *r) {
+    r->numel = n;
+    r->ndiff = 0;
+    r->bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x = dck_f32_bits(a[i]) ^ dck_f32_bits(b[i]);
+        if (x) r->ndiff++, r->bits |= x;
+    }
+}
+
+/* The tensor at (step, point, tensor) of a trace's kept state, or NULL. */
+static const float *held(const trace *t, const dck_model *m, long step, int point, long tensor) {
+    if (!t->hist || point >= DCK_TAP_RECORDED || tensor < 0 || step < t->hist_first) return NULL;
+    return t->hist + ((size_t)(step - t->hist_first) * DCK_TAP_RECORDED + (size_t)point) * t->P +
+           m->params[tensor].offset;
+}
+
+#define DETAIL_MAX 8 /* ranks whose first differing tensor travels to rank 0 */
+
+dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary_report *rep) {
+    memset(rep, 0, sizeof *rep);
+    int rank = dck_comm_rank(comm), K = dck_comm_size(comm);
+    rep->nranks = K;
+    rep->steps = o->cfg.steps;
+    rep->exit_code = 2;
+    dck_model m;
+    dck_status s = dck_train_config_check(&o->cfg);
+    if (!s) s = dck_model_init(&m, &o->cfg);
+    if (s) return s;
+    rep->params = m.total;
+    size_t np = m.nparams;
+    long steps = o->cfg.steps;
+    trace oracle_t = {0}, mine = {0};
+    bool have_oracle = false;
+    /* a bad golden file stops every rank before any work */
+    if (rank == 0 && o->oracle == DCK_ORACLE_GOLDEN) {
+        s = golden_read(o->golden, &o->cfg, &m, &oracle_t);
+        have_oracle = !s;
+    }
+    s = dck_comm_agree(comm, s);
+    if (s) goto out;
+
+    size_t body = (size_t)steps * (1 + DCK_TAP_RECORDED * np) * sizeof(dck_digest);
+    size_t rec = sizeof(wire_head) + body;
+    uint8_t *send = dck_xcalloc(1, rec);
+    uint8_t *all = rank == 0 ? dck_xcalloc((size_t)K, rec) : NULL;
+    bool *arrived = rank == 0 ? dck_xcalloc((size_t)K, sizeof *arrived) : NULL;
+    if (!send || (rank == 0 && (!all || !arrived))) {
+        free(send);
+        free(all);
+        free(arrived);
+        s = dck_oom("canary");
+        goto out;
+    }
+    wire_head *h = (wire_head *)send;
+    identity(h, o->cfg.device);
+    h->rank = rank;
+    if (rank == o->stall_rank) {
+        /* testing hook: a hung device; rank 0 names it and aborts the job */
+        sleep((unsigned)(o->timeout * 3 + 60));
+        _exit(2);
+    }
+    dck_status rs = run_passes(o, rank, &m, &mine, h);
+    if (rs) {
+        h->status = (int32_t)rs;
+        snprintf(h->error, sizeof h->error, "%s", dck_last_error());
+    } else {
+        memcpy(send + sizeof *h, mine.roots, (size_t)steps * sizeof(dck_digest));
+        memcpy(send + sizeof *h + (size_t)steps * sizeof(dck_digest), mine.dg,
+               (size_t)steps * DCK_TAP_RECORDED * np * sizeof(dck_digest));
+    }
+    /* the default oracle: the same run on this CPU, computed by rank 0 */
+    trace ref = {0};
+    if (!s && rank == 0 && o->oracle == DCK_ORACLE_CPU) {
+        dck_train_config cpu = o->cfg;
+        snprintf(cpu.device, sizeof cpu.device, "cpu");
+        s = run_once(&cpu, NULL, o->hist_budget, &ref);
+        if (!s) {
+            oracle_t = ref;
+            memset(&ref, 0, sizeof ref);
+            have_oracle = true;
+        }
+    }
+    /* a golden record only from a run that the CPU reference confirms (or,
+     * with --vote, that the caller trusts) */
+    if (!s && rank == 0 && o->write_golden) {
+        where w;
+        if (rs)
+            s = dck_set_error(rs, "--write-golden: rank 0's run failed: %s", h->error);
+        else if (have_oracle && first_diff(mine.roots, mine.dg, oracle_t.roots, oracle_t.dg, steps, np, &w))
+            s = dck_set_error(DCK_ERR_MISMATCH, "--write-golden: rank 0's run differs from the CPU "
+                              "reference at step %ld: %s not written", w.step, o->write_golden);
+        else
+            s = golden_write(o->write_golden, &o->cfg, &mine, &m);
+    }
+    if (s) {
+        /* rank 0's own trouble (golden not written, reference failed): the
+         * others are not waited for */
+        free(send);
+        free(all);
+        free(arrived);
+        rep->any_timeout = K > 1;
+        goto out;
+    }
+    double wait = rank == 0 ? o->timeout : o->timeout * 3 + 60;
+    s = dck_comm_gather_deadline(comm, send, all, rec, 0, 7101, wait, arrived);
+    if (s) {
+        free(send);
+        free(all);
+        free(arrived);
+        goto out;
+    }
+
+    /* ---- rank 0: every rank against the oracle */
+    int32_t ctl[2 + 2 * DETAIL_MAX + 6]; /* exit, donor, (rank, step|point|tensor...) */
+    int64_t req[DETAIL_MAX][4];          /* rank, step, point, tensor */
+    int nreq = 0, donor = -1;
+    memset(req, 0, sizeof req);
+    if (rank == 0) {
+        rep->ranks = dck_xcalloc((size_t)K, sizeof *rep->ranks);
+        if (!rep->ranks) {
+            s = dck_oom("canary");
+            free(send);
+            free(all);
+            free(arrived);
+            rep->any_timeout = K > 1;
+            goto out;
+        }
+        const dck_digest *oroots = NULL, *odg = NULL;
+        if (have_oracle) oroots = oracle_t.roots, odg = oracle_t.dg;
+        int majority = 0;
+        for (int r = 0; r < K; r++) {
+            const wire_head *w = (const wire_head *)(all + (size_t)r * rec);
+            dck_canary_rank *x = &rep->ranks[r];
+            x->rank = r;
+            if (!arrived[r]) {
+                x->result = DCK_CANARY_TIMEOUT;
+                snprintf(x->host, sizeof x->host, "?");
+                snprintf(x->device, sizeof x->device, "?");
+                snprintf(x->error, sizeof x->error, "no report within %.0f s (dead or hung)",
+                         o->timeout);
+                rep->any_timeout = true;
+                continue;
+            }
+            snprintf(x->host, sizeof x->host, "%.*s", (int)sizeof w->host - 1, w->host);
+            snprintf(x->device, sizeof x->device, "%.*s", (int)sizeof w->device - 1, w->device);
+            snprintf(x->id, sizeof x->id, "%.*s", (int)sizeof w->id - 1, w->id);
+            x->local = w->local;
+            x->passes = w->passes;
+            x->pass_diff = w->pass_diff;
+            if (w->pass_diff) {
+                where pw = {(long)w->pass_step, w->pass_point, (long)w->pass_tensor};
+                x->pass_step = pw.step;
+                where_name(&m, &pw, x->pass_tensor, sizeof x->pass_tensor);
+            }
+            if (w->status) {
+                x->result = DCK_CANARY_ERROR;
+                snprintf(x->error, sizeof x->error, "%.*s", (int)sizeof w->error - 1, w->error);
+            }
+        }
+        if (o->oracle == DCK_ORACLE_VOTE) {
+            /* the largest group of identical records, if it is a majority */
+            int best = -1, bestn = 0;
+            for (int r = 0; r < K; r++) {
+                if (rep->ranks[r].result != DCK_CANARY_SAME) continue;
+                int n = 0;
+                for (int q = 0; q < K; q++)
+                    n += rep->ranks[q].result == DCK_CANARY_SAME &&
+                         !memcmp(all + (size_t)r * rec + sizeof(wire_head),
+                                 all + (size_t)q * rec + sizeof(wire_head), body);
+                if (n > bestn) best = r, bestn = n;
+            }
+            for (int r = 0; r < K; r++)
+                for (int q = 0; q <= r && rep->ranks[r].result == DCK_CANARY_SAME; q++)
+                    if (rep->ranks[q].result == DCK_CANARY_SAME &&
+                        !memcmp(all + (size_t)r * rec + sizeof(wire_head),
+                                all + (size_t)q * rec + sizeof(wire_head), body)) {
+                        rep->ranks[r].group = q + 1;
+                        break;
+                    }
+            majority = bestn;
+            if (best >= 0 && 2 * bestn > K) {
+                const uint8_t *b = all + (size_t)best * rec + sizeof(wire_head);
+                oroots = (const dck_digest *)b;
+                odg = (const dck_digest *)(b + (size_t)steps * sizeof(dck_digest));
+                donor = best;
+            } else {
+                rep->no_majority = true;
+            }
+            snprintf(rep->oracle_text, sizeof rep->oracle_text, "majority (%d of %d ranks)", bestn, K);
+        } else if (o->oracle == DCK_ORACLE_GOLDEN) {
+            snprintf(rep->oracle_text, sizeof rep->oracle_text, "golden file %s", o->golden);
+        } else {
+            snprintf(rep->oracle_text, sizeof rep->oracle_text, "CPU reference on rank 0");
+        }
+        (void)majority;
+        if (oroots) {
+            char hex[33];
+            dck_digest_to_hex(oroots[steps - 1], hex);
+            snprintf(rep->final_root, sizeof rep->final_root, "%s", hex);
+        }
+        for (int r = 0; r < K && oroots; r++) {
+            dck_canary_rank *x = &rep->ranks[r];
+            if (x->result != DCK_CANARY_SAME) continue;
+            const uint8_t *b = all + (size_t)r * rec + sizeof(wire_head);
+            where w;
+            if (first_diff((const dck_digest *)b, (const dck_digest *)(b + (size_t)steps * sizeof(dck_digest)),
+                           oroots, odg, steps, np, &w)) {
+                x->result = DCK_CANARY_DIFFERS;
+                x->step = w.step;
+                where_name(&m, &w, x->tensor, sizeof x->tensor);
+                if (nreq < DETAIL_MAX && w.point < DCK_TAP_RECORDED) {
+                    int64_t *q = req[nreq++];
+                    q[0] = r, q[1] = w.step, q[2] = w.point, q[3] = w.tensor;
+                }
+            } else if (x->pass_diff) {
+                x->result = DCK_CANARY_DIFFERS; /* intermittent: a later pass left the first */
+                x->step = x->pass_step;
+                snprintf(x->tensor, sizeof x->tensor, "%s", x->pass_tensor);
+            } else {
+                rep->identical++;
+            }
+        }
+        /* golden: a rank that matches it lends the oracle's tensors */
+        if (o->oracle == DCK_ORACLE_GOLDEN)
+            for (int r = 0; r < K && donor < 0; r++)
+                if (rep->ranks[r].result == DCK_CANARY_SAME && !rep->ranks[r].pass_diff) donor = r;
+        bool trouble = rep->no_majority || rep->any_timeout;
+        for (int r = 0; r < K; r++) trouble |= rep->ranks[r].result >= DCK_CANARY_ERROR;
+        rep->exit_code = trouble ? 2 : rep->identical == K ? 0 : 1;
+    }
+    free(arrived);
+    arrived = NULL;
+    if (rep->any_timeout) { /* a rank is missing: no collective is safe now */
+        free(send);
+        free(all);
+        goto out;
+    }
+
+    /* ---- the element detail: each differing rank's first tensor travels */
+    memset(ctl, 0, sizeof ctl);
+    ctl[0] = rep->exit_code;
+    ctl[1] = o->oracle == DCK_ORACLE_CPU ? -1 : donor;
+    ctl[2] = nreq;
+    int64_t reqs[DETAIL_MAX * 4];
+    memcpy(reqs, req, sizeof reqs);
+    s = dck_comm_bcast(comm, ctl, sizeof ctl, 0);
+    if (!s) s = dck_comm_bcast(comm, reqs, sizeof reqs, 0);
+    if (s) {
+        free(send);
+        free(all);
+        goto out;
+    }
+    rep->exit_code = ctl[0];
+    donor = ctl[1];
+    nreq = ctl[2];
+    size_t *counts = dck_xcalloc((size_t)K * 2, sizeof *counts);
+    size_t *offs = dck_xcalloc((size_t)nreq + 1, sizeof *offs);
+    bool detail_ok = counts && offs;
+    /* what each rank sends: its own tensor when asked; the donor all of them */
+    for (int i = 0; detail_ok && i < nreq; i++) {
+        const int64_t *q = &reqs[i * 4];
+        size_t bytes = m.params[q[3]].numel * sizeof(float);
+        offs[i + 1] = offs[i] + bytes;
+        counts[q[0]] += bytes;
+        if (donor >= 0) counts[donor] += bytes;
+    }
+    /* a step beyond the kept state has no detail (the budget): the same
+     * decision on every rank, from the same config */
+    size_t total = 0;
+    for (int r = 0; detail_ok && r < K; r++) counts[K + r] = total, total += counts[r];
+    uint8_t *mysend = NULL, *recvb = NULL;
+    if (detail_ok && total) {
+        mysend = dck_xcalloc(1, counts[rank] + 1);
+        recvb = dck_xcalloc(1, total);
+        detail_ok = mysend && recvb;
+        size_t at = 0;
+        for (int pass = 0; detail_ok && pass < 2; pass++) /* own, then donated */
+            for (int i = 0; i < nreq; i++) {
+                const int64_t *q = &reqs[i * 4];
+                if ((pass == 0 && q[0] != rank) || (pass == 1 && donor != rank)) continue;
+                size_t bytes = offs[i + 1] - offs[i];
+                const float *src = held(&mine, &m, (long)q[1], (int)q[2], (long)q[3]);
+                if (src) memcpy(mysend + at, src, bytes);
+                at += bytes;
+            }
+    }
+    dck_status ds = dck_comm_agree(comm, detail_ok ? DCK_OK : dck_oom("canary"));
+    if (!ds && total) ds = dck_comm_allgatherv(comm, mysend, counts[rank], recvb, counts, counts + K);
+    if (!ds && rank == 0 && total) {
+        /* walk the blocks in the order they were packed */
+        for (int i = 0; i < nreq; i++) {
+            const int64_t *q = &reqs[i * 4];
+            int r = (int)q[0];
+            long step = (long)q[1];
+            size_t bytes = offs[i + 1] - offs[i];
+            /* rank r's own block: the requests of r before i come first */
+            size_t own = counts[K + r];
+            for (int j = 0; j < i; j++)
+                if (reqs[j * 4] == r) own += offs[j + 1] - offs[j];
+            const float *a = (const float *)(recvb + own);
+            const float *b = NULL;
+            if (o->oracle == DCK_ORACLE_CPU) {
+                b = held(&oracle_t, &m, step, (int)q[2], (long)q[3]);
+            } else if (donor >= 0) {
+                size_t d = counts[K + donor];
+                for (int j = 0; j < nreq; j++)
+                    if (reqs[j * 4] == donor) d += offs[j + 1] - offs[j];
+                b = (const float *)(recvb + d + offs[i]);
+            }
+            /* held() on the sender is NULL past the kept steps: no detail then */
+            bool kept = step >= mine.hist_first && mine.hist;
+            if (a && b && kept) {
+                dck_canary_rank *x = &rep->ranks[r];
+                x->has_detail = true;
+                x->detail_step = step;
+                count_bits(a, b, bytes / sizeof(float), x);
+            }
+        }
+    }
+    free(mysend);
+    free(recvb);
+    free(counts);
+    free(offs);
+    free(send);
+    free(all);
+    s = ds;
+out:
+    trace_release(&mine);
+    trace_release(&oracle_t);
+    dck_model_release(&m);
+    if (s && rank == 0) rep->exit_code = 2;
+    return s;
+}

@@ -1,0 +1,59 @@
+/* Recorded runs: the per-step tensor digests the Python Recorder writes
+ * next to a trajectory (RUN/tensor_digests.bin), read for detcheck bisect.
+ * The format (man detcheck-bisect(1), RECORDED RUNS; all integers
+ * little-endian):
+ *   header  "DCKTDIG\0" | u32 version (1) | u32 flags (0)
+ *   records u8 type, then
+ *     1 NAME  u32 id | u8 kind (0 gradient, 1 parameter, 2 optimizer state)
+ *             | u16 length | name (UTF-8); ids count up from 0
+ *     2 STEP  i64 step | u32 count | count x (u32 id | u64 high64 | u64 low64)
+ * A torn last record (a killed run) is ignored. */
+#ifndef DCK_TRAIN_RECORD_H
+#define DCK_TRAIN_RECORD_H
+
+#include "common/common.h"
+
+#define DCK_RECORD_FILE "tensor_digests.bin"
+#define DCK_RECORD_VERSION 1
+
+typedef enum { DCK_REC_GRADIENT = 0, DCK_REC_PARAMETER, DCK_REC_OPTIMIZER, DCK_REC_KIND_COUNT } dck_rec_kind;
+
+typedef struct {
+    long step;
+    size_t n;
+    size_t first; /* index of its first entry in the recording's entries */
+} dck_rec_step;
+
+typedef struct {
+    uint32_t id;
+    dck_digest digest;
+} dck_rec_entry;
+
+typedef struct {
+    size_t nnames;
+    char **names;
+    uint8_t *kinds;
+    size_t nsteps;
+    dck_rec_step *steps;   /* ascending */
+    size_t nentries;
+    dck_rec_entry *entries;
+} dck_recording;
+
+/* "gradient", "parameter", "optimizer state". */
+const char *dck_rec_kind_name(dck_rec_kind k);
+/* Reads a side file; DCK_ERR_FORMAT naming path and byte offset for bad
+ * input (magic, version, unknown ids, steps out of order). */
+dck_status dck_recording_load(const char *path, dck_recording *out);
+void dck_recording_release(dck_recording *r);
+
+/* The first recorded step present in both whose tensors differ, and the
+ * first tensor there: kind order (gradients, parameters, optimizer state),
+ * then model order (dck_name_compare). Returns 1 and fills step, kind, name
+ * (into a buffer of nlen) and how ("digest", "only in A", "only in B"); 0
+ * when every common step agrees. DCK_ERR_NOMEM is reported as -1. */
+int dck_recording_compare(const dck_recording *a, const dck_recording *b, long *step, int *kind,
+                          char *name, size_t nlen, const char **how);
+/* Steps recorded in both (for the report). */
+size_t dck_recording_common_steps(const dck_recording *a, const dck_recording *b);
+
+#endif
