@@ -229,9 +229,9 @@ static dck_status resolve_inject(const dck_model *m, const dck_canary_inject *in
         return DCK_OK;
     }
     return dck_set_error(DCK_ERR_INVALID,
-                         "--inject: no tensor %s (model.X, grad.X, optimizer.exp_avg.X, "
-                         "optimizer.exp_avg_sq.X with X as in model.blocks.0.attn.qkv.weight, or "
-                         "activations)",
+                         "--inject: no tensor %s (model.X, grad.X, optimizer.exp_avg.X or "
+                         "optimizer.exp_avg_sq.X, where X is a parameter's name without "
+                         "\"model.\", e.g. grad.blocks.0.attn.qkv.weight; or activations)",
                          inj->tensor);
 }
 
