@@ -74,7 +74,12 @@ int cmd_hash_planned(int argc, char **argv, const char *const *paths, size_t npa
     const char *mib = getenv("DETCHECK_GPU_BUFFER_MIB");
     long v;
     if (mib && cli_parse_long(mib, 4, 4096, &v)) plan.gpu_buffer_bytes = (size_t)v << 20;
-    s = dck_checkpoint_hash_plan(ck, o, &plan, &m);
+    /* progress as plain hash draws it; on rank 0 only (cli_progress_enabled),
+     * counting rank 0's own bytes (hash_distributed.c) */
+    dck_options po = *o;
+    po.progress = cli_progress;
+    s = dck_checkpoint_hash_plan(ck, &po, &plan, &m);
+    cli_progress_end();
     if (s) {
         rc = cli_fail("hash", s);
         goto out;

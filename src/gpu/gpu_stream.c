@@ -73,6 +73,13 @@ static dck_status cpu_task(void *ctx, size_t i, int worker) {
     return DCK_OK;
 }
 
+/* Bytes of n read tasks (progress). */
+static uint64_t bytes_of(const read_task *t, size_t n) {
+    uint64_t b = 0;
+    for (size_t i = 0; i < n; i++) b += t[i].b - t[i].a;
+    return b;
+}
+
 dck_status dck_cpu_lanes_run(dck_checkpoint *ck, const dck_lane_range *r, size_t nr, int threads,
                              uint64_t *host_lanes) {
     if (threads <= 0) threads = dck_default_threads();
@@ -92,7 +99,20 @@ dck_status dck_cpu_lanes_run(dck_checkpoint *ck, const dck_lane_range *r, size_t
     for (int w = 0; j.bufs && w < threads; w++)
         if (!(j.bufs[w] = malloc(READ_BYTES))) break;
     if (!j.bufs || !j.bufs[threads - 1]) s = dck_oom(NULL);
-    else s = dck_parallel_for_status(threads, nt, cpu_task, &j);
+    /* With a progress callback, the tasks go in rounds of a few per
+     * thread, reported after each from this thread; without, in one loop. */
+    void (*progress)(void *, uint64_t, uint64_t) = ck->opt.progress;
+    size_t round = progress ? (size_t)threads * 4 : nt;
+    uint64_t done = 0, total = progress ? bytes_of(tasks, nt) : 0;
+    for (size_t i = 0; i < nt && !s; i += round) {
+        size_t n = nt - i < round ? nt - i : round;
+        j.t = tasks + i;
+        s = dck_parallel_for_status(threads, n, cpu_task, &j);
+        if (!s && progress) {
+            done += bytes_of(tasks + i, n);
+            progress(ck->opt.progress_ctx, done, total);
+        }
+    }
     for (int w = 0; j.bufs && w < threads; w++) free(j.bufs[w]);
     free(j.bufs);
     free(tasks);
@@ -139,6 +159,7 @@ static dck_status staged_run(const stage_backend *be, dck_checkpoint *ck, const 
     if (s) return s;
     bool used[2] = {false, false};
     int b = 0;
+    uint64_t done = 0, total = ck->opt.progress ? bytes_of(tasks, nt) : 0;
     for (size_t i = 0; i < nt && !s;) {
         size_t first = i, pos = 0;
         for (; i < nt; i++) {
@@ -156,6 +177,10 @@ static dck_status staged_run(const stage_backend *be, dck_checkpoint *ck, const 
         if ((s = dck_parallel_for_status(threads, i - first, fill_task, &f))) break;
         s = be->submit(be->ctx, b, pos, tasks + first, i - first);
         used[b] = true;
+        if (!s && ck->opt.progress) { /* read and queued: the reading is the long part */
+            done += bytes_of(tasks + first, i - first);
+            ck->opt.progress(ck->opt.progress_ctx, done, total);
+        }
         b ^= 1;
     }
     free(tasks);

@@ -772,9 +772,28 @@ dck_status dck_cpu_hash_ranges(dck_checkpoint *ck, const dck_lane_range *r, size
             other[nother++] = r[i];
         }
     }
+    /* Progress: the bytes the engine streams, as engine_run counts them (a
+     * file hashed whole: all of it; else up to its last span's end). */
+    void (*prog)(void *, uint64_t, uint64_t) = ck->opt.progress;
+    uint64_t *upto = prog && !s ? calloc(ck->nfiles ? ck->nfiles : 1, sizeof *upto) : NULL;
+    if (upto) {
+        for (size_t i = 0; i < nsp; i++)
+            if (sp[i].end > upto[sp[i].file]) upto[sp[i].file] = sp[i].end;
+        for (uint32_t fi = 0; fi < ck->nfiles; fi++) {
+            const dck_file *f = ck->files[fi];
+            if (want_file && want_file[fi])
+                upto[fi] = f->data_size != UINT64_MAX ? f->data_size : f->size;
+            e.total += upto[fi];
+        }
+        free(upto);
+    }
     if (!s) s = engine_run(&e, sp, nsp);
-    /* pieces the stream cannot take in order: logical reads */
+    /* pieces the stream cannot take in order: logical reads (not counted:
+     * their own count would start again from 0) */
+    ck->opt.progress = NULL;
     if (!s && nother) s = dck_cpu_lanes_run(ck, other, nother, e.threads, lanes);
+    ck->opt.progress = prog;
+    if (!s && prog && e.total) prog(ck->opt.progress_ctx, e.total, e.total);
     free(sp);
     free(other);
     return s;

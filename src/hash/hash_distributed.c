@@ -497,6 +497,25 @@ static dck_status plan_share(dck_checkpoint *ck, const world *w, const int *owne
     return DCK_OK;
 }
 
+/* ------------------------------------------------------------------ progress */
+
+/* This rank's progress (the caller's callback, from this thread) over its
+ * passes: its share of the tensors (the engines report each pass's own done
+ * and total), then, when hashed apart, its whole files (`after` bytes,
+ * reported when done). Only installed when the caller set a callback. */
+typedef struct {
+    void (*cb)(void *ctx, uint64_t done, uint64_t total);
+    void *ctx;
+    uint64_t base, last_total, after;
+} rank_progress;
+
+static void pass_progress(void *ctx, uint64_t done, uint64_t total) {
+    rank_progress *p = ctx;
+    p->last_total = total;
+    if (done > total) done = total;
+    p->cb(p->ctx, p->base + done, p->base + total + p->after);
+}
+
 /* ------------------------------------------------------------------ entry */
 
 dck_status dck_checkpoint_hash_plan(dck_checkpoint *ck, const dck_options *opt,
@@ -539,6 +558,16 @@ dck_status dck_checkpoint_hash_plan(dck_checkpoint *ck, const dck_options *opt,
     if (!s)
         s = plan_share(ck, &w, owner, !gpu && w.mpi && ck->opt.hash_files, &ranges, &nr, &edges,
                        &ne);
+    /* progress: the bytes this rank reads, not the whole job's (cheap, and
+     * what this rank's terminal can speak for) */
+    rank_progress rp = {ck->opt.progress, ck->opt.progress_ctx, 0, 0, 0};
+    const int files_apart = ck->opt.hash_files && (gpu || !w.mpi);
+    if (rp.cb) {
+        for (size_t fi = 0; files_apart && owner && fi < nf; fi++)
+            if (owner[fi] == w.rank) rp.after += ck->files[fi]->size;
+        ck->opt.progress = pass_progress;
+        ck->opt.progress_ctx = &rp;
+    }
     if (!s && gpu) {
         int ndev = 0;
         s = dck_gpu_device_count(&ndev);
@@ -552,8 +581,12 @@ dck_status dck_checkpoint_hash_plan(dck_checkpoint *ck, const dck_options *opt,
         s = dck_cpu_lanes_run(ck, ranges, nr, threads, words);
     }
     /* Whole-file hashes on the CPU, while the GPU works through its queue. */
-    if (!s && ck->opt.hash_files && (gpu || !w.mpi))
-        s = hash_my_files(ck, &w, owner, threads, words + 2 * nt);
+    rp.base += rp.last_total;
+    rp.last_total = 0;
+    if (!s && files_apart) s = hash_my_files(ck, &w, owner, threads, words + 2 * nt);
+    if (!s && rp.cb && rp.base + rp.after) rp.cb(rp.ctx, rp.base + rp.after, rp.base + rp.after);
+    ck->opt.progress = rp.cb;
+    ck->opt.progress_ctx = rp.ctx;
     s = quiet_wait(&w, s);
     s = agree(&w, s);
 #if defined(DCK_HAVE_CUDA) && defined(DCK_HAVE_MPI)

@@ -12,9 +12,10 @@ pty_run() {
     python3 - "$cap" "$@" <<'PY'
 import os, pty, subprocess, sys
 master, slave = pty.openpty()
+os.environ["DCK_PTY"] = os.ttyname(slave)
 with open("out.txt", "wb") as out:
     p = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=out, stderr=slave)
-os.close(slave)
+os.close(slave)  # DCK_PTY (below): the terminal's name, for mpirun's ranks
 buf = bytearray()
 while True:
     try:
@@ -75,6 +76,42 @@ expect_no_grep 'ETA' err.txt
 expect_hasnt '\r' err.txt
 # stdout stays clean under a terminal too
 expect_hasnt '\r' out.txt
+
+# the planned paths (hash_distributed.c) report too: --device auto (here
+# the CPU: no GPU, or a GPU's streaming), --distributed without a launcher
+# (this process's bytes: its tensors, then its whole-file hashes), and the
+# manifest stays the plain one
+export SOURCE_DATE_EPOCH=1700000000 # the manifest's "created"
+"$DETCHECK" hash -q -o big.yaml big.safetensors || fail "exit $?"
+pty_run auto.tty "$DETCHECK" hash --device auto -o auto.yaml big.safetensors || fail "exit $?"
+expect_has '100%' auto.tty
+expect_has 'ETA' auto.tty
+cmp big.yaml auto.yaml || fail "--device auto manifest differs"
+pty_run solo.tty "$DETCHECK" hash --distributed -o solo.yaml big.safetensors || fail "exit $?"
+expect_has '100%  16.0 MiB / 16.0 MiB' solo.tty
+cmp big.yaml solo.yaml || fail "--distributed manifest differs"
+pty_run soloa.tty "$DETCHECK" hash --distributed --device auto -o soloa.yaml big.safetensors || fail "exit $?"
+expect_has '100%' soloa.tty
+cmp big.yaml soloa.yaml || fail "--distributed --device auto manifest differs"
+pty_run soloq.tty "$DETCHECK" hash -q --distributed -o solo.yaml big.safetensors || fail "exit $?"
+expect_hasnt '%' soloq.tty
+# under mpirun: Open MPI gives the ranks a pipe for stderr, so each rank's
+# stderr is pointed at the terminal (DCK_PTY); rank 0 alone draws, its own
+# share (here the file it hashes whole: 8 MiB)
+if command -v mpirun > /dev/null && [ -z "${DCK_NO_MPI_TESTS:-}" ]; then
+    export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+    pty_run mpi.tty mpirun --oversubscribe -np 2 -x DCK_PTY sh -c 'exec "$@" 2>"$DCK_PTY"' sh \
+        "$DETCHECK" hash --distributed -o mpi.yaml big.safetensors || fail "mpirun under a pty: exit $?"
+    expect_has '100%  8.0 MiB / 8.0 MiB' mpi.tty
+    expect_has 'ETA' mpi.tty
+    cmp big.yaml mpi.yaml || fail "mpirun --distributed manifest differs"
+    ok
+    pty_run mpiq.tty mpirun --oversubscribe -np 2 -x DCK_PTY sh -c 'exec "$@" 2>"$DCK_PTY"' sh \
+        "$DETCHECK" hash -q --distributed -o mpi.yaml big.safetensors || fail "exit $?"
+    expect_hasnt 'ETA' mpiq.tty
+else
+    skip_part "no mpirun: progress under mpirun untested"
+fi
 
 # verify and diff
 pty_run v.tty "$DETCHECK" verify --golden big.yaml big2.safetensors || fail "verify under a pty: exit $?"
