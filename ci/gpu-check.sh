@@ -13,6 +13,9 @@
 #      buffer vs a kernel that only reads it as 64-bit words (goal >= 0.8);
 #      and `hash --device cuda` vs the CPU path on a 4 GiB file in the page
 #      cache.
+#      3b. detcheck.Recorder's per-step digests of a 1B-parameter model's
+#      parameters and gradients vs its AdamW step (bench/recorder_cost.py,
+#      goal <= 2%; issue 14), when PyTorch with CUDA is there.
 #   4. the trainer on the GPU (issue 12): `train --device cuda` == CPU at
 #      every step (fp32, bf16; tiny and shortened small presets), 2 ranks on
 #      one GPU, resumes across devices, fast mode differs, `train --bench`.
@@ -320,6 +323,23 @@ PY
         printf "    cuda, --no-files    %6.2f s  %6.2f GB/s  (x%.2f vs CPU)\n", gn, 4.294967296 / gn, cn / gn
     }'
     note "INFO  4 GiB file: CPU ${tc}s, --device cuda ${tg}s (with file hashes); ${tcn}s / ${tgn}s without"
+    # the Python Recorder's cost (issue 14): per-tensor digests of every
+    # parameter and gradient of a 1.007B-parameter F32 MLP (15 x 8192x8192)
+    # after each AdamW step of 8192 rows, vs the step (synchronized wall
+    # time; goal <= 2%). About 25 GB of GPU memory, well under 60 s.
+    if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+        echo "== 3b. detcheck.Recorder on CUDA, ~1B parameters (bench/recorder_cost.py)"
+        out=$(DETCHECK_LIB="$B/libdetcheck.so.0" PYTHONPATH=python/src timeout 180 python3 bench/recorder_cost.py \
+            --device cuda --width 8192 --layers 15 --batch 8192 --steps 5 --goal 0.02)
+        rc=$?
+        echo "$out" | sed 's/^/   /'
+        case $rc in
+        0) pass "Recorder on CUDA, 1B params: $(echo "$out" | sed -n 's/^goal *//p')" ;;
+        3) note "GOAL  Recorder on CUDA, 1B params: $(echo "$out" | sed -n 's/^goal *//p')"
+           [ $status -eq 0 ] && status=3 ;;
+        *) failed "Recorder cost on CUDA (bench/recorder_cost.py exit $rc)" ;;
+        esac
+    else note "SKIP  Recorder cost on CUDA: no PyTorch with CUDA here"; fi
     train_checks
     canary_checks
     echo

@@ -95,6 +95,7 @@ class Recorder:
         self._side.flush()
         self._ids = {}
         self._last = None
+        self._pending = None
 
     def close(self):
         """Flushes and closes both files (also at garbage collection)."""
@@ -171,17 +172,30 @@ class Recorder:
         """Records step ``step`` (an int, one more than the last one).
 
         ``loss`` and ``grad_norm``: floats or 0-d tensors (recorded as
-        float32 bits, as the trainer does); ``lr``: taken from the
+        float32 bits, as the trainer does; an absent one is written as
+        ``null`` with bits ``00000000``); ``lr``: taken from the
         optimizer's first group when not given. On a recorded step the
         digests of the model's gradients (``grads=True``), parameters and
         buffers, and the optimizer's state tensors are written and their root
         digest goes into the trajectory line. Returns the root (hex) or None."""
+        return self.finish(self.take(step, lr=lr, model=model, optimizer=optimizer, grads=grads),
+                           loss=loss, grad_norm=grad_norm)
+
+    def take(self, step, lr=None, model=None, optimizer=None, grads=True):
+        """The first half of :meth:`step`, for callers that learn the loss
+        after the gradients are gone (the transformers Trainer logs it after
+        ``zero_grad()``): checks the step number, takes the step's digests
+        now (on a recorded step) into the side file, and returns a pending
+        record; :meth:`finish` then writes its trajectory line. Arguments as
+        :meth:`step`. One record at a time: the next ``take`` or ``step``
+        needs it finished."""
+        if self._pending is not None:
+            raise ValueError("detcheck.Recorder: step %d taken but not finished" % self._pending[0])
         step = int(step)
         if self._last is not None and step != self._last + 1:
             raise ValueError("detcheck.Recorder: step %d after step %d (steps must be consecutive)"
                              % (step, self._last))
         self._last = step
-        loss, grad_norm = _scalar(loss), _scalar(grad_norm)
         if lr is None and optimizer is not None and optimizer.param_groups:
             lr = optimizer.param_groups[0].get("lr")
         lr = _scalar(lr)
@@ -196,6 +210,24 @@ class Recorder:
                 *[("%s/%s" % (KINDS[k], n)).encode() for k, n, _ in recs])
             digs = (_lib.Digest * max(1, len(recs)))(*[d for _, _, d in recs])
             root = _lib.hex_of(_lib.root_digest(names, digs, len(recs)))
+        self._pending = (step, lr, root)
+        return self._pending
+
+    @property
+    def pending(self):
+        """The record :meth:`take` returned and :meth:`finish` has not
+        written yet, or None."""
+        return self._pending
+
+    def finish(self, pending, loss=None, grad_norm=None):
+        """Writes the trajectory line of the record :meth:`take` returned,
+        with its ``loss`` and ``grad_norm`` (as :meth:`step`; None: absent).
+        Returns the step's root (hex) or None."""
+        if pending is None or pending is not self._pending:
+            raise ValueError("detcheck.Recorder: finish() of a record that is not the pending one")
+        self._pending = None
+        step, lr, root = pending
+        loss, grad_norm = _scalar(loss), _scalar(grad_norm)
         line = '{"step":%d,"loss":%s,"loss_bits":"%08x","grad_norm":%s,"grad_norm_bits":"%08x","lr":%s' % (
             step, _json_float(loss), _f32_bits(loss if loss is not None else 0.0),
             _json_float(grad_norm), _f32_bits(grad_norm if grad_norm is not None else 0.0),
