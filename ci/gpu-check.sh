@@ -17,7 +17,7 @@
 #      parameters and gradients vs its AdamW step (bench/recorder_cost.py,
 #      goal <= 2%; issue 14), when PyTorch with CUDA is there.
 #   4. the trainer on the GPU (issue 12): `train --device cuda` == CPU at
-#      every step (fp32, bf16; tiny and shortened small presets), 2 ranks on
+#      every step (fp32, bf16; tiny and shortened small presets), 2 and 4 ranks on
 #      one GPU, resumes across devices, fast mode differs, `train --bench`.
 #      (the small preset's CPU reference: about 15 s per run on 16 cores)
 #   5. detcheck canary on the GPU (issue 13): record == the CPU golden, an
@@ -166,6 +166,10 @@ train_checks() {
             cmp "$tw/tiny-fp32-cpu/trajectory.jsonl" "$tw/k2/trajectory.jsonl"; then
             pass "train: 2 ranks on one GPU == 1 rank"
         else failed "train: 2 ranks on one GPU differ from 1 rank"; fi
+        if timeout 120 mpirun --oversubscribe -np 4 $T --steps 12 --out "$tw/k4" --device cuda &&
+            cmp "$tw/tiny-fp32-cpu/trajectory.jsonl" "$tw/k4/trajectory.jsonl"; then
+            pass "train: 4 ranks on one GPU == 1 rank"
+        else failed "train: 4 ranks on one GPU differ from 1 rank"; fi
     fi
     if $T --steps 6 --out "$tw/c2g" && $T --steps 12 --out "$tw/c2g" --resume --device cuda &&
         cmp "$tw/tiny-fp32-cpu/trajectory.jsonl" "$tw/c2g/trajectory.jsonl" &&

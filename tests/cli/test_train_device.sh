@@ -46,13 +46,15 @@ if ! $DETCHECK train $CFG --steps 1 --device cuda -q > /dev/null 2>&1; then
     expect_exit 2 $DETCHECK resume-check $CFG --steps 4 --at 2 --resume-device cuda -q
 fi
 
-# 2 ranks on the device path (sharing the "device": subtree sums through MPI)
-# == 1 rank, deterministic; fast mode runs
+# 2 and 4 ranks on the device path (sharing the "device": subtree sums
+# through MPI) == 1 rank, deterministic; fast mode runs
 if [ -n "${DCK_NO_MPI_TESTS:-}" ] || ! command -v mpirun > /dev/null; then
     skip_part "no mpirun: 2 ranks on the device path not tested"
 else
     expect_exit 0 mpirun --oversubscribe -np 2 $DETCHECK train $CFG --steps 6 --out k2 -q --device twin
     cmp cpu_fp32/trajectory.jsonl k2/trajectory.jsonl || fail "2 ranks on the device path differ"; ok
+    expect_exit 0 mpirun --oversubscribe -np 4 $DETCHECK train $CFG --steps 6 --out k4 -q --device twin
+    cmp cpu_fp32/trajectory.jsonl k4/trajectory.jsonl || fail "4 ranks on the device path differ"; ok
     expect_exit 0 mpirun --oversubscribe -np 2 $DETCHECK train $CFG --steps 2 --out k2f -q --device twin --mode fast
 fi
 
