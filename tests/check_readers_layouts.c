@@ -3,19 +3,9 @@
  * an index read by content, groups by file role, namespaces for files that
  * share names, safetensors preferred over .bin, complex tensors, shared
  * storage (tied weights). tests/cli/test_layouts.sh covers the CLI side. */
-#include "testutil.h"
+#include "fixtures.h"
 #include "core/core.h"
 #include "common/element.h"
-
-static char fx_buf[8][4096];
-static int fx_k;
-/* tests/fixtures/NAME from the project root */
-static const char *fx(const char *name) {
-    const char *top = getenv("DCK_TOP");
-    char *b = fx_buf[fx_k++ & 7];
-    snprintf(b, 4096, "%s/tests/fixtures/%s", top ? top : ".", name);
-    return b;
-}
 
 static dck_status open1(const char *path, dck_checkpoint **ck) {
     dck_options o;

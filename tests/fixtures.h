@@ -17,7 +17,7 @@ static const char *fx(const char *name) {
 }
 
 /* Same tensor names, dtypes, shapes, digests and groups. */
-static void same_tensors(const dck_manifest *a, const dck_manifest *b, const char *what) {
+static inline void same_tensors(const dck_manifest *a, const dck_manifest *b, const char *what) {
     ck_assert_msg(dck_manifest_tensor_count(a) == dck_manifest_tensor_count(b), "%s: %zu vs %zu tensors", what,
                   dck_manifest_tensor_count(a), dck_manifest_tensor_count(b));
     ck_assert_uint_gt(dck_manifest_tensor_count(a), 0);
@@ -35,7 +35,7 @@ static void same_tensors(const dck_manifest *a, const dck_manifest *b, const cha
 }
 
 /* Values exactly as in NAME.values.json (both ways). */
-static void same_values(const dck_manifest *m, const char *json_name) {
+static inline void same_values(const dck_manifest *m, const char *json_name) {
     json_error_t err;
     json_t *j = json_load_file(fx(json_name), 0, &err);
     ck_assert_msg(j != NULL, "%s: %s", json_name, err.text);

@@ -79,33 +79,27 @@ static void on_message(void *ctx, int warning, const char *msg) {
         cli_info("train", "%s", msg);
 }
 
+/* Offers argv[*i] to the command's own parser: 1 taken (*i moved past its
+ * value), 0 not its option, -1 an error it has reported. */
+static int offer_extra(int (*extra)(void *, const char *, const char *, int *), void *ectx,
+                       int argc, char **argv, int *i) {
+    if (!extra) return 0;
+    int used = 0;
+    int r = extra(ectx, argv[*i], *i + 1 < argc ? argv[*i + 1] : NULL, &used);
+    if (r > 0) *i += used;
+    return r < 0 ? -1 : r > 0;
+}
+
 int train_parse_args(const char *cmd, int argc, char **argv, dck_train_config *c,
                      int (*extra)(void *, const char *, const char *, int *), void *ectx) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strncmp(a, "--", 2) != 0 || !a[2]) {
-            if (extra) {
-                int used = 0;
-                int r = extra(ectx, a, i + 1 < argc ? argv[i + 1] : NULL, &used);
-                if (r < 0) return DCK_EXIT_TROUBLE;
-                if (r > 0) {
-                    i += used;
-                    continue;
-                }
-            }
-            return cli_usage_error(cmd, "unexpected argument '%s'", a);
-        }
         /* the command's own options first: a command may take an option the
          * trainer's table also has in its own sense (canary's --preset) */
-        if (extra) {
-            int used = 0;
-            int r = extra(ectx, a, i + 1 < argc ? argv[i + 1] : NULL, &used);
-            if (r < 0) return DCK_EXIT_TROUBLE;
-            if (r > 0) {
-                i += used;
-                continue;
-            }
-        }
+        int r = offer_extra(extra, ectx, argc, argv, &i);
+        if (r < 0) return DCK_EXIT_TROUBLE;
+        if (r > 0) continue;
+        if (strncmp(a, "--", 2) != 0 || !a[2]) return cli_usage_error(cmd, "unexpected argument '%s'", a);
         char name[64];
         const char *eq = strchr(a + 2, '=');
         size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);

@@ -670,6 +670,22 @@ static dck_status traj_write(trainer *tr, const dck_train_step_info *si) {
 
 /* ------------------------------------------------------------------ one step */
 
+/* What a step reports (both step paths): its figures, and the state's root
+ * on the steps --digest-every asks for and the last. */
+static dck_status step_info(trainer *tr, long step, float loss, float norm, float lr,
+                            dck_train_step_info *si) {
+    si->step = step;
+    si->loss = loss;
+    si->grad_norm = norm;
+    si->lr = lr;
+    si->has_root = false;
+    if (tr->c.digest_every > 0 && (step % tr->c.digest_every == 0 || step == tr->c.steps)) {
+        DCK_TRY(state_root(tr, &si->root));
+        si->has_root = true;
+    }
+    return DCK_OK;
+}
+
 static void microbatch_task(void *ctx, size_t i, int worker) {
     trainer *tr = ctx;
     size_t B = (size_t)tr->c.batch, S1 = (size_t)tr->c.seq + 1;
@@ -758,16 +774,7 @@ static dck_status step_once(trainer *tr, long step, dck_train_step_info *si) {
     }
     if (is_bf16(tr))
         for (size_t i = 0; i < P; i++) tr->wparams[i] = dck_bf16_round(tr->master[i]);
-    si->step = step;
-    si->loss = loss;
-    si->grad_norm = norm;
-    si->lr = lr;
-    si->has_root = false;
-    if (tr->c.digest_every > 0 && (step % tr->c.digest_every == 0 || step == tr->c.steps)) {
-        if ((s = state_root(tr, &si->root))) return s;
-        si->has_root = true;
-    }
-    return DCK_OK;
+    return step_info(tr, step, loss, norm, lr, si);
 }
 
 /* The same step with the model and the optimizer on a device (--device;
@@ -919,16 +926,7 @@ static dck_status step_once_dev(trainer *tr, long step, dck_train_step_info *si)
         DCK_TRY(dck_gt_refresh_weights(g));
     }
     if (host_state_needed(tr, step)) DCK_TRY(dck_gt_download_state(g, tr->master, tr->m1, tr->m2));
-    si->step = step;
-    si->loss = loss;
-    si->grad_norm = norm;
-    si->lr = lr;
-    si->has_root = false;
-    if (tr->c.digest_every > 0 && (step % tr->c.digest_every == 0 || step == tr->c.steps)) {
-        if ((s = state_root(tr, &si->root))) return s;
-        si->has_root = true;
-    }
-    return DCK_OK;
+    return step_info(tr, step, loss, norm, lr, si);
 }
 
 /* ------------------------------------------------------------------ setup */
