@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char *dup_or_null(const char *s, bool *oom) {
@@ -39,6 +40,73 @@ void cli_report_init(cli_report *r, const char *cmd) {
 }
 
 bool cli_report_wanted(const cli_report *r) { return r->junit || r->markdown; }
+
+/* The first bytes of path (NUL-terminated in buf), without blocking on a
+ * FIFO: dck_output_check has already refused anything but a regular file. */
+static size_t head_of(const char *path, char *buf, size_t cap) {
+    int fd = -1;
+    buf[0] = 0;
+    if (dck_open_regular(path, &fd, NULL)) {
+        dck_clear_error();
+        return 0;
+    }
+    ssize_t n = pread(fd, buf, cap - 1, 0);
+    close(fd);
+    if (n < 0) n = 0;
+    buf[n] = 0;
+    return (size_t)n;
+}
+
+bool cli_report_is_junit(const char *path) {
+    char b[1024];
+    head_of(path, b, sizeof b);
+    const char *p = b;
+    if (!strncmp(p, "\xef\xbb\xbf", 3)) p += 3;
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
+    if (strncmp(p, "<?xml", 5) && strncmp(p, "<testsuite", 10)) return false;
+    return strstr(p, "<testsuites") || strstr(p, "<testsuite ") || strstr(p, "<testsuite>");
+}
+
+bool cli_report_is_markdown(const char *path) {
+    /* only what we write: "### :x: detcheck verify: DIFFERENT"; a README.md
+     * or notes are not ours to replace */
+    char b[256];
+    head_of(path, b, sizeof b);
+    if (strncmp(b, "### :", 5)) return false;
+    const char *nl = strchr(b, '\n');
+    const char *d = strstr(b, ": detcheck ");
+    return d && (!nl || d < nl);
+}
+
+int cli_report_check(const cli_report *r, bool json, const char *const *inputs, size_t ninputs) {
+    static const struct {
+        const char *option, *what;
+        dck_output_kind kind;
+    } kinds[] = {{"--junit", "JUnit report", cli_report_is_junit},
+                 {"--markdown", "detcheck Markdown report", cli_report_is_markdown}};
+    const char *paths[2] = {r->junit, r->markdown};
+    for (size_t i = 0; i < 2; i++) {
+        if (!paths[i]) continue;
+        if (!strcmp(paths[i], "-")) {
+            if (json)
+                return cli_usage_error(r->cmd, "--json and %s - would both write to standard output; "
+                                       "write the report to a file", kinds[i].option);
+            continue;
+        }
+        if (dck_output_check(kinds[i].option, paths[i], kinds[i].what, kinds[i].kind, inputs, ninputs))
+            return cli_usage_error(r->cmd, "%s", dck_last_error());
+    }
+    if (paths[0] && paths[1]) {
+        struct stat a, b;
+        bool same = !strcmp(paths[0], paths[1]) ||
+                    (stat(paths[0], &a) == 0 && stat(paths[1], &b) == 0 && a.st_dev == b.st_dev &&
+                     a.st_ino == b.st_ino);
+        if (same)
+            return cli_usage_error(r->cmd, "--junit and --markdown name the same file (%s); give each its own",
+                                   paths[0]);
+    }
+    return 0;
+}
 
 int cli_report_option(cli_report *r, int code, const char *arg) {
     if (code == CLI_OPT_JUNIT) r->junit = arg;

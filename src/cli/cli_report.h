@@ -51,6 +51,17 @@ int cli_report_option(cli_report *r, int code, const char *arg);
  * (*used: 1 when next was the value), 0 not ours, -1 misuse (printed). */
 int cli_report_arg(cli_report *r, const char *a, const char *next, int *used);
 bool cli_report_wanted(const cli_report *r);
+/* After the options, before any work: the report paths follow the rule of
+ * every output (dck_output_check): each may replace only a report of its own
+ * kind (a JUnit XML, a detcheck Markdown summary), never one of the inputs,
+ * a link, a FIFO, a read-only file; the two are not one file; and --json
+ * with a report on standard output ('-') is refused, since stdout would hold
+ * two documents. Returns 0, or DCK_EXIT_TROUBLE after a usage message. */
+int cli_report_check(const cli_report *r, bool json, const char *const *inputs, size_t ninputs);
+/* The kinds, for dck_output_check: the first bytes of a JUnit XML document,
+ * of a Markdown summary as cli_report_markdown_text writes it. */
+bool cli_report_is_junit(const char *path);
+bool cli_report_is_markdown(const char *path);
 void cli_report_property(cli_report *r, const char *name, const char *value);
 void cli_report_title(cli_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Strings are copied; message and detail may be NULL. */

@@ -158,6 +158,7 @@ int cmd_bisect(int argc, char **argv) {
         }
     }
     if (nruns != 2) return cli_usage_error(CMD, "needs two run directories");
+    if (cli_report_check(&rep, json, runs, 2)) return DCK_EXIT_TROUBLE;
 
     dck_traj_rec *tr[2] = {NULL, NULL};
     size_t nt[2] = {0, 0};

@@ -574,6 +574,7 @@ int cmd_diff(int argc, char **argv) {
         return cli_usage_error(CMD, "wants two checkpoints or manifests, A and B (got %d)",
                                argc - optind);
     if (cli_check_megatron(CMD, &ropt)) return DCK_EXIT_TROUBLE;
+    if (cli_report_check(&rep, json, (const char *const *)argv + optind, 2)) return DCK_EXIT_TROUBLE;
     opt.exclude = sh.exclude;
     opt.nexclude = sh.nexclude;
     opt.ignore_aliases = sh.ignore_aliases;

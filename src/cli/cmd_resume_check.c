@@ -409,6 +409,13 @@ int cmd_resume_check(int argc, char **argv) {
         snprintf(t.out, sizeof t.out, "%s", "(workdir)");
         if (dck_train_config_check(&t)) return cli_usage_error(CMD, "%s", dck_last_error());
     }
+    if (f.resume_device[0]) {
+        /* checked now, not after the reference runs have taken their time */
+        dck_train_config t = c;
+        if (dck_train_config_set(&t, "device", f.resume_device + strlen("--device=")))
+            return cli_usage_error(CMD, "--resume-device: %s", dck_last_error());
+    }
+    if (cli_report_check(&f.rep, f.json, NULL, 0)) return DCK_EXIT_TROUBLE;
     if (f.flip) {
         dck_train_config t = c;
         if (dck_train_config_set(&t, "flip-bit", f.flip))

@@ -154,6 +154,16 @@ int cmd_verify(int argc, char **argv) {
     if (!golden_path) return cli_usage_error("verify", "--golden MANIFEST is required");
     if (optind >= argc) return cli_usage_error("verify", "no PATH given");
     if (cli_check_megatron("verify", &o)) return DCK_EXIT_TROUBLE;
+    {
+        /* the golden is an input too: a report never replaces it */
+        const char **in = malloc(sizeof *in * (size_t)(argc - optind + 1));
+        if (!in) return cli_fail("verify", dck_oom(NULL));
+        in[0] = golden_path;
+        for (int i = optind; i < argc; i++) in[i - optind + 1] = argv[i];
+        int bad = cli_report_check(&rep, json, in, (size_t)(argc - optind + 1));
+        free(in);
+        if (bad) return bad;
+    }
     dck_manifest *golden = NULL, *actual = NULL;
     dck_status s = dck_manifest_load(golden_path, &golden);
     if (s) return cli_fail("verify", s);

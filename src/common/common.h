@@ -221,6 +221,20 @@ dck_status dck_atomic_commit(dck_atomic_file *af);
 void dck_atomic_abort(dck_atomic_file *af);
 void dck_stream_close(dck_stream *s);
 
+/* The one rule for every output path (manifests, canary goldens, JUnit and
+ * Markdown reports, recordings): an output may be written where nothing is,
+ * over an empty regular file, or over a regular file that is an output of
+ * the same kind (same_kind(path) true; NULL: only nothing or empty). Never
+ * over an input (inputs[i]: same device and inode, also when path names it
+ * through a link), a symbolic link (the rename would replace the link, not
+ * what it names), a FIFO, a device, a directory, or a file its owner made
+ * read-only. what names the kind in messages ("JUnit report"). Called before
+ * the work starts, so a refused output costs nothing; DCK_ERR_INVALID with
+ * "OPTION PATH: why" (option may be NULL). */
+typedef bool (*dck_output_kind)(const char *path);
+dck_status dck_output_check(const char *option, const char *path, const char *what,
+                            dck_output_kind same_kind, const char *const *inputs, size_t ninputs);
+
 /* ------------------------------------------------------------------ comm.c
  * MPI when launched by mpirun (detected from the environment), otherwise a
  * single rank. Only bytes and integers cross it in deterministic mode. */

@@ -972,6 +972,35 @@ void dck_atomic_abort(dck_atomic_file *af) {
     af->path = af->tmp = NULL;
 }
 
+dck_status dck_output_check(const char *option, const char *path, const char *what,
+                            dck_output_kind same_kind, const char *const *inputs, size_t ninputs) {
+    const char *opt = option ? option : "", *sp = option ? " " : "";
+    if (!path || !*path) return dck_set_error(DCK_ERR_INVALID, "%s needs a file name", option ? option : "output");
+    struct stat lst, st;
+    if (lstat(path, &lst) != 0) {
+        if (errno == ENOENT) return DCK_OK;
+        return dck_set_error(DCK_ERR_INVALID, "%s%s%s: cannot stat: %s", opt, sp, path, strerror(errno));
+    }
+    /* an input reached through a link is still the input */
+    if (stat(path, &st) == 0)
+        for (size_t i = 0; i < ninputs; i++) {
+            struct stat si;
+            if (inputs[i] && stat(inputs[i], &si) == 0 && si.st_dev == st.st_dev && si.st_ino == st.st_ino)
+                return dck_set_error(DCK_ERR_INVALID, "%s%s%s is also an input (%s); refusing to overwrite it",
+                                     opt, sp, path, inputs[i]);
+        }
+    if (!S_ISREG(lst.st_mode))
+        return dck_set_error(DCK_ERR_INVALID, "%s%s%s is %s, not a regular file; refusing to replace it", opt, sp,
+                             path, file_type_name(lst.st_mode));
+    /* root may write anything: the mode bits say what the owner meant */
+    if (!(lst.st_mode & 0222) || access(path, W_OK) != 0)
+        return dck_set_error(DCK_ERR_INVALID, "%s%s%s is read-only; refusing to replace it", opt, sp, path);
+    if (lst.st_size > 0 && !(same_kind && same_kind(path)))
+        return dck_set_error(DCK_ERR_INVALID, "%s%s%s exists and is not a %s; refusing to overwrite it", opt, sp,
+                             path, what);
+    return DCK_OK;
+}
+
 dck_status dck_write_file_atomic(const char *path, const void *data, size_t len) {
     dck_atomic_file af;
     dck_status s = dck_atomic_open(path, &af);

@@ -219,7 +219,13 @@ dck_status dck_train_config_set(dck_train_config *c, const char *name, const cha
                 snprintf(c->device, sizeof c->device, "%s", value);
                 return DCK_OK;
             }
-        return bad(name, value, "use cpu, cuda or auto");
+        /* the list comes from the table, so it names every device accepted */
+        char list[64] = "use";
+        size_t nd = sizeof devices / sizeof devices[0];
+        for (size_t i = 0; i < nd; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s %s",
+                     i == 0 ? "" : i + 1 < nd ? "," : " or", devices[i]);
+        return bad(name, value, list);
     }
     if (!strcmp(name, "preset")) {
         for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
