@@ -12,7 +12,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
 SECS=${FUZZ_SECONDS:-60}
 MAXLEN=${FUZZ_MAX_LEN:-262144}
-B=build-fuzz
+B=${FUZZ_BUILD:-build-fuzz}  # one folder per concurrent run
 command -v clang >/dev/null || { echo "make fuzz needs clang (libFuzzer): apt-get install clang" >&2; exit 2; }
 mkdir -p $B/obj $B/crashes
 PKGS=$(sed -n "s/^PKGS *:= *//p" Makefile)
