@@ -1,8 +1,9 @@
 """Builds libdetcheck and the detcheck CLI from this repository (the parent
 folder: one copy of the C code) and bundles them into the package as
 detcheck/_native/. DETCHECK_PREBUILT=BUILD_DIR bundles an existing build
-folder (make BUILD=... all) instead of running make; DETCHECK_MAKE_JOBS sets
-make's -j (default: the CPUs)."""
+folder (make BUILD=... all) instead of running make (a relative path is
+resolved against the directory pip was started in, not python/);
+DETCHECK_MAKE_JOBS sets make's -j (default: the CPUs)."""
 import os
 import shutil
 import subprocess
@@ -15,10 +16,44 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
 
+def _caller_dirs():
+    """Where the command that installs the package was started, first to
+    last choice: pip runs this hook with python/ (the source tree) as its
+    working directory, so os.getcwd() is not the caller's. The parent
+    process (pip, or python -m build) keeps the caller's directory (Linux:
+    /proc/PPID/cwd); $PWD is the shell's; os.getcwd() is the last resort."""
+    out = []
+    try:
+        out.append(os.readlink("/proc/%d/cwd" % os.getppid()))
+    except OSError:
+        pass
+    if os.environ.get("PWD"):
+        out.append(os.environ["PWD"])
+    out.append(os.getcwd())
+    return out
+
+
+def _prebuilt(pre):
+    """DETCHECK_PREBUILT as an absolute path: a relative value is resolved
+    against the caller's directory (where `pip install` was started), not
+    against python/."""
+    if os.path.isabs(pre):
+        return pre
+    tried = []
+    for base in _caller_dirs():
+        p = os.path.normpath(os.path.join(base, pre))
+        if os.path.isdir(p):
+            return p
+        if p not in tried:
+            tried.append(p)
+    raise SystemExit("detcheck: DETCHECK_PREBUILT=%s is not a build folder (tried %s); give an "
+                     "absolute path, or run pip from the folder it is relative to" % (pre, ", ".join(tried)))
+
+
 def _build_dir():
     pre = os.environ.get("DETCHECK_PREBUILT")
     if pre:
-        return os.path.abspath(pre)
+        return _prebuilt(pre)
     if not os.path.exists(os.path.join(REPO, "include", "detcheck.h")):
         raise SystemExit("detcheck: %s is not the detcheck repository; install with "
                          "`pip install ./python` from a clone (or set DETCHECK_PREBUILT)" % REPO)

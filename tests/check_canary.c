@@ -180,8 +180,137 @@ START_TEST(golden_round_trip) {
     o.oracle = DCK_ORACLE_GOLDEN;
     o.golden = g;
     ck_assert_int_eq(dck_canary_check(&o, dck_comm_self(), &r), DCK_ERR_FORMAT);
-    ck_assert_msg(strstr(dck_last_error(), "not a canary golden file"), "%s", dck_last_error());
+    ck_assert_msg(strstr(dck_last_error(), "golden.json:1: not a canary golden file: a digest"), "%s",
+                  dck_last_error());
     free(g);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
+
+/* issue 19: --steps 0 said "identical" (exit 0) and read oroots[-1]; a
+ * vote of one rank compared it with itself; a golden with a vote was
+ * ignored. The library refuses them too, not only the CLI. */
+START_TEST(nothing_compared_is_refused) {
+    dck_canary_opts o;
+    dck_canary_report r;
+    dck_canary_opts_init(&o);
+    o.cfg.steps = 0;
+    ck_assert_int_eq(dck_canary_check(&o, dck_comm_self(), &r), DCK_ERR_INVALID);
+    ck_assert_msg(strstr(dck_last_error(), "--steps 0"), "%s", dck_last_error());
+    ck_assert_int_eq(r.exit_code, 2);
+    dck_canary_report_release(&r);
+    dck_canary_opts_init(&o);
+    o.oracle = DCK_ORACLE_VOTE;
+    ck_assert_int_eq(dck_canary_check(&o, dck_comm_self(), &r), DCK_ERR_INVALID);
+    ck_assert_msg(strstr(dck_last_error(), "at least 3 ranks"), "%s", dck_last_error());
+    dck_canary_report_release(&r);
+    o.golden = "missing.json";
+    ck_assert_int_eq(dck_canary_check(&o, dck_comm_self(), &r), DCK_ERR_INVALID);
+    ck_assert_msg(strstr(dck_last_error(), "two oracles"), "%s", dck_last_error());
+    dck_canary_report_release(&r);
+    dck_canary_opts_init(&o);
+    o.stall_rank = 1;
+    ck_assert_int_eq(dck_canary_check(&o, dck_comm_self(), &r), DCK_ERR_INVALID);
+    ck_assert_msg(strstr(dck_last_error(), "the job has 1 rank"), "%s", dck_last_error());
+    dck_canary_report_release(&r);
+}
+END_TEST
+
+static dck_status parse_text(const char *text, dck_canary_golden *g) {
+    return dck_canary_golden_parse(text, strlen(text), "g.json", g);
+}
+
+#define HEX "0123456789abcdef0123456789abcdef"
+#define ROW "[\"" HEX "\",\"" HEX "\",\"" HEX "\",\"" HEX "\"]"
+
+/* The bounded parser: the layout, white space and field order, and a
+ * message naming the line and the reason for every damage. */
+START_TEST(golden_parser) {
+    dck_canary_golden g;
+    const char *good = "{\"detcheck_canary\":1,\"config\":\"{\\\"seed\\\":1}\",\"steps\":2,"
+                       "\"tensors\":[\"model.a\"],\"roots\":[\"" HEX "\",\"" HEX "\"],"
+                       "\"digests\":[" ROW "," ROW "]}\n";
+    ck_assert_msg(parse_text(good, &g) == DCK_OK, "%s", dck_last_error());
+    ck_assert_int_eq(g.steps, 2);
+    ck_assert_uint_eq(g.ntensors, 1);
+    ck_assert_str_eq(g.names, "model.a");
+    ck_assert_str_eq(g.config, "{\"seed\":1}");
+    dck_canary_golden_release(&g);
+    /* any order, any white space */
+    const char *spaced = "\n {\n \"digests\" : [ " ROW " ,\n" ROW "] , \"roots\":[\"" HEX "\",\n\"" HEX
+                         "\"],\"tensors\":[\"model.\\u00e9\"],\"steps\":2,\"config\":\"{}\",\r\n"
+                         "\"detcheck_canary\":1}  ";
+    ck_assert_msg(parse_text(spaced, &g) == DCK_OK, "%s", dck_last_error());
+    ck_assert_str_eq(g.names, "model.\xc3\xa9");
+    dck_canary_golden_release(&g);
+    static const struct {
+        const char *text, *want;
+        dck_status s;
+    } bad[] = {
+        {"", "g.json:1: not JSON: empty file", DCK_ERR_FORMAT},
+        {"\n\n", "g.json:3: not JSON: only white space", DCK_ERR_FORMAT},
+        {"[1]", "g.json:1: not JSON: expected '{'", DCK_ERR_FORMAT},
+        {"{\"detcheck_canary\":1.0}", "g.json:1: not a canary golden file: the version (detcheck_canary) "
+                                      "must be the integer 1, not 1.0", DCK_ERR_FORMAT},
+        {"{\"detcheck_canary\":\"1\"}", "must be the integer 1", DCK_ERR_FORMAT},
+        {"{\"detcheck_canary\":2}", "g.json:1: canary golden version 2 (this detcheck reads 1)",
+         DCK_ERR_UNSUPPORTED},
+        {"{\"detcheck_canary\":1,\n\"steps\":0}", "g.json:2: not a canary golden file: steps 0 out of range",
+         DCK_ERR_FORMAT},
+        {"{\"detcheck_canary\":1,\"steps\":99999999999999999999}", "steps 99999999999999999999 out of range",
+         DCK_ERR_FORMAT},
+        {"{\"detcheck_canary\":1,\"steps\":1}", "no field \"config\"", DCK_ERR_FORMAT},
+        {"{\"detcheck_canary\":1,\"extra\":1}", "unknown field \"extra\"", DCK_ERR_FORMAT},
+        {"{\"steps\":1,\"steps\":1}", "field \"steps\" twice", DCK_ERR_FORMAT},
+        {"{\"roots\":[\"abc\"]}", "a root \"abc\" is not 32 lowercase hex digits", DCK_ERR_FORMAT},
+        {"{\"roots\":[\"" HEX HEX "\"]}", "a root is not 32 hex digits", DCK_ERR_FORMAT},
+        {"{\"roots\":[\"" HEX "\"", "g.json:1: not JSON: expected ',' or ']'", DCK_ERR_FORMAT},
+        {"{\"tensors\":[\"a\\u0000\"]}", "a tensor name holds a NUL character", DCK_ERR_FORMAT},
+        {"{\"tensors\":[\"\\ud800\"]}", "lone high surrogate", DCK_ERR_FORMAT},
+        {"{\"tensors\":[\"\xff\"]}", "a tensor name is not valid UTF-8", DCK_ERR_FORMAT},
+        {"{\"tensors\":[\"a\nb\"]}", "control character", DCK_ERR_FORMAT},
+        {"{\"digests\":[[\"" HEX "\"],[]]}", "digests of step 2: 0, step 1 has 1", DCK_ERR_FORMAT},
+        {"{} x", "more after the object", DCK_ERR_FORMAT},
+        {"{\"detcheck_canary\":1,\"config\":\"{}\",\"steps\":2,\"tensors\":[\"model.a\"],\"roots\":[\"" HEX
+         "\"],\"digests\":[" ROW "," ROW "]}", "1 roots and 2 steps of digests, for 2 steps", DCK_ERR_FORMAT},
+        {"{\"detcheck_canary\":1,\"config\":\"{}\",\"steps\":1,\"tensors\":[\"model.a\",\"model.b\"],"
+         "\"roots\":[\"" HEX "\"],\"digests\":[" ROW "]}", "4 digests per step for 2 tensors", DCK_ERR_FORMAT},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        dck_status s = parse_text(bad[i].text, &g);
+        ck_assert_msg(s == bad[i].s && strstr(dck_last_error(), bad[i].want), "case %zu: %d %s", i, (int)s,
+                      dck_last_error());
+        ck_assert_ptr_null(g.roots);
+    }
+    /* the size of what is read follows the run */
+    ck_assert_uint_eq(dck_canary_golden_limit(8, 29), 1123200);
+    ck_assert_uint_gt(dck_canary_golden_limit(DCK_CANARY_MAX_STEPS, 77), 100u << 20);
+    ck_assert_uint_lt(dck_canary_golden_limit(DCK_CANARY_MAX_STEPS, 77), 200u << 20);
+}
+END_TEST
+
+/* --write-golden may replace only a golden file (the sniffed first bytes). */
+START_TEST(golden_kind) {
+    char *dir = tu_tmpdir();
+    char *a = tu_path(dir, "a.json"), *b = tu_path(dir, "b.json");
+    FILE *f = fopen(a, "w");
+    fputs(" \n{ \"detcheck_canary\" :1}", f);
+    fclose(f);
+    f = fopen(b, "w");
+    fputs("{\"format\":\"detcheck-manifest\"}", f);
+    fclose(f);
+    ck_assert(dck_canary_is_golden(a));
+    ck_assert(!dck_canary_is_golden(b));
+    dck_canary_opts o;
+    dck_canary_report r;
+    dck_canary_opts_init(&o);
+    o.write_golden = b;
+    ck_assert_int_eq(dck_canary_check(&o, dck_comm_self(), &r), DCK_ERR_INVALID);
+    ck_assert_msg(strstr(dck_last_error(), "is not a canary golden file; refusing"), "%s", dck_last_error());
+    dck_canary_report_release(&r);
+    free(a);
+    free(b);
     tu_tmpdir_free(dir);
 }
 END_TEST
@@ -195,6 +324,9 @@ int main(void) {
     tcase_add_test(tc, taps_change_no_bit);
     tcase_add_test(tc, faults_are_named);
     tcase_add_test(tc, golden_round_trip);
+    tcase_add_test(tc, nothing_compared_is_refused);
+    tcase_add_test(tc, golden_parser);
+    tcase_add_test(tc, golden_kind);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

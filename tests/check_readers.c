@@ -212,6 +212,78 @@ START_TEST(zstd_dcp_directory) {
 }
 END_TEST
 
+/* Frames without a content size (as zstd writes from a pipe), of b: its
+ * decoded size is known only by decoding. */
+static size_t zstd_unsized(const void *b, size_t n, uint8_t *z, size_t cap) {
+    ZSTD_CCtx *c = ZSTD_createCCtx();
+    ck_assert(c != NULL);
+    ck_assert(!ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 0)));
+    size_t zn = ZSTD_compress2(c, z, cap, b, n);
+    ck_assert(!ZSTD_isError(zn));
+    ZSTD_freeCCtx(c);
+    return zn;
+}
+
+/* Issue 19: tests/fixtures/NAME with 8 bytes appended is refused by its
+ * reader ("trailing"); compressed in frames that declare no size, the same
+ * bytes must be refused when opened, with the same message after the path:
+ * the reader judges the decoded stream as the plain file. */
+static void trailing_in_zstd(const char *name) {
+    char *dir = tu_tmpdir();
+    size_t n;
+    uint8_t *b = slurp(fx(name), &n);
+    b = realloc(b, n + 8);
+    memcpy(b + n, "junkjunk", 8);
+    char *plain = tu_path(dir, name);
+    tu_write(plain, b, n + 8);
+    dck_status s;
+    dck_manifest *m = hash_path(plain, -1, &s);
+    ck_assert_msg(s == DCK_ERR_FORMAT && !m, "%s + 8 bytes: read", name);
+    ck_assert_msg(strstr(dck_last_error(), "trailing") != NULL, "%s", dck_last_error());
+    char want[DCK_ERROR_MESSAGE_MAX];
+    snprintf(want, sizeof want, "%s", dck_last_error() + strlen(plain));
+    /* one frame holding all, and the file's frame then a junk frame */
+    size_t cap = ZSTD_compressBound(n + 8) * 2;
+    uint8_t *z = malloc(cap);
+    size_t whole = zstd_unsized(b, n + 8, z, cap);
+    size_t first = zstd_unsized(b, n, z + whole, cap - whole);
+    size_t junk = zstd_unsized(b + n, 8, z + whole + first, cap - whole - first);
+    const struct {
+        size_t at, len;
+    } cases[] = {{0, whole}, {whole, first + junk}};
+    char zname[256];
+    snprintf(zname, sizeof zname, "%s.zst", name);
+    char *zp = tu_path(dir, zname);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tu_write(zp, z + cases[i].at, cases[i].len);
+        dck_options o;
+        dck_options_init(&o);
+        o.hash_files = 0; /* the open alone must refuse it, before any hashing */
+        dck_checkpoint *ck = NULL;
+        const char *p[] = {zp};
+        s = dck_checkpoint_open(p, 1, &o, &ck);
+        ck_assert_msg(s == DCK_ERR_FORMAT, "%s case %zu: opened (%d)", zname, i, (int)s);
+        ck_assert_ptr_null(ck);
+        ck_assert_msg(!strncmp(dck_last_error(), zp, strlen(zp)) &&
+                          !strcmp(dck_last_error() + strlen(zp), want),
+                      "%s case %zu: '%s', plain file: '%s'", zname, i, dck_last_error(), want);
+    }
+    /* the file alone, in a frame without its size, still reads */
+    tu_write(zp, z + whole, first);
+    dck_manifest_free(must_hash(zp));
+    free(zp);
+    free(z);
+    free(plain);
+    free(b);
+    tu_tmpdir_free(dir);
+}
+
+START_TEST(zstd_trailing_bytes) {
+    trailing_in_zstd("array.safetensors");
+    trailing_in_zstd("array.npy");
+}
+END_TEST
+
 /* ------------------------------------------------------------------ zip64 */
 
 static size_t put(uint8_t *b, size_t k, uint64_t v, int n) {
@@ -684,6 +756,7 @@ static Suite *suite(void) {
     tcase_add_test(c, megatron_torch_dist);
     tcase_add_test(c, zstd_files);
     tcase_add_test(c, zstd_dcp_directory);
+    tcase_add_test(c, zstd_trailing_bytes);
     tcase_add_test(c, zip64_records);
     tcase_add_test(c, damaged_dcp);
     tcase_add_test(c, damaged_zip_pt);

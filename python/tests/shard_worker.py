@@ -72,6 +72,21 @@ def run(rank, world, init, out):
     dist.destroy_process_group()
 
 
+def run_overlap(rank, world, init, out):
+    """Issue 19 case 5: rank 0 and rank 1 both pass rows 0:10 of a 20-row
+    tensor of 128-byte rows (one overlap and one gap of the same size, so the
+    byte count matches); writes the digest or the error to OUT."""
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="file://" + init, rank=rank, world_size=world)
+    t = torch.arange(20 * 32, dtype=torch.float32).reshape(20, 32)
+    try:
+        res = {"digest": str(detcheck.digest_shard(t[0:10], t.shape, (0, 0)))}
+    except ValueError as e:
+        res = {"error": str(e)}
+    json.dump(res, open(out, "w"))
+    dist.destroy_process_group()
+
+
 def main():
     run(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4])
 

@@ -111,3 +111,50 @@ def test_cuda_equals_cpu():
         # lane sums on the device (digest_shard: one process holding the whole)
         assert detcheck.digest_shard(x.cuda(), x.shape, (0, 0)) == detcheck.digest(x)
         assert detcheck.manifest({"w": x.cuda()}).root == detcheck.manifest({"w": x}).root
+
+
+def test_numpy_0d_and_scalars(tmp_path):
+    # issue 19 case 8: shape [] as np.save writes it, not (1,)
+    for name, x in {"a0d": np.array(2.5, np.float32), "i0d": np.array(-7, np.int64),
+                    "f64": np.float64(1.25), "u8": np.uint8(200), "b": np.bool_(True)}.items():
+        np.save(tmp_path / (name + ".npy"), x)
+        want = cli_hash(tmp_path / (name + ".npy"))["tensors"][0]
+        d = detcheck.digest(x)
+        assert (d.dtype, list(d.shape), str(d)) == (want["dtype"], want["shape"], want["digest"]), name
+        assert d.shape == ()
+
+
+def test_stride0_views_are_not_materialised(monkeypatch):
+    # issue 19: a broadcast view of huge logical size is refused with the
+    # limit detcheck hash applies, before anything is copied
+    with pytest.raises(ValueError, match=r"expansion limit"):
+        detcheck.digest(torch.zeros(1).expand(2 ** 40))
+    with pytest.raises(ValueError, match=r"expansion limit"):
+        detcheck.digest(np.broadcast_to(np.zeros(1, np.float32), (2 ** 40,)))
+    # below the limit, large non-contiguous tensors are streamed in blocks:
+    # the same digest as the row-major copy, whatever the block size
+    import detcheck._digest as dg
+    g = torch.Generator().manual_seed(4)
+    cases = [torch.randn(37, 45, generator=g).t(),                      # rows cross segments
+             torch.randn(5, 1, 33, generator=g).expand(5, 7, 33),       # stride 0 in the middle
+             torch.randn(3, generator=g).expand(2, 1000, 3)[:, ::3],    # stride 0 and a step
+             torch.randn(1, generator=g).expand(999)]                   # one row, many blocks
+    want = [detcheck.digest(c.contiguous()) for c in cases]
+    wnp = [detcheck.digest(np.ascontiguousarray(c.numpy())) for c in cases]
+    be = np.arange(300, dtype=">i4").reshape(20, 15)[:, ::2]
+    wbe = detcheck.digest(be.astype("<i4"))
+    for chunk in (1, 100, 128, 1000, 4096):
+        monkeypatch.setattr(dg, "CHUNK_BYTES", chunk)
+        for c, w, wn in zip(cases, want, wnp):
+            assert detcheck.digest(c) == w, (chunk, c.shape, c.stride())
+            assert detcheck.digest(c.numpy()) == wn, (chunk, c.shape)
+        assert detcheck.digest(be) == wbe, chunk
+    # the streamed digest never copies more than a block: 1 GiB of logical
+    # bytes over 4 stored bytes (within the limit) hashes in bounded memory
+    monkeypatch.setattr(dg, "CHUNK_BYTES", 64 << 20)
+    import resource
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    big = torch.ones(1).expand(2 ** 26)  # 256 MiB logical
+    d = detcheck.digest(big)
+    assert d.shape == (2 ** 26,)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 * 1024  # KiB

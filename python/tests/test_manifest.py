@@ -1,9 +1,13 @@
 """detcheck.manifest gives the names, groups, digests and values `detcheck
 hash` gives the torch.save'd object; save() writes what detcheck verify
 reads; verify() lists what `detcheck verify` lists."""
+import collections
+import dataclasses
+import enum
 import json
 
 import numpy as np
+import pytest
 import torch
 
 import detcheck
@@ -94,3 +98,153 @@ def test_save_and_verify(tmp_path):
     assert [(d.name, d.kind) for d in res.differences] == cli_list
     assert ("optimizer.param_groups.0.lr", "value") in cli_list
     assert "model.layers.3.weight" in str(res)
+
+
+def test_save_refuses_what_is_not_a_manifest(tmp_path):
+    # issue 19 case 9: save() replaces only a manifest (or an empty file)
+    import os
+    import pytest
+    m, opt, _ = trained()
+    obj = {"model": m.state_dict()}
+    ckpt = tmp_path / "ckpt.pt"
+    torch.save(obj, ckpt)
+    before = ckpt.read_bytes()
+    gold = detcheck.manifest(obj)
+    traj = tmp_path / "trajectory.jsonl"
+    traj.write_text('{"step":1}\n')
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    link = tmp_path / "link.yaml"
+    os.symlink(tmp_path / "target.yaml", link)
+    ro = tmp_path / "ro.yaml"
+    gold.save(ro)
+    os.chmod(ro, 0o444)
+    for path, why in ((ckpt, "exists and is not a detcheck manifest"),
+                      (traj, "exists and is not a detcheck manifest"),
+                      (fifo, "is a FIFO, not a regular file"),
+                      (link, "is a symbolic link, not a regular file"),
+                      (ro, "is read-only"),
+                      (tmp_path, "is a directory")):
+        with pytest.raises(ValueError, match=why) as e:
+            gold.save(path)
+        assert str(path) in str(e.value)
+    assert ckpt.read_bytes() == before and traj.read_text() == '{"step":1}\n'
+    assert not (tmp_path / "target.yaml").exists()
+    # the file a manifest was loaded from is an input
+    p = gold.save(tmp_path / "g.json")
+    loaded = detcheck.Manifest.load(p)
+    with pytest.raises(ValueError, match="also an input"):
+        loaded.save(p)
+    # a manifest (YAML or JSON) and an empty file are replaced, atomically
+    (tmp_path / "empty.yaml").write_text("")
+    for target in (tmp_path / "g2.yaml", tmp_path / "empty.yaml"):
+        detcheck.Manifest.load(p).save(target)
+        gold.save(target)
+        assert detcheck.Manifest.load(target).root == gold.root
+    assert sorted(f.name for f in tmp_path.iterdir() if ".tmp" in f.name) == []
+
+
+# containers torch.save pickles through __reduce_ex__ (issue 19 case 4);
+# module-level so that torch.save can pickle them
+Point = collections.namedtuple("Point", "x y label")
+
+
+class Slotted:
+    __slots__ = ("w", "n", "unset")
+
+    def __init__(self, w, n):
+        self.w, self.n = w, n
+
+
+class SlotsAndDict(Slotted):
+    def __init__(self, w, n):
+        super().__init__(w, n)
+        self.extra = torch.full((2,), 7.0)
+
+
+@dataclasses.dataclass
+class Plain:
+    w: object
+    lr: float = 0.1
+
+
+@dataclasses.dataclass(slots=True) if hasattr(dataclasses, "KW_ONLY") else dataclasses.dataclass
+class WithSlots:
+    w: object
+    k: int = 3
+
+
+class Tagged(list):
+    pass
+
+
+class Keyed(dict):
+    pass
+
+
+class Color(enum.IntEnum):
+    RED = 1
+
+
+class Rebuilt:
+    """__reduce__ with constructor arguments and a state of its own."""
+
+    def __init__(self, t, extra):
+        self.t, self.extra = t, extra
+
+    def __reduce__(self):
+        return (Rebuilt, (self.t, 5), {"extra": self.extra, "scale": 2.5})
+
+
+def test_objects_torch_save_pickles_by_reduce(tmp_path):
+    g = torch.Generator().manual_seed(2)
+    r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
+    keyed = Keyed(a=r(2), b=3)
+    keyed.note = r(4)  # an attribute of a dict subclass: its state
+    obj = {
+        "deque": collections.deque([r(3), 4, r(2, 2)]),
+        "bounded": collections.deque([r(1)] * 3, maxlen=5),
+        "slots": Slotted(r(5), 9),
+        "both": SlotsAndDict(r(3), 1.5),
+        "point": Point(r(2), 3, "p"),
+        "plain": Plain(r(2)),
+        "dslots": WithSlots({"inner": r(3)}),
+        "set": {1, 2, 3, 4, 5, 6, 7, 8, 9, 10},
+        "fset": frozenset({1.5}),
+        "tagged": Tagged([r(2), 1, 2]),
+        "keyed": keyed,
+        "color": Color.RED,
+        "rebuilt": Rebuilt(r(3), r(2)),
+        "od": collections.OrderedDict(z=r(1), a=collections.defaultdict(int, k=r(2))),
+        "fn": torch.relu,
+        "dtype": torch.float16,
+    }
+    m = same_as_cli(obj, tmp_path / "objs.pt")
+    names = set(m.tensors)
+    for want in ("deque.0", "deque.2", "bounded.2", "slots.w", "both.extra", "both.w", "point.0",
+                 "plain.w", "dslots.w.inner", "tagged.0", "keyed.note", "keyed.a", "rebuilt.0", "rebuilt.extra",
+                 "od.a.k"):
+        assert want in names, (want, sorted(names))
+    assert m.values["deque.1"] == "4" and m.values["slots.n"] == "9"
+    # a changed tensor inside any of them is a difference
+    for path in (("deque", 0), ("slots", "w"), ("point", 0), ("dslots", "w", "inner"), ("rebuilt", "extra")):
+        o = obj
+        for k in path[:-1]:
+            o = o[k] if isinstance(o, dict) else getattr(o, k)
+        last = path[-1]
+        t = o[last] if isinstance(last, int) or isinstance(o, dict) else getattr(o, last)
+        with torch.no_grad():
+            t.view(-1).view(torch.int32)[0] ^= 1
+        res = detcheck.verify(obj, m)
+        assert not res.ok, path
+        with torch.no_grad():
+            t.view(-1).view(torch.int32)[0] ^= 1
+    assert detcheck.verify(obj, m).ok
+
+
+def test_objects_pickle_refuses_are_named():
+    gen = (torch.ones(2) for _ in range(2))
+    with pytest.raises(TypeError, match=r"model\.cache .*generator.*cannot be pickled"):
+        detcheck.manifest({"model": {"cache": gen}})
+    with pytest.raises(TypeError, match=r"views .*dict_values"):
+        detcheck.manifest({"views": {"a": torch.ones(1)}.values()})

@@ -16,15 +16,15 @@ sys.path.insert(0, HERE)
 import shard_worker  # noqa: E402
 
 
-def test_sharded_equals_whole(tmp_path):
+def ranks(tmp_path, world, target):
+    """Runs target(rank, world, init, out) on world forked gloo ranks."""
     if not torch.distributed.is_available():
         pytest.skip("torch.distributed is not available")
-    world = 4
     init = str(tmp_path / "init")
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     # forked from this process: torch is imported once, not once per rank
     ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=shard_worker.run, args=(r, world, init, str(tmp_path / ("r%d.json" % r))))
+    procs = [ctx.Process(target=target, args=(r, world, init, str(tmp_path / ("r%d.json" % r))))
              for r in range(world)]
     for p in procs:
         p.start()
@@ -34,6 +34,11 @@ def test_sharded_equals_whole(tmp_path):
         if p.is_alive():
             p.kill()
         assert p.exitcode == 0, "rank %d exited %s (its traceback is above)" % (r, p.exitcode)
+
+
+def test_sharded_equals_whole(tmp_path):
+    world = 4
+    ranks(tmp_path, world, shard_worker.run)
     whole = {n: str(detcheck.digest(t)) for n, t in shard_worker.tensors().items()}
     seen = set()
     for r in range(world):
@@ -57,3 +62,19 @@ def test_single_process_shards_and_errors():
         detcheck.digest_shard(t[:10], t.shape, (0, 0))  # a gap: the rest is missing
     with pytest.raises(ValueError):
         detcheck.digest_shard(t, t.shape, (1, 0))  # outside the tensor
+
+
+def test_overlap_with_equal_gap_is_refused(tmp_path):
+    # two ranks pass the same rows: the byte count matches the whole tensor,
+    # but rows 10:20 are held by no rank and rows 0:10 twice
+    ranks(tmp_path, 2, shard_worker.run_overlap)
+    for r in range(2):
+        res = json.load(open(tmp_path / ("r%d.json" % r)))
+        assert "error" in res, "rank %d got a digest: %s" % (r, res)
+        assert "rank 0 [0:10, 0:32] and rank 1 [0:10, 0:32] overlap" in res["error"], res["error"]
+
+
+def test_gap_names_the_missing_rows():
+    t = shard_worker.tensors()["f32_rows"]
+    with pytest.raises(ValueError, match=r"rows 10:37 of dimension 0 are held by no rank"):
+        detcheck.digest_shard(t[:10], t.shape, (0, 0))

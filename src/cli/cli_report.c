@@ -13,11 +13,15 @@
  * Names come from files: any bytes. XML 1.0 cannot carry control characters
  * other than tab, newline and carriage return (not even as &#N;), nor bytes
  * that are not UTF-8, so those are written as the text \xNN, as cli_safe
- * shows them on a terminal; everything else is escaped (&amp; &lt; &gt;
- * &quot; &apos;, and in attributes &#9; &#10; &#13;, which a parser would
- * otherwise normalise to blanks). */
+ * shows them on a terminal, and a backslash as \\ (as the Markdown
+ * summary does), so that the text stays one-to-one: the name "w\x01" (five
+ * characters) and "w" followed by byte 0x01 read differently; everything
+ * else is escaped (&amp; &lt; &gt; &quot; &apos;, and in attributes &#9;
+ * &#10; &#13;, which a parser would otherwise normalise to blanks). */
 #include "cli_report.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -40,6 +44,17 @@ void cli_report_init(cli_report *r, const char *cmd) {
 }
 
 bool cli_report_wanted(const cli_report *r) { return r->junit || r->markdown; }
+
+/* GitHub Actions' $GITHUB_STEP_SUMMARY is one file per step that every
+ * command of the step appends to (GitHub's contract): a report to it is
+ * appended, keeping what earlier commands wrote, and is never replaced. */
+static bool is_step_summary(const char *path) {
+    const char *g = getenv("GITHUB_STEP_SUMMARY");
+    struct stat a, b;
+    if (!g || !*g) return false;
+    if (!strcmp(g, path)) return true;
+    return stat(g, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
 
 /* The first bytes of path (NUL-terminated in buf), without blocking on a
  * FIFO: dck_output_check has already refused anything but a regular file. */
@@ -93,6 +108,8 @@ int cli_report_check(const cli_report *r, bool json, const char *const *inputs, 
                                        "write the report to a file", kinds[i].option);
             continue;
         }
+        /* the step summary is appended to, never replaced (emit) */
+        if (i == 1 && is_step_summary(paths[i])) continue;
         if (dck_output_check(kinds[i].option, paths[i], kinds[i].what, kinds[i].kind, inputs, ninputs))
             return cli_usage_error(r->cmd, "%s", dck_last_error());
     }
@@ -255,6 +272,7 @@ static void xml_text(FILE *f, const char *s, bool attr) {
             if (*p == (unsigned char)entities[i].c) ent = entities[i].as;
         if (attr && (*p == '\t' || *p == '\n' || *p == '\r')) fprintf(f, "&#%d;", *p);
         else if (ent) fputs(ent, f);
+        else if (*p == '\\') fputs("\\\\", f); /* \xNN above is ours alone */
         else fwrite(p, 1, n, f);
         p += n;
     }
@@ -427,6 +445,33 @@ char *cli_report_markdown_text(const cli_report *r, size_t *len) {
     return buf;
 }
 
+static dck_status write_all(int fd, const char *p, size_t n) {
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return dck_set_error(DCK_ERR_IO, "write error: %s", w < 0 ? strerror(errno) : "no progress");
+        p += w;
+        n -= (size_t)w;
+    }
+    return DCK_OK;
+}
+
+static dck_status append_summary(const char *path, const char *doc, size_t len) {
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0666);
+    if (fd < 0) return dck_set_error(DCK_ERR_IO, "cannot open: %s", strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return dck_set_error(DCK_ERR_IO, "not a regular file");
+    }
+    /* a blank line apart from what the step wrote before */
+    dck_status s = st.st_size > 0 ? write_all(fd, "\n", 1) : DCK_OK;
+    if (!s) s = write_all(fd, doc, len);
+    if (!s && fsync(fd) != 0) s = dck_set_error(DCK_ERR_IO, "fsync failed: %s", strerror(errno));
+    if (close(fd) != 0 && !s) s = dck_set_error(DCK_ERR_IO, "close failed: %s", strerror(errno));
+    return s;
+}
+
 static int emit(cli_report *r, const char *path, char *(*text)(const cli_report *, size_t *)) {
     size_t len = 0;
     char *doc = text(r, &len);
@@ -438,6 +483,8 @@ static int emit(cli_report *r, const char *path, char *(*text)(const cli_report 
     if (!strcmp(path, "-")) {
         if (fwrite(doc, 1, len, stdout) != len || fflush(stdout) != 0)
             s = dck_set_error(DCK_ERR_IO, "cannot write the report to standard output");
+    } else if (is_step_summary(path)) {
+        s = append_summary(path, doc, len);
     } else {
         s = dck_write_file_atomic(path, doc, len);
     }

@@ -7,6 +7,7 @@
 #include "cli_report.h"
 #include "train/train_record.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +30,9 @@ static void usage(FILE *out) {
             "\n"
             "Options:\n"
             "  --json        machine-readable result\n"
-            "  --junit FILE  also a JUnit XML report (the trajectory, and a test case per\n"
-            "                tensor of the first differing checkpoint)\n"
+            "  --junit FILE  also a JUnit XML report (the trajectory, the first differing\n"
+            "                recorded tensor, and a test case per tensor of the first\n"
+            "                differing checkpoint)\n"
             "  --markdown FILE  also a Markdown summary ('-': stdout)\n"
             "  --limit N     list at most N differing tensors (default 20, 0 = all)\n"
             "  -q, --quiet   only the first differing step\n"
@@ -81,6 +83,7 @@ static char *replay_flags(const char *run, long step) {
 
 /* The first tensor whose recorded digests differ (both runs recorded). */
 typedef struct {
+    bool has[2]; /* tensor_digests.bin in run A, run B */
     bool both, found;
     size_t common;
     long step;
@@ -88,6 +91,13 @@ typedef struct {
     const char *how;
     char name[1024];
 } rec_first;
+
+/* Whether run dir holds path at all: a FIFO or a dangling link is there
+ * (and refused when read, naming it), only ENOENT is absence. */
+static bool present(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0 || errno != ENOENT;
+}
 
 /* Compares the runs' tensor_digests.bin when both have one; non-zero (and
  * a message printed) on trouble. */
@@ -97,11 +107,18 @@ static int rec_compare(const char *const runs[2], rec_first *f) {
     memset(r, 0, sizeof r);
     char *p[2] = {dck_path_join(runs[0], DCK_RECORD_FILE), dck_path_join(runs[1], DCK_RECORD_FILE)};
     int rc = 0;
-    struct stat st;
     if (!p[0] || !p[1]) {
         rc = cli_fail(CMD, dck_oom(NULL));
-    } else if (stat(p[0], &st) == 0 && stat(p[1], &st) == 0) {
-        f->both = true;
+        goto out;
+    }
+    for (int k = 0; k < 2; k++) f->has[k] = present(p[k]);
+    f->both = f->has[0] && f->has[1];
+    if (f->has[0] != f->has[1]) {
+        /* nothing to compare them with: said, so that agreement of the
+         * trajectories is not taken for agreement of the tensors */
+        cli_warn(CMD, "%s: recorded in run %c only; the tensors are not compared", p[f->has[0] ? 0 : 1],
+                 f->has[0] ? 'A' : 'B');
+    } else if (f->both) {
         dck_status s = dck_recording_load(p[0], &r[0]);
         if (!s) s = dck_recording_load(p[1], &r[1]);
         if (s) {
@@ -109,10 +126,11 @@ static int rec_compare(const char *const runs[2], rec_first *f) {
         } else {
             f->common = dck_recording_common_steps(&r[0], &r[1]);
             int c = dck_recording_compare(&r[0], &r[1], &f->step, &f->kind, f->name, sizeof f->name, &f->how);
-            if (c < 0) rc = cli_fail(CMD, dck_oom(NULL));
+            if (c < 0) rc = cli_fail(CMD, dck_oom("comparing the recorded tensors"));
             f->found = c > 0;
         }
     }
+out:
     dck_recording_release(&r[0]);
     dck_recording_release(&r[1]);
     free(p[0]);
@@ -120,11 +138,51 @@ static int rec_compare(const char *const runs[2], rec_first *f) {
     return rc;
 }
 
+/* What dck_recording_compare's "how" means: after the tensor's name on
+ * the terminal (suffix), and as a report's failure (what, type). */
+static const struct {
+    const char *how, *suffix, *what, *type;
+} hows[] = {{"digest", "", "digest differs between run A and run B", "digest"},
+            {"only in A", " (recorded in run A only)", "recorded in run A only", "only_in_a"},
+            {"only in B", " (recorded in run B only)", "recorded in run B only", "only_in_b"}};
+
+static size_t how_index(const rec_first *f) {
+    for (size_t i = 0; i < sizeof hows / sizeof hows[0]; i++)
+        if (!strcmp(f->how, hows[i].how)) return i;
+    return 0;
+}
+
+static const char *rec_how(const rec_first *f) { return hows[how_index(f)].suffix; }
+
 static void rec_print(const rec_first *f) {
-    const char *how = !strcmp(f->how, "digest") ? "" : !strcmp(f->how, "only in A") ? " (recorded in run A only)"
-                                                                                      : " (recorded in run B only)";
     printf("first differing tensor: step %ld, %s %s%s\n", f->step, dck_rec_kind_name((dck_rec_kind)f->kind),
-           cli_safe(f->name), how);
+           cli_safe(f->name), rec_how(f));
+}
+
+/* The report's case for the recorded tensors: with a difference, one
+ * failing case named after the first differing tensor (classname
+ * detcheck.bisect.step_N.KIND, as the checkpoints' cases); a pass when
+ * every common step agrees; skipped when one run only was recorded. Absent
+ * when neither was (runs of detcheck train). */
+static void rec_report(cli_report *rep, const rec_first *f) {
+    static const char *const kinds[DCK_REC_KIND_COUNT] = {"gradients", "parameters", "optimizer_state"};
+    char cls[128], msg[1400];
+    if (f->found) {
+        size_t h = how_index(f);
+        snprintf(cls, sizeof cls, "detcheck.bisect.step_%ld.%s", f->step,
+                 (unsigned)f->kind < DCK_REC_KIND_COUNT ? kinds[f->kind] : "tensors");
+        snprintf(msg, sizeof msg, "%s: first differing tensor, step %ld, %s: %s", f->name, f->step,
+                 dck_rec_kind_name((dck_rec_kind)f->kind), hows[h].what);
+        cli_report_case(rep, cls, f->name, CLI_CASE_FAIL, hows[h].type, msg, NULL);
+    } else if (f->both) {
+        snprintf(msg, sizeof msg, "%zu recorded step%s in both agree tensor by tensor", f->common,
+                 f->common == 1 ? "" : "s");
+        cli_report_case(rep, "detcheck.bisect", "recorded tensors", CLI_CASE_PASS, NULL, msg, NULL);
+    } else if (f->has[0] || f->has[1]) {
+        snprintf(msg, sizeof msg, "%s recorded in run %c only: the tensors are not compared", DCK_RECORD_FILE,
+                 f->has[0] ? 'A' : 'B');
+        cli_report_case(rep, "detcheck.bisect", "recorded tensors", CLI_CASE_SKIPPED, NULL, msg, NULL);
+    }
 }
 
 int cmd_bisect(int argc, char **argv) {
@@ -355,16 +413,29 @@ int cmd_bisect(int argc, char **argv) {
         }
     }
     if (cli_report_wanted(&rep)) {
-        char msg[1200], pre[64];
+        /* The report states the verdict of the exit status: every reason
+         * bisect has for exit 1 (the trajectory, a checkpoint, a recorded
+         * tensor) is a failing case, and the title names the first of each. */
+        char msg[1200], pre[64], tensor[1400] = "";
         cli_report_property(&rep, "run_a", runs[0]);
         cli_report_property(&rep, "run_b", runs[1]);
         if (replay[0]) cli_report_property(&rep, "replay", replay);
-        cli_report_title(&rep, "%s", !different ? "identical"
-                                     : traj_diff ? "the runs part"
-                                                 : "trajectories agree; the checkpoints do not");
+        if (recf.found)
+            snprintf(tensor, sizeof tensor, "; first differing tensor: step %ld, %s %s%s", recf.step,
+                     dck_rec_kind_name((dck_rec_kind)recf.kind), recf.name, rec_how(&recf));
+        if (!different)
+            cli_report_title(&rep, "identical");
+        else if (traj_diff)
+            cli_report_title(&rep, "the runs part: first differing step %ld (%s)%s", step, what, tensor);
+        else if (differ >= 0)
+            cli_report_title(&rep, "trajectories agree; the checkpoints do not (first differing checkpoint: step %ld)%s",
+                             differ, tensor);
+        else
+            cli_report_title(&rep, "trajectories agree; the recorded tensors do not%s", tensor);
         snprintf(msg, sizeof msg, "first differing step %ld: %s", step, what);
         cli_report_case(&rep, "detcheck.bisect", "trajectory", traj_diff ? CLI_CASE_FAIL : CLI_CASE_PASS,
                         "trajectory", traj_diff ? msg : NULL, NULL);
+        rec_report(&rep, &recf);
         if (differ >= 0) {
             snprintf(pre, sizeof pre, "detcheck.bisect.step_%ld", differ);
             cli_report_compare(&rep, pre, ma, &diff, "run A", "run B");

@@ -25,7 +25,8 @@ static void usage(FILE *out) {
             "Oracle (default: the CPU reference, computed on rank 0):\n"
             "  --golden FILE        the record written by --write-golden\n"
             "  --write-golden FILE  write rank 0's record to FILE (on a trusted machine)\n"
-            "  --vote               the majority of the ranks\n"
+            "  --vote               the majority of the ranks (at least 3)\n"
+            "  (one oracle per run; every rank must run the same settings)\n"
             "\n"
             "Run:\n"
             "  --preset NAME        workload size:\n");
@@ -39,7 +40,7 @@ static void usage(FILE *out) {
             "                       with the first (intermittent faults)\n"
             "  --timeout S          rank 0 waits S seconds for the other ranks (300)\n"
             "  --threads T          threads per rank (default: the CPUs it may use)\n"
-            "  Every other option is a `detcheck train` option (--steps, --width, --seed,\n"
+            "  Every other option is a `detcheck train` option (--steps: 1 to 10000, --width, --seed,\n"
             "  --precision...), applied after the preset\n"
             "  --json               the report as JSON\n"
             "  -q, --quiet          no progress line\n"
@@ -58,7 +59,8 @@ static void usage(FILE *out) {
 
 typedef struct {
     dck_canary_opts *o;
-    bool help, json, quiet, threads_set;
+    bool help, json, quiet, threads_set, vote;
+    int injects;
 } canary_flags;
 
 static int canary_extra(void *ctx, const char *a, const char *next, int *used) {
@@ -68,7 +70,7 @@ static int canary_extra(void *ctx, const char *a, const char *next, int *used) {
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) return f->help = true, 1;
     if (!strcmp(a, "--json")) return f->json = true, 1;
     if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) return f->quiet = true, 1;
-    if (!strcmp(a, "--vote")) return o->oracle = DCK_ORACLE_VOTE, 1;
+    if (!strcmp(a, "--vote")) return f->vote = true, 1;
     static const char *const with_value[] = {"--golden", "--write-golden", "--seconds", "--timeout",
                                              "--inject", "--test-stall"};
     size_t k = 0, n = sizeof with_value / sizeof with_value[0];
@@ -83,11 +85,12 @@ static int canary_extra(void *ctx, const char *a, const char *next, int *used) {
     long l;
     switch (k) {
     case 0:
-        o->oracle = DCK_ORACLE_GOLDEN;
-        o->golden = next;
-        return 1;
     case 1:
-        o->write_golden = next;
+        if (!*next) { /* "" would name no file: an empty variable in a script */
+            cli_usage_error("canary", "%s needs a file name, not ''", a);
+            return -1;
+        }
+        *(k == 0 ? &o->golden : &o->write_golden) = next;
         return 1;
     case 2:
     case 3:
@@ -98,6 +101,10 @@ static int canary_extra(void *ctx, const char *a, const char *next, int *used) {
         *(k == 2 ? &o->seconds : &o->timeout) = d;
         return 1;
     case 4:
+        if (++f->injects > 1) {
+            cli_usage_error("canary", "--inject given twice: one fault per run");
+            return -1;
+        }
         if (dck_canary_inject_parse(next, &o->inject)) {
             cli_usage_error("canary", "%s", dck_last_error());
             return -1;
@@ -251,7 +258,15 @@ int cmd_canary(int argc, char **argv) {
         return 0;
     }
     if (rc) return rc;
+    /* one oracle: a second one given would be ignored without a word */
+    if (f.vote && o.golden)
+        return cli_usage_error("canary", "--golden and --vote: two oracles; give one");
+    if (f.vote) o.oracle = DCK_ORACLE_VOTE;
+    if (o.golden) o.oracle = DCK_ORACLE_GOLDEN;
     const dck_train_config *c = &o.cfg;
+    if (c->steps < 1 || c->steps > DCK_CANARY_MAX_STEPS)
+        return cli_usage_error("canary", "--steps %ld: canary runs 1 to %d steps (with none, nothing "
+                               "would be compared)", c->steps, DCK_CANARY_MAX_STEPS);
     if (c->out[0] || c->resume || c->resume_from[0] || c->flip_step > 0 || c->kill_after_ckpt >= 0 ||
         c->kill_during_ckpt >= 0)
         return cli_usage_error("canary", "--out, --resume, --resume-from, --flip-bit and --kill-* are "
@@ -287,13 +302,24 @@ int cmd_canary(int argc, char **argv) {
         dck_comm_finalize(comm);
         return rc;
     }
-    if (o.inject.on && o.inject.rank >= K) {
-        rc = cli_usage_error("canary", "--inject: rank %d, but the job has %d rank%s", o.inject.rank, K,
-                             K == 1 ? "" : "s");
+    /* what depends on the job's size: the same answer on every rank */
+    const char *why = NULL;
+    char buf[160];
+    if (o.inject.on && o.inject.rank >= K)
+        snprintf(buf, sizeof buf, "--inject: rank %d, but the job has %d rank%s", o.inject.rank, K,
+                 K == 1 ? "" : "s"), why = buf;
+    else if (o.stall_rank >= K)
+        snprintf(buf, sizeof buf, "--test-stall: rank %d, but the job has %d rank%s", o.stall_rank, K,
+                 K == 1 ? "" : "s"), why = buf;
+    else if (o.oracle == DCK_ORACLE_VOTE && K < DCK_CANARY_MIN_VOTERS)
+        snprintf(buf, sizeof buf, "--vote needs at least %d ranks, the job has %d: %s", DCK_CANARY_MIN_VOTERS,
+                 K, K == 1 ? "one rank would vote with itself" : "two ranks cannot form a majority against "
+                 "one faulty rank"), why = buf;
+    if (why) {
+        rc = cli_usage_error("canary", "%s", why);
         dck_comm_finalize(comm);
         return rc;
     }
-    if (o.stall_rank >= K) o.stall_rank = -1;
     if (cli_rank == 0 && !f.quiet && !f.json && o.seconds > 0 && isatty(2)) o.progress = progress;
     dck_canary_report rep;
     s = dck_canary_check(&o, comm, &rep);
@@ -311,10 +337,20 @@ int cmd_canary(int argc, char **argv) {
         }
     }
     if (rep.any_timeout) {
-        /* a rank is missing: MPI_Finalize would wait for it; end the job */
+        /* a rank is missing: MPI_Finalize would wait for it; end the job.
+         * Rank 0 does, after its report. A rank that heard its verdict
+         * leaves that to it for a moment (an abort or exit from here could
+         * end the job before the report is out), then exits with the
+         * report's status itself: under mpirun --enable-recovery rank 0's
+         * MPI_Abort ends rank 0 alone. */
         fflush(stdout);
         fflush(stderr);
+        bool wait = rep.wait_for_abort;
         dck_canary_report_release(&rep);
+        if (wait) {
+            sleep(5);
+            return DCK_EXIT_TROUBLE;
+        }
         dck_comm_abort(comm, DCK_EXIT_TROUBLE);
         return DCK_EXIT_TROUBLE;
     }

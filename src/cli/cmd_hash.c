@@ -48,6 +48,15 @@ static const char hash_help[] =
     "\n"
     "Exit status: 0 done, 2 trouble (unreadable or malformed input).\n";
 
+/* Only a manifest is replaced by a manifest. */
+static bool is_manifest(const char *path) {
+    dck_manifest *m = NULL;
+    bool yes = dck_manifest_sniff(path) && dck_manifest_load(path, &m) == DCK_OK;
+    dck_manifest_free(m);
+    dck_clear_error();
+    return yes;
+}
+
 int cmd_hash(int argc, char **argv) {
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'}, {"no-files", no_argument, NULL, 'F'},
@@ -80,30 +89,15 @@ int cmd_hash(int argc, char **argv) {
     }
     if (sh.json) fmt = DCK_FORMAT_JSON;
     if (optind >= argc) return cli_usage_error("hash", "no PATH given");
-    /* -o must not replace a checkpoint file it is about to read, nor any
-     * file that is not a manifest: every checkpoint format is binary or an
-     * *.index.json, which dck_manifest_sniff refuses, so a shard inside a
-     * hashed directory is caught as well as a top-level input; a FIFO or a
-     * device would be replaced by the rename */
-    struct stat so, si;
-    if (output && stat(output, &so) == 0) {
-        for (int i = optind; i < argc; i++)
-            if (stat(argv[i], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
-                return cli_usage_error("hash", "-o %s is also an input; refusing to overwrite it", output);
-        if (!S_ISREG(so.st_mode))
-            return cli_usage_error("hash", "-o %s is not a regular file; refusing to replace it", output);
-        if (so.st_size > 0 && !dck_manifest_sniff(output))
-            return cli_usage_error("hash", "-o %s is a checkpoint file, not a manifest; refusing to overwrite it",
-                                   output);
-        /* text that is not a manifest either (a Megatron tree's
-         * latest_checkpointed_iteration.txt, notes): only a manifest is
-         * replaced by a manifest */
-        dck_manifest *old_m = NULL;
-        if (so.st_size > 0 && dck_manifest_load(output, &old_m) != DCK_OK)
-            return cli_usage_error("hash", "-o %s exists and is not a manifest (%s); refusing to overwrite it",
-                                   output, dck_last_error());
-        dck_manifest_free(old_m);
-    }
+    /* -o follows the rule of every output (dck_output_check): never a
+     * checkpoint it is about to read (a shard inside a hashed directory is
+     * caught too: every checkpoint format is binary or an *.index.json,
+     * which is_manifest refuses), a link, a FIFO, a read-only file, nor any
+     * file that is not a manifest (a Megatron tree's
+     * latest_checkpointed_iteration.txt, notes) */
+    if (output && dck_output_check("-o", output, "manifest", is_manifest, (const char *const *)argv + optind,
+                                   (size_t)(argc - optind)))
+        return cli_usage_error("hash", "%s", dck_last_error());
     if (getenv("OMPI_COMM_WORLD_SIZE") && atoi(getenv("OMPI_COMM_WORLD_SIZE")) > 1 && !distributed)
         cli_warn("hash", "started by mpirun without --distributed: every rank hashes everything");
     if (cli_check_megatron("hash", &o)) return DCK_EXIT_TROUBLE;

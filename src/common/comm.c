@@ -247,7 +247,12 @@ static double mono_s(void) {
 #endif
 
 /* Point to point with MPI_Test polling (and sleeps, as the quiet barrier):
- * a blocking collective would hang on a dead rank forever. */
+ * a blocking collective would hang on a dead rank forever. Each sender
+ * first sends its size (8 bytes, tag + 1), and the root posts the receive
+ * of the block only when the size is n: a larger message must never meet a
+ * smaller receive, because Open MPI's single-copy path (vader, CMA) writes
+ * the whole message before it reports the truncation (issue 19: ranks
+ * started with other settings overflowed rank 0's buffer). */
 dck_status dck_comm_gather_deadline(dck_comm *c, const void *send, void *recv, size_t n, int root,
                                     int tag, double seconds, bool *arrived) {
     if (!c->mpi) {
@@ -258,16 +263,20 @@ dck_status dck_comm_gather_deadline(dck_comm *c, const void *send, void *recv, s
 #ifdef DCK_HAVE_MPI
     if (n > INT_MAX) return dck_set_error(DCK_ERR_LIMIT, "mpi: gather of %zu bytes per rank", n);
     int K = c->size, pending = 0;
-    /* which requests are live: our own flags, since MPI_REQUEST_NULL is a
-     * global of libmpi (mpi_loader.h) */
-    MPI_Request *req = calloc((size_t)K, sizeof *req);
-    bool *live = calloc((size_t)K, sizeof *live);
-    if (!req || !live) {
+    /* requests [0, K): the sizes, [K, 2K): the blocks (a sender uses 0 and
+     * K); which are live: our own flags, since MPI_REQUEST_NULL is a global
+     * of libmpi (mpi_loader.h) */
+    MPI_Request *req = calloc((size_t)K * 2, sizeof *req);
+    bool *live = calloc((size_t)K * 2, sizeof *live);
+    uint64_t *size = calloc((size_t)K, sizeof *size), mine = n;
+    if (!req || !live || !size) {
         free(req);
         free(live);
+        free(size);
         return dck_oom("mpi");
     }
     dck_status s = DCK_OK;
+    int wrong = -1; /* the first rank whose block is not n bytes */
     if (c->rank == root) {
         for (int r = 0; r < K && !s; r++) {
             arrived[r] = r == root;
@@ -275,27 +284,39 @@ dck_status dck_comm_gather_deadline(dck_comm *c, const void *send, void *recv, s
                 memcpy((char *)recv + (size_t)r * n, send, n);
                 continue;
             }
-            s = dck_mpi_check(mpi->MPI_Irecv((char *)recv + (size_t)r * n, (int)n, mpi->byte, r, tag,
-                                             mpi->comm_world, &req[r]),
+            s = dck_mpi_check(mpi->MPI_Irecv(&size[r], 8, mpi->byte, r, tag + 1, mpi->comm_world, &req[r]),
                               "MPI_Irecv");
             if (!s) pending++, live[r] = true;
         }
     } else {
-        s = dck_mpi_check(mpi->MPI_Isend(send, (int)n, mpi->byte, root, tag, mpi->comm_world, &req[0]),
+        s = dck_mpi_check(mpi->MPI_Isend(&mine, 8, mpi->byte, root, tag + 1, mpi->comm_world, &req[0]),
                           "MPI_Isend");
         if (!s) pending = 1, live[0] = true;
+        if (!s) s = dck_mpi_check(mpi->MPI_Isend(send, (int)n, mpi->byte, root, tag, mpi->comm_world, &req[K]),
+                                  "MPI_Isend");
+        if (!s) pending = 2, live[K] = true;
     }
     double end = mono_s() + seconds;
     long ns = 20000;
     while (!s && pending > 0 && mono_s() < end) {
-        for (int r = 0; r < K && !s; r++) {
+        for (int i = 0; i < 2 * K && !s; i++) {
             int done = 0;
-            if (!live[r]) continue;
-            s = dck_mpi_check(mpi->MPI_Test(&req[r], &done, MPI_STATUS_IGNORE), "MPI_Test");
-            if (!s && done) {
-                pending--;
-                live[r] = false;
-                if (c->rank == root) arrived[r] = true;
+            if (!live[i]) continue;
+            s = dck_mpi_check(mpi->MPI_Test(&req[i], &done, MPI_STATUS_IGNORE), "MPI_Test");
+            if (s || !done) continue;
+            pending--;
+            live[i] = false;
+            if (c->rank != root) continue;
+            int r = i % K;
+            if (i >= K) {
+                arrived[r] = true;
+            } else if (size[r] == n) { /* the block fits: now receive it */
+                s = dck_mpi_check(mpi->MPI_Irecv((char *)recv + (size_t)r * n, (int)n, mpi->byte, r, tag,
+                                                 mpi->comm_world, &req[K + r]),
+                                  "MPI_Irecv");
+                if (!s) pending++, live[K + r] = true;
+            } else if (wrong < 0) {
+                wrong = r; /* never received: its sender waits until the caller aborts */
             }
         }
         if (pending == 0) break;
@@ -304,13 +325,18 @@ dck_status dck_comm_gather_deadline(dck_comm *c, const void *send, void *recv, s
         if (ns < 10000000) ns *= 2;
     }
     /* what never came is cancelled: the caller names it and aborts the job */
-    for (int r = 0; r < K; r++)
-        if (live[r]) {
-            mpi->MPI_Cancel(&req[r]);
-            mpi->MPI_Request_free(&req[r]);
+    for (int i = 0; i < 2 * K; i++)
+        if (live[i]) {
+            mpi->MPI_Cancel(&req[i]);
+            mpi->MPI_Request_free(&req[i]);
         }
     free(req);
     free(live);
+    if (!s && wrong >= 0)
+        s = dck_set_error(DCK_ERR_COMM, "mpi: rank %d sends %llu bytes, rank %d expects %zu: the ranks "
+                          "run different settings or versions (nothing received)", wrong,
+                          (unsigned long long)size[wrong], root, n);
+    free(size);
     if (!s && pending > 0 && c->rank != root)
         s = dck_set_error(DCK_ERR_COMM, "mpi: rank %d: rank %d took no report within %.0f s",
                           c->rank, root, seconds);
@@ -320,5 +346,71 @@ dck_status dck_comm_gather_deadline(dck_comm *c, const void *send, void *recv, s
     (void)tag;
     (void)seconds;
     return no_mpi("dck_comm_gather_deadline");
+#endif
+}
+
+/* Rank root sends n bytes to every rank r with to[r] (root's view; NULL:
+ * every rank), the others receive them, each waiting at most `seconds`:
+ * unlike MPI_Bcast, no rank waits on one that is missing (its tree could
+ * route through it). Needed by the callers of dck_comm_gather_deadline to
+ * tell the ranks that reported what rank 0 decided, missing ranks
+ * included. Declared in train/canary.h (its one caller) until common.h
+ * takes it. */
+dck_status dck_comm_bcast_deadline(dck_comm *c, void *data, size_t n, int root, int tag, double seconds,
+                                   const bool *to) {
+    if (!c->mpi) return DCK_OK;
+#ifdef DCK_HAVE_MPI
+    if (n > INT_MAX) return dck_set_error(DCK_ERR_LIMIT, "mpi: bcast of %zu bytes", n);
+    int K = c->size, pending = 0;
+    MPI_Request *req = calloc((size_t)K, sizeof *req);
+    bool *live = calloc((size_t)K, sizeof *live);
+    if (!req || !live) {
+        free(req);
+        free(live);
+        return dck_oom("mpi");
+    }
+    dck_status s = DCK_OK;
+    for (int r = 0; r < K && !s; r++) {
+        if (c->rank == root ? r == root || (to && !to[r]) : r != c->rank) continue;
+        s = c->rank == root
+                ? dck_mpi_check(mpi->MPI_Isend(data, (int)n, mpi->byte, r, tag, mpi->comm_world, &req[r]), "MPI_Isend")
+                : dck_mpi_check(mpi->MPI_Irecv(data, (int)n, mpi->byte, root, tag, mpi->comm_world, &req[r]), "MPI_Irecv");
+        if (!s) pending++, live[r] = true;
+    }
+    double end = mono_s() + seconds;
+    long ns = 20000;
+    while (!s && pending > 0 && mono_s() < end) {
+        for (int r = 0; r < K && !s; r++) {
+            int done = 0;
+            if (!live[r]) continue;
+            s = dck_mpi_check(mpi->MPI_Test(&req[r], &done, MPI_STATUS_IGNORE), "MPI_Test");
+            if (!s && done) pending--, live[r] = false;
+        }
+        if (pending == 0) break;
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+        if (ns < 10000000) ns *= 2;
+    }
+    for (int r = 0; r < K; r++)
+        if (live[r]) {
+            mpi->MPI_Cancel(&req[r]);
+            mpi->MPI_Request_free(&req[r]);
+        }
+    free(req);
+    free(live);
+    if (!s && pending > 0)
+        s = c->rank == root ? dck_set_error(DCK_ERR_COMM, "mpi: %d rank%s took no word from rank %d within %.0f s",
+                                            pending, pending == 1 ? "" : "s", root, seconds)
+                            : dck_set_error(DCK_ERR_COMM, "mpi: rank %d: no word from rank %d within %.0f s",
+                                            c->rank, root, seconds);
+    return s;
+#else
+    (void)data;
+    (void)n;
+    (void)root;
+    (void)tag;
+    (void)seconds;
+    (void)to;
+    return no_mpi("dck_comm_bcast_deadline");
 #endif
 }

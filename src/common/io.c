@@ -275,9 +275,14 @@ dck_status dck_file_read_at(dck_file *f, uint64_t off, void *buf, size_t len, si
  * and skippable frames (magic 0x184D2A50..5F, a 4-byte length, data), which
  * decode to nothing (pzstd puts one first). Frames are walked at open by
  * their headers and block headers (one small read per block, no
- * decompression): the decoded size is the sum of the declared sizes (unknown
- * if a frame declares none), and anything after the last whole frame is an
- * error, as trailing bytes are in a plain file. */
+ * decompression): the decoded size is the sum of the declared sizes, and
+ * anything after the last whole frame is an error, as trailing bytes are in a
+ * plain file. A frame that declares no size (zstd(1) writing from a pipe) is
+ * decoded once here, output discarded, to learn its size: the readers judge
+ * the decoded bytes as they judge a plain file (safetensors' and .npy's
+ * "trailing bytes" checks need the size), and a frame appended after a
+ * valid file is caught when it is opened, not hashed as part of it. The
+ * decoded-size limit stops that decoding as it stops any other. */
 #define ZSTD_SKIP_MAGIC 0x184D2A50u
 #define ZSTD_MAGIC 0xFD2FB528u
 
@@ -291,10 +296,52 @@ static int is_zstd_start(const uint8_t *h, size_t n) {
     return m == ZSTD_MAGIC || (m & 0xFFFFFFF0u) == ZSTD_SKIP_MAGIC;
 }
 
-/* Walks the frames of f; *size: the decoded size (UINT64_MAX unknown). */
-static dck_status zstd_walk(dck_file *f, int fd, uint64_t *size) {
+/* The decoded size of the frame in bytes [from, to) of f, decoded with ds
+ * into a scratch buffer; more than room bytes is the decoded-size error. */
+static dck_status zstd_frame_size(dck_file *f, int fd, ZSTD_DStream *ds, uint64_t from, uint64_t to,
+                                  uint64_t room, uint64_t limit, uint64_t *out) {
+    size_t in_cap = ZSTD_DStreamInSize(), out_cap = ZSTD_DStreamOutSize();
+    uint8_t *in = malloc(in_cap), *outb = malloc(out_cap);
+    dck_status s = in && outb ? DCK_OK : dck_oom(NULL);
+    uint64_t n = 0;
+    size_t last = 1;
+    ZSTD_initDStream(ds);
+    while (!s && from < to) {
+        size_t got = 0, want = to - from < in_cap ? (size_t)(to - from) : in_cap;
+        if ((s = read_full(fd, f->path, from, in, want, &got))) break;
+        if (got == 0) {
+            s = dck_set_error(DCK_ERR_TRUNCATED, "%s: truncated zstd frame", f->path);
+            break;
+        }
+        from += got;
+        ZSTD_inBuffer ib = {in, got, 0};
+        /* zstd consumes a frame's last byte only once all its output is out */
+        while (!s && ib.pos < ib.size) {
+            ZSTD_outBuffer ob = {outb, out_cap, 0};
+            last = ZSTD_decompressStream(ds, &ob, &ib);
+            if (ZSTD_isError(last))
+                s = dck_set_error(DCK_ERR_FORMAT, "%s: corrupt zstd frame: %s", f->path,
+                                  ZSTD_getErrorName(last));
+            else if (ob.pos > room - n)
+                s = dck_decoded_too_large(f->path, "decompresses to", limit);
+            else
+                n += ob.pos;
+        }
+    }
+    if (!s && last != 0) s = dck_set_error(DCK_ERR_TRUNCATED, "%s: truncated zstd frame", f->path);
+    free(in);
+    free(outb);
+    *out = n;
+    return s;
+}
+
+/* Walks the frames of f; *size: the decoded size, at most limit. *ds: the
+ * decoder of frames that declare no size, created on the first one. *zstd:
+ * set when the failure came after the frames' structure was read as zstd's
+ * (the decoded size over the limit, a frame that does not decode). */
+static dck_status zstd_walk_frames(dck_file *f, int fd, uint64_t limit, ZSTD_DStream **ds,
+                                   uint64_t *size, bool *zstd) {
     uint64_t pos = 0, total = 0, frames = 0;
-    bool unknown = false;
     while (pos < f->size) {
         uint8_t h[18];
         size_t got = 0;
@@ -335,8 +382,10 @@ static dck_status zstd_walk(dck_file *f, int fd, uint64_t *size) {
             for (size_t k = 0; k < fcs_bytes; k++) cs |= (uint64_t)q[k] << (8 * k);
             if (fcs_bytes == 2) cs += 256;
             total = cs > UINT64_MAX - total ? UINT64_MAX : total + cs;
-        } else {
-            unknown = true;
+            if (total > limit) {
+                *zstd = true;
+                return dck_decoded_too_large(f->path, "decompresses to", limit);
+            }
         }
         uint64_t p = pos + hl;
         for (;;) {
@@ -361,15 +410,30 @@ static dck_status zstd_walk(dck_file *f, int fd, uint64_t *size) {
         if (p > f->size)
             return dck_set_error(DCK_ERR_TRUNCATED, "%s: truncated zstd frame at byte %llu", f->path,
                                  (unsigned long long)pos);
+        if (!fcs_bytes) {
+            uint64_t cs;
+            *zstd = true; /* an error from here on is the frame's, not a raw file's */
+            if (!*ds && !(*ds = ZSTD_createDStream())) return dck_oom(NULL);
+            DCK_TRY(zstd_frame_size(f, fd, *ds, pos, p, limit - total, limit, &cs));
+            *zstd = false;
+            total += cs; /* cs <= limit - total */
+        }
         pos = p;
         frames++;
     }
     (void)frames;
-    *size = unknown ? UINT64_MAX : total;
-    uint64_t limit;
-    DCK_TRY(dck_decoded_limit(f->path, f->size, &limit));
-    if (!unknown && total > limit) return dck_decoded_too_large(f->path, "decompresses to", limit);
+    *size = total;
     return DCK_OK;
+}
+
+static dck_status zstd_walk(dck_file *f, int fd, uint64_t *size, bool *zstd) {
+    uint64_t limit;
+    *zstd = false;
+    DCK_TRY(dck_decoded_limit(f->path, f->size, &limit));
+    ZSTD_DStream *ds = NULL;
+    dck_status s = zstd_walk_frames(f, fd, limit, &ds, size, zstd);
+    if (ds) ZSTD_freeDStream(ds);
+    return s;
 }
 
 /* Opens path; with cap > 0 also reads its first up to cap decompressed
@@ -410,9 +474,11 @@ static dck_status file_open_head(const char *path, const char *relpath, void *he
     }
     if (is_zstd_start(head, got)) {
         uint64_t ds = 0;
-        s = zstd_walk(f, fd, &ds);
-        /* a raw file that happens to start like a skippable frame stays raw */
-        if (s && le32(head) != ZSTD_MAGIC) {
+        bool sure = false;
+        s = zstd_walk(f, fd, &ds, &sure);
+        /* a raw file that happens to start like a skippable frame stays raw,
+         * unless its frames were read as zstd's up to the failure */
+        if (s && le32(head) != ZSTD_MAGIC && !sure) {
             dck_clear_error();
             s = DCK_OK;
         } else if (s) {

@@ -187,7 +187,11 @@ const dck_reader dck_reader_index = {"index", idx_probe, idx_open, NULL, 0};
 
 /* Hugging Face snapshots may hold the same weights twice, as safetensors and
  * as torch.save .bin files: like transformers, detcheck reads the
- * safetensors and skips the .bin ones (with a note). A row: the stem of the
+ * safetensors and skips the .bin ones' tensors (with a note that says they
+ * were not compared: nothing checks that the two hold the same weights).
+ * Their bytes are still files of the folder: under hash_files they join the
+ * checkpoint as files without tensors, so the whole-file hashes (verify
+ * --files) see a damaged or deleted .bin. A row: the stem of the
  * safetensors files, the stem of the .bin files. */
 static const struct {
     const char *st, *bin;
@@ -217,6 +221,23 @@ static const char *redundant_bin(char **names, size_t n, const char *name) {
             if (weight_file_of(names[i], weight_pairs[k].st, "safetensors")) return names[i];
     }
     return NULL;
+}
+
+/* The d_type byte stored after a name of open_dir's list. */
+static unsigned char dir_entry_type(const char *name) {
+    return (unsigned char)name[strlen(name) + 1];
+}
+
+/* Is name of directory dir a regular file (a link: what it names)? The
+ * directory says which without a stat, unless its file system does not
+ * tell. *joined: dir/name (malloc'd; NULL when out of memory). */
+static bool dir_entry_regular(const char *dir, const char *name, char **joined) {
+    unsigned char type = dir_entry_type(name);
+    char *p = dck_path_join(dir, name);
+    struct stat stt;
+    *joined = p;
+    return type == DT_REG ||
+           ((type == DT_UNKNOWN || type == DT_LNK) && p && stat(p, &stt) == 0 && S_ISREG(stt.st_mode));
 }
 
 /* A directory's files are read in units: an index file with its shards, or
@@ -446,23 +467,22 @@ static dck_status open_dir(dck_checkpoint *ck, const char *path) {
             if (is_index != (pass == 0)) continue;
             const char *st = redundant_bin(names, n, names[i]);
             if (st) {
+                /* say what was checked, no more: the weights were not compared */
                 char msg[DCK_ERROR_MESSAGE_MAX];
-                snprintf(msg, sizeof msg, "%s/%s: skipped: %s holds the same weights (safetensors "
-                         "preferred, as transformers loads them)", path, names[i], st);
+                snprintf(msg, sizeof msg, "%s/%s: skipped: %s preferred, as transformers loads it; "
+                         "its weights were not compared with %s (%s)", path, names[i], st, st,
+                         ck->opt.hash_files ? "only its bytes are in the whole-file hashes"
+                                            : "nor were its bytes: verify --files checks those");
                 if (ck->opt.notice) ck->opt.notice(ck->opt.notice_ctx, msg);
                 d.skip[i] = 1;
                 continue;
             }
             if (!is_index) {
-                /* regular files (a link: what it names); the directory says
-                 * which without a stat, unless its file system does not tell */
-                unsigned char type = (unsigned char)names[i][strlen(names[i]) + 1];
-                char *p = dck_path_join(path, names[i]);
-                struct stat stt;
-                bool regular = type == DT_REG || ((type == DT_UNKNOWN || type == DT_LNK) && p &&
-                                                  stat(p, &stt) == 0 && S_ISREG(stt.st_mode));
+                char *p = NULL;
+                bool regular = dir_entry_regular(path, names[i], &p);
                 if (!p) s = dck_oom(NULL);
-                else if (!regular && type != DT_DIR) notice(ck, "%s: skipped (%s)", p, "not a regular file");
+                else if (!regular && dir_entry_type(names[i]) != DT_DIR)
+                    notice(ck, "%s: skipped (%s)", p, "not a regular file");
                 free(p);
                 if (!regular) continue;
             }
@@ -487,6 +507,17 @@ static dck_status open_dir(dck_checkpoint *ck, const char *path) {
     if (!s && scratch) {
         s = dck_ck_move(ck, scratch, NULL);
         scratch = NULL;
+    }
+    /* the skipped .bin files' bytes: files without tensors, for --files */
+    for (size_t i = 0; i < n && !s && d.skip && ck->opt.hash_files; i++) {
+        if (!d.skip[i]) continue;
+        char *p = NULL;
+        bool regular = dir_entry_regular(path, names[i], &p);
+        dck_file *f = NULL;
+        uint32_t idx;
+        if (!p) s = dck_oom(NULL);
+        else if (regular && !(s = dck_file_open(p, names[i], &f))) s = dck_ck_add_file(ck, f, &idx);
+        free(p);
     }
     dck_checkpoint_free(scratch);
     for (size_t i = 0; i < n; i++) free(names[i]);

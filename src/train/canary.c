@@ -15,6 +15,9 @@
 #include "gpu/gpu.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -97,6 +100,11 @@ static bool parse_u64(const char *s, size_t n, uint64_t max, uint64_t *out) {
 
 dck_status dck_canary_inject_parse(const char *spec, dck_canary_inject *inj) {
     memset(inj, 0, sizeof *inj);
+    int fields = 1;
+    for (const char *c = spec; *c; c++) fields += *c == ':';
+    if (fields != 5) /* no part may hold a ':' (tensor names have none) */
+        return dck_set_error(DCK_ERR_INVALID, "--inject: '%s' has %d field%s, not the five of "
+                             "RANK:STEP:TENSOR:INDEX:BIT", spec, fields, fields == 1 ? "" : "s");
     const char *f[5];
     size_t len[5];
     const char *p = spec;
@@ -417,7 +425,17 @@ static void identity(wire_head *h, const char *device) {
 
 /* ------------------------------------------------------------------ golden files */
 
-#define GOLDEN_MAX (256u << 20)
+/* Golden files are JSON in the one layout golden_write produces; they are
+ * read by the bounded parser below rather than by jansson, whose tree costs
+ * about 35 times the text (a 250 MiB file took 4 GB): here the text is read
+ * once, with a cap derived from the run (dck_canary_golden_limit), and only
+ * 16 bytes per digest are kept. Any JSON whitespace and any order of the
+ * fields are accepted; unknown fields are refused (version 1 has no others). */
+uint64_t dck_canary_golden_limit(long steps, size_t ntensors) {
+    if (steps < 1) steps = 1;
+    return ((uint64_t)1 << 20) + (uint64_t)ntensors * 1024 +
+           (uint64_t)steps * (DCK_TAP_RECORDED * (uint64_t)ntensors + 1) * 48;
+}
 
 static dck_status golden_write(const char *path, const dck_train_config *c, const trace *t,
                                const dck_model *m) {
@@ -461,92 +479,594 @@ static dck_status golden_write(const char *path, const dck_train_config *c, cons
     return s;
 }
 
-static dck_status golden_bad(const char *path, const char *what) {
-    return dck_set_error(DCK_ERR_FORMAT, "%s: not a canary golden file (%s)", path, what);
+/* The first bytes of every golden_write output: what --write-golden may
+ * replace (dck_output_check). */
+bool dck_canary_is_golden(const char *path) {
+    static const char magic[] = "\"detcheck_canary\"";
+    char buf[64];
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    size_t i = 0;
+    while (i < n && buf[i] && strchr(" \t\r\n", buf[i])) i++;
+    if (i >= n || buf[i++] != '{') return false;
+    while (i < n && buf[i] && strchr(" \t\r\n", buf[i])) i++;
+    return n - i >= sizeof magic - 1 && !memcmp(buf + i, magic, sizeof magic - 1);
+}
+
+#define GOLDEN_CONFIG_MAX (64u << 10) /* the identity JSON is well under 8 KiB */
+
+typedef struct {
+    const char *p, *end, *label;
+    long line;
+} gparse;
+
+static dck_status gp_syntax(const gparse *g, const char *why) {
+    return dck_set_error(DCK_ERR_FORMAT, "%s:%ld: not JSON: %s", g->label, g->line, why);
+}
+
+static dck_status gp_bad(const gparse *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static dck_status gp_bad(const gparse *g, const char *fmt, ...) {
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    return dck_set_error(DCK_ERR_FORMAT, "%s:%ld: not a canary golden file: %s", g->label, g->line, why);
+}
+
+static void gp_ws(gparse *g) {
+    while (g->p < g->end && (*g->p == ' ' || *g->p == '\t' || *g->p == '\r' || *g->p == '\n')) {
+        if (*g->p == '\n') g->line++;
+        g->p++;
+    }
+}
+
+/* After a value: ',' (true: another follows) or the closing byte. */
+static dck_status gp_next(gparse *g, char close, bool *more) {
+    gp_ws(g);
+    if (g->p < g->end && *g->p == ',') {
+        g->p++;
+        *more = true;
+        return DCK_OK;
+    }
+    if (g->p < g->end && *g->p == close) {
+        g->p++;
+        *more = false;
+        return DCK_OK;
+    }
+    return gp_syntax(g, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static bool gp_u16(gparse *g, uint32_t *v) {
+    if (g->end - g->p < 4) return false;
+    *v = 0;
+    for (int i = 0; i < 4; i++) {
+        int x = hexval(g->p[i]);
+        if (x < 0) return false;
+        *v = *v << 4 | (uint32_t)x;
+    }
+    g->p += 4;
+    return true;
+}
+
+/* A JSON string, decoded into buf (cap bytes with the NUL); what names
+ * the field in messages. Longer strings are refused, not truncated. */
+static dck_status gp_string(gparse *g, const char *what, char *buf, size_t cap, size_t *len) {
+    gp_ws(g);
+    if (g->p >= g->end || *g->p != '"') return gp_syntax(g, "expected a string");
+    g->p++;
+    size_t n = 0;
+    for (;;) {
+        if (g->p >= g->end) return gp_syntax(g, "unterminated string");
+        unsigned char c = (unsigned char)*g->p++;
+        if (c == '"') break;
+        if (c < 0x20) return gp_syntax(g, "control character in a string");
+        char out[4];
+        size_t k = 1;
+        out[0] = (char)c;
+        if (c == '\\') {
+            if (g->p >= g->end) return gp_syntax(g, "unterminated string");
+            char e = *g->p++;
+            static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+            const char *at = strchr(from, e);
+            if (e && at) {
+                out[0] = to[at - from];
+            } else if (e == 'u') {
+                uint32_t u, lo;
+                if (!gp_u16(g, &u)) return gp_syntax(g, "bad \\u escape");
+                if (u >= 0xDC00 && u <= 0xDFFF) return gp_syntax(g, "lone low surrogate");
+                if (u >= 0xD800 && u <= 0xDBFF) {
+                    if (g->end - g->p < 2 || g->p[0] != '\\' || g->p[1] != 'u') return gp_syntax(g, "lone high surrogate");
+                    g->p += 2;
+                    if (!gp_u16(g, &lo) || lo < 0xDC00 || lo > 0xDFFF) return gp_syntax(g, "bad surrogate pair");
+                    u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+                }
+                if (u == 0) return gp_bad(g, "%s holds a NUL character", what);
+                if (u < 0x80) {
+                    out[0] = (char)u;
+                } else if (u < 0x800) {
+                    out[0] = (char)(0xC0 | u >> 6), out[1] = (char)(0x80 | (u & 0x3F)), k = 2;
+                } else if (u < 0x10000) {
+                    out[0] = (char)(0xE0 | u >> 12), out[1] = (char)(0x80 | ((u >> 6) & 0x3F));
+                    out[2] = (char)(0x80 | (u & 0x3F)), k = 3;
+                } else {
+                    out[0] = (char)(0xF0 | u >> 18), out[1] = (char)(0x80 | ((u >> 12) & 0x3F));
+                    out[2] = (char)(0x80 | ((u >> 6) & 0x3F)), out[3] = (char)(0x80 | (u & 0x3F)), k = 4;
+                }
+            } else {
+                return gp_syntax(g, "bad escape in a string");
+            }
+        }
+        if (n + k >= cap) return gp_bad(g, "%s longer than %zu bytes", what, cap - 1);
+        memcpy(buf + n, out, k);
+        n += k;
+    }
+    buf[n] = 0;
+    if (!dck_utf8_valid(buf, n)) return gp_bad(g, "%s is not valid UTF-8", what);
+    if (len) *len = n;
+    return DCK_OK;
+}
+
+/* A JSON number that must be an integer in [lo, hi]. */
+static dck_status gp_integer(gparse *g, const char *what, const char *want, long lo, long hi, long *v) {
+    gp_ws(g);
+    const char *s = g->p;
+    if (g->p < g->end && *g->p == '-') g->p++;
+    const char *digits = g->p;
+    while (g->p < g->end && *g->p >= '0' && *g->p <= '9') g->p++;
+    size_t nd = (size_t)(g->p - digits);
+    if (nd == 0) return gp_bad(g, "%s must be %s", what, want);
+    bool integer = true;
+    while (g->p < g->end && *g->p && strchr(".eE+-0123456789", *g->p)) g->p++, integer = false;
+    int len = (int)(g->p - s);
+    if (!integer || (nd > 1 && digits[0] == '0'))
+        return gp_bad(g, "%s must be %s, not %.*s", what, want, len > 32 ? 32 : len, s);
+    long x = 0;
+    bool big = nd > 18;
+    for (const char *d = digits; !big && d < g->p; d++) x = x * 10 + (*d - '0');
+    if (*s == '-') x = -x;
+    if (big || x < lo || x > hi)
+        return gp_bad(g, "%s %.*s out of range (%ld to %ld)", what, len > 32 ? 32 : len, s, lo, hi);
+    *v = x;
+    return DCK_OK;
+}
+
+/* Grows a digest array so that one more fits; bounded by the text (each
+ * digest is 34 bytes of it). */
+static dck_status gp_push(dck_digest **a, size_t *n, size_t *cap, dck_digest d) {
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 64;
+        dck_digest *x = realloc(*a, nc * sizeof *x);
+        if (!x) return dck_oom("canary");
+        *a = x, *cap = nc;
+    }
+    (*a)[(*n)++] = d;
+    return DCK_OK;
+}
+
+static dck_status gp_digest(gparse *g, const char *what, dck_digest *d) {
+    char hex[40];
+    dck_status s = gp_string(g, what, hex, sizeof hex, NULL);
+    if (s == DCK_ERR_FORMAT && strstr(dck_last_error(), "longer than"))
+        return gp_bad(g, "%s is not 32 hex digits", what);
+    if (s) return s;
+    if (dck_digest_from_hex(hex, d)) return gp_bad(g, "%s \"%s\" is not 32 lowercase hex digits", what, hex);
+    return DCK_OK;
+}
+
+static dck_status gp_open(gparse *g, char open) {
+    gp_ws(g);
+    if (g->p >= g->end || *g->p != open) return gp_syntax(g, open == '[' ? "expected '['" : "expected '{'");
+    g->p++;
+    gp_ws(g);
+    return DCK_OK;
+}
+
+static bool gp_empty(gparse *g, char close) {
+    if (g->p < g->end && *g->p == close) return g->p++, true;
+    return false;
+}
+
+enum { GF_VERSION, GF_CONFIG, GF_STEPS, GF_TENSORS, GF_ROOTS, GF_DIGESTS, GF_COUNT };
+static const char *const golden_fields[GF_COUNT] = {"detcheck_canary", "config", "steps",
+                                                    "tensors", "roots", "digests"};
+
+void dck_canary_golden_release(dck_canary_golden *g) {
+    free(g->config);
+    free(g->names);
+    free(g->roots);
+    free(g->digests);
+    memset(g, 0, sizeof *g);
+}
+
+static dck_status golden_field(gparse *g, int f, dck_canary_golden *out, size_t *nroots,
+                               size_t *ndg, size_t *rows) {
+    long v;
+    size_t cap = 0, len;
+    bool more;
+    switch (f) {
+    case GF_VERSION:
+        DCK_TRY(gp_integer(g, "the version (detcheck_canary)", "the integer 1", LONG_MIN / 2, LONG_MAX / 2, &v));
+        if (v != 1)
+            return dck_set_error(DCK_ERR_UNSUPPORTED, "%s:%ld: canary golden version %ld (this detcheck reads 1)",
+                                 g->label, g->line, v);
+        return DCK_OK;
+    case GF_STEPS:
+        DCK_TRY(gp_integer(g, "steps", "an integer", 1, DCK_CANARY_MAX_STEPS, &v));
+        out->steps = v;
+        return DCK_OK;
+    case GF_CONFIG:
+        if (!(out->config = malloc(GOLDEN_CONFIG_MAX))) return dck_oom("canary");
+        return gp_string(g, "config", out->config, GOLDEN_CONFIG_MAX, NULL);
+    case GF_TENSORS: {
+        /* names one after another, each with its NUL: at most the text */
+        size_t used = 0;
+        cap = (size_t)(g->end - g->p) + 1;
+        if (!(out->names = malloc(cap))) return dck_oom("canary");
+        DCK_TRY(gp_open(g, '['));
+        if (gp_empty(g, ']')) return DCK_OK;
+        do {
+            DCK_TRY(gp_string(g, "a tensor name", out->names + used, cap - used, &len));
+            used += len + 1;
+            out->ntensors++;
+            DCK_TRY(gp_next(g, ']', &more));
+        } while (more);
+        return DCK_OK;
+    }
+    case GF_ROOTS: {
+        DCK_TRY(gp_open(g, '['));
+        if (gp_empty(g, ']')) return DCK_OK;
+        do {
+            dck_digest d;
+            DCK_TRY(gp_digest(g, "a root", &d));
+            DCK_TRY(gp_push(&out->roots, nroots, &cap, d));
+            DCK_TRY(gp_next(g, ']', &more));
+        } while (more);
+        return DCK_OK;
+    }
+    default: { /* GF_DIGESTS: one array per step, every one as long as the first */
+        size_t row0 = 0;
+        DCK_TRY(gp_open(g, '['));
+        if (gp_empty(g, ']')) return DCK_OK;
+        do {
+            size_t before = *ndg;
+            DCK_TRY(gp_open(g, '['));
+            if (!gp_empty(g, ']')) {
+                bool in = true;
+                while (in) {
+                    dck_digest d;
+                    DCK_TRY(gp_digest(g, "a digest", &d));
+                    DCK_TRY(gp_push(&out->digests, ndg, &cap, d));
+                    DCK_TRY(gp_next(g, ']', &in));
+                }
+            }
+            size_t n = *ndg - before;
+            if (*rows == 0) row0 = n;
+            if (n != row0)
+                return gp_bad(g, "digests of step %zu: %zu, step 1 has %zu", *rows + 1, n, row0);
+            (*rows)++;
+            DCK_TRY(gp_next(g, ']', &more));
+        } while (more);
+        return DCK_OK;
+    }
+    }
+}
+
+dck_status dck_canary_golden_parse(const char *text, size_t len, const char *label,
+                                   dck_canary_golden *out) {
+    memset(out, 0, sizeof *out);
+    gparse g = {text, text + len, label, 1};
+    size_t nroots = 0, ndg = 0, rows = 0;
+    bool seen[GF_COUNT] = {false};
+    dck_status s = DCK_OK;
+    gp_ws(&g);
+    if (g.p == g.end) {
+        s = gp_syntax(&g, len ? "only white space" : "empty file");
+        goto done;
+    }
+    if ((s = gp_open(&g, '{'))) goto done;
+    bool more = !gp_empty(&g, '}');
+    while (more && !s) {
+        char key[32];
+        if ((s = gp_string(&g, "a field name", key, sizeof key, NULL))) {
+            if (s == DCK_ERR_FORMAT && strstr(dck_last_error(), "longer than"))
+                s = gp_bad(&g, "unknown field (fields: detcheck_canary, config, steps, tensors, roots, digests)");
+            break;
+        }
+        int f = 0;
+        while (f < GF_COUNT && strcmp(key, golden_fields[f])) f++;
+        if (f == GF_COUNT) {
+            s = gp_bad(&g, "unknown field \"%s\" (fields: detcheck_canary, config, steps, tensors, roots, digests)", key);
+            break;
+        }
+        if (seen[f]) {
+            s = gp_bad(&g, "field \"%s\" twice", key);
+            break;
+        }
+        seen[f] = true;
+        gp_ws(&g);
+        if (g.p >= g.end || *g.p != ':') {
+            s = gp_syntax(&g, "expected ':'");
+            break;
+        }
+        g.p++;
+        if ((s = golden_field(&g, f, out, &nroots, &ndg, &rows))) break;
+        s = gp_next(&g, '}', &more);
+    }
+    if (s) goto done;
+    gp_ws(&g);
+    if (g.p != g.end) {
+        s = gp_syntax(&g, "more after the object");
+        goto done;
+    }
+    for (int f = 0; f < GF_COUNT; f++)
+        if (!seen[f]) {
+            s = gp_bad(&g, "no field \"%s\" (fields: detcheck_canary, config, steps, tensors, roots, digests)",
+                       golden_fields[f]);
+            goto done;
+        }
+    if (nroots != (size_t)out->steps || rows != (size_t)out->steps) {
+        s = gp_bad(&g, "%zu roots and %zu steps of digests, for %ld steps", nroots, rows, out->steps);
+        goto done;
+    }
+    if (out->ntensors == 0 || ndg != (size_t)out->steps * DCK_TAP_RECORDED * out->ntensors) {
+        s = gp_bad(&g, "%zu digests per step for %zu tensors (%d per tensor)", rows ? ndg / rows : 0,
+                   out->ntensors, DCK_TAP_RECORDED);
+        goto done;
+    }
+done:
+    if (s) dck_canary_golden_release(out);
+    return s;
+}
+
+/* The stored configuration against this run's, naming every field that
+ * differs. The token file counts by its content digest ("data"), never by
+ * its path ("data_path": ./tok.bin and tok.bin are the same data). */
+static dck_status golden_config_match(const char *path, const char *stored, const dck_train_config *c) {
+    json_error_t err;
+    json_t *old = json_loads(stored, 0, &err), *now = NULL;
+    if (!json_is_object(old)) {
+        json_decref(old);
+        return dck_set_error(DCK_ERR_FORMAT, "%s: not a canary golden file: its config is not a JSON object", path);
+    }
+    char *mine = NULL;
+    dck_status s = dck_train_config_json(c, &mine);
+    if (!s && !(now = json_loads(mine, 0, &err))) s = dck_oom("canary");
+    free(mine);
+    char msg[1024] = "";
+    size_t len = 0;
+    for (int pass = 0; !s && pass < 2; pass++) { /* this run's fields, then any only the golden has */
+        json_t *a = pass ? old : now, *b = pass ? now : old, *v;
+        const char *key;
+        json_object_foreach(a, key, v) {
+            json_t *w = json_object_get(b, key);
+            if (!strcmp(key, "data_path") || (w && json_equal(v, w)) || (pass && w)) continue;
+            char x[160], y[160];
+            json_t *gv = pass ? v : w, *rv = pass ? w : v;
+            snprintf(x, sizeof x, "%s", !gv ? "(absent)" : json_is_string(gv) ? json_string_value(gv) : "?");
+            snprintf(y, sizeof y, "%s", !rv ? "(absent)" : json_is_string(rv) ? json_string_value(rv) : "?");
+            if (json_is_integer(gv)) snprintf(x, sizeof x, "%lld", (long long)json_integer_value(gv));
+            if (json_is_integer(rv)) snprintf(y, sizeof y, "%lld", (long long)json_integer_value(rv));
+            if (len < sizeof msg - 1)
+                len += (size_t)snprintf(msg + len, sizeof msg - len, "%s%s%s: golden %s, this run %s",
+                                        len ? "; " : "", key, !strcmp(key, "data") ? " (content digest)" : "",
+                                        x, y);
+        }
+    }
+    json_decref(old);
+    json_decref(now);
+    if (!s && len)
+        s = dck_set_error(DCK_ERR_MISMATCH, "%s: written for another run configuration (%s)", path, msg);
+    return s;
 }
 
 /* Reads a golden file written for c: its roots and digests in t. */
 static dck_status golden_read(const char *path, const dck_train_config *c, const dck_model *m,
                               trace *t) {
     memset(t, 0, sizeof *t);
+    uint64_t limit = dck_canary_golden_limit(c->steps, m->nparams);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return dck_set_error(DCK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
-    if (stat(path, &st) != 0)
-        return dck_set_error(DCK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode)) return golden_bad(path, "not a regular file");
-    if ((uint64_t)st.st_size > GOLDEN_MAX) return golden_bad(path, "larger than 256 MiB");
-    json_error_t err;
-    json_t *o = json_load_file(path, 0, &err);
-    if (!o) return dck_set_error(DCK_ERR_FORMAT, "%s:%d: not JSON: %s", path, err.line, err.text);
+    char *text = NULL;
     dck_status s = DCK_OK;
-    json_t *ver = json_object_get(o, "detcheck_canary"), *cfg = json_object_get(o, "config");
-    json_t *steps = json_object_get(o, "steps"), *names = json_object_get(o, "tensors");
-    json_t *roots = json_object_get(o, "roots"), *dg = json_object_get(o, "digests");
-    if (!json_is_object(o) || !json_is_integer(ver) || !json_is_string(cfg) ||
-        !json_is_integer(steps) || !json_is_array(names) || !json_is_array(roots) ||
-        !json_is_array(dg)) {
-        s = golden_bad(path, "fields detcheck_canary, config, steps, tensors, roots, digests");
-        goto done;
-    }
-    if (json_integer_value(ver) != 1) {
-        s = dck_set_error(DCK_ERR_UNSUPPORTED, "%s: canary golden version %lld (this detcheck reads 1)",
-                          path, (long long)json_integer_value(ver));
-        goto done;
-    }
-    if (json_integer_value(steps) != c->steps) {
-        s = dck_set_error(DCK_ERR_MISMATCH, "%s: written for %lld steps, this run has %ld (--steps)",
-                          path, (long long)json_integer_value(steps), c->steps);
-        goto done;
-    }
-    char *mine = NULL;
-    if ((s = dck_train_config_json(c, &mine))) goto done;
-    bool same = !strcmp(mine, json_string_value(cfg));
-    free(mine);
-    if (!same) {
-        s = dck_train_config_match(c, json_string_value(cfg), path);
-        if (!s)
-            s = dck_set_error(DCK_ERR_MISMATCH, "%s: written for another run configuration", path);
-        else
-            s = dck_set_error(DCK_ERR_MISMATCH, "golden file %s", dck_last_error());
-        goto done;
-    }
-    if (json_array_size(names) != m->nparams || json_array_size(roots) != (size_t)c->steps ||
-        json_array_size(dg) != (size_t)c->steps) {
-        s = golden_bad(path, "tensor or step count does not match its config");
-        goto done;
-    }
-    for (size_t i = 0; i < m->nparams; i++) {
-        json_t *n = json_array_get(names, i);
-        if (!json_is_string(n) || strcmp(json_string_value(n), m->params[i].name)) {
-            s = golden_bad(path, "tensor names do not match the model");
-            goto done;
-        }
-    }
-    t->steps = c->steps;
-    t->np = m->nparams;
-    t->P = m->total;
-    t->roots = dck_xcalloc((size_t)t->steps, sizeof *t->roots);
-    t->dg = dck_xcalloc((size_t)t->steps * DCK_TAP_RECORDED * t->np, sizeof *t->dg);
-    if (!t->roots || !t->dg) {
+    if (fstat(fd, &st) != 0) {
+        s = dck_set_error(DCK_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    } else if (!S_ISREG(st.st_mode)) {
+        s = dck_set_error(DCK_ERR_FORMAT, "%s: not a canary golden file (not a regular file)", path);
+    } else if ((uint64_t)st.st_size > limit) {
+        s = dck_set_error(DCK_ERR_LIMIT, "%s: %llu bytes, more than the %llu a golden file of this run "
+                          "(%ld steps, %zu tensors) can take: not read (LIMITS in detcheck-canary(1))",
+                          path, (unsigned long long)st.st_size, (unsigned long long)limit, c->steps,
+                          m->nparams);
+    } else if (!(text = malloc((size_t)limit + 1))) {
         s = dck_oom("canary");
-        goto done;
     }
-    for (long k = 0; k < t->steps && !s; k++) {
-        json_t *r = json_array_get(roots, (size_t)k), *row = json_array_get(dg, (size_t)k);
-        if (!json_is_string(r) || dck_digest_from_hex(json_string_value(r), &t->roots[k]) ||
-            !json_is_array(row) || json_array_size(row) != DCK_TAP_RECORDED * t->np) {
-            s = golden_bad(path, "a step's roots or digests are malformed");
-            break;
-        }
-        dck_digest *d = trace_dg(t, k + 1, 0);
-        for (size_t i = 0; i < DCK_TAP_RECORDED * t->np && !s; i++) {
-            json_t *h = json_array_get(row, i);
-            if (!json_is_string(h) || dck_digest_from_hex(json_string_value(h), &d[i]))
-                s = golden_bad(path, "a digest is not 32 hex digits");
-        }
+    size_t n = 0;
+    while (!s) { /* the cap holds even if the file grows while it is read */
+        ssize_t r = read(fd, text + n, (size_t)limit + 1 - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) s = dck_set_error(DCK_ERR_IO, "%s: read: %s", path, strerror(errno));
+        if (r <= 0) break;
+        n += (size_t)r;
+        if (n > limit)
+            s = dck_set_error(DCK_ERR_LIMIT, "%s: grew past %llu bytes while read", path,
+                              (unsigned long long)limit);
     }
-done:
+    close(fd);
+    dck_canary_golden g;
+    memset(&g, 0, sizeof g);
+    if (!s) s = dck_canary_golden_parse(text, n, path, &g);
+    free(text);
+    if (s) return s;
+    if (g.steps != c->steps) {
+        s = dck_set_error(DCK_ERR_MISMATCH, "%s: written for %ld steps, this run has %ld (--steps)", path,
+                          g.steps, c->steps);
+    } else if (!(s = golden_config_match(path, g.config, c))) {
+        const char *name = g.names;
+        for (size_t i = 0; !s && i < m->nparams; i++, name += strlen(name) + 1)
+            if (i >= g.ntensors || strcmp(name, m->params[i].name))
+                s = dck_set_error(DCK_ERR_MISMATCH, "%s: tensor %zu is %s, the model's is %s", path, i + 1,
+                                  i < g.ntensors ? name : "(absent)", m->params[i].name);
+        if (!s && g.ntensors != m->nparams)
+            s = dck_set_error(DCK_ERR_MISMATCH, "%s: %zu tensors, the model has %zu", path, g.ntensors,
+                              m->nparams);
+    }
+    if (!s) {
+        t->steps = c->steps;
+        t->np = m->nparams;
+        t->P = m->total;
+        t->roots = g.roots;
+        t->dg = g.digests; /* the same layout: [steps][DCK_TAP_RECORDED][np] */
+        g.roots = NULL;
+        g.digests = NULL;
+    }
+    dck_canary_golden_release(&g);
+    return s;
+}
+
+/* ------------------------------------------------------------------ agreement */
+
+/* What every rank must share before records can be compared (issue 19:
+ * MPMD launches, mixed versions, per-node --data): one fixed-size block per
+ * rank, gathered before any work, whatever this or another version holds
+ * in it, so that its exchange itself cannot go wrong. */
+#define CONFIG_BLOCK 4096
+typedef struct {
+    char magic[16];   /* "detcheck-canary" */
+    char version[32]; /* DCK_VERSION_STRING */
+    int32_t status;   /* this rank could not describe its run: error says why */
+    int32_t pad;
+    int64_t steps;
+    uint64_t record;  /* bytes of this rank's record */
+    char device[16];
+    char data[40];    /* the token file's content digest; "synthetic" */
+    char error[256];
+    char flags[CONFIG_BLOCK - 16 - 32 - 8 - 8 - 8 - 16 - 40 - 256]; /* "name value\n"..., --data left out */
+} config_block;
+_Static_assert(sizeof(config_block) == CONFIG_BLOCK, "the config block keeps its size across versions");
+
+static size_t record_bytes(long steps, size_t np);
+
+static void describe_run(const dck_train_config *c, config_block *b) {
+    memset(b, 0, sizeof *b);
+    snprintf(b->magic, sizeof b->magic, "detcheck-canary");
+    snprintf(b->version, sizeof b->version, "%s", DCK_VERSION_STRING);
+    b->steps = c->steps;
+    snprintf(b->device, sizeof b->device, "%s", c->device[0] ? c->device : "cpu");
+    dck_train_config r = *c;
+    r.data[0] = 0; /* by content below, not by path */
+    dck_train_flag *fl = NULL;
+    size_t n = 0, len = 0;
+    char *json = NULL;
+    json_t *o = NULL;
+    dck_model m;
+    dck_status s = dck_train_config_to_flags(&r, DCK_TRAIN_NUMERICS, &fl, &n);
+    for (size_t i = 0; !s && i < n; i++) {
+        int k = snprintf(b->flags + len, sizeof b->flags - len, "%s %s\n", fl[i].name,
+                         fl[i].value ? fl[i].value : "");
+        if (k < 0 || (size_t)k >= sizeof b->flags - len)
+            s = dck_set_error(DCK_ERR_LIMIT, "canary: the run's flags exceed %zu bytes", sizeof b->flags);
+        else
+            len += (size_t)k;
+    }
+    free(fl);
+    if (!s) s = dck_train_config_json(c, &json);
+    if (!s && !(o = json_loads(json, 0, NULL))) s = dck_oom("canary");
+    if (!s) {
+        json_t *d = json_object_get(o, "data");
+        snprintf(b->data, sizeof b->data, "%s", !c->data[0] ? "synthetic" : json_is_string(d) ? json_string_value(d) : "?");
+    }
     json_decref(o);
-    if (s) trace_release(t);
+    free(json);
+    if (!s && !(s = dck_model_init(&m, c))) {
+        b->record = record_bytes(c->steps, m.nparams);
+        dck_model_release(&m);
+    }
+    if (s) {
+        b->status = (int32_t)s;
+        snprintf(b->error, sizeof b->error, "%s", dck_last_error());
+    }
+}
+
+/* The value of flag `name` in a block's list ("" when absent: at its default). */
+static void flag_value(const config_block *b, const char *name, char *out, size_t n) {
+    size_t nl = strlen(name);
+    out[0] = 0;
+    for (const char *p = b->flags; *p;) {
+        const char *e = memchr(p, '\n', (size_t)(b->flags + sizeof b->flags - p));
+        if (!e) break;
+        if ((size_t)(e - p) > nl && !strncmp(p, name, nl) && p[nl] == ' ') {
+            snprintf(out, n, "%.*s", (int)(e - p - (long)nl - 1), p + nl + 1);
+            return;
+        }
+        p = e + 1;
+    }
+}
+
+/* Rank r's block against rank 0's: the first field that differs, named. */
+static dck_status same_run(const config_block *a, const config_block *b, int r) {
+    if (memcmp(b->magic, "detcheck-canary", 16) || strncmp(a->version, b->version, sizeof a->version))
+        return dck_set_error(DCK_ERR_MISMATCH, "rank %d runs detcheck %.*s, rank 0 runs %.*s: every rank "
+                             "must run the same version", r,
+                             memcmp(b->magic, "detcheck-canary", 16) ? 7 : (int)sizeof b->version - 1,
+                             memcmp(b->magic, "detcheck-canary", 16) ? "(older)" : b->version,
+                             (int)sizeof a->version - 1, a->version);
+    if (b->status)
+        return dck_set_error((dck_status)b->status, "rank %d: %.*s", r, (int)sizeof b->error - 1, b->error);
+    if (a->steps != b->steps)
+        return dck_set_error(DCK_ERR_MISMATCH, "rank %d has --steps %lld, rank 0 has %lld", r,
+                             (long long)b->steps, (long long)a->steps);
+    /* every flag either lists, in the option table's order */
+    for (int pass = 0; pass < 2; pass++) {
+        const config_block *x = pass ? b : a;
+        for (const char *p = x->flags; *p;) {
+            const char *e = strchr(p, '\n'), *sp = memchr(p, ' ', e ? (size_t)(e - p) : 0);
+            if (!e || !sp) break;
+            char name[64], va[256], vb[256];
+            snprintf(name, sizeof name, "%.*s", (int)(sp - p), p);
+            flag_value(a, name, va, sizeof va);
+            flag_value(b, name, vb, sizeof vb);
+            if (strcmp(va, vb))
+                return dck_set_error(DCK_ERR_MISMATCH, "rank %d has --%s %s, rank 0 has %s", r, name,
+                                     vb[0] ? vb : "(default)", va[0] ? va : "(default)");
+            p = e + 1;
+        }
+    }
+    if (strncmp(a->device, b->device, sizeof a->device))
+        return dck_set_error(DCK_ERR_MISMATCH, "rank %d has --device %.15s, rank 0 has %.15s", r, b->device,
+                             a->device);
+    if (strncmp(a->data, b->data, sizeof a->data))
+        return dck_set_error(DCK_ERR_MISMATCH, "rank %d has --data with content %.39s, rank 0 has %.39s "
+                             "(the token files differ)", r, b->data, a->data);
+    if (a->record != b->record)
+        return dck_set_error(DCK_ERR_MISMATCH, "rank %d has %llu-byte records, rank 0 has %llu", r,
+                             (unsigned long long)b->record, (unsigned long long)a->record);
+    return DCK_OK;
+}
+
+/* Every rank: the same verdict on whether all ranks run the same thing. */
+static dck_status agree_on_run(const dck_canary_opts *o, dck_comm *comm) {
+    int K = dck_comm_size(comm);
+    if (K == 1) return DCK_OK;
+    config_block mine, *all = calloc((size_t)K, sizeof *all);
+    if (!all) return dck_oom("canary");
+    describe_run(&o->cfg, &mine);
+    dck_status s = dck_comm_allgather(comm, &mine, all, sizeof mine);
+    for (int r = 0; r < K && !s; r++) {
+        all[r].flags[sizeof all[r].flags - 1] = 0;
+        s = same_run(&all[0], &all[r], r);
+    }
+    free(all);
     return s;
 }
 
@@ -659,6 +1179,43 @@ static const float *held(const trace *t, const dck_model *m, long step, int poin
 
 #define DETAIL_MAX 8 /* ranks whose first differing tensor travels to rank 0 */
 
+static size_t record_bytes(long steps, size_t np) {
+    return sizeof(wire_head) + (size_t)steps * (1 + DCK_TAP_RECORDED * np) * sizeof(dck_digest);
+}
+
+/* What every rank can check alone, the same way on every rank. */
+static dck_status check_opts(const dck_canary_opts *o, int K) {
+    if (o->cfg.steps < 1 || o->cfg.steps > DCK_CANARY_MAX_STEPS)
+        return dck_set_error(DCK_ERR_INVALID, "--steps %ld: canary runs 1 to %d steps (with none, "
+                             "nothing would be compared)", o->cfg.steps, DCK_CANARY_MAX_STEPS);
+    if (o->golden && o->oracle != DCK_ORACLE_GOLDEN)
+        return dck_set_error(DCK_ERR_INVALID, "--golden and --vote: two oracles; give one");
+    if (o->oracle == DCK_ORACLE_GOLDEN && !o->golden)
+        return dck_set_error(DCK_ERR_INVALID, "--golden needs a file name");
+    if (o->oracle == DCK_ORACLE_GOLDEN && o->write_golden)
+        return dck_set_error(DCK_ERR_INVALID, "--golden and --write-golden together");
+    if (o->oracle == DCK_ORACLE_VOTE && K < DCK_CANARY_MIN_VOTERS)
+        return dck_set_error(DCK_ERR_INVALID, "--vote needs at least %d ranks, the job has %d: %s",
+                             DCK_CANARY_MIN_VOTERS, K, K == 1 ? "one rank would vote with itself"
+                             : "two ranks cannot form a majority against one faulty rank");
+    if (o->stall_rank >= K)
+        return dck_set_error(DCK_ERR_INVALID, "--test-stall: rank %d, but the job has %d rank%s",
+                             o->stall_rank, K, K == 1 ? "" : "s");
+    if (o->inject.on && o->inject.rank >= K)
+        return dck_set_error(DCK_ERR_INVALID, "--inject: rank %d, but the job has %d rank%s", o->inject.rank,
+                             K, K == 1 ? "" : "s");
+    return DCK_OK;
+}
+
+/* Rank 0 before any run: the golden file to write may replace only a
+ * golden file, never an input (dck_output_check). */
+static dck_status check_output(const dck_canary_opts *o) {
+    if (!o->write_golden) return DCK_OK;
+    const char *inputs[] = {o->golden, o->cfg.data[0] ? o->cfg.data : NULL};
+    return dck_output_check("--write-golden", o->write_golden, "canary golden file", dck_canary_is_golden,
+                            inputs, 2);
+}
+
 dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary_report *rep) {
     memset(rep, 0, sizeof *rep);
     int rank = dck_comm_rank(comm), K = dck_comm_size(comm);
@@ -666,7 +1223,11 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
     rep->steps = o->cfg.steps;
     rep->exit_code = 2;
     dck_model m;
-    dck_status s = dck_train_config_check(&o->cfg);
+    /* the same settings on every rank first: records of other lengths
+     * cannot meet, records of other runs compare as faults */
+    dck_status s = check_opts(o, K);
+    if (!s) s = dck_train_config_check(&o->cfg);
+    if (!s) s = agree_on_run(o, comm);
     if (!s) s = dck_model_init(&m, &o->cfg);
     if (s) return s;
     rep->params = m.total;
@@ -675,15 +1236,15 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
     trace oracle_t = {0}, mine = {0};
     bool have_oracle = false;
     /* a bad golden file stops every rank before any work */
-    if (rank == 0 && o->oracle == DCK_ORACLE_GOLDEN) {
+    if (rank == 0) s = check_output(o);
+    if (!s && rank == 0 && o->oracle == DCK_ORACLE_GOLDEN) {
         s = golden_read(o->golden, &o->cfg, &m, &oracle_t);
         have_oracle = !s;
     }
     s = dck_comm_agree(comm, s);
     if (s) goto out;
 
-    size_t body = (size_t)steps * (1 + DCK_TAP_RECORDED * np) * sizeof(dck_digest);
-    size_t rec = sizeof(wire_head) + body;
+    size_t rec = record_bytes(steps, np), body = rec - sizeof(wire_head);
     uint8_t *send = dck_xcalloc(1, rec);
     uint8_t *all = rank == 0 ? dck_xcalloc((size_t)K, rec) : NULL;
     bool *arrived = rank == 0 ? dck_xcalloc((size_t)K, sizeof *arrived) : NULL;
@@ -746,7 +1307,8 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
     }
     double wait = rank == 0 ? o->timeout : o->timeout * 3 + 60;
     s = dck_comm_gather_deadline(comm, send, all, rec, 0, 7101, wait, arrived);
-    if (s) {
+    if (s) { /* rank 0 gone, or a record of another size: only an abort ends the job */
+        rep->any_timeout = K > 1;
         free(send);
         free(all);
         free(arrived);
@@ -754,7 +1316,6 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
     }
 
     /* ---- rank 0: every rank against the oracle */
-    int32_t ctl[2 + 2 * DETAIL_MAX + 6]; /* exit, donor, (rank, step|point|tensor...) */
     int64_t req[DETAIL_MAX][4];          /* rank, step, point, tensor */
     int nreq = 0, donor = -1;
     memset(req, 0, sizeof req);
@@ -871,31 +1432,40 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
         for (int r = 0; r < K; r++) trouble |= rep->ranks[r].result >= DCK_CANARY_ERROR;
         rep->exit_code = trouble ? 2 : rep->identical == K ? 0 : 1;
     }
+
+    /* ---- the verdict, to every rank that reported, with a deadline: after
+     * a missing rank a collective could wait for it forever (its tree may
+     * route through it), and the ranks that reported must learn that the
+     * job ends (issue 19: under mpirun --enable-recovery they hung in
+     * MPI_Bcast after rank 0's abort) */
+    struct {
+        int32_t ctl[4]; /* exit, donor, requests, a rank is missing */
+        int64_t reqs[DETAIL_MAX * 4];
+    } verdict;
+    memset(&verdict, 0, sizeof verdict);
+    verdict.ctl[0] = rep->exit_code;
+    verdict.ctl[1] = o->oracle == DCK_ORACLE_CPU ? -1 : donor;
+    verdict.ctl[2] = nreq;
+    verdict.ctl[3] = rep->any_timeout;
+    memcpy(verdict.reqs, req, sizeof verdict.reqs);
+    s = dck_comm_bcast_deadline(comm, &verdict, sizeof verdict, 0, 7103, wait, rank == 0 ? arrived : NULL);
     free(arrived);
     arrived = NULL;
-    if (rep->any_timeout) { /* a rank is missing: no collective is safe now */
+    if (s || verdict.ctl[3]) {
+        /* a rank is missing (or the verdict did not come): no collective is
+         * safe now; rank 0, alive when the verdict came, ends the job after
+         * its report */
+        rep->any_timeout = K > 1;
+        rep->wait_for_abort = rank != 0 && !s;
+        rep->exit_code = 2;
         free(send);
         free(all);
         goto out;
     }
-
-    /* ---- the element detail: each differing rank's first tensor travels */
-    memset(ctl, 0, sizeof ctl);
-    ctl[0] = rep->exit_code;
-    ctl[1] = o->oracle == DCK_ORACLE_CPU ? -1 : donor;
-    ctl[2] = nreq;
-    int64_t reqs[DETAIL_MAX * 4];
-    memcpy(reqs, req, sizeof reqs);
-    s = dck_comm_bcast(comm, ctl, sizeof ctl, 0);
-    if (!s) s = dck_comm_bcast(comm, reqs, sizeof reqs, 0);
-    if (s) {
-        free(send);
-        free(all);
-        goto out;
-    }
-    rep->exit_code = ctl[0];
-    donor = ctl[1];
-    nreq = ctl[2];
+    int64_t *reqs = verdict.reqs;
+    rep->exit_code = verdict.ctl[0];
+    donor = verdict.ctl[1];
+    nreq = verdict.ctl[2];
     size_t *counts = dck_xcalloc((size_t)K * 2, sizeof *counts);
     size_t *offs = dck_xcalloc((size_t)nreq + 1, sizeof *offs);
     bool detail_ok = counts && offs;

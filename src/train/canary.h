@@ -82,16 +82,54 @@ typedef struct {
     size_t params;        /* elements of the model */
     char oracle_text[300];/* "CPU reference on rank 0", "golden FILE", "majority (3 of 4)" */
     bool no_majority;
-    bool any_timeout;     /* then only dck_comm_abort is safe: some rank is missing */
+    bool any_timeout;     /* then only dck_comm_abort is safe: some rank is missing (every rank
+                             that heard rank 0's verdict knows) */
+    bool wait_for_abort;  /* not rank 0: rank 0 reports, then ends the job; leave it to */
     char final_root[33];  /* the oracle's final root digest (hex), "" unknown */
     int exit_code;        /* 0 all identical, 1 some rank differs, 2 trouble (every rank) */
 } dck_canary_report;
 void dck_canary_report_release(dck_canary_report *r);
+
+/* Limits (man detcheck-canary(1), LIMITS): a canary run has 1 to
+ * DCK_CANARY_MAX_STEPS steps; --vote needs DCK_CANARY_MIN_VOTERS ranks (two
+ * cannot outvote one faulty rank: one against one is no majority). */
+#define DCK_CANARY_MAX_STEPS 10000
+#define DCK_CANARY_MIN_VOTERS 3
+
+/* Golden files. The largest golden file read for a run of `steps` steps of
+ * a model with `ntensors` tensors (bytes): 1 MiB + 1 KiB per tensor + 48
+ * bytes per digest (what golden_write writes takes 35; the rest is room for
+ * white space); a larger file is refused before it is read. */
+uint64_t dck_canary_golden_limit(long steps, size_t ntensors);
+/* Whether path starts as a golden file does (the kind --write-golden may
+ * replace, dck_output_check). */
+bool dck_canary_is_golden(const char *path);
+typedef struct {
+    long steps;           /* 1..DCK_CANARY_MAX_STEPS */
+    size_t ntensors;
+    char *config;         /* the run's identity JSON, as stored */
+    char *names;          /* ntensors names, each with its NUL, one after another */
+    dck_digest *roots;    /* [steps] */
+    dck_digest *digests;  /* [steps][DCK_TAP_RECORDED][ntensors] */
+} dck_canary_golden;
+/* Parses a golden file's text (len bytes, no NUL needed); label names it in
+ * messages ("LABEL:LINE: why", DCK_ERR_FORMAT; DCK_ERR_UNSUPPORTED for
+ * another version). Memory: at most about the text's size again. */
+dck_status dck_canary_golden_parse(const char *text, size_t len, const char *label,
+                                   dck_canary_golden *g);
+void dck_canary_golden_release(dck_canary_golden *g);
 
 /* The whole check: every rank of comm runs; rank 0 fills *rep with every
  * rank, the others only exit_code. A rank that fails or does not report is
  * in the report (ERROR / TIMEOUT), not a failure status; a status is
  * returned for trouble such as a bad golden file (message set). */
 dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary_report *rep);
+
+/* Defined in common/comm.c (the layer of MPI), declared here beside its one
+ * caller: rank root sends n bytes to every rank r with to[r] (NULL: every
+ * rank), each side waiting at most `seconds` (tag keeps it apart), so that
+ * no rank waits on a missing one as MPI_Bcast could. */
+dck_status dck_comm_bcast_deadline(dck_comm *c, void *data, size_t n, int root, int tag, double seconds,
+                                   const bool *to);
 
 #endif

@@ -171,36 +171,79 @@ dck_status dck_traj_parse_line(const char *line, size_t len, const char *path, l
     return DCK_OK;
 }
 
+/* A trajectory line is about 200 bytes (the trainer's and the Recorder's);
+ * a longer one is not a record, and reading it must not take memory
+ * without bound (a 1.5 GiB file of one line) */
+enum { TRAJ_MAX_LINE = 1 << 16, TRAJ_CHUNK = 1 << 16 };
+
+/* One line read whole (complete: it ended with a newline): parsed and
+ * appended. A torn last line of a killed run is ignored. */
+static dck_status traj_take(const char *path, const char *line, size_t len, bool complete, long lineno,
+                            dck_traj_rec **v, size_t *cnt, size_t *cap) {
+    dck_traj_rec r;
+    dck_status s = dck_traj_parse_line(line, len, path, lineno, &r);
+    if (s) {
+        if (complete) return s;
+        dck_clear_error();
+        return DCK_OK;
+    }
+    if (*cnt && r.step <= (*v)[*cnt - 1].step)
+        return dck_set_error(DCK_ERR_FORMAT, "%s:%ld: step %ld does not follow step %ld", path, lineno, r.step,
+                             (*v)[*cnt - 1].step);
+    if (dck_grow((void **)v, cap, *cnt + 1, sizeof **v)) return dck_oom(path);
+    (*v)[(*cnt)++] = r;
+    return DCK_OK;
+}
+
+/* Streams the file in chunks, never past the size it had when opened (a
+ * live run appends): records are at most one per line, so their memory is
+ * bounded by the file's size, and a line by TRAJ_MAX_LINE. Opened with
+ * dck_open_regular: a FIFO would block, /dev/zero never end. */
 dck_status dck_traj_load(const char *path, dck_traj_rec **recs, size_t *n) {
     *recs = NULL;
     *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return dck_set_error(DCK_ERR_IO, "%s: %s", path, strerror(errno));
+    int fd = -1;
+    struct stat st;
+    DCK_TRY(dck_open_regular(path, &fd, &st));
+    uint64_t left = (uint64_t)st.st_size;
+    char *line = malloc(TRAJ_MAX_LINE), *chunk = malloc(TRAJ_CHUNK);
     dck_traj_rec *v = NULL;
-    size_t cnt = 0, cap = 0;
-    dck_status s = DCK_OK;
-    char *line = NULL;
-    size_t lcap = 0;
-    ssize_t len;
+    size_t cnt = 0, cap = 0, len = 0, at = 0, have = 0;
     long lineno = 0;
-    while ((len = getline(&line, &lcap, f)) > 0) {
-        lineno++;
-        bool complete = line[len - 1] == '\n';
-        dck_traj_rec r;
-        if ((s = dck_traj_parse_line(line, (size_t)len, path, lineno, &r))) {
-            if (!complete) s = DCK_OK; /* torn last line of a killed run */
+    dck_status s = line && chunk ? DCK_OK : dck_oom(path);
+    while (!s) {
+        if (at == have) {
+            if (!left) break;
+            ssize_t got = read(fd, chunk, left < TRAJ_CHUNK ? (size_t)left : TRAJ_CHUNK);
+            if (got < 0 && errno == EINTR) continue;
+            if (got < 0) {
+                s = dck_set_error(DCK_ERR_IO, "%s:%ld: cannot read: %s", path, lineno + 1, strerror(errno));
+                break;
+            }
+            if (got == 0) break; /* shrank while read */
+            left -= (uint64_t)got;
+            at = 0;
+            have = (size_t)got;
+        }
+        const char *nl = memchr(chunk + at, '\n', have - at);
+        size_t k = nl ? (size_t)(nl - (chunk + at)) + 1 : have - at;
+        if (len + k > TRAJ_MAX_LINE) {
+            s = dck_set_error(DCK_ERR_LIMIT, "%s:%ld: line longer than %d bytes: not a trajectory record", path,
+                              lineno + 1, TRAJ_MAX_LINE);
             break;
         }
-        if (cnt && r.step <= v[cnt - 1].step) {
-            s = dck_set_error(DCK_ERR_FORMAT, "%s:%ld: step %ld does not follow step %ld", path,
-                              lineno, r.step, v[cnt - 1].step);
-            break;
+        memcpy(line + len, chunk + at, k);
+        len += k;
+        at += k;
+        if (nl) {
+            s = traj_take(path, line, len, true, ++lineno, &v, &cnt, &cap);
+            len = 0;
         }
-        if ((s = dck_grow((void **)&v, &cap, cnt + 1, sizeof *v))) break;
-        v[cnt++] = r;
     }
+    if (!s && len) s = traj_take(path, line, len, false, ++lineno, &v, &cnt, &cap);
     free(line);
-    fclose(f);
+    free(chunk);
+    close(fd);
     if (s) {
         free(v);
         return s;

@@ -6,11 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char MAGIC[8] = {'D', 'C', 'K', 'T', 'D', 'I', 'G', 0};
 enum { REC_NAME = 1, REC_STEP = 2 };
-/* a side file is read whole: bounded so hostile sizes fail cleanly */
-#define DCK_RECORD_MAX_BYTES ((uint64_t)1 << 34)
+enum { HEADER_BYTES = 16, NAME_HEAD = 7, STEP_HEAD = 12, ENTRY_BYTES = 20 };
 
 const char *dck_rec_kind_name(dck_rec_kind k) {
     static const char *const n[DCK_REC_KIND_COUNT] = {"gradient", "parameter", "optimizer state"};
@@ -33,99 +34,209 @@ void dck_recording_release(dck_recording *r) {
     memset(r, 0, sizeof *r);
 }
 
-static dck_status read_all(const char *path, uint8_t **data, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return dck_set_error(DCK_ERR_IO, "%s: %s", path, strerror(errno));
-    uint8_t *buf = NULL;
-    size_t n = 0, cap = 0;
-    dck_status s = DCK_OK;
-    for (;;) {
-        if (n + 65536 > cap && (s = dck_grow((void **)&buf, &cap, n + 65536, 1))) break;
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n > DCK_RECORD_MAX_BYTES) {
-            s = dck_set_error(DCK_ERR_LIMIT, "%s: larger than %llu GiB", path,
-                              (unsigned long long)(DCK_RECORD_MAX_BYTES >> 30));
-            break;
+/* The file's bytes, streamed: from a descriptor (never past the size the
+ * file had when it was opened: a live run appends, and what it appends
+ * later is not part of this reading) or from memory (the fuzz target).
+ * Nothing is read whole, so memory follows what the records declare, and
+ * every declaration is checked against the bytes there are. */
+typedef struct {
+    const char *path;
+    int fd;             /* -1: mem */
+    const uint8_t *mem;
+    uint64_t size;      /* bytes to read in all */
+    uint64_t pos;       /* offset of the next byte handed out */
+    uint64_t read_end;  /* offset just past buf's bytes */
+    size_t at, have;    /* buf[at..have) are the bytes from pos on */
+    uint8_t buf[1 << 16];
+} rec_src;
+
+/* Up to n bytes into dst; *got < n only at the end of the data. */
+static dck_status take(rec_src *s, uint8_t *dst, size_t n, size_t *got) {
+    *got = 0;
+    while (*got < n && s->pos < s->size) {
+        size_t k;
+        if (s->fd < 0) {
+            k = s->size - s->pos < n - *got ? (size_t)(s->size - s->pos) : n - *got;
+            memcpy(dst + *got, s->mem + s->pos, k);
+        } else {
+            if (s->at == s->have) {
+                uint64_t left = s->size - s->read_end;
+                size_t want = left < sizeof s->buf ? (size_t)left : sizeof s->buf;
+                ssize_t r = read(s->fd, s->buf, want);
+                if (r < 0 && errno == EINTR) continue;
+                if (r < 0) return dck_set_error(DCK_ERR_IO, "%s: byte %llu: cannot read: %s", s->path,
+                                                (unsigned long long)s->pos, strerror(errno));
+                if (r == 0) { /* shrank while read: what is left is the end */
+                    s->size = s->pos;
+                    break;
+                }
+                s->at = 0;
+                s->have = (size_t)r;
+                s->read_end += (uint64_t)r;
+            }
+            k = s->have - s->at < n - *got ? s->have - s->at : n - *got;
+            memcpy(dst + *got, s->buf + s->at, k);
+            s->at += k;
         }
-        if (got == 0) {
-            if (ferror(f)) s = dck_set_error(DCK_ERR_IO, "%s: cannot read", path);
-            break;
-        }
+        s->pos += k;
+        *got += k;
     }
-    fclose(f);
-    if (s) {
-        free(buf);
-        return s;
-    }
-    *data = buf;
-    *len = n;
     return DCK_OK;
 }
 
-static dck_status parse(const char *path, const uint8_t *d, size_t len, dck_recording *r) {
-    size_t cap_names = 0, cap_kinds = 0, cap_steps = 0, cap_entries = 0;
-    if (len < 16 || memcmp(d, MAGIC, 8) != 0)
-        return dck_set_error(DCK_ERR_FORMAT, "%s: not a detcheck tensor digest file (no DCKTDIG header)", path);
-    uint32_t ver = (uint32_t)le(d + 8, 4);
-    if (ver != DCK_RECORD_VERSION)
-        return dck_set_error(DCK_ERR_UNSUPPORTED, "%s: version %u (this detcheck reads %d)", path, ver,
-                             DCK_RECORD_VERSION);
-    size_t pos = 16;
-    while (pos < len) {
-        uint8_t type = d[pos];
-        if (type == REC_NAME) {
-            if (len - pos < 8) break; /* torn */
-            uint32_t id = (uint32_t)le(d + pos + 1, 4);
-            uint8_t kind = d[pos + 5];
-            size_t nl = (size_t)le(d + pos + 6, 2);
-            if (len - pos - 8 < nl) break;
-            if (id != r->nnames || kind >= DCK_REC_KIND_COUNT)
-                return dck_set_error(DCK_ERR_FORMAT, "%s: byte %zu: name record with id %u kind %u (expected id %zu)",
-                                     path, pos, id, kind, r->nnames);
-            DCK_TRY(dck_grow((void **)&r->names, &cap_names, r->nnames + 1, sizeof *r->names));
-            DCK_TRY(dck_grow((void **)&r->kinds, &cap_kinds, r->nnames + 1, 1));
-            if (!(r->names[r->nnames] = dck_strndup((const char *)d + pos + 8, nl))) return dck_oom(NULL);
-            r->kinds[r->nnames++] = kind;
-            pos += 8 + nl;
-        } else if (type == REC_STEP) {
-            if (len - pos < 13) break;
-            long step = (long)(int64_t)le(d + pos + 1, 8);
-            uint64_t cnt = le(d + pos + 9, 4);
-            if ((len - pos - 13) / 20 < cnt) break;
-            if (r->nsteps && step <= r->steps[r->nsteps - 1].step)
-                return dck_set_error(DCK_ERR_FORMAT, "%s: byte %zu: step %ld after step %ld", path, pos, step,
-                                     r->steps[r->nsteps - 1].step);
-            DCK_TRY(dck_grow((void **)&r->steps, &cap_steps, r->nsteps + 1, sizeof *r->steps));
-            DCK_TRY(dck_grow((void **)&r->entries, &cap_entries, r->nentries + (size_t)cnt, sizeof *r->entries));
-            r->steps[r->nsteps++] = (dck_rec_step){step, (size_t)cnt, r->nentries};
-            for (uint64_t k = 0; k < cnt; k++) {
-                const uint8_t *e = d + pos + 13 + 20 * k;
-                dck_rec_entry *x = &r->entries[r->nentries++];
-                x->id = (uint32_t)le(e, 4);
-                if (x->id >= r->nnames)
-                    return dck_set_error(DCK_ERR_FORMAT, "%s: byte %zu: step %ld uses tensor id %u, never named",
-                                         path, pos, step, x->id);
-                x->digest.high64 = le(e + 4, 8);
-                x->digest.low64 = le(e + 12, 8);
-            }
-            pos += 13 + 20 * (size_t)cnt;
-        } else {
-            return dck_set_error(DCK_ERR_FORMAT, "%s: byte %zu: unknown record type %u", path, pos, type);
-        }
-    }
+/* dck_grow, its failure naming the file */
+static dck_status grow(const rec_src *s, void **p, size_t *cap, size_t need, size_t sz) {
+    if (dck_grow(p, cap, need, sz)) return dck_oom(s->path);
     return DCK_OK;
+}
+
+typedef struct {
+    size_t names, kinds, steps, entries, seen;
+    size_t *seen_in; /* per id: 1 + the index of the last step that listed it */
+    uint8_t name[65536];
+} rec_state;
+
+/* A name record after its type byte at offset at; *torn when the file ends
+ * inside it. The header is checked even then: a damaged header is no tear. */
+static dck_status read_name(rec_src *s, rec_state *t, uint64_t at, dck_recording *r, bool *torn) {
+    uint8_t h[NAME_HEAD];
+    size_t got;
+    DCK_TRY(take(s, h, sizeof h, &got));
+    if (got < sizeof h) return *torn = true, DCK_OK;
+    uint32_t id = (uint32_t)le(h, 4);
+    uint8_t kind = h[4];
+    size_t nl = (size_t)le(h + 5, 2);
+    if (id != r->nnames || kind >= DCK_REC_KIND_COUNT)
+        return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: name record with id %u kind %u (expected id %zu, kind 0..%d)",
+                             s->path, (unsigned long long)at, id, kind, r->nnames, DCK_REC_KIND_COUNT - 1);
+    DCK_TRY(take(s, t->name, nl, &got));
+    if (got < nl) return *torn = true, DCK_OK;
+    /* names are compared, sorted and printed as C strings, and reports
+     * carry them as UTF-8: the writer encodes them so */
+    const unsigned char *p = t->name, *end = t->name + nl;
+    while (p < end) {
+        int w = *p ? dck_utf8_width(p, end) : 0;
+        if (!w)
+            return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: name of tensor id %u is not UTF-8 (byte 0x%02x at byte %llu)",
+                                 s->path, (unsigned long long)at, id, *p,
+                                 (unsigned long long)(at + 1 + NAME_HEAD + (uint64_t)(p - t->name)));
+        p += w;
+    }
+    DCK_TRY(grow(s, (void **)&r->names, &t->names, r->nnames + 1, sizeof *r->names));
+    DCK_TRY(grow(s, (void **)&r->kinds, &t->kinds, r->nnames + 1, 1));
+    DCK_TRY(grow(s, (void **)&t->seen_in, &t->seen, r->nnames + 1, sizeof *t->seen_in));
+    if (!(r->names[r->nnames] = dck_strndup((const char *)t->name, nl))) return dck_oom(s->path);
+    t->seen_in[r->nnames] = 0;
+    r->kinds[r->nnames++] = kind;
+    return DCK_OK;
+}
+
+/* A step record after its type byte at offset at. A step lists each named
+ * tensor at most once, so its count is at most the names before it: a
+ * larger count is damage, not a tear, whatever follows. A record that runs
+ * to the end of the file is torn (a killed run) and dropped, but the
+ * entries it holds must still be entries. */
+static dck_status read_step(rec_src *s, rec_state *t, uint64_t at, dck_recording *r, bool *torn) {
+    uint8_t h[STEP_HEAD];
+    size_t got;
+    DCK_TRY(take(s, h, sizeof h, &got));
+    if (got < sizeof h) return *torn = true, DCK_OK;
+    int64_t step = (int64_t)le(h, 8);
+    uint64_t cnt = le(h + 8, 4);
+    if (r->nsteps && step <= r->steps[r->nsteps - 1].step)
+        return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld after step %ld", s->path,
+                             (unsigned long long)at, (long long)step, r->steps[r->nsteps - 1].step);
+    if (cnt > r->nnames)
+        return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld lists %llu tensors, but only %zu are named before it",
+                             s->path, (unsigned long long)at, (long long)step, (unsigned long long)cnt, r->nnames);
+    size_t first = r->nentries;
+    size_t mark = r->nsteps + 1;
+    for (uint64_t k = 0; k < cnt; k++) {
+        uint8_t e[ENTRY_BYTES];
+        uint64_t eat = s->pos;
+        DCK_TRY(take(s, e, sizeof e, &got));
+        if (got < sizeof e) {
+            r->nentries = first;
+            return *torn = true, DCK_OK;
+        }
+        uint32_t id = (uint32_t)le(e, 4);
+        if (id >= r->nnames)
+            return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld uses tensor id %u, never named",
+                                 s->path, (unsigned long long)eat, (long long)step, id);
+        if (t->seen_in[id] == mark)
+            return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld lists tensor id %u (%s) twice",
+                                 s->path, (unsigned long long)eat, (long long)step, id, r->names[id]);
+        t->seen_in[id] = mark;
+        DCK_TRY(grow(s, (void **)&r->entries, &t->entries, r->nentries + 1, sizeof *r->entries));
+        dck_rec_entry *x = &r->entries[r->nentries++];
+        x->id = id;
+        x->digest.high64 = le(e + 4, 8);
+        x->digest.low64 = le(e + 12, 8);
+    }
+    DCK_TRY(grow(s, (void **)&r->steps, &t->steps, r->nsteps + 1, sizeof *r->steps));
+    r->steps[r->nsteps++] = (dck_rec_step){(long)step, (size_t)cnt, first};
+    return DCK_OK;
+}
+
+static dck_status parse(rec_src *s, dck_recording *r) {
+    uint8_t h[HEADER_BYTES];
+    size_t got;
+    DCK_TRY(take(s, h, sizeof h, &got));
+    if (got < sizeof h || memcmp(h, MAGIC, 8) != 0)
+        return dck_set_error(DCK_ERR_FORMAT, "%s: byte 0: not a detcheck tensor digest file (no DCKTDIG header)", s->path);
+    uint32_t ver = (uint32_t)le(h + 8, 4), flags = (uint32_t)le(h + 12, 4);
+    if (ver != DCK_RECORD_VERSION)
+        return dck_set_error(DCK_ERR_UNSUPPORTED, "%s: byte 8: version %u (this detcheck reads %d)", s->path, ver,
+                             DCK_RECORD_VERSION);
+    if (flags != 0)
+        return dck_set_error(DCK_ERR_UNSUPPORTED, "%s: byte 12: flags 0x%x (this detcheck knows none)", s->path, flags);
+    rec_state *t = calloc(1, sizeof *t);
+    if (!t) return dck_oom(s->path);
+    dck_status st = DCK_OK;
+    bool torn = false;
+    while (!st && !torn && s->pos < s->size) {
+        uint64_t at = s->pos;
+        uint8_t type;
+        if ((st = take(s, &type, 1, &got)) || !got) break;
+        if (type == REC_NAME) st = read_name(s, t, at, r, &torn);
+        else if (type == REC_STEP) st = read_step(s, t, at, r, &torn);
+        else st = dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: unknown record type %u", s->path,
+                                (unsigned long long)at, type);
+    }
+    free(t->seen_in);
+    free(t);
+    return st;
+}
+
+dck_status dck_recording_parse(const char *label, const uint8_t *data, size_t len, dck_recording *out) {
+    memset(out, 0, sizeof *out);
+    rec_src *s = calloc(1, sizeof *s);
+    if (!s) return dck_oom(label);
+    *s = (rec_src){.path = label, .fd = -1, .mem = data, .size = len};
+    dck_status st = parse(s, out);
+    free(s);
+    if (st) dck_recording_release(out);
+    return st;
 }
 
 dck_status dck_recording_load(const char *path, dck_recording *out) {
     memset(out, 0, sizeof *out);
-    uint8_t *data = NULL;
-    size_t len = 0;
-    DCK_TRY(read_all(path, &data, &len));
-    dck_status s = parse(path, data, len, out);
-    free(data);
-    if (s) dck_recording_release(out);
-    return s;
+    int fd = -1;
+    struct stat sb;
+    DCK_TRY(dck_open_regular(path, &fd, &sb)); /* a FIFO or a device would block or never end */
+    rec_src *s = calloc(1, sizeof *s);
+    if (!s) {
+        close(fd);
+        return dck_oom(path);
+    }
+    s->path = path;
+    s->fd = fd;
+    s->size = (uint64_t)sb.st_size;
+    dck_status st = parse(s, out);
+    free(s);
+    close(fd);
+    if (st) dck_recording_release(out);
+    return st;
 }
 
 /* sorting the entries of one step: kind, then model order */

@@ -7,7 +7,12 @@
  *     1 NAME  u32 id | u8 kind (0 gradient, 1 parameter, 2 optimizer state)
  *             | u16 length | name (UTF-8); ids count up from 0
  *     2 STEP  i64 step | u32 count | count x (u32 id | u64 high64 | u64 low64)
- * A torn last record (a killed run) is ignored. */
+ * A torn last record (a killed run: one that runs to the end of the file)
+ * is ignored; anything else malformed is an error naming the file and the
+ * byte offset. Bounds (man detcheck-bisect(1), LIMITS): a name is UTF-8
+ * without NUL bytes; a step lists each named tensor at most once, so its
+ * count is at most the names recorded before it; memory follows the
+ * records read, which the file's size bounds. */
 #ifndef DCK_TRAIN_RECORD_H
 #define DCK_TRAIN_RECORD_H
 
@@ -41,9 +46,15 @@ typedef struct {
 
 /* "gradient", "parameter", "optimizer state". */
 const char *dck_rec_kind_name(dck_rec_kind k);
-/* Reads a side file; DCK_ERR_FORMAT naming path and byte offset for bad
- * input (magic, version, unknown ids, steps out of order). */
+/* Reads a side file, streamed (never whole): DCK_ERR_IO for a file that is
+ * not regular (a FIFO would block), DCK_ERR_FORMAT naming path and byte
+ * offset for bad input (magic, version, unknown or repeated ids, counts
+ * past the names, names that are not UTF-8, steps out of order),
+ * DCK_ERR_NOMEM naming path. */
 dck_status dck_recording_load(const char *path, dck_recording *out);
+/* The same reading of len bytes in memory (the fuzz target); label names
+ * them in messages. */
+dck_status dck_recording_parse(const char *label, const uint8_t *data, size_t len, dck_recording *out);
 void dck_recording_release(dck_recording *r);
 
 /* The first recorded step present in both whose tensors differ, and the

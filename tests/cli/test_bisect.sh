@@ -75,4 +75,162 @@ cmd=$($DETCHECK bisect qa qb | sed -n 's/^replay: //p' | sed 's/REPLAY_DIR/qrepl
 eval "$cmd -q" || fail "replay failed: $cmd"; ok
 expect_exit 0 $DETCHECK hash -o qa3.yaml qa/step_00000003
 expect_exit 0 $DETCHECK verify --golden qa3.yaml qreplay/step_00000003
+
+# ---------------------------------------------------------------- recorded runs (issue 19)
+# mkrec DIR [key=value...]: a recorded run as detcheck.Recorder writes it:
+# trajectory.jsonl and tensor_digests.bin with three named tensors.
+# flip=S: the parameter differs at step S; traj=S: the loss differs at
+# step S; name=HEX: the gradient's name bytes; count=S:N: step S declares N
+# entries; cut=N: the side file loses its last N bytes; side=0: no side file
+cat > mkrec.py <<'PY2'
+import os, struct, sys
+d = sys.argv[1]
+o = dict(a.split("=", 1) for a in sys.argv[2:])
+os.makedirs(d, exist_ok=True)
+steps, flip, traj = int(o.get("steps", 4)), int(o.get("flip", -1)), int(o.get("traj", -1))
+names = [(0, b"layers.0.weight"), (1, b"layers.0.weight"), (2, b"layers.0.weight.exp_avg")]
+if "name" in o:
+    names[0] = (0, bytes.fromhex(o["name"]))
+count = dict([tuple(map(int, o["count"].split(":")))]) if "count" in o else {}
+with open(os.path.join(d, "trajectory.jsonl"), "w") as t:
+    for s in range(steps):
+        t.write('{"step":%d,"loss":1,"loss_bits":"%s","grad_norm":1,"grad_norm_bits":"3f800000","lr":0.1}\n'
+                % (s, "3f800001" if s == traj else "3f800000"))
+if o.get("side", "1") == "0":
+    sys.exit(0)
+b = bytearray(b"DCKTDIG\0" + struct.pack("<II", 1, 0))
+for i, (k, n) in enumerate(names):
+    b += struct.pack("<BIBH", 1, i, k, len(n)) + n
+for s in range(steps):
+    b += struct.pack("<BqI", 2, s, count.get(s, len(names)))
+    for i in range(len(names)):
+        b += struct.pack("<IQQ", i, 1000 * s + i, 8 if (s >= flip >= 0 and i == 1) else 7)
+cut = int(o.get("cut", 0))
+open(os.path.join(d, "tensor_digests.bin"), "wb").write(b[:len(b) - cut] if cut else b)
+PY2
+mkrec() { python3 mkrec.py "$@" || fail "mkrec $*"; }
+# verdict WANT_EXIT REPORT_BASE: the JUnit and Markdown reports state the
+# verdict of the exit status (issue 19 case 3: exit 1 with failures="0" and
+# ":white_check_mark: OK")
+verdict() {
+    python3 - "$1" "$2.xml" "$2.md" <<'PY2' || { cat "$2.xml" "$2.md"; fail "$2: the reports' verdict is not exit $1"; }
+import sys, xml.etree.ElementTree as ET
+want, xml, md = int(sys.argv[1]), sys.argv[2], open(sys.argv[3]).read()
+s = ET.parse(xml).getroot().find("testsuite")
+fails = int(s.get("failures")) + int(s.get("errors"))
+assert (fails > 0) == (want == 1), (want, fails)
+first = md.split("\n")[0]
+assert first == ("### :x: detcheck bisect: DIFFERENT" if want else "### :white_check_mark: detcheck bisect: OK"), first
+PY2
+    ok
+}
+# only the recorded tensors differ: exit 1, and both reports say so and
+# name the tensor (step, kind, name)
+mkrec ra
+mkrec rb flip=2
+expect_exit 1 $DETCHECK bisect ra rb --junit v1.xml --markdown v1.md
+expect_grep '^first differing tensor: step 2, parameter layers.0.weight$' out.txt
+verdict 1 v1
+expect_grep 'classname="detcheck.bisect.step_2.parameters" name="layers.0.weight"' v1.xml
+expect_grep 'message="layers.0.weight: first differing tensor, step 2, parameter: digest differs between run A and run B" type="digest"' v1.xml
+expect_grep '^trajectories agree; the recorded tensors do not; first differing tensor: step 2, parameter layers.0.weight$' v1.md
+expect_grep '^| :x: | layers.0.weight | first differing tensor, step 2, parameter: digest differs' v1.md
+expect_no_grep 'checkpoints do not' v1.md
+# the trajectory and the tensors differ: both fail, the title names both
+mkrec rc traj=1 flip=1
+expect_exit 1 $DETCHECK bisect ra rc --junit v2.xml --markdown v2.md
+! (verdict 0 v2) > /dev/null 2>&1 || fail "verdict takes exit 0 for a report with failures"
+ok
+verdict 1 v2
+expect_grep '^the runs part: first differing step 1 \\(loss\\_bits 3f800000 vs 3f800001\\); first differing tensor: step 1, parameter layers.0.weight$' v2.md
+expect_grep 'name="trajectory" time="0">' v2.xml
+# the trajectory differs, the recorded tensors agree
+mkrec rd traj=3
+expect_exit 1 $DETCHECK bisect ra rd --junit v3.xml --markdown v3.md
+verdict 1 v3
+expect_grep '<system-out>4 recorded steps in both agree tensor by tensor</system-out>' v3.xml
+# identical recordings
+expect_exit 0 $DETCHECK bisect ra ra --junit v4.xml --markdown v4.md
+verdict 0 v4
+# recorded in one run only: said (a warning, a skipped case), verdict as the exit
+mkrec re side=0
+expect_exit 0 $DETCHECK bisect ra re --junit v5.xml --markdown v5.md
+verdict 0 v5
+expect_grep 'warning: ra/tensor_digests.bin: recorded in run A only; the tensors are not compared' err.txt
+expect_grep '<skipped message="tensor_digests.bin recorded in run A only: the tensors are not compared"/>' v5.xml
+mkrec rf side=0 traj=2
+expect_exit 1 $DETCHECK bisect rf ra --junit v6.xml --markdown v6.md
+verdict 1 v6
+expect_grep 'recorded in run B only' err.txt
+
+# FIFOs are refused at once, naming the file (they blocked bisect forever)
+mkrec rh
+rm rh/tensor_digests.bin && mkfifo rh/tensor_digests.bin
+expect_exit 2 timeout 20 $DETCHECK bisect ra rh
+expect_grep 'rh/tensor_digests.bin: not a regular file' err.txt
+mkrec ri
+rm ri/trajectory.jsonl && mkfifo ri/trajectory.jsonl
+expect_exit 2 timeout 20 $DETCHECK bisect ri ra
+expect_grep 'ri/trajectory.jsonl: not a regular file' err.txt
+mkrec rj
+rm rj/tensor_digests.bin && ln -s /dev/zero rj/tensor_digests.bin
+expect_exit 2 timeout 20 $DETCHECK bisect ra rj
+expect_grep 'rj/tensor_digests.bin: not a regular file' err.txt
+# peak memory: a 1.5 GiB file (sparse) is refused by its first bytes, not
+# read whole first (1.5 GB of memory); the same for a trajectory of one
+# 1.5 GiB line. rss CMD...: runs it, prints "EXIT MAXRSS_KIB"
+rss() {
+    python3 -c '
+import resource, subprocess, sys
+with open("out.txt", "w") as o, open("err.txt", "w") as e:
+    rc = subprocess.call(sys.argv[1:], stdout=o, stderr=e)
+print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"
+}
+mkrec rk
+truncate -s 1536M rk/tensor_digests.bin  # magic and version, then zeros
+set -- $(rss $DETCHECK bisect ra rk)
+[ "$1" = 2 ] && [ "$2" -lt 307200 ] || { cat err.txt; fail "1.5 GiB side file: exit $1, peak RSS $2 KiB"; }
+ok
+expect_grep 'rk/tensor_digests.bin: byte [0-9]*: unknown record type 0' err.txt
+mkrec rl
+rm rl/tensor_digests.bin && truncate -s 1536M rl/tensor_digests.bin
+set -- $(rss $DETCHECK bisect ra rl)
+[ "$1" = 2 ] && [ "$2" -lt 307200 ] || { cat err.txt; fail "1.5 GiB file without magic: exit $1, peak RSS $2 KiB"; }
+ok
+expect_grep 'rl/tensor_digests.bin: byte 0: not a detcheck tensor digest file' err.txt
+mkrec rm side=0
+truncate -s 1536M rm/trajectory.jsonl  # four lines, then one line of zeros
+set -- $(rss $DETCHECK bisect rm rm)
+[ "$1" = 2 ] && [ "$2" -lt 307200 ] || { cat err.txt; fail "1.5 GiB trajectory line: exit $1, peak RSS $2 KiB"; }
+ok
+expect_grep 'rm/trajectory.jsonl:5: line longer than 65536 bytes' err.txt
+rm -f rk/tensor_digests.bin rl/tensor_digests.bin rm/trajectory.jsonl
+# a huge count in the middle is damage (byte offset), not a torn last
+# record (which dropped the later steps, and their difference, silently)
+mkrec rn flip=3 count=1:1000000
+expect_exit 2 $DETCHECK bisect ra rn
+expect_grep 'rn/tensor_digests.bin: byte 166: step 1 lists 1000000 tensors, but only 3 are named before it' err.txt
+mkrec ro flip=3 count=1:4294967295
+expect_exit 2 $DETCHECK bisect ra ro
+expect_grep 'ro/tensor_digests.bin: byte 166: step 1 lists 4294967295 tensors' err.txt
+# a step that lists a tensor twice: count 3 read over the next step's entries
+mkrec rp count=1:2
+expect_exit 2 $DETCHECK bisect ra rp
+expect_grep 'rp/tensor_digests.bin: byte 219: step ' err.txt
+# a torn last record (a killed run) is still ignored: its step is dropped
+mkrec rq flip=3 cut=7
+expect_exit 0 $DETCHECK bisect ra rq
+expect_grep '3 recorded steps agree tensor by tensor' out.txt
+mkrec rr flip=2 cut=25
+expect_exit 1 $DETCHECK bisect ra rr
+expect_grep '^first differing tensor: step 2, parameter layers.0.weight$' out.txt
+# a name that is not UTF-8, or holds a NUL byte, is refused naming its offset
+mkrec rs name=6c61796572732eff
+expect_exit 2 $DETCHECK bisect rs rs
+expect_grep 'rs/tensor_digests.bin: byte 16: name of tensor id 0 is not UTF-8 (byte 0xff at byte 31)' err.txt
+mkrec rt name=6c6100797273
+expect_exit 2 $DETCHECK bisect rt rt
+expect_grep 'rt/tensor_digests.bin: byte 16: name of tensor id 0 is not UTF-8 (byte 0x00 at byte 26)' err.txt
+mkrec ru name=c3bc6e69e5b1822e77
+expect_exit 0 $DETCHECK bisect ru ru
 done_ok

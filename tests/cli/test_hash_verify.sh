@@ -1,5 +1,5 @@
 # CLI: hash and verify on safetensors, exit codes, messages, --json, -o,
-# sharded directories, zstd, bad input.
+# sharded directories, zstd, bad input, a snapshot's skipped .bin.
 . "$DCK_TOP/tests/cli/lib.sh"
 
 # A small checkpoint written with Python's struct, independent of detcheck.
@@ -217,4 +217,37 @@ expect_exit 2 "$DETCHECK" verify --threads
 expect_grep "^detcheck verify: unknown or incomplete option '--threads'" err.txt
 expect_exit 2 "$DETCHECK" diff --iteration
 expect_grep "^detcheck diff: option '--iteration' needs a value" err.txt
+
+# A Hugging Face snapshot with model.safetensors and pytorch_model.bin: the
+# .bin's tensors are skipped (safetensors preferred) and the note says they
+# were not compared (no claim that they hold the same weights); its bytes are
+# in the whole-file hashes, so verify --files sees it damaged or deleted.
+L="$DCK_TOP/tests/fixtures/layouts/hf_snapshot"
+[ -f "$L/pytorch_model.bin" ] || fail "fixture $L missing"
+cp -r "$L" snap
+expect_exit 0 "$DETCHECK" hash -o snap.yaml snap
+expect_grep '^- {path: pytorch_model.bin, bytes: ' snap.yaml
+expect_grep 'snap/pytorch_model.bin: skipped: model.safetensors preferred' err.txt
+expect_no_grep 'same weights' err.txt
+expect_exit 0 "$DETCHECK" verify --files --golden snap.yaml snap
+# damaged: one byte of the .bin changed
+python3 -c "
+import sys; p = 'snap/pytorch_model.bin'; b = bytearray(open(p, 'rb').read())
+b[len(b) // 2] ^= 0xff; open(p, 'wb').write(b)"
+expect_exit 0 "$DETCHECK" verify --golden snap.yaml snap
+expect_grep 'snap/pytorch_model.bin: skipped: .*its weights were not compared' err.txt
+expect_no_grep 'same weights' err.txt
+expect_exit 1 "$DETCHECK" verify --files --golden snap.yaml snap
+expect_grep '^DIFFERENT: 1 difference .*; first: pytorch_model.bin' out.txt
+expect_grep '^  file     pytorch_model.bin: .* bytes xxh128 ' out.txt
+expect_grep 'its weights were not compared' err.txt
+expect_no_grep 'same weights' err.txt
+expect_exit 1 "$DETCHECK" verify --files --json --golden snap.yaml snap
+expect_grep '"name": "pytorch_model.bin"' out.txt
+# deleted
+rm snap/pytorch_model.bin
+expect_exit 1 "$DETCHECK" verify --files --golden snap.yaml snap
+expect_grep '^  file     pytorch_model.bin: missing' out.txt
+expect_exit 0 "$DETCHECK" verify --golden snap.yaml snap
+expect_no_grep 'pytorch_model.bin' err.txt
 done_ok

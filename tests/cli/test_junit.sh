@@ -159,6 +159,25 @@ expect_exit 1 "$DETCHECK" diff a.yaml b.yaml --junit m.xml
 valid m.xml
 expect_grep 'digest [0-9a-f]\{32\} in A, [0-9a-f]\{32\} in B' m.xml
 
+# a backslash is escaped as the Markdown summary escapes it: the name
+# "w\x01" (five characters) and "w" + byte 0x01 read differently (issue 19)
+python3 - <<'PY'
+import json, struct
+for path, v in (("bs_a.safetensors", 0.0), ("bs_b.safetensors", 1.0)):
+    names = ["w\\x01", "w\x01", "v\\\\"]
+    hdr = {n: {"dtype": "F32", "shape": [1], "data_offsets": [4 * k, 4 * k + 4]} for k, n in enumerate(names)}
+    h = json.dumps(hdr).encode()
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + struct.pack("<3f", v, v, v))
+PY
+expect_exit 1 "$DETCHECK" diff bs_a.safetensors bs_b.safetensors --junit bs.xml
+valid bs.xml
+python3 - bs.xml <<'PY' || fail "bs.xml: backslashes and control bytes read alike"
+import sys, xml.etree.ElementTree as ET
+names = sorted(c.get("name") for c in ET.parse(sys.argv[1]).getroot().iter("testcase"))
+assert names == ["v\\\\\\\\", "w\\\\x01", "w\\x01"], names
+PY
+ok
+
 # written atomically: the old report stays whole until the new one is
 # complete, no temporary is left behind
 cp diff.xml keep.xml

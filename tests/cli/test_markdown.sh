@@ -74,12 +74,24 @@ ok
 expect_grep '^3 of 4 tensors differ$' d.md
 expect_grep 'name.weight | 1 of 4 elements differ; max abs 3, max rel 1.5, max ULP' d.md
 
-# the summary file of GitHub Actions (as gate.sh passes it): replaced whole
+# the summary file of GitHub Actions (as gate.sh passes it): every command of
+# a step appends to it (GitHub's contract), so the report is appended and
+# what an earlier command wrote stays; any other existing file that is not a
+# detcheck summary is refused (tests/cli/test_outputs.sh)
 export GITHUB_STEP_SUMMARY="$TESTTMP/step_summary"
-echo "stale" > "$GITHUB_STEP_SUMMARY"
+echo "earlier step output" > "$GITHUB_STEP_SUMMARY"
 expect_exit 1 "$DETCHECK" verify --golden a.yaml b.safetensors --markdown "$GITHUB_STEP_SUMMARY" -q
-expect_no_grep stale "$GITHUB_STEP_SUMMARY"
+expect_grep '^earlier step output$' "$GITHUB_STEP_SUMMARY"
 expect_grep 'DIFFERENT' "$GITHUB_STEP_SUMMARY"
+[ "$(grep -c 'detcheck verify' "$GITHUB_STEP_SUMMARY")" -eq 1 ] || fail "one summary expected"
+expect_exit 1 "$DETCHECK" verify --golden a.yaml b.safetensors --markdown "$GITHUB_STEP_SUMMARY" -q
+[ "$(grep -c 'detcheck verify' "$GITHUB_STEP_SUMMARY")" -eq 2 ] || fail "the second summary is appended"
+ok
+echo "stale" > other.md
+expect_exit 2 "$DETCHECK" verify --golden a.yaml b.safetensors --markdown other.md -q
+expect_grep 'other.md exists and is not a detcheck Markdown report' err.txt
+expect_grep '^stale$' other.md
+unset GITHUB_STEP_SUMMARY
 expect_exit 2 "$DETCHECK" diff a.safetensors b.safetensors --markdown nodir/x.md
 expect_grep 'report nodir/x.md' err.txt
 done_ok

@@ -2,8 +2,13 @@
 ``detcheck hash`` gives the same object once torch.save'd, built here by
 walking the object the way the library walks the unpickled tree
 (src/formats/pickle_walk.c), and digesting every tensor in place."""
+import collections
+import copyreg
 import ctypes
 import json
+import os
+import types
+import stat
 import sys
 
 from . import _lib
@@ -45,7 +50,35 @@ def _join(prefix, comp):
     return prefix + "." + comp if prefix else comp
 
 
+def _c_dict(x):
+    """A dict the unpickler builds as a dict (pickle_torch.c's allow-list:
+    dict, collections.OrderedDict, collections.defaultdict); a subclass is
+    an object there."""
+    return type(x) in (dict, collections.OrderedDict, collections.defaultdict)
+
+
+def _by_reference(x):
+    """Pickled as a reference to a global (pickle's save_global): nothing
+    to record."""
+    return isinstance(x, (type, types.FunctionType, types.BuiltinFunctionType))
+
+
+def _what(obj, name):
+    t = type(obj)
+    return "%s (a %s.%s)" % (name or "the object", t.__module__, t.__qualname__)
+
+
 class _Walker:
+    """Walks what torch.save would pickle (protocol 2), named as the
+    library's walk of the unpickled tree names it (pickle_walk.c): dicts by
+    key, sequences by index, modules as their state_dict, and every other
+    object through its __reduce_ex__(2) -- its state (__getstate__: a
+    __dict__, __slots__ as (dict, slots)), the items a deque or a list
+    subclass appends, the entries a dict subclass sets, and its constructor
+    arguments (tensors only there, as in the library). An object pickle
+    cannot save raises TypeError naming its path and type: a tensor is never
+    dropped silently."""
+
     def __init__(self, on_tensor, on_value):
         self.on_tensor = on_tensor
         self.on_value = on_value
@@ -70,47 +103,155 @@ class _Walker:
             if v is not None:
                 self.walk(v, _join(name, k))
 
-    def walk(self, obj, name):
+    def walk(self, obj, name, tensors_only=False):
         self.depth += 1
         if self.depth > 100:
             raise ValueError("detcheck.manifest: objects nested deeper than 100 levels at %s" % name)
         try:
-            self._walk(obj, name)
+            self._walk(obj, name, tensors_only)
         finally:
             self.depth -= 1
 
-    def _walk(self, obj, name):
+    def items(self, pairs, name, tensors_only):
+        for i, (k, v) in enumerate(pairs):
+            self.walk(v, _join(name, self.key_text(k, i)), tensors_only)
+
+    def _walk(self, obj, name, tensors_only):
         torch = sys.modules.get("torch")
+        np = sys.modules.get("numpy")
         if is_torch_tensor(obj) or is_numpy_array(obj):
             self.on_tensor(name, obj)
         elif _is_scalar(obj):
-            self.on_value(name, _scalar_text(obj))
-        elif isinstance(obj, (bytes, bytearray)):
-            self.on_value(name, "bytes:" + _lib.hex_of(_xxh128(bytes(obj))))
-        elif isinstance(obj, (tuple, list)):
-            if len(obj) > SEQ_VALUE_MIN and all(_is_scalar(v) for v in obj):
-                body = ", ".join(_scalar_text(v) for v in obj)
+            if not tensors_only:
+                self.on_value(name, _scalar_text(obj))
+        elif type(obj) in (bytes, bytearray):
+            if not tensors_only:
+                self.on_value(name, "bytes:" + _lib.hex_of(_xxh128(bytes(obj))))
+        elif type(obj) in (tuple, list, set, frozenset) or (torch is not None and type(obj) is torch.Size):
+            seq = list(obj)
+            if (not tensors_only and isinstance(obj, (tuple, list)) and len(seq) > SEQ_VALUE_MIN
+                    and all(_is_scalar(v) for v in seq)):  # (never a set: the library walks its items)
+                body = ", ".join(_scalar_text(v) for v in seq)
                 self.on_value(name, "(%s)" % body if isinstance(obj, tuple) else "[%s]" % body)
             else:
-                for i, v in enumerate(obj):
-                    self.walk(v, _join(name, str(i)))
-        elif isinstance(obj, (set, frozenset)):
-            for i, v in enumerate(obj):
-                self.walk(v, _join(name, str(i)))
-        elif isinstance(obj, dict):
-            for i, (k, v) in enumerate(obj.items()):
-                self.walk(v, _join(name, self.key_text(k, i)))
+                for i, v in enumerate(seq):
+                    self.walk(v, _join(name, str(i)), tensors_only)
+        elif _c_dict(obj):
+            self.items(obj.items(), name, tensors_only)
+        elif isinstance(obj, str) or _by_reference(obj) or (np is not None and isinstance(obj, np.dtype)):
+            pass  # strings are not recorded; globals and dtypes hold nothing
         elif torch is not None and isinstance(obj, torch.nn.Module):
             self.module(obj, name)
         elif torch is not None and isinstance(obj, torch.optim.Optimizer):
-            self.walk(obj.state_dict(), name)
-        elif isinstance(obj, str):
-            pass  # strings are not recorded
+            self.walk(obj.state_dict(), name, tensors_only)
         elif hasattr(obj, "state_dict") and callable(obj.state_dict):
-            self.walk(obj.state_dict(), name)  # schedulers, scalers...
-        elif hasattr(obj, "__dict__"):
-            for i, (k, v) in enumerate(vars(obj).items()):
-                self.walk(v, _join(name, k))
+            self.walk(obj.state_dict(), name, tensors_only)  # schedulers, scalers...
+        else:
+            self.reduced(obj, name, tensors_only)
+
+    def reduced(self, obj, name, tensors_only):
+        """An object as pickle saves it (save_reduce) and the library walks
+        the opaque object it becomes: state, set entries, appended items,
+        then the constructor's arguments (tensors only)."""
+        try:
+            reducer = copyreg.dispatch_table.get(type(obj))
+            rv = reducer(obj) if reducer else obj.__reduce_ex__(2)
+        except Exception as e:
+            raise TypeError("detcheck.manifest: %s cannot be pickled, so torch.save cannot save it "
+                            "and detcheck cannot name its tensors: %s" % (_what(obj, name), e)) from None
+        if isinstance(rv, str):
+            return  # a global, by name
+        if not isinstance(rv, tuple) or not 2 <= len(rv) <= 6:
+            raise TypeError("detcheck.manifest: %s: __reduce_ex__ returned %r, which pickle refuses"
+                            % (_what(obj, name), type(rv).__name__))
+        rv = rv + (None,) * (6 - len(rv))
+        func, args, state, listitems, dictitems, _ = rv
+        args = tuple(args or ())
+        if func is copyreg.__newobj__:
+            args = args[1:]  # NEWOBJ: cls, then its arguments
+        elif func is getattr(copyreg, "__newobj_ex__", None) and (args[1] or args[2]):
+            raise TypeError("detcheck.manifest: %s pickles through __getnewargs_ex__, whose arguments "
+                            "detcheck hash cannot name; give the object a __getstate__ or pass its tensors "
+                            "in a dict" % _what(obj, name))
+        elif func in _BUILDERS:
+            raise TypeError("detcheck.manifest: %s pickles as a call of %s, which detcheck.manifest does not "
+                            "follow; pass a plain %s instead" % (_what(obj, name), func.__name__, func.__name__))
+        if state is not None:
+            if _c_dict(state):
+                self.items(state.items(), name, tensors_only)
+            elif type(state) is tuple and len(state) == 2 and (state[0] is None or _c_dict(state[0])):
+                for part in state:  # (__dict__, __slots__ values)
+                    if part is None:
+                        continue
+                    if not _c_dict(part):
+                        raise TypeError("detcheck.manifest: %s: state (dict, %s): detcheck hash reads "
+                                        "only dicts there" % (_what(obj, name), type(part).__name__))
+                    self.items(part.items(), name, tensors_only)
+            else:
+                self.walk(state, name, tensors_only)
+        if dictitems is not None:
+            self.items(dictitems, name, tensors_only)
+        if listitems is not None:
+            for i, v in enumerate(listitems):
+                self.walk(v, _join(name, str(i)), tensors_only)
+        for i, v in enumerate(args):  # arguments of unknown constructors: only tensors matter
+            self.walk(v, _join(name, str(i)), True)
+
+
+# constructors the unpickler builds plain values with (pickle_torch.c);
+# an object reducing to one of them is refused rather than guessed at
+_BUILDERS = (dict, list, set, frozenset, tuple, bytes, bytearray, collections.OrderedDict,
+             collections.defaultdict)
+
+
+def _is_manifest(path):
+    h = ctypes.c_void_p()
+    st = _lib.manifest_load(os.fsencode(path), ctypes.byref(h))
+    if st:
+        _lib.clear_error()
+        return False
+    _lib.manifest_free(h)
+    return True
+
+
+def _file_type(mode):
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def output_check(path, what, same_kind, inputs=()):
+    """The output rule of every detcheck output (dck_output_check in
+    src/common/io.c): path may be new, or an existing regular, writable file
+    that is empty or already a `what` (same_kind(path)), and none of the
+    inputs. Raises ValueError naming the path and the reason."""
+    try:
+        lst = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise ValueError("%s: cannot stat: %s" % (path, e.strerror))
+    try:
+        st = os.stat(path)  # an input reached through a link is still the input
+        for i in inputs:
+            try:
+                si = os.stat(i)
+            except OSError:
+                continue
+            if (si.st_dev, si.st_ino) == (st.st_dev, st.st_ino):
+                raise ValueError("%s is also an input (%s); refusing to overwrite it" % (path, i))
+    except OSError:
+        pass
+    if not stat.S_ISREG(lst.st_mode):
+        raise ValueError("%s is %s, not a regular file; refusing to replace it" % (path, _file_type(lst.st_mode)))
+    # root may write anything: the mode bits say what the owner meant
+    if not (lst.st_mode & 0o222) or not os.access(path, os.W_OK):
+        raise ValueError("%s is read-only; refusing to replace it" % path)
+    if lst.st_size > 0 and not same_kind(path):
+        raise ValueError("%s exists and is not a %s; refusing to overwrite it" % (path, what))
 
 
 def _xxh128(data):
@@ -139,8 +280,10 @@ class Manifest:
     def load(cls, path):
         """Reads a YAML or JSON manifest (checks it, as detcheck verify does)."""
         h = ctypes.c_void_p()
-        _lib.check(_lib.manifest_load(str(path).encode(), ctypes.byref(h)))
-        return cls(h.value)
+        _lib.check(_lib.manifest_load(os.fsencode(str(path)), ctypes.byref(h)))
+        m = cls(h.value)
+        m._source = str(path)  # an input: save() never replaces it
+        return m
 
     @property
     def tensors(self):
@@ -164,13 +307,23 @@ class Manifest:
         return _lib.hex_of(_lib.manifest_root(self._h))
 
     def save(self, path, fmt=None):
-        """Writes the manifest to path (temporary name, fsync, rename)."""
+        """Writes the manifest to path (temporary name, fsync, rename) and
+        returns path.
+
+        As every detcheck output, it replaces only a file of its own kind:
+        it refuses (ValueError, naming the path and why) a symlink, anything
+        but a regular file (a FIFO, a directory), a read-only file, the file
+        this manifest was loaded from, and an existing non-empty file that
+        is not a detcheck manifest (the checkpoint, a trajectory.jsonl...).
+        An existing manifest or an empty file is replaced."""
         path = str(path)
         if fmt is None:
             fmt = "json" if path.endswith(".json") else "yaml"
         if fmt not in ("yaml", "json"):
             raise ValueError("detcheck: manifest format yaml or json, not %r" % fmt)
-        _lib.check(_lib.manifest_save(self._h, 1 if fmt == "json" else 0, path.encode()))
+        src = getattr(self, "_source", None)
+        output_check(path, "detcheck manifest", _is_manifest, [src] if src else [])
+        _lib.check(_lib.manifest_save(self._h, 1 if fmt == "json" else 0, os.fsencode(path)))
         return path
 
     def __repr__(self):
@@ -186,8 +339,11 @@ def manifest(obj, prefix=""):
     object once saved with ``torch.save(obj)`` (a module: as torch.save(module)
     or torch.save(module.state_dict()); an optimizer: as
     torch.save(optimizer.state_dict())). Tensors are digested in place (CUDA
-    ones on their device); strings are not recorded, as in the file. Returns a
-    :class:`Manifest`."""
+    ones on their device); strings are not recorded, as in the file. Other
+    objects (deques, namedtuples, dataclasses, objects with __slots__ or
+    __getstate__ or __reduce__, dict/list/set subclasses) are walked as
+    pickle saves them (see _Walker); one that pickle cannot save raises
+    TypeError naming its path and type. Returns a :class:`Manifest`."""
     h = ctypes.c_void_p()
     _lib.check(_lib.manifest_create(ctypes.byref(h)))
     m = Manifest(h.value)

@@ -13,11 +13,21 @@ Side file ``tensor_digests.bin`` (all integers little-endian):
       2 STEP  i64 step, u32 count, count x (u32 id, u64 high64, u64 low64)
 
 A torn last record (a killed run) is ignored by readers.
+
+One writer per run directory: a Recorder holds flock(LOCK_EX) on
+``out_dir/.lock`` (the file and the lock ``detcheck train`` takes on its run
+directory, src/train/train_loop.c) until it is closed, and writes its pid and
+host there, so that a second writer is refused with the holder named.
 """
 import ctypes
+import errno
+import fcntl
 import json
 import math
+import operator
 import os
+import socket
+import stat
 import struct
 
 from . import _lib
@@ -27,6 +37,11 @@ MAGIC = b"DCKTDIG\0"
 VERSION = 1
 SIDE_FILE = "tensor_digests.bin"
 TRAJECTORY = "trajectory.jsonl"
+LOCK_FILE = ".lock"  # DCK_TRAIN_LOCK
+# a side file is read whole: bounded as the CLI's reader (DCK_RECORD_MAX_BYTES)
+MAX_BYTES = 1 << 34
+MAX_NAME_BYTES = 0xFFFF  # the u16 length of a name record
+_STEP_MAX = (1 << 63) - 1
 KINDS = ("gradient", "parameter", "optimizer")
 _NAME, _STEP = 1, 2
 
@@ -48,12 +63,94 @@ def _json_float(v):
     return repr(f)
 
 
-def _scalar(v):
+def _scalar(v, what="value"):
     if v is None:
         return None
-    if hasattr(v, "item"):
-        v = v.detach().float().item() if hasattr(v, "detach") else v.item()
-    return float(v)
+    try:
+        if hasattr(v, "item"):
+            v = v.detach().float().item() if hasattr(v, "detach") else v.item()
+        return float(v)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise TypeError("detcheck.Recorder: %s %r is not a number (%s)" % (what, v, e)) from None
+
+
+def _step_number(step):
+    """The step as an int in [0, 2^63): integers only (int, NumPy or 0-d
+    torch integers), no bool, no float (1.5 is not truncated to 1)."""
+    if isinstance(step, bool) or type(step).__name__ == "bool_":
+        raise TypeError("detcheck.Recorder: step %r is a bool, not an integer" % (step,))
+    try:
+        n = operator.index(step)
+    except TypeError:
+        raise TypeError("detcheck.Recorder: step %r (%s) is not an integer" % (step, type(step).__name__)) from None
+    if n < 0 or n > _STEP_MAX:
+        raise ValueError("detcheck.Recorder: step %d outside 0..%d (the side file's i64)" % (n, _STEP_MAX))
+    return n
+
+
+def _name_bytes(kind, name):
+    """A recorded tensor's name as UTF-8; a name that has no UTF-8 form (a
+    lone surrogate) or is longer than a record holds is refused, never
+    replaced or cut."""
+    try:
+        nb = name.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError("detcheck.Recorder: %s name %r cannot be written as UTF-8 (%s)"
+                         % (KINDS[kind], name, e.reason)) from None
+    if len(nb) > MAX_NAME_BYTES:
+        raise ValueError("detcheck.Recorder: %s name %.60r... is %d bytes of UTF-8 (a record holds at most %d)"
+                         % (KINDS[kind], name, len(nb), MAX_NAME_BYTES))
+    return nb
+
+
+def _open_output(path):
+    """A Recorder's file, for writing from its start: a new file or a regular
+    one (a recording being replaced); never through a link or into a FIFO."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ValueError("%s is a symbolic link; refusing to write through it" % path) from None
+        raise ValueError("%s: cannot open for writing: %s" % (path, e.strerror)) from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise ValueError("%s is not a regular file; refusing to write into it" % path)
+    os.set_blocking(fd, True)
+    os.ftruncate(fd, 0)
+    return os.fdopen(fd, "wb")
+
+
+def _take_lock(out_dir):
+    """flock(LOCK_EX) on out_dir/.lock, as detcheck train's take_lock: the
+    kernel drops it when the process dies, so a killed run leaves no stale
+    lock. The holder's pid and host are written there; a second writer is
+    refused naming them. Returns the lock's descriptor."""
+    p = os.path.join(out_dir, LOCK_FILE)
+    try:  # O_NOFOLLOW: a link planted as .lock never truncates what it points at
+        fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as e:
+        raise ValueError("%s: cannot open the run's lock file: %s" % (p, e.strerror)) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        held = os.pread(fd, 256, 0).decode("utf-8", "replace").split()
+        os.close(fd)
+        if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise ValueError("%s: cannot lock: %s" % (p, e.strerror)) from None
+        who = "a process whose pid is not yet recorded"
+        if held and held[0].isdigit():
+            who = "pid %s%s" % (held[0], " on host %s" % held[1] if len(held) > 1 else "")
+        raise ValueError("%s: another detcheck.Recorder or detcheck train (%s) is writing into this run "
+                         "directory (it holds %s); wait for it, or choose another directory"
+                         % (out_dir, who, p)) from None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, ("%d %s\n" % (os.getpid(), socket.gethostname())).encode(), 0)
+    except OSError as e:
+        os.close(fd)
+        raise ValueError("%s: cannot write: %s" % (p, e.strerror)) from None
+    return fd
 
 
 class _Null:
@@ -78,19 +175,29 @@ class Recorder:
     digests every gradient, parameter and optimizer state tensor into
     ``out_dir/tensor_digests.bin``. ``detcheck bisect RUN_A RUN_B`` then names
     the first step and the first tensor where two runs part. An existing
-    recording in out_dir is replaced."""
+    recording in out_dir is replaced (never through a symlink or into a
+    FIFO). The Recorder locks out_dir (``.lock``, as detcheck train) until
+    :meth:`close`; a second writer raises ValueError naming the holder's pid
+    and host."""
 
     def __init__(self, out_dir, every=1):
-        if int(every) < 1:
-            raise ValueError("detcheck.Recorder: every must be >= 1")
+        if isinstance(every, bool) or int(every) < 1:
+            raise ValueError("detcheck.Recorder: every must be an integer >= 1, not %r" % (every,))
         self.out_dir = None if out_dir is None else str(out_dir)
         self.every = int(every)
+        self._lock = None
         if self.out_dir is None:
             self._traj, self._side = _Null(), _Null()
         else:
             os.makedirs(self.out_dir, exist_ok=True)
-            self._traj = open(os.path.join(self.out_dir, TRAJECTORY), "w")
-            self._side = open(os.path.join(self.out_dir, SIDE_FILE), "wb")
+            self._lock = _take_lock(self.out_dir)  # before anything in the directory is touched
+            try:
+                self._traj = _open_output(os.path.join(self.out_dir, TRAJECTORY))
+                self._side = _open_output(os.path.join(self.out_dir, SIDE_FILE))
+            except BaseException:
+                self._traj = getattr(self, "_traj", None)
+                self.close()
+                raise
         self._side.write(MAGIC + struct.pack("<II", VERSION, 0))
         self._side.flush()
         self._ids = {}
@@ -98,12 +205,18 @@ class Recorder:
         self._pending = None
 
     def close(self):
-        """Flushes and closes both files (also at garbage collection)."""
-        for f in (getattr(self, "_traj", None), getattr(self, "_side", None)):
-            if f and not f.closed and not isinstance(f, _Null):
-                f.flush()
-                os.fsync(f.fileno())
-                f.close()
+        """Flushes and closes both files and releases the directory's lock
+        (also at garbage collection)."""
+        try:
+            for f in (getattr(self, "_traj", None), getattr(self, "_side", None)):
+                if f and not f.closed and not isinstance(f, _Null):
+                    f.flush()
+                    os.fsync(f.fileno())
+                    f.close()
+        finally:
+            fd, self._lock = getattr(self, "_lock", None), None
+            if fd is not None:
+                os.close(fd)  # the lock goes last
 
     def __enter__(self):
         return self
@@ -117,14 +230,6 @@ class Recorder:
         except Exception:
             pass
 
-    def _id(self, kind, name):
-        key = (kind, name)
-        i = self._ids.get(key)
-        if i is None:
-            i = self._ids[key] = len(self._ids)
-            nb = name.encode("utf-8", "replace")[:65535]
-            self._side.write(struct.pack("<BIBH", _NAME, i, kind, len(nb)) + nb)
-        return i
 
     def digests(self, model=None, optimizer=None, grads=True, params=True):
         """The digests a recorded step takes: a list of (kind, name, hex)
@@ -159,7 +264,7 @@ class Recorder:
                             out.append((2, "%s.%s" % (pname, k), digest_struct(v)))
         # model order within each kind, as detcheck bisect lists them
         import functools
-        enc = {id(e): e[1].encode() for e in out}
+        enc = {id(e): _name_bytes(e[0], e[1]) for e in out}
 
         def cmp(a, b):
             if a[0] != b[0]:
@@ -171,6 +276,13 @@ class Recorder:
     def step(self, step, loss=None, grad_norm=None, lr=None, model=None, optimizer=None, grads=True):
         """Records step ``step`` (an int, one more than the last one).
 
+        Steps are integers in 0..2^63-1 (int, NumPy or 0-d torch integers):
+        a bool, a float or a string raises TypeError, a negative, too large
+        or out-of-order step ValueError. Tensor names must be UTF-8 and at
+        most 65535 bytes (ValueError naming the tensor). A call that raises
+        writes nothing and leaves the Recorder as it was: the step is not
+        counted and may be recorded again.
+
         ``loss`` and ``grad_norm``: floats or 0-d tensors (recorded as
         float32 bits, as the trainer does; an absent one is written as
         ``null`` with bits ``00000000``); ``lr``: taken from the
@@ -178,8 +290,39 @@ class Recorder:
         digests of the model's gradients (``grads=True``), parameters and
         buffers, and the optimizer's state tensors are written and their root
         digest goes into the trajectory line. Returns the root (hex) or None."""
-        return self.finish(self.take(step, lr=lr, model=model, optimizer=optimizer, grads=grads),
-                           loss=loss, grad_norm=grad_norm)
+        loss, grad_norm = _scalar(loss, "loss"), _scalar(grad_norm, "grad_norm")  # before anything is written
+        saved = self._state()
+        rec = self.take(step, lr=lr, model=model, optimizer=optimizer, grads=grads)
+        try:
+            return self.finish(rec, loss=loss, grad_norm=grad_norm)
+        except BaseException:
+            self._restore(saved)  # the step is not counted: its digests go too
+            raise
+
+    def _state(self):
+        return (self._side.tell() if hasattr(self._side, "tell") else 0,
+                self._traj.tell() if hasattr(self._traj, "tell") else 0,
+                dict(self._ids), self._last, self._pending)
+
+    def _restore(self, saved):
+        side, traj, self._ids, self._last, self._pending = saved
+        for f, pos in ((self._side, side), (self._traj, traj)):
+            if not isinstance(f, _Null) and not f.closed:
+                try:
+                    f.flush()
+                except OSError:
+                    pass
+                f.seek(pos)
+                f.truncate()
+
+    def _append(self, f, data, saved):
+        """Writes one whole record, or nothing: a failed write is cut back."""
+        try:
+            f.write(data)
+            f.flush()
+        except BaseException:
+            self._restore(saved)
+            raise
 
     def take(self, step, lr=None, model=None, optimizer=None, grads=True):
         """The first half of :meth:`step`, for callers that learn the loss
@@ -191,25 +334,34 @@ class Recorder:
         needs it finished."""
         if self._pending is not None:
             raise ValueError("detcheck.Recorder: step %d taken but not finished" % self._pending[0])
-        step = int(step)
+        step = _step_number(step)
         if self._last is not None and step != self._last + 1:
             raise ValueError("detcheck.Recorder: step %d after step %d (steps must be consecutive)"
                              % (step, self._last))
-        self._last = step
         if lr is None and optimizer is not None and optimizer.param_groups:
             lr = optimizer.param_groups[0].get("lr")
-        lr = _scalar(lr)
+        lr = _scalar(lr, "lr")
+        # everything is computed before anything is written: a step that
+        # raises leaves the files and the Recorder as they were
         root = None
         if step % self.every == 0 and (model is not None or optimizer is not None):
             recs = self._collect(model, optimizer, grads, True)
-            ids = [self._id(k, n) for k, n, _ in recs]
-            body = b"".join(struct.pack("<IQQ", i, d.high64, d.low64) for i, (_, _, d) in zip(ids, recs))
-            self._side.write(struct.pack("<BqI", _STEP, step, len(recs)) + body)
-            self._side.flush()
+            ids, new_names, out = {}, [], []
+            for k, n, d in recs:
+                i = self._ids.get((k, n), ids.get((k, n)))
+                if i is None:
+                    i = ids[(k, n)] = len(self._ids) + len(ids)
+                    nb = _name_bytes(k, n)
+                    new_names.append(struct.pack("<BIBH", _NAME, i, k, len(nb)) + nb)
+                out.append(struct.pack("<IQQ", i, d.high64, d.low64))
+            data = b"".join(new_names) + struct.pack("<BqI", _STEP, step, len(recs)) + b"".join(out)
             names = (ctypes.c_char_p * max(1, len(recs)))(
                 *[("%s/%s" % (KINDS[k], n)).encode() for k, n, _ in recs])
             digs = (_lib.Digest * max(1, len(recs)))(*[d for _, _, d in recs])
             root = _lib.hex_of(_lib.root_digest(names, digs, len(recs)))
+            self._append(self._side, data, self._state())
+            self._ids.update(ids)
+        self._last = step
         self._pending = (step, lr, root)
         return self._pending
 
@@ -225,51 +377,101 @@ class Recorder:
         Returns the step's root (hex) or None."""
         if pending is None or pending is not self._pending:
             raise ValueError("detcheck.Recorder: finish() of a record that is not the pending one")
-        self._pending = None
         step, lr, root = pending
-        loss, grad_norm = _scalar(loss), _scalar(grad_norm)
+        loss, grad_norm = _scalar(loss, "loss"), _scalar(grad_norm, "grad_norm")
         line = '{"step":%d,"loss":%s,"loss_bits":"%08x","grad_norm":%s,"grad_norm_bits":"%08x","lr":%s' % (
             step, _json_float(loss), _f32_bits(loss if loss is not None else 0.0),
             _json_float(grad_norm), _f32_bits(grad_norm if grad_norm is not None else 0.0),
             _json_float(lr))
         if root:
             line += ',"root":"%s"' % root
-        self._traj.write(line + "}\n")
-        self._traj.flush()
+        self._append(self._traj, (line + "}\n").encode(), self._state())
+        self._pending = None  # finished only once its line is written
         return root
 
 
+def _read_regular(path):
+    """The bytes of a regular file, opened without blocking (a FIFO planted
+    as the side file is refused, not waited on) and bounded in size."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise ValueError("%s: cannot open: %s" % (path, e.strerror)) from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("%s: not a regular file" % path)
+        if st.st_size > MAX_BYTES:
+            raise ValueError("%s: larger than %d GiB" % (path, MAX_BYTES >> 30))
+        os.set_blocking(fd, True)
+        return f.read(MAX_BYTES + 1)
+
+
 def read_digests(run_dir):
-    """Reads a run's tensor_digests.bin: {step: [(kind, name, hex), ...]}."""
+    """Reads a run's tensor_digests.bin: {step: [(kind, name, hex), ...]}.
+
+    Checks what the CLI's reader checks (src/train/train_record.c), and
+    raises ValueError naming the file and the byte offset: a missing or bad
+    magic, another version or flags, an unknown record type, a name record whose id
+    is not the next one or whose kind is unknown, a name that is not UTF-8,
+    a step not after the previous one, a step whose count exceeds the names
+    recorded so far (a huge count is damage, not a torn record), that uses
+    an id never named or lists one twice, a file that is not a regular file (a FIFO: opened
+    without blocking) or larger than 16 GiB. Only a record cut short by the
+    end of the file (a killed run's torn last record) is ignored."""
     path = os.path.join(str(run_dir), SIDE_FILE)
-    with open(path, "rb") as f:
-        data = f.read()
-    if data[:8] != MAGIC:
-        raise ValueError("%s: not a detcheck digest file (bad magic)" % path)
-    ver, = struct.unpack_from("<I", data, 8)
+    data = _read_regular(path)
+    if len(data) < 16 or data[:8] != MAGIC:
+        raise ValueError("%s: byte 0: not a detcheck tensor digest file (no DCKTDIG header)" % path)
+    ver, flags = struct.unpack_from("<II", data, 8)
     if ver != VERSION:
-        raise ValueError("%s: version %d (this reads %d)" % (path, ver, VERSION))
-    pos, names, steps = 16, {}, {}
-    while pos < len(data):
+        raise ValueError("%s: byte 8: version %d (this reads %d)" % (path, ver, VERSION))
+    if flags:
+        raise ValueError("%s: byte 12: flags 0x%x (this reads none)" % (path, flags))
+    pos, names, steps, last = 16, [], {}, None
+    n = len(data)
+    while pos < n:
         t = data[pos]
-        if t == _NAME and pos + 8 <= len(data):
-            i, kind, n = struct.unpack_from("<IBH", data, pos + 1)
-            if pos + 8 + n > len(data):
+        if t == _NAME:
+            if n - pos < 8:
+                break  # torn last record
+            i, kind, ln = struct.unpack_from("<IBH", data, pos + 1)
+            if i != len(names) or kind >= len(KINDS):  # a damaged header is no tear
+                raise ValueError("%s: byte %d: name record with id %d kind %d (expected id %d)"
+                                 % (path, pos, i, kind, len(names)))
+            if n - pos - 8 < ln:
                 break
-            names[i] = (KINDS[kind], data[pos + 8:pos + 8 + n].decode("utf-8", "replace"))
-            pos += 8 + n
-        elif t == _STEP and pos + 13 <= len(data):
+            try:
+                nm = data[pos + 8:pos + 8 + ln].decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError("%s: byte %d: name of tensor id %d is not UTF-8 (byte %d of the name)"
+                                 % (path, pos, i, e.start)) from None
+            names.append((KINDS[kind], nm))
+            pos += 8 + ln
+        elif t == _STEP:
+            if n - pos < 13:
+                break
             st, cnt = struct.unpack_from("<qI", data, pos + 1)
-            if pos + 13 + 20 * cnt > len(data):
+            if last is not None and st <= last:
+                raise ValueError("%s: byte %d: step %d after step %d" % (path, pos, st, last))
+            if cnt > len(names):
+                raise ValueError("%s: byte %d: step %d lists %d tensors, but only %d are named"
+                                 % (path, pos, st, cnt, len(names)))
+            if (n - pos - 13) // 20 < cnt:
                 break
-            recs = []
+            recs, seen = [], set()
             for k in range(cnt):
                 i, hi, lo = struct.unpack_from("<IQQ", data, pos + 13 + 20 * k)
+                if i >= len(names):
+                    raise ValueError("%s: byte %d: step %d uses tensor id %d, never named" % (path, pos, st, i))
+                if i in seen:
+                    raise ValueError("%s: byte %d: step %d lists tensor id %d (%s) twice"
+                                     % (path, pos, st, i, names[i][1]))
+                seen.add(i)
                 recs.append(names[i] + ("%016x%016x" % (hi, lo),))
             steps[st] = recs
+            last = st
             pos += 13 + 20 * cnt
         else:
-            if t in (_NAME, _STEP):
-                break  # torn last record
-            raise ValueError("%s: bad record type %d at byte %d" % (path, t, pos))
+            raise ValueError("%s: byte %d: unknown record type %d" % (path, pos, t))
     return steps

@@ -58,6 +58,62 @@ def _unlimbs(l):
     return sum(int(x) << (16 * i) for i, x in enumerate(l)) & _MASK
 
 
+def _box_text(box):
+    off, shape = box
+    return "[%s]" % ", ".join("%d:%d" % (o, o + n) for o, n in zip(off, shape))
+
+
+def _check_coverage(boxes, global_shape, dt):
+    """The boxes the contributing ranks hold must cover the global tensor
+    exactly once, as the DCP reader checks a checkpoint's chunks
+    (src/core/checkpoint.c): sorted by offset, no two overlap, and their
+    elements add up to the whole (else a gap). Raises ValueError naming the
+    ranks and their ranges. boxes: [(rank, (offset, shape) or None)]."""
+    nd = len(global_shape)
+    total = 1
+    for s in global_shape:
+        total *= s
+    live = []
+    for r, b in boxes:
+        if b is None:
+            continue
+        n = 1
+        for s in b[1]:
+            n *= s
+        if n:
+            live.append((tuple(b[0]), r, b, n))
+    live.sort()
+    what = "a %s tensor %s" % (dt, tuple(global_shape))
+    # sweep along dimension 0: boxes sorted by their first offset, each
+    # compared with those that start before it ends there
+    for i in range(len(live)):
+        oi, ri, bi, _ = live[i]
+        for j in range(i + 1, len(live)):
+            oj, rj, bj, _ = live[j]
+            if nd and oj[0] >= oi[0] + bi[1][0]:
+                break
+            if all(oj[d] < oi[d] + bi[1][d] and oi[d] < oj[d] + bj[1][d] for d in range(nd)):
+                raise ValueError("detcheck.digest_shard: the shards of rank %d %s and rank %d %s overlap "
+                                 "in %s (each element must be held by one contributing rank; a replica "
+                                 "passes contribute=False)" % (ri, _box_text(bi), rj, _box_text(bj), what))
+    covered = sum(n for _, _, _, n in live)
+    if covered != total:
+        held = ", ".join("rank %d %s" % (r, _box_text(b)) for _, r, b, _ in live[:16])
+        if len(live) > 16:
+            held += ", ... (%d shards)" % len(live)
+        gap = ""
+        if nd and all(b[1][1:] == tuple(global_shape[1:]) and not any(b[0][1:]) for _, _, b, _ in live):
+            at = 0  # whole rows: name the first missing rows of dimension 0
+            for o, _, b, _ in live:
+                if o[0] > at:
+                    break
+                at = max(at, o[0] + b[1][0])
+            nxt = [o[0] for o, _, _, _ in live if o[0] > at]
+            gap = "; rows %d:%d of dimension 0 are held by no rank" % (at, min(nxt) if nxt else global_shape[0])
+        raise ValueError("detcheck.digest_shard: the shards hold %d of the %d elements of %s (a gap%s); "
+                         "held: %s" % (covered, total, what, gap, held or "nothing"))
+
+
 def digest_shard(local, global_shape, offset, group=None, contribute=True):
     """The digest of a whole tensor from the shard each rank holds.
 
@@ -67,8 +123,11 @@ def digest_shard(local, global_shape, offset, group=None, contribute=True):
     (``offset``: one start index per dimension, as DCP's chunk offsets), and
     every rank gets the same :class:`TensorDigest` -- the one ``detcheck hash``
     gives the whole tensor, whatever the split. A rank holding a replica that
-    another rank also contributes passes ``contribute=False``. Raises
-    ValueError when the shards do not cover each byte exactly once."""
+    another rank also contributes passes ``contribute=False``. The ranks
+    exchange their boxes and check that they cover every element exactly
+    once, as detcheck hash checks a DCP checkpoint's chunks: overlapping
+    shards (also when a gap elsewhere makes the byte count match) and gaps
+    raise ValueError on every rank, naming the ranks and their ranges."""
     import torch
     import torch.distributed as dist
 
@@ -122,6 +181,8 @@ def digest_shard(local, global_shape, offset, group=None, contribute=True):
 
     world = dist.is_available() and dist.is_initialized()
     vec = _limbs(lanes_lo) + _limbs(lanes_hi) + _limbs(covered)
+    mybox = (offset, tuple(int(s) for s in x.shape)) if contribute else None
+    boxes = [(0, mybox)]
     if world:
         dev = "cuda" if dist.get_backend(group) == "nccl" else "cpu"
         t = torch.tensor(vec, dtype=torch.int64, device=dev)
@@ -129,8 +190,11 @@ def digest_shard(local, global_shape, offset, group=None, contribute=True):
         vec = t.cpu().tolist()
         n = dist.get_world_size(group)
         gathered = [None] * n
-        dist.all_gather_object(gathered, pieces, group=group)
-        pieces = [p for r in gathered for p in r]
+        dist.all_gather_object(gathered, (mybox, pieces), group=group)
+        pieces = [p for _, r in gathered for p in r]
+        boxes = [(r, b) for r, (b, _) in enumerate(gathered)]
+    # every rank holds the same boxes here, so every rank raises the same error
+    _check_coverage(boxes, global_shape, dt)
     lanes_lo, lanes_hi, covered = _unlimbs(vec[0:4]), _unlimbs(vec[4:8]), _unlimbs(vec[8:12])
     # stitch the split segments, in offset order, and hash each once
     segs = {}

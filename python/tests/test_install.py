@@ -1,0 +1,41 @@
+"""Installing the package: DETCHECK_PREBUILT relative to where pip runs
+(issue 19 case 20), not to python/ where pip runs the build hook."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import detcheck
+from conftest import cli_path
+
+PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_prebuilt_relative_to_the_caller(tmp_path):
+    try:
+        import setuptools  # noqa: F401
+        import pip  # noqa: F401
+    except ImportError as e:
+        pytest.skip("no pip or setuptools to install with (%s)" % e)
+    src = tmp_path / "src"
+    shutil.copytree(PYTHON_DIR, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__",
+                                                                   "_native", "tests"))
+    work = tmp_path / "work"
+    (work / "bld").mkdir(parents=True)
+    shutil.copy2(os.path.realpath(detcheck.LIB_PATH), work / "bld" / "libdetcheck.so.0")
+    shutil.copy2(cli_path(), work / "bld" / "detcheck")
+    env = dict(os.environ, DETCHECK_PREBUILT="bld", PWD=str(work))
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps",
+                        "--no-index", "--disable-pip-version-check", "--target", "site", "../src"],
+                       cwd=work, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (work / "site" / "detcheck" / "_native" / "libdetcheck.so.0").is_file()
+    # a value that names nothing says what it tried
+    env["DETCHECK_PREBUILT"] = "nowhere"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps",
+                        "--no-index", "--disable-pip-version-check", "--target", "site2", "../src"],
+                       cwd=work, env=env, capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "DETCHECK_PREBUILT=nowhere is not a build folder" in r.stdout + r.stderr
