@@ -138,7 +138,7 @@ START_TEST(snapshot_prefers_safetensors) {
     dck_checkpoint *ck;
     ck_assert_msg(dck_checkpoint_open(p, 1, &o, &ck) == DCK_OK, "%s", dck_last_error());
     ck_assert_int_lt(dck_checkpoint_find(ck, "lm_head.weight"), 0);
-    ck_assert_ptr_nonnull(strstr(notes, "pytorch_model.bin: skipped: model.safetensors holds the same weights"));
+    ck_assert_ptr_nonnull(strstr(notes, "pytorch_model.bin: skipped: model.safetensors preferred"));
     dck_checkpoint_free(ck);
 }
 END_TEST

@@ -496,8 +496,21 @@ static int emit(cli_report *r, const char *path, char *(*text)(const cli_report 
     return 0;
 }
 
-int cli_report_finish(cli_report *r) {
+int cli_report_finish(cli_report *r, int exit_status) {
     int rc = 0;
+    size_t fail, err, skip;
+    char cls[64];
+    counts(r, &fail, &err, &skip);
+    snprintf(cls, sizeof cls, "detcheck.%s", r->cmd);
+    /* what the command printed must have reached stdout now: main() turns
+     * a late write error into exit status 2, which the report must state */
+    if (fflush(stdout) != 0 || ferror(stdout)) exit_status = DCK_EXIT_TROUBLE;
+    if (exit_status == DCK_EXIT_TROUBLE && !err)
+        cli_report_case(r, cls, "exit status", CLI_CASE_ERROR, "trouble",
+                        "the command ended in trouble (exit status 2); its standard error says why", NULL);
+    else if (exit_status == DCK_EXIT_DIFFERENT && !fail && !err)
+        cli_report_case(r, cls, "exit status", CLI_CASE_FAIL, "different",
+                        "the command found a difference (exit status 1) that no other case names", NULL);
     if (r->oom) {
         cli_fail(r->cmd, dck_oom(NULL));
         rc = DCK_EXIT_TROUBLE;

@@ -82,9 +82,12 @@ void cli_report_compare(cli_report *r, const char *prefix, const dck_manifest *g
 /* A diff: one case per tensor (equal and within tolerance pass), one failing
  * case per differing value. */
 void cli_report_diff(cli_report *r, const dck_diff_result *d);
-/* Writes the reports asked for (atomically) and releases r. Returns 0, or
- * DCK_EXIT_TROUBLE after an error message naming the file. */
-int cli_report_finish(cli_report *r);
+/* Writes the reports asked for (atomically) and releases r. exit_status is
+ * the status the command is about to exit with: a report never states
+ * another verdict, so a trouble (2) that no error case explains, or a
+ * difference (1) that no failing case names, becomes a case of its own.
+ * Returns 0, or DCK_EXIT_TROUBLE after an error message naming the file. */
+int cli_report_finish(cli_report *r, int exit_status);
 void cli_report_release(cli_report *r);
 
 /* The text forms, for tests and for cli_report_finish: a malloc'd document. */

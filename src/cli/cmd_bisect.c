@@ -440,7 +440,7 @@ int cmd_bisect(int argc, char **argv) {
             snprintf(pre, sizeof pre, "detcheck.bisect.step_%ld", differ);
             cli_report_compare(&rep, pre, ma, &diff, "run A", "run B");
         }
-        if (cli_report_finish(&rep)) {
+        if (cli_report_finish(&rep, different ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME)) {
             rc = DCK_EXIT_TROUBLE;
             goto out;
         }

@@ -607,7 +607,7 @@ int cmd_diff(int argc, char **argv) {
         cli_report_title(&rep, "%zu of %zu tensors differ%s", r.ntensors - r.count[DCK_DIFF_EQUAL],
                          r.ntensors, r.ok && !r.equal ? " (all within the tolerances)" : "");
         cli_report_diff(&rep, &r);
-        int e = cli_report_finish(&rep);
+        int e = cli_report_finish(&rep, rc);
         if (e) rc = e;
     }
     dck_diff_result_release(&r);

@@ -577,7 +577,9 @@ int cmd_resume_check(int argc, char **argv) {
         for (int i = 0; i < nchk; i++)
             cli_report_case(&f.rep, "detcheck.resume-check", checks[i].name, (cli_case_result)checks[i].result,
                             kinds[checks[i].result], checks[i].result ? checks[i].what : NULL, NULL);
-        if (cli_report_finish(&f.rep)) worst = 2;
+        if (cli_report_finish(&f.rep, worst == 0 ? DCK_EXIT_SAME : worst == 1 ? DCK_EXIT_DIFFERENT
+                                                                              : DCK_EXIT_TROUBLE))
+            worst = 2;
     }
     if (worst == 0 && temp && !f.keep) nftw(work, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return worst == 0 ? DCK_EXIT_SAME : worst == 1 ? DCK_EXIT_DIFFERENT : DCK_EXIT_TROUBLE;

@@ -303,7 +303,7 @@ int cmd_verify(int argc, char **argv) {
         cli_report_exclude(&rep, sh.exclude, sh.nexclude);
         cli_report_aliases(&rep, alias);
         cli_report_compare(&rep, "detcheck.verify", golden, &r, "golden", "checkpoint");
-        int e = cli_report_finish(&rep);
+        int e = cli_report_finish(&rep, rc);
         if (e) rc = e;
     }
     for (size_t i = 0; alias && i < r.n; i++) free(alias[i]);

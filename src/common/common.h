@@ -106,7 +106,7 @@ typedef struct dck_file {
     char *path;        /* as given / joined */
     char *relpath;     /* relative to the hashed root, for the manifest */
     uint64_t size;     /* bytes on disk */
-    uint64_t data_size;/* bytes after decompression (unknown zstd: UINT64_MAX until mapped) */
+    uint64_t data_size;/* bytes after decompression (a zstd frame without its size is decoded once at open to learn it) */
     bool zstd;
     int fd;            /* -1: reopened for each use (see dck_file_fd) */
     bool fd_kept;      /* fd counts against the cap of kept descriptors */
@@ -262,8 +262,15 @@ void dck_comm_abort(dck_comm *c, int code);
  * entries) says whose block came. The other ranks send and wait at most as
  * long for the send. tag keeps two such gathers apart. A rank that died or
  * hangs is then named by the caller instead of hanging it (detcheck canary);
- * afterwards, with a rank missing, only dck_comm_abort is safe. */
+ * afterwards, with a rank missing, only dck_comm_abort is safe. Each block
+ * is preceded by its size (on tag + 1): a rank sending another size (another
+ * version or configuration) is an error naming it, never an overflow. */
 dck_status dck_comm_gather_deadline(dck_comm *c, const void *send, void *recv, size_t n, int root,
                                     int tag, double seconds, bool *arrived);
+/* The way back: rank root sends n bytes to every rank r with to[r] (NULL:
+ * every rank), each side waiting at most `seconds` (tag keeps it apart), so
+ * that no rank waits on a missing one as MPI_Bcast would. */
+dck_status dck_comm_bcast_deadline(dck_comm *c, void *data, size_t n, int root, int tag, double seconds,
+                                   const bool *to);
 
 #endif

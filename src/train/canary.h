@@ -125,11 +125,4 @@ void dck_canary_golden_release(dck_canary_golden *g);
  * returned for trouble such as a bad golden file (message set). */
 dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary_report *rep);
 
-/* Defined in common/comm.c (the layer of MPI), declared here beside its one
- * caller: rank root sends n bytes to every rank r with to[r] (NULL: every
- * rank), each side waiting at most `seconds` (tag keeps it apart), so that
- * no rank waits on a missing one as MPI_Bcast could. */
-dck_status dck_comm_bcast_deadline(dck_comm *c, void *data, size_t n, int root, int tag, double seconds,
-                                   const bool *to);
-
 #endif

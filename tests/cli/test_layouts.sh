@@ -74,7 +74,7 @@ expect_grep "model.pt" err.txt
 
 # ---- 4. a snapshot with model.safetensors and pytorch_model.bin
 expect_exit 0 "$DETCHECK" hash -o snap.yaml "$L/hf_snapshot"
-expect_grep "pytorch_model.bin: skipped: model.safetensors holds the same weights (safetensors preferred" err.txt
+expect_grep "pytorch_model.bin: skipped: model.safetensors preferred, as transformers loads it; its weights were not compared" err.txt
 expect_exit 0 "$DETCHECK" hash -o snapst.yaml "$L/hf_snapshot/model.safetensors"
 [ "$(grep '^root' snap.yaml)" = "$(grep '^root' snapst.yaml)" ] || fail "snapshot root is not model.safetensors's"
 ok

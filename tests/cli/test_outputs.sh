@@ -28,11 +28,12 @@ chmod a-w ro.xml
 # refused FILE REASON ARGS...: exit 2, the message names FILE and REASON
 refused() {
     f=$1 why=$2; shift 2
-    before=$(cat "$f" 2> /dev/null | cksum || true)
+    sum() { if [ -p "$1" ]; then echo fifo; else cat "$1" 2> /dev/null | cksum || true; fi; }
+    before=$(sum "$f")
     expect_exit 2 timeout 20 "$@"
     expect_grep "$f" err.txt
     expect_grep "$why" err.txt
-    [ "$(cat "$f" 2> /dev/null | cksum || true)" = "$before" ] || fail "$f changed: $*"
+    [ "$(sum "$f")" = "$before" ] || fail "$f changed: $*"
     ok
 }
 V="$DETCHECK verify --golden a.yaml b.safetensors -q"
@@ -76,9 +77,23 @@ for opt in --junit --markdown; do
     expect_grep "both write to standard output" err.txt
     [ ! -s out.txt ] || fail "stdout written: $opt"; ok
     expect_exit 2 $D --json $opt -
-    expect_exit 1 $V --json $opt file.out
+    expect_exit 1 $V --json $opt "file$opt.out"
 done
 expect_exit 2 $V --junit - --markdown -
+
+# a report states the verdict of the exit status: output that could not be
+# written is trouble (2) in the report too, not "DIFFERENT" or "OK"
+if [ -w /dev/full ]; then
+    for cmd in "$DETCHECK verify --golden a.yaml b.safetensors" "$DETCHECK diff a.safetensors b.safetensors"; do
+        rm -f full.xml full.md
+        set +e; $cmd --json --junit full.xml --markdown full.md > /dev/full 2> err.txt; got=$?; set -e
+        [ "$got" -eq 2 ] || fail "exit $got with stdout on /dev/full: $cmd"
+        expect_grep 'errors="1"' full.xml
+        expect_grep '^### :warning: detcheck .*: trouble$' full.md
+    done
+else
+    skip_part "/dev/full absent: the report of a failed stdout"
+fi
 
 # bisect and resume-check follow the rule too, before any work
 CFG="--vocab 64 --width 32 --layers 2 --heads 2 --seq 16 --batch 1 --microbatches 2 --steps 3 -q"
