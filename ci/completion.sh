@@ -13,7 +13,9 @@
 # an indented line that starts with '-': "  -g, --golden FILE  text". A
 # value named FILE, MANIFEST or PATH completes file names, DIR directories;
 # other values complete nothing. A help text that says its other options
-# are `detcheck train` options (resume-check) gets train's too.
+# are `detcheck train` options (resume-check, canary) gets train's too, less
+# those on its line "Train options not taken here: --out ..." (the
+# command's table of refused options, which its parser refuses too).
 set -eu
 bin=$1
 out=$2
@@ -70,7 +72,10 @@ while IFS='	' read -r cmd help; do
 done < "$tmp/commands"
 while IFS='	' read -r cmd help; do
     if grep -q '`detcheck train` option' "$tmp/help.$cmd" && [ -f "$tmp/opts.train" ]; then
-        cat "$tmp/opts.train" >> "$tmp/opts.$cmd"
+        # less the ones the command refuses: its table, printed by
+        # train_print_refused as "Train options not taken here: --out ..."
+        sed -n 's/^Train options not taken here: *//p' "$tmp/help.$cmd" | tr ' ' '\n' | sed '/^$/d' > "$tmp/refused"
+        awk -F '\t' 'NR == FNR { no[$1] = 1; next } !($1 in no)' "$tmp/refused" "$tmp/opts.train" >> "$tmp/opts.$cmd"
     fi
     # one line per option name (the first wins)
     awk -F '\t' '!seen[$1]++' "$tmp/opts.$cmd" > "$tmp/o" && mv "$tmp/o" "$tmp/opts.$cmd"

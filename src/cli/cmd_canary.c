@@ -11,6 +11,20 @@
 #include <string.h>
 #include <unistd.h>
 
+/* train's options canary has no use for: it writes no checkpoint, and its
+ * fault is --inject */
+static const train_refused canary_refused[] = {
+    {"out", "canary writes no checkpoint"},
+    {"resume", "canary writes no checkpoint, so there is nothing to resume"},
+    {"resume-from", "canary writes no checkpoint, so there is nothing to resume"},
+    {"flip-bit", "train's fault; canary's is --inject RANK:STEP:TENSOR:INDEX:BIT"},
+    {"kill-after-ckpt", "canary writes no checkpoint (a stalled rank: --test-stall)"},
+    {"kill-during-ckpt", "canary writes no checkpoint (a stalled rank: --test-stall)"},
+    {"ckpt-every", "canary writes no checkpoint"},
+    {"compress", "canary writes no checkpoint"},
+    {"bench", "train's timing run; canary compares ranks"},
+    {NULL, NULL}};
+
 static void usage(FILE *out) {
     fprintf(out,
             "usage: detcheck canary [OPTIONS]\n"
@@ -51,6 +65,9 @@ static void usage(FILE *out) {
             "        optimizer.exp_avg.X, optimizer.exp_avg_sq.X (after the update),\n"
             "        activations (of every sequence of STEP)\n"
             "  --test-stall RANK    that rank never reports (a hung device)\n"
+            "\n");
+    train_print_refused(out, canary_refused);
+    fprintf(out,
             "\n"
             "Exit status: 0 every rank identical to the oracle; 1 some rank differs;\n"
             "2 trouble (a rank failed, died or timed out: named; no majority; bad flags\n"
@@ -251,7 +268,7 @@ int cmd_canary(int argc, char **argv) {
         }
         if (strncmp(argv[i], "--preset=", 9) != 0) args[na++] = argv[i];
     }
-    int rc = train_parse_args("canary", na, args, &o.cfg, canary_extra, &f);
+    int rc = train_parse_args_except("canary", na, args, &o.cfg, canary_refused, canary_extra, &f);
     free(args);
     if (f.help) {
         usage(stdout);
@@ -267,10 +284,6 @@ int cmd_canary(int argc, char **argv) {
     if (c->steps < 1 || c->steps > DCK_CANARY_MAX_STEPS)
         return cli_usage_error("canary", "--steps %ld: canary runs 1 to %d steps (with none, nothing "
                                "would be compared)", c->steps, DCK_CANARY_MAX_STEPS);
-    if (c->out[0] || c->resume || c->resume_from[0] || c->flip_step > 0 || c->kill_after_ckpt >= 0 ||
-        c->kill_during_ckpt >= 0)
-        return cli_usage_error("canary", "--out, --resume, --resume-from, --flip-bit and --kill-* are "
-                               "train's; canary writes no checkpoint (use --inject for a fault)");
     if (c->mode != DCK_MODE_DET)
         return cli_usage_error("canary", "--mode fast is not reproducible by design: canary runs the "
                                "deterministic mode");

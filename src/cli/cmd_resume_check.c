@@ -60,6 +60,17 @@ static void sv_free(strv *s) {
     memset(s, 0, sizeof *s);
 }
 
+/* train's options resume-check sets itself for each run */
+static const train_refused rc_refused[] = {
+    {"out", "resume-check sets each run's folder itself (in --workdir)"},
+    {"resume", "resume-check resumes the interrupted runs itself"},
+    {"resume-from", "resume-check resumes the interrupted runs itself"},
+    {"kill-after-ckpt", "resume-check stops the runs itself (--at K)"},
+    {"kill-during-ckpt", "resume-check stops the runs itself (--at K)"},
+    {"flip-bit", "a fault in every run; for the resumed runs only: --resume-flip-bit"},
+    {"bench", "train's timing run; resume-check compares trajectories"},
+    {NULL, NULL}};
+
 static void usage(FILE *out) {
     fprintf(out,
             "usage: detcheck resume-check --steps N --at K[,K...] [OPTIONS] [TRAIN OPTIONS]\n"
@@ -90,7 +101,9 @@ static void usage(FILE *out) {
             "  --resume-flip-bit STEP:TENSOR:INDEX\n"
             "                            testing hook: corrupt the resumed runs on purpose\n"
             "Every other option is a `detcheck train` option (model size, seed,\n"
-            "precision, threads...) passed to every run.\n"
+            "precision, threads...) passed to every run.\n");
+    train_print_refused(out, rc_refused);
+    fprintf(out,
             "\n"
             "Exit status: 0 identical, 1 different (first step and tensor printed), 2 trouble.\n");
 }
@@ -367,7 +380,7 @@ int cmd_resume_check(int argc, char **argv) {
     rc_flags f = {0};
     f.timeout = 600;
     cli_report_init(&f.rep, CMD);
-    int rc = train_parse_args(CMD, argc, argv, &c, rc_extra, &f);
+    int rc = train_parse_args_except(CMD, argc, argv, &c, rc_refused, rc_extra, &f);
     if (f.help) {
         usage(stdout);
         return 0;
@@ -378,10 +391,6 @@ int cmd_resume_check(int argc, char **argv) {
                                     "\"mpirun -np K\" instead");
     if (c.steps < 2) return cli_usage_error(CMD, "--steps N (at least 2) is required");
     if (!f.at) return cli_usage_error(CMD, "--at K[,K...] is required");
-    if (c.out[0] || c.resume || c.resume_from[0] || c.kill_after_ckpt > 0 ||
-        c.kill_during_ckpt > 0 || c.flip_step > 0)
-        return cli_usage_error(CMD, "--out, --resume, --resume-from, --kill-* and --flip-bit are "
-                                    "set by resume-check itself");
     long ats[64];
     int nat = 0;
     {

@@ -90,8 +90,20 @@ static int offer_extra(int (*extra)(void *, const char *, const char *, int *), 
     return r < 0 ? -1 : r > 0;
 }
 
+void train_print_refused(FILE *out, const train_refused *refused) {
+    fprintf(out, "Train options not taken here:");
+    for (const train_refused *r = refused; r->name; r++) fprintf(out, " --%s", r->name);
+    fprintf(out, "\n");
+}
+
 int train_parse_args(const char *cmd, int argc, char **argv, dck_train_config *c,
                      int (*extra)(void *, const char *, const char *, int *), void *ectx) {
+    return train_parse_args_except(cmd, argc, argv, c, NULL, extra, ectx);
+}
+
+int train_parse_args_except(const char *cmd, int argc, char **argv, dck_train_config *c,
+                            const train_refused *refused,
+                            int (*extra)(void *, const char *, const char *, int *), void *ectx) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         /* the command's own options first: a command may take an option the
@@ -106,6 +118,8 @@ int train_parse_args(const char *cmd, int argc, char **argv, dck_train_config *c
         if (nl >= sizeof name) return cli_usage_error(cmd, "unknown option '%s'", a);
         memcpy(name, a + 2, nl);
         name[nl] = 0;
+        for (const train_refused *rf = refused; rf && rf->name; rf++)
+            if (!strcmp(name, rf->name)) return cli_usage_error(cmd, "--%s: %s", name, rf->why);
         int tv = dck_train_flag_takes_value(name);
         if (tv < 0) return cli_usage_error(cmd, "unknown option '%s'", a);
         const char *val = NULL;

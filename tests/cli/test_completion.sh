@@ -43,6 +43,27 @@ W="--junit"; want verify --ju
 W="--markdown --megatron-merge"; want diff --m
 W="--junit"; want bisect --ju
 W="--vocab"; want resume-check --voc    # train's options, passed on
+# ... less those the command refuses: its table, shown in its help on the
+# line "Train options not taken here:", is what the parser refuses and what
+# the completion leaves out
+W=""; want canary --kill
+W=""; want resume-check --kill
+W="--vocab"; want canary --voc
+for cmd in canary resume-check; do
+    no=$("$DETCHECK" $cmd --help | sed -n 's/^Train options not taken here: *//p')
+    [ -n "$no" ] || fail "$cmd --help lists no refused train options"
+    offered=" $(comp $cmd --) "
+    for o in $no; do
+        case "$offered" in *" $o "*) fail "$cmd offers $o, which it refuses" ;; esac
+        expect_exit 2 "$DETCHECK" $cmd "$o" 1
+        expect_grep "^detcheck $cmd: $o: " err.txt
+    done
+    # and every train option it does offer gets past the table
+    for o in $offered; do
+        case "$o" in --out|--resume|--resume-from|--flip-bit|--kill-*) fail "$cmd offers $o" ;; esac
+    done
+    ok
+done
 # values: files after --golden, folders after --out, nothing after --threads
 mkdir runs && touch golden.yaml runsfile
 W="golden.yaml"; want verify --golden gol
