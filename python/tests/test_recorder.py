@@ -189,6 +189,7 @@ def test_read_digests_refuses_damage(tmp_path):
         "never": (HDR + name_rec(0, 0, b"w") + step_rec(1, [5]), r"step 1 uses tensor id 5, never named"),
         "flags": (good[:12] + struct.pack("<I", 1) + good[16:], r"byte 12: flags 0x1"),
         "twice": (HDR + name_rec(0, 0, b"w") + name_rec(1, 1, b"w") + step_rec(1, [0, 0]), r"step 1 lists tensor id 0 \(w\) twice"),
+        "named_twice": (HDR + name_rec(0, 0, b"w") + name_rec(1, 0, b"w"), r"tensor w \(gradient\) is named twice, as ids 0 and 1"),
         "torn_bad_id": (HDR + name_rec(3, 0, b"long name")[:10], r"byte 16: name record with id 3"),
         "huge": (HDR + name_rec(0, 0, b"w") + struct.pack("<BqI", 2, 1, 0xFFFFFFFF) + b"\0" * 40,
                  r"step 1 lists 4294967295 tensors, but only 1 are named"),

@@ -354,8 +354,7 @@ dck_status dck_comm_gather_deadline(dck_comm *c, const void *send, void *recv, s
  * unlike MPI_Bcast, no rank waits on one that is missing (its tree could
  * route through it). Needed by the callers of dck_comm_gather_deadline to
  * tell the ranks that reported what rank 0 decided, missing ranks
- * included. Declared in train/canary.h (its one caller) until common.h
- * takes it. */
+ * included. */
 dck_status dck_comm_bcast_deadline(dck_comm *c, void *data, size_t n, int root, int tag, double seconds,
                                    const bool *to) {
     if (!c->mpi) return DCK_OK;

@@ -178,6 +178,33 @@ static dck_status read_step(rec_src *s, rec_state *t, uint64_t at, dck_recording
     return DCK_OK;
 }
 
+/* One id per (kind, name): a step's entries are matched with the other
+ * run's by kind and name, and two ids of one tensor would pair the wrong
+ * digests. */
+static int id_cmp(const void *x, const void *y, void *ctx) {
+    const dck_recording *r = ctx;
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+    int c = (int)r->kinds[a] - (int)r->kinds[b];
+    return c ? c : strcmp(r->names[a], r->names[b]);
+}
+
+static dck_status check_unique(rec_src *s, const dck_recording *r) {
+    if (r->nnames < 2) return DCK_OK;
+    uint32_t *ids = malloc(r->nnames * sizeof *ids);
+    if (!ids) return dck_oom(s->path);
+    for (size_t i = 0; i < r->nnames; i++) ids[i] = (uint32_t)i;
+    qsort_r(ids, r->nnames, sizeof *ids, id_cmp, (void *)r);
+    dck_status st = DCK_OK;
+    for (size_t i = 1; i < r->nnames && !st; i++)
+        if (!id_cmp(&ids[i - 1], &ids[i], (void *)r)) {
+            uint32_t a = ids[i - 1] < ids[i] ? ids[i - 1] : ids[i], b = ids[i - 1] ^ ids[i] ^ a;
+            st = dck_set_error(DCK_ERR_FORMAT, "%s: tensor %s (%s) is named twice, as ids %u and %u", s->path,
+                               r->names[a], dck_rec_kind_name((dck_rec_kind)r->kinds[a]), a, b);
+        }
+    free(ids);
+    return st;
+}
+
 static dck_status parse(rec_src *s, dck_recording *r) {
     uint8_t h[HEADER_BYTES];
     size_t got;
@@ -205,6 +232,7 @@ static dck_status parse(rec_src *s, dck_recording *r) {
     }
     free(t->seen_in);
     free(t);
+    if (!st) st = check_unique(s, r);
     return st;
 }
 

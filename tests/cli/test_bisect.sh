@@ -91,6 +91,8 @@ steps, flip, traj = int(o.get("steps", 4)), int(o.get("flip", -1)), int(o.get("t
 names = [(0, b"layers.0.weight"), (1, b"layers.0.weight"), (2, b"layers.0.weight.exp_avg")]
 if "name" in o:
     names[0] = (0, bytes.fromhex(o["name"]))
+if "dup" in o:  # id 1 names id 0's tensor again, with its kind
+    names[1] = names[0]
 count = dict([tuple(map(int, o["count"].split(":")))]) if "count" in o else {}
 with open(os.path.join(d, "trajectory.jsonl"), "w") as t:
     for s in range(steps):
@@ -233,4 +235,9 @@ expect_exit 2 $DETCHECK bisect rt rt
 expect_grep 'rt/tensor_digests.bin: byte 16: name of tensor id 0 is not UTF-8 (byte 0x00 at byte 26)' err.txt
 mkrec ru name=c3bc6e69e5b1822e77
 expect_exit 0 $DETCHECK bisect ru ru
+# one tensor named twice (two ids, one kind and name) would pair the wrong
+# digests when the steps are matched by name: refused, naming both ids
+mkrec rv dup=1
+expect_exit 2 $DETCHECK bisect ra rv
+expect_grep 'rv/tensor_digests.bin: tensor layers.0.weight (gradient) is named twice, as ids 0 and 1' err.txt
 done_ok

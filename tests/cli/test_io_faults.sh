@@ -58,7 +58,7 @@ expect_grep 'dt/b.safetensors' err.txt
 # -o over a checkpoint file: refused, nothing written
 cp dir/b.safetensors keep.safetensors
 expect_exit 2 "$DETCHECK" hash -o dir/b.safetensors dir
-expect_grep 'is a checkpoint file' err.txt
+expect_grep 'dir/b.safetensors exists and is not a manifest' err.txt
 cmp -s dir/b.safetensors keep.safetensors || fail "-o replaced a shard of its input"
 ok
 expect_exit 2 "$DETCHECK" hash -o /dev/null dir

@@ -8,7 +8,7 @@ CFG="--vocab 50 --width 24 --layers 2 --heads 3 --seq 12 --batch 2 --microbatche
 
 # bad device: exit 2 naming the flag
 expect_exit 2 $DETCHECK train --device gpu --steps 1
-expect_grep "device 'gpu': use cpu, cuda or auto" err.txt
+expect_grep "device 'gpu': use cpu, cuda, auto or twin" err.txt
 
 if $DETCHECK train $CFG --steps 1 --device cuda -q > /dev/null 2>&1; then
     skip_part "a CUDA device is visible: the no-GPU messages are not tested here"

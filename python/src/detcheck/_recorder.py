@@ -428,7 +428,7 @@ def read_digests(run_dir):
         raise ValueError("%s: byte 8: version %d (this reads %d)" % (path, ver, VERSION))
     if flags:
         raise ValueError("%s: byte 12: flags 0x%x (this reads none)" % (path, flags))
-    pos, names, steps, last = 16, [], {}, None
+    pos, names, steps, last, named = 16, [], {}, None, {}
     n = len(data)
     while pos < n:
         t = data[pos]
@@ -446,6 +446,10 @@ def read_digests(run_dir):
             except UnicodeDecodeError as e:
                 raise ValueError("%s: byte %d: name of tensor id %d is not UTF-8 (byte %d of the name)"
                                  % (path, pos, i, e.start)) from None
+            if (kind, nm) in named:  # steps are matched by kind and name (as the CLI refuses it)
+                raise ValueError("%s: byte %d: tensor %s (%s) is named twice, as ids %d and %d"
+                                 % (path, pos, nm, KINDS[kind], named[(kind, nm)], i))
+            named[(kind, nm)] = i
             names.append((KINDS[kind], nm))
             pos += 8 + ln
         elif t == _STEP:
