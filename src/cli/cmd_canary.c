@@ -304,6 +304,13 @@ int cmd_canary(int argc, char **argv) {
     if (s) return cli_fail("canary", s);
     cli_rank = dck_comm_rank(comm);
     int K = dck_comm_size(comm);
+    /* mpirun --enable-recovery (Open MPI) exits 0 whatever its ranks exit
+     * with: a CI step that reads only mpirun's status would pass a faulty
+     * rank; said once, up front */
+    const char *recovery = getenv("OMPI_MCA_orte_enable_recovery");
+    if (recovery && *recovery && strcmp(recovery, "0") && strcmp(recovery, "false"))
+        cli_warn("canary", "under mpirun --enable-recovery, mpirun itself exits 0 whatever the ranks' "
+                 "statuses: take the verdict from this report (or --json's \"exit\"), not from mpirun");
     /* srun without an MPI plugin starts tasks that cannot reach each other:
      * each would compare itself alone and pass */
     const char *tasks = getenv("SLURM_STEP_NUM_TASKS");

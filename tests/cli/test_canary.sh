@@ -252,6 +252,8 @@ if ompi_info --param orte all --level 9 2>/dev/null | grep -q 'orte_enable_recov
     [ "$rc" -ne 124 ] || { cat out.txt err.txt; fail "canary under --enable-recovery hung"; }; ok
     expect_grep 'rank 3 ? TIMEOUT: no report within 3 s' out.txt
     for r in 0 1 2; do expect_grep "^rank $r exit 2$" codes.txt; done
+    # and since mpirun's own status says nothing there, canary says so
+    expect_grep 'under mpirun --enable-recovery, mpirun itself exits 0' err.txt
     [ $(( $(date +%s) - start )) -lt 40 ] || fail "the stalled job under recovery took too long"; ok
 else
     skip_part "this Open MPI has no --enable-recovery (orte_enable_recovery)"
