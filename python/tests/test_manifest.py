@@ -119,8 +119,8 @@ def test_save_refuses_what_is_not_a_manifest(tmp_path):
     ro = tmp_path / "ro.yaml"
     gold.save(ro)
     os.chmod(ro, 0o444)
-    for path, why in ((ckpt, "exists and is not a detcheck manifest"),
-                      (traj, "exists and is not a detcheck manifest"),
+    for path, why in ((ckpt, "exists and is not a manifest"),
+                      (traj, "exists and is not a manifest"),
                       (fifo, "is a FIFO, not a regular file"),
                       (link, "is a symbolic link, not a regular file"),
                       (ro, "is read-only"),

@@ -1,5 +1,6 @@
 /* detcheck hash: digest every tensor of a checkpoint into a manifest. */
 #include "cli.h"
+#include "core/core.h" /* dck_manifest_is_file */
 
 #include <sys/stat.h>
 #include <stdio.h>
@@ -48,15 +49,6 @@ static const char hash_help[] =
     "\n"
     "Exit status: 0 done, 2 trouble (unreadable or malformed input).\n";
 
-/* Only a manifest is replaced by a manifest. */
-static bool is_manifest(const char *path) {
-    dck_manifest *m = NULL;
-    bool yes = dck_manifest_sniff(path) && dck_manifest_load(path, &m) == DCK_OK;
-    dck_manifest_free(m);
-    dck_clear_error();
-    return yes;
-}
-
 int cmd_hash(int argc, char **argv) {
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'}, {"no-files", no_argument, NULL, 'F'},
@@ -92,10 +84,10 @@ int cmd_hash(int argc, char **argv) {
     /* -o follows the rule of every output (dck_output_check): never a
      * checkpoint it is about to read (a shard inside a hashed directory is
      * caught too: every checkpoint format is binary or an *.index.json,
-     * which is_manifest refuses), a link, a FIFO, a read-only file, nor any
+     * which dck_manifest_is_file refuses), a link, a FIFO, a read-only file, nor any
      * file that is not a manifest (a Megatron tree's
      * latest_checkpointed_iteration.txt, notes) */
-    if (output && dck_output_check("-o", output, "manifest", is_manifest, (const char *const *)argv + optind,
+    if (output && dck_output_check("-o", output, "manifest", dck_manifest_is_file, (const char *const *)argv + optind,
                                    (size_t)(argc - optind)))
         return cli_usage_error("hash", "%s", dck_last_error());
     if (getenv("OMPI_COMM_WORLD_SIZE") && atoi(getenv("OMPI_COMM_WORLD_SIZE")) > 1 && !distributed)

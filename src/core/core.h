@@ -91,6 +91,9 @@ dck_status dck_ck_storage_aliases(const dck_checkpoint *ck, long *out);
 /* The manifest of a hashed checkpoint: tensor_digests in tensor order,
  * file_hashes (whole-file xxh128) in file order; tool and created metadata,
  * values; finalized. Every hashing path (CPU, GPU, distributed) uses it. */
+/* The output rule's kind test for manifests (dck_output_check): path
+ * sniffs and loads as a manifest. The error of the load is cleared. */
+bool dck_manifest_is_file(const char *path);
 dck_status dck_ck_build_manifest(dck_checkpoint *ck, const dck_digest *tensor_digests,
                                  const dck_digest *file_hashes, dck_manifest **out);
 

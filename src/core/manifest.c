@@ -1219,7 +1219,19 @@ dck_status dck_manifest_write(const dck_manifest *m, dck_format fmt, FILE *out) 
     return s;
 }
 
+bool dck_manifest_is_file(const char *path) {
+    dck_manifest *old = NULL;
+    bool yes = dck_manifest_sniff(path) && dck_manifest_load(path, &old) == DCK_OK;
+    dck_manifest_free(old);
+    dck_clear_error();
+    return yes;
+}
+
 dck_status dck_manifest_save(const dck_manifest *m, dck_format fmt, const char *path) {
+    /* every caller (hash -o, the Python package's Manifest.save) gets the
+     * rule of every output here: never a link, a FIFO, a read-only file, or
+     * a file that is not a manifest (a checkpoint, a trajectory, notes) */
+    DCK_TRY(dck_output_check(NULL, path, "manifest", dck_manifest_is_file, NULL, 0));
     obuf b = {0};
     bool direct;
     dck_status s = write_direct(m, fmt, &b, &direct);

@@ -108,6 +108,7 @@ def _fn(name, restype, *argtypes):
 
 
 _u64p = ctypes.POINTER(c_u64)
+ERR_INVALID = 1  # dck_status DCK_ERR_INVALID: the enum of detcheck.h, frozen with the ABI
 strerror = _fn("dck_strerror", c_char_p, c_int)
 last_error = _fn("dck_last_error", c_char_p)
 version = _fn("dck_version", c_char_p)

@@ -8,7 +8,6 @@ import ctypes
 import json
 import os
 import types
-import stat
 import sys
 
 from . import _lib
@@ -204,54 +203,12 @@ _BUILDERS = (dict, list, set, frozenset, tuple, bytes, bytearray, collections.Or
              collections.defaultdict)
 
 
-def _is_manifest(path):
-    h = ctypes.c_void_p()
-    st = _lib.manifest_load(os.fsencode(path), ctypes.byref(h))
-    if st:
-        _lib.clear_error()
-        return False
-    _lib.manifest_free(h)
-    return True
-
-
-def _file_type(mode):
-    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"),
-                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
-def output_check(path, what, same_kind, inputs=()):
-    """The output rule of every detcheck output (dck_output_check in
-    src/common/io.c): path may be new, or an existing regular, writable file
-    that is empty or already a `what` (same_kind(path)), and none of the
-    inputs. Raises ValueError naming the path and the reason."""
+def _same_file(a, b):
     try:
-        lst = os.lstat(path)
-    except FileNotFoundError:
-        return
-    except OSError as e:
-        raise ValueError("%s: cannot stat: %s" % (path, e.strerror))
-    try:
-        st = os.stat(path)  # an input reached through a link is still the input
-        for i in inputs:
-            try:
-                si = os.stat(i)
-            except OSError:
-                continue
-            if (si.st_dev, si.st_ino) == (st.st_dev, st.st_ino):
-                raise ValueError("%s is also an input (%s); refusing to overwrite it" % (path, i))
+        sa, sb = os.stat(a), os.stat(b)
     except OSError:
-        pass
-    if not stat.S_ISREG(lst.st_mode):
-        raise ValueError("%s is %s, not a regular file; refusing to replace it" % (path, _file_type(lst.st_mode)))
-    # root may write anything: the mode bits say what the owner meant
-    if not (lst.st_mode & 0o222) or not os.access(path, os.W_OK):
-        raise ValueError("%s is read-only; refusing to replace it" % path)
-    if lst.st_size > 0 and not same_kind(path):
-        raise ValueError("%s exists and is not a %s; refusing to overwrite it" % (path, what))
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 def _xxh128(data):
@@ -322,8 +279,14 @@ class Manifest:
         if fmt not in ("yaml", "json"):
             raise ValueError("detcheck: manifest format yaml or json, not %r" % fmt)
         src = getattr(self, "_source", None)
-        output_check(path, "detcheck manifest", _is_manifest, [src] if src else [])
-        _lib.check(_lib.manifest_save(self._h, 1 if fmt == "json" else 0, os.fsencode(path)))
+        if src and _same_file(path, src):
+            raise ValueError("%s is also an input (%s); refusing to overwrite it" % (path, src))
+        # the library applies the rule of every output (dck_output_check):
+        # its refusals are DCK_ERR_INVALID, a ValueError here
+        st = _lib.manifest_save(self._h, 1 if fmt == "json" else 0, os.fsencode(path))
+        if st == _lib.ERR_INVALID:
+            raise ValueError(_lib.last_error().decode("utf-8", "replace"))
+        _lib.check(st)
         return path
 
     def __repr__(self):
