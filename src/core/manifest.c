@@ -1220,8 +1220,21 @@ dck_status dck_manifest_write(const dck_manifest *m, dck_format fmt, FILE *out) 
 }
 
 bool dck_manifest_is_file(const char *path) {
+    /* text in its first bytes (every checkpoint format is binary: none is
+     * parsed whole to learn that it is no manifest), then a whole load;
+     * dck_manifest_sniff is the formats layer's, above this one */
+    unsigned char head[64];
+    int fd = -1;
+    if (dck_open_regular(path, &fd, NULL)) {
+        dck_clear_error();
+        return false;
+    }
+    ssize_t n = pread(fd, head, sizeof head, 0);
+    close(fd);
+    for (ssize_t i = 0; i < n; i++)
+        if (head[i] < 0x20 && head[i] != '\n' && head[i] != '\r' && head[i] != '\t') return false;
     dck_manifest *old = NULL;
-    bool yes = dck_manifest_sniff(path) && dck_manifest_load(path, &old) == DCK_OK;
+    bool yes = n > 0 && dck_manifest_load(path, &old) == DCK_OK;
     dck_manifest_free(old);
     dck_clear_error();
     return yes;
