@@ -29,6 +29,7 @@ int cmd_train(int argc, char **argv);
 int cmd_resume_check(int argc, char **argv);
 int cmd_bisect(int argc, char **argv);
 int cmd_canary(int argc, char **argv);
+int cmd_repro(int argc, char **argv);
 
 /* Messages: "detcheck CMD: ..." on stderr. Under MPI only rank 0 prints
  * (cli_rank is set by commands that initialise MPI). */

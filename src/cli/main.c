@@ -14,6 +14,7 @@ static const dck_command commands[] = {
     {"resume-check", cmd_resume_check, "check that killing and resuming reproduces a run bitwise"},
     {"bisect", cmd_bisect, "find the first step and tensor where two runs part"},
     {"canary", cmd_canary, "run the same training steps on every device and name the one that differs"},
+    {"repro", cmd_repro, "run a training command N times and say whether it is bitwise reproducible"},
 };
 
 static int launcher_rank(void) {

@@ -6,7 +6,11 @@
 - :func:`manifest` / :func:`verify` -- the manifest ``detcheck hash`` writes
   for a torch.save'd object, and its comparison with a golden one.
 - :class:`Recorder` -- per-step trajectory and per-tensor digests that
-  ``detcheck bisect`` reads.
+  ``detcheck bisect`` reads, module or op traces inside a step
+  (``trace=``), dumps of one step's traced outputs (``dump_step=``),
+  and :meth:`Recorder.from_env` / :func:`autorecord` for recording switched
+  on from the environment (``DETCHECK_RECORD``, as ``detcheck repro`` does).
+- :func:`read_digests` / :func:`read_trace` -- read a recording back.
 
 The C library is libdetcheck (bound with ctypes); ``python -m detcheck``
 runs the bundled command-line tool.
@@ -16,6 +20,26 @@ from ._digest import TensorDigest, digest
 from ._shard import digest_shard
 from ._manifest import Manifest, VerifyResult, Difference, manifest, verify
 from ._recorder import Recorder, read_digests
+from ._trace import read_trace, first_difference, TraceEvent, TraceStep
+from ._env import settings as determinism_settings
+
+
+def autorecord(model, optimizer, **kwargs):
+    """One line for a plain training loop: records the run when
+    ``DETCHECK_RECORD`` is set (``detcheck repro`` sets it), else does
+    nothing and returns None.
+
+    Makes :meth:`Recorder.from_env` (model traces by default, settings from
+    ``DETCHECK_THREADS`` / ``DETCHECK_DETERMINISTIC``) and records a step at
+    every ``optimizer.step()`` through the optimizer's step post hook:
+    steps count from 1; each holds the gradient norm (the 2-norm of all
+    gradients, computed there), the learning rate, the digests of the
+    gradients, parameters, buffers and optimizer state, and the loss if the
+    loop hands it over with ``rec.loss(loss)`` (else null). The Recorder is
+    closed at interpreter exit (or by ``rec.close()``). Returns the
+    Recorder."""
+    from ._env import autorecord as _auto
+    return _auto(model, optimizer, **kwargs)
 
 __version__ = "0.1.0"
 
@@ -27,4 +51,5 @@ def library_version():
 
 
 __all__ = ["digest", "digest_shard", "manifest", "verify", "Manifest", "VerifyResult", "Difference",
-           "Recorder", "read_digests", "TensorDigest", "DetcheckError", "library_version", "LIB_PATH"]
+           "Recorder", "read_digests", "read_trace", "first_difference", "TraceEvent", "TraceStep",
+           "autorecord", "determinism_settings", "TensorDigest", "DetcheckError", "library_version", "LIB_PATH"]

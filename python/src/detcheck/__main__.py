@@ -1,5 +1,7 @@
 """``python -m detcheck ARGS``: runs the detcheck command-line tool bundled
-with the package ($DETCHECK, or detcheck on PATH, when none is bundled)."""
+with the package ($DETCHECK, or detcheck on PATH, when none is bundled), with
+the same arguments: ``python -m detcheck repro -- python train.py`` is
+``detcheck repro -- python train.py`` (detcheck-repro(1))."""
 import os
 import shutil
 import sys

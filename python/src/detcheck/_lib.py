@@ -64,6 +64,18 @@ class CmpResult(ctypes.Structure):
                 ("tensors_compared", c_size), ("tensors_equal", c_size)]
 
 
+class StTensor(ctypes.Structure):
+    """dck_st_tensor (detcheck_static.h): one tensor for the safetensors writer."""
+    _fields_ = [("name", c_char_p), ("dtype", c_int), ("ndim", c_int), ("shape", c_u64 * MAX_DIMS),
+                ("data", c_void_p), ("global_ndim", c_int), ("global_shape", c_u64 * MAX_DIMS),
+                ("offset", c_u64 * MAX_DIMS)]
+
+
+class KV(ctypes.Structure):
+    """dck_kv: one metadata entry."""
+    _fields_ = [("key", c_char_p), ("value", c_char_p)]
+
+
 class DetcheckError(RuntimeError):
     """A libdetcheck call failed; the message is the library's (it names the
     file or tensor and the problem). ``status`` is the dck_status name."""
@@ -143,6 +155,9 @@ manifest_load = _fn("dck_manifest_load", c_int, c_char_p, ctypes.POINTER(c_void_
 manifest_compare = _fn("dck_manifest_compare", c_int, c_void_p, c_void_p, c_int,
                        ctypes.POINTER(CmpResult))
 cmp_result_release = _fn("dck_cmp_result_release", None, ctypes.POINTER(CmpResult))
+safetensors_write = _fn("dck_safetensors_write", c_int, c_char_p, ctypes.POINTER(StTensor), c_size,
+                        ctypes.POINTER(KV), c_size, c_int)
+write_file_atomic = _fn("dck_write_file_atomic", c_int, c_char_p, c_void_p, c_size)
 
 
 def _dtype_codes():

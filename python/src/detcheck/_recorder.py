@@ -29,14 +29,18 @@ import os
 import socket
 import stat
 import struct
+import time
 
 from . import _lib
+from . import _trace
 from ._digest import digest_struct
+from ._env import write_run_json
 
 MAGIC = b"DCKTDIG\0"
 VERSION = 1
 SIDE_FILE = "tensor_digests.bin"
 TRAJECTORY = "trajectory.jsonl"
+RUN_JSON = "run.json"
 LOCK_FILE = ".lock"  # DCK_TRAIN_LOCK
 # a side file is read whole: bounded as the CLI's reader (DCK_RECORD_MAX_BYTES)
 MAX_BYTES = 1 << 34
@@ -178,14 +182,56 @@ class Recorder:
     recording in out_dir is replaced (never through a symlink or into a
     FIFO). The Recorder locks out_dir (``.lock``, as detcheck train) until
     :meth:`close`; a second writer raises ValueError naming the holder's pid
-    and host."""
+    and host.
 
-    def __init__(self, out_dir, every=1):
+    ``model`` / ``optimizer``: what :meth:`step` digests when not given them,
+    and the model traced. ``trace``: ``"modules"`` (the default with a
+    model), ``"ops"`` or ``"none"``: hooks installed now record each traced
+    step's module calls or ATen ops, with the digests of their tensors, into
+    ``out_dir/trace.bin`` (see :mod:`detcheck._trace`; read back with
+    :func:`detcheck.read_trace`). ``trace_steps``: the steps traced (None:
+    all); ``trace_limit_events``: events per step at most (past it the
+    step is marked truncated). ``dump_step=K``: step K's traced outputs go
+    to ``out_dir/dump_step_K/trace.safetensors`` (tensor names
+    ``"%05d.output.%d"``), at most ``dump_limit_bytes`` of them (then a
+    warning). ``out_dir/run.json`` (argv and the determinism settings) is
+    written now; each trajectory line has ``step_time_s``."""
+
+    def __init__(self, out_dir, every=1, model=None, optimizer=None, trace=None, trace_steps=None,
+                 trace_limit_events=_trace.DEFAULT_LIMIT_EVENTS, dump_step=None, dump_limit_bytes=1 << 30):
         if isinstance(every, bool) or int(every) < 1:
             raise ValueError("detcheck.Recorder: every must be an integer >= 1, not %r" % (every,))
+        if trace is None:
+            trace = "modules" if model is not None else "none"
+        if trace not in _trace.MODES:
+            raise ValueError("detcheck.Recorder: trace must be one of %s, not %r" % (", ".join(_trace.MODES), trace))
+        if trace != "none" and model is None:
+            raise ValueError("detcheck.Recorder: trace=%r needs the model (Recorder(..., model=model))" % trace)
+        if isinstance(trace_limit_events, bool) or not 1 <= int(trace_limit_events) <= _trace.MAX_LIMIT_EVENTS:
+            raise ValueError("detcheck.Recorder: trace_limit_events must be in 1..%d, not %r"
+                             % (_trace.MAX_LIMIT_EVENTS, trace_limit_events))
+        if dump_step is not None:
+            dump_step = _step_number(dump_step)
+            if trace == "none":
+                raise ValueError("detcheck.Recorder: dump_step=%d needs a trace (trace='modules' or 'ops')" % dump_step)
+        if isinstance(dump_limit_bytes, bool) or int(dump_limit_bytes) < 0:
+            raise ValueError("detcheck.Recorder: dump_limit_bytes must be >= 0, not %r" % (dump_limit_bytes,))
         self.out_dir = None if out_dir is None else str(out_dir)
         self.every = int(every)
+        self.model, self.optimizer = model, optimizer
+        self.trace = trace
+        self.trace_steps = None if trace_steps is None else frozenset(_step_number(x) for x in trace_steps)
+        self.trace_limit_events = int(trace_limit_events)
+        self.dump_step = dump_step
+        self.dump_limit_bytes = int(dump_limit_bytes)
         self._lock = None
+        self._tracer = None
+        self._tfile = None
+        self._tids = {}
+        self._t_prev = None
+        self._dumped = None
+        self._loss = None
+        self._auto = None
         if self.out_dir is None:
             self._traj, self._side = _Null(), _Null()
         else:
@@ -194,6 +240,18 @@ class Recorder:
             try:
                 self._traj = _open_output(os.path.join(self.out_dir, TRAJECTORY))
                 self._side = _open_output(os.path.join(self.out_dir, SIDE_FILE))
+                tpath = os.path.join(self.out_dir, _trace.TRACE_FILE)
+                if trace != "none":
+                    self._tfile = _open_output(tpath)
+                    self._tfile.write(_trace.MAGIC + struct.pack("<II", _trace.VERSION, 0))
+                    self._tfile.flush()
+                elif os.path.lexists(tpath):  # a trace of an earlier recording here is stale
+                    os.unlink(tpath)
+                write_run_json(self.out_dir)
+                if trace != "none":
+                    self._tracer = _trace.Tracer(model, trace, self.trace_limit_events, self.dump_limit_bytes)
+                    # the first step's number is not known yet: collect, keep it if it is traced
+                    self._tracer.reset(True, dump_step is not None)
             except BaseException:
                 self._traj = getattr(self, "_traj", None)
                 self.close()
@@ -204,11 +262,42 @@ class Recorder:
         self._last = None
         self._pending = None
 
+    @classmethod
+    def from_env(cls, model=None, optimizer=None, **kwargs):
+        """A Recorder into ``$DETCHECK_RECORD`` (what ``detcheck repro``
+        sets), or None when it is unset or empty (then nothing is changed).
+        Applies ``DETCHECK_THREADS`` and ``DETCHECK_DETERMINISTIC`` first;
+        ``DETCHECK_TRACE`` (modules, the default; ops; none),
+        ``DETCHECK_TRACE_STEPS`` (1,3,5-8) and ``DETCHECK_DUMP_STEP`` choose
+        the trace. ``kwargs`` go to the constructor and win over the
+        environment. With ``WORLD_SIZE`` > 1 only rank 0 records."""
+        from ._env import from_env
+        return from_env(cls, model=model, optimizer=optimizer, **kwargs)
+
+    @property
+    def closed(self):
+        """True once :meth:`close` ran (for a Recorder(None): never)."""
+        t = getattr(self, "_traj", None)
+        return t is None or (not isinstance(t, _Null) and t.closed)
+
+    def loss(self, value):
+        """Keeps ``value`` (a float or 0-d tensor) as the loss of the next
+        recorded step that is not given one (for :func:`detcheck.autorecord`,
+        which records inside ``optimizer.step()``). Returns value."""
+        self._loss = value
+        return value
+
+    def _traced(self, step):
+        return self.trace_steps is None or step in self.trace_steps or step == self.dump_step
+
     def close(self):
-        """Flushes and closes both files and releases the directory's lock
-        (also at garbage collection)."""
+        """Flushes and closes the files, removes the model's trace hooks and
+        releases the directory's lock (also at garbage collection)."""
+        tr, self._tracer = getattr(self, "_tracer", None), None
+        if tr is not None:
+            tr.close()  # the model's hooks go
         try:
-            for f in (getattr(self, "_traj", None), getattr(self, "_side", None)):
+            for f in (getattr(self, "_traj", None), getattr(self, "_side", None), getattr(self, "_tfile", None)):
                 if f and not f.closed and not isinstance(f, _Null):
                     f.flush()
                     os.fsync(f.fileno())
@@ -290,24 +379,42 @@ class Recorder:
         digests of the model's gradients (``grads=True``), parameters and
         buffers, and the optimizer's state tensors are written and their root
         digest goes into the trajectory line. Returns the root (hex) or None."""
-        loss, grad_norm = _scalar(loss, "loss"), _scalar(grad_norm, "grad_norm")  # before anything is written
+        if self._pending is not None:
+            raise ValueError("detcheck.Recorder: step %d taken but not finished" % self._pending[0])
+        kept = self._loss
+        if loss is None:
+            loss, self._loss = self._loss, None
         saved = self._state()
-        rec = self.take(step, lr=lr, model=model, optimizer=optimizer, grads=grads)
+        if self._tracer is not None:
+            self._tracer.active = False  # the Recorder's own work (loss.item()) is not traced
         try:
+            loss, grad_norm = _scalar(loss, "loss"), _scalar(grad_norm, "grad_norm")  # before anything is written
+            rec = self.take(step, lr=lr, model=model, optimizer=optimizer, grads=grads)
             return self.finish(rec, loss=loss, grad_norm=grad_norm)
         except BaseException:
             self._restore(saved)  # the step is not counted: its digests go too
+            self._loss = kept
             raise
 
     def _state(self):
         return (self._side.tell() if hasattr(self._side, "tell") else 0,
                 self._traj.tell() if hasattr(self._traj, "tell") else 0,
-                dict(self._ids), self._last, self._pending)
+                self._tfile.tell() if self._tfile is not None else 0,
+                dict(self._ids), dict(self._tids), self._last, self._pending, self._t_prev, self._dumped,
+                self._tracer.snapshot() if self._tracer is not None else None)
 
     def _restore(self, saved):
-        side, traj, self._ids, self._last, self._pending = saved
-        for f, pos in ((self._side, side), (self._traj, traj)):
-            if not isinstance(f, _Null) and not f.closed:
+        side, traj, tpos, self._ids, self._tids, self._last, self._pending, self._t_prev, dumped, tsnap = saved
+        if self._tracer is not None and tsnap is not None:
+            self._tracer.restore(tsnap)  # the step's events, to record it again
+        if self._dumped is not None and self._dumped != dumped:  # a dump this step wrote goes too
+            try:
+                os.unlink(self._dumped)
+            except OSError:
+                pass
+        self._dumped = dumped
+        for f, pos in ((self._side, side), (self._traj, traj), (self._tfile, tpos)):
+            if f is not None and not isinstance(f, _Null) and not f.closed:
                 try:
                     f.flush()
                 except OSError:
@@ -338,9 +445,30 @@ class Recorder:
         if self._last is not None and step != self._last + 1:
             raise ValueError("detcheck.Recorder: step %d after step %d (steps must be consecutive)"
                              % (step, self._last))
+        model = self.model if model is None else model
+        optimizer = self.optimizer if optimizer is None else optimizer
         if lr is None and optimizer is not None and optimizer.param_groups:
             lr = optimizer.param_groups[0].get("lr")
         lr = _scalar(lr, "lr")
+        now = time.perf_counter()
+        saved = self._state()
+        tr = self._tracer
+        if tr is not None:
+            tr.active = False  # the Recorder's own work is not traced
+        try:
+            root = self._take(step, lr, model, optimizer, grads, saved)
+        except BaseException:
+            self._restore(saved)
+            raise
+        if tr is not None:
+            nxt = step + 1
+            tr.reset(self._traced(nxt), nxt == self.dump_step)
+        self._last = step
+        self._pending = (step, lr, root, None if self._t_prev is None else now - self._t_prev)
+        self._t_prev = now
+        return self._pending
+
+    def _take(self, step, lr, model, optimizer, grads, saved):
         # everything is computed before anything is written: a step that
         # raises leaves the files and the Recorder as they were
         root = None
@@ -359,11 +487,20 @@ class Recorder:
                 *[("%s/%s" % (KINDS[k], n)).encode() for k, n, _ in recs])
             digs = (_lib.Digest * max(1, len(recs)))(*[d for _, _, d in recs])
             root = _lib.hex_of(_lib.root_digest(names, digs, len(recs)))
-            self._append(self._side, data, self._state())
+            self._append(self._side, data, saved)
             self._ids.update(ids)
-        self._last = step
-        self._pending = (step, lr, root)
-        return self._pending
+        tr = self._tracer
+        if tr is not None and self._traced(step):
+            data, new = _trace.step_record(step, tr.events, tr.truncated, self._tids)
+            self._append(self._tfile, data, saved)
+            self._tids.update(new)
+            if step == self.dump_step and tr.dumping:
+                d = os.path.join(self.out_dir, "dump_step_%d" % step)
+                os.makedirs(d, exist_ok=True)
+                path = os.path.join(d, "trace.safetensors")
+                _trace.write_dump(path, step, self.trace, tr.dump, tr.dump_full)
+                self._dumped = path
+        return root
 
     @property
     def pending(self):
@@ -377,12 +514,13 @@ class Recorder:
         Returns the step's root (hex) or None."""
         if pending is None or pending is not self._pending:
             raise ValueError("detcheck.Recorder: finish() of a record that is not the pending one")
-        step, lr, root = pending
+        step, lr, root, dt = pending
         loss, grad_norm = _scalar(loss, "loss"), _scalar(grad_norm, "grad_norm")
         line = '{"step":%d,"loss":%s,"loss_bits":"%08x","grad_norm":%s,"grad_norm_bits":"%08x","lr":%s' % (
             step, _json_float(loss), _f32_bits(loss if loss is not None else 0.0),
             _json_float(grad_norm), _f32_bits(grad_norm if grad_norm is not None else 0.0),
             _json_float(lr))
+        line += ',"step_time_s":%s' % ("null" if dt is None else "%.9g" % dt)
         if root:
             line += ',"root":"%s"' % root
         self._append(self._traj, (line + "}\n").encode(), self._state())

@@ -1,0 +1,579 @@
+"""Layer and op traces inside a training step, for ``detcheck bisect``.
+
+A :class:`detcheck.Recorder` made with ``model=`` and ``trace="modules"`` or
+``trace="ops"`` installs hooks on the model when it is made; on each traced
+step it collects, in execution order, one *event* per
+
+- ``trace="modules"``: module forward call (forward hooks: the forward
+  arguments' tensors as inputs, the output's tensors as outputs) and module
+  backward (``register_full_backward_hook``: the gradients flowing in,
+  grad_output, as inputs; those flowing out, grad_input, as outputs);
+- ``trace="ops"``: ATen op (a ``TorchDispatchMode``): the op's overload name
+  (``aten.mm.default``), the innermost module running it (a stack kept by
+  module forward pre/post hooks, and backward pre/post hooks in backward),
+  its tensor inputs and outputs;
+
+each with a call index (its index among the step's events of the same phase,
+module and op) and the digest v1 of every tensor (CUDA tensors on the device,
+with the library's kernel, on the current stream: no host copy).
+
+Module names are those of ``model.named_modules()``; the root module is
+``(root)``, and an op run outside any module of the model (a loss computed
+outside it, gradient clipping) has the module ``(outside)``. Ops run inside
+``optimizer.step()`` are not traced (the optimizer's result is in the
+recording's parameter and state digests).
+
+The events of a step are written to ``trace.bin`` (format: man
+detcheck-bisect(1), section TRACE FILES) when :meth:`Recorder.step` (or
+``take``) records that step: the events collected since the previous call.
+"""
+import bisect
+import functools
+import os
+import struct
+import warnings
+
+from . import _lib
+from ._digest import digest_torch_parts, torch_dtype_name, _is_dtensor
+
+TRACE_FILE = "trace.bin"
+MAGIC = b"DCKTRAC\0"
+VERSION = 1
+MODES = ("none", "modules", "ops")
+ROOT_NAME = "(root)"
+OUTSIDE_NAME = "(outside)"
+NO_OP = 0xFFFFFFFF
+MAX_SLOTS = 255  # u8 input and output counts: further tensors are not listed
+DEFAULT_LIMIT_EVENTS = 1000000
+MAX_LIMIT_EVENTS = 1 << 24  # DCK_TRACE_MAX_EVENTS: the CLI refuses a step holding more
+MAX_NAME_BYTES = 0xFFFF
+FORWARD, BACKWARD = 0, 1
+PHASES = ("forward", "backward")
+KINDS = ("module", "op")
+_NAME, _STEP = 1, 2
+_ABSENT = b"\0" + bytes(16)
+_EVENT = struct.Struct("<BBIIIBB")
+_SLOT = struct.Struct("<BQQ")
+# a trace file is read whole: bounded as the tensor digest side file
+MAX_BYTES = 1 << 34
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def _slot(t):
+    """The 17 bytes of one slot: present + digest, or absent (None, or a
+    tensor detcheck cannot digest: a sparse or meta tensor, a dtype it does
+    not read)."""
+    if t is None:
+        return _ABSENT
+    try:
+        if _is_dtensor(t):
+            t = t.to_local()  # no collective inside a hook: the rank's shard
+        d = digest_torch_parts(t)[2]
+    except (TypeError, ValueError, RuntimeError, NotImplementedError, _lib.DetcheckError):
+        return _ABSENT
+    return _SLOT.pack(1, d.high64, d.low64)
+
+
+def _next_seq():
+    return _torch()._C._autograd._get_sequence_nr()
+
+
+def _leaves(x):
+    from torch.utils._pytree import tree_leaves
+    return tree_leaves(x)
+
+
+class _Event:
+    __slots__ = ("phase", "kind", "module", "op", "call", "nin", "ins", "nout", "outs")
+
+    def __init__(self, phase, kind, module, op, call, nin, ins, nout, outs):
+        self.phase, self.kind, self.module, self.op, self.call = phase, kind, module, op, call
+        self.nin, self.ins, self.nout, self.outs = nin, ins, nout, outs
+
+
+class Tracer:
+    """The hooks of one Recorder on one model; events of the current step
+    in ``events``. ``active``: this step is traced; ``dumping``: its
+    outputs are kept for a dump (bounded by ``dump_limit``)."""
+
+    def __init__(self, model, mode, limit_events, dump_limit=0):
+        if mode not in ("modules", "ops"):
+            raise ValueError("detcheck.Recorder: trace must be one of %s, not %r" % (", ".join(MODES), mode))
+        self.model = model
+        self.mode = mode
+        self.limit = limit_events
+        self.dump_limit = dump_limit
+        self.active = False
+        self.dumping = False
+        self.paused = 0
+        self._handles = []
+        self._dispatch = None
+        from torch.optim.optimizer import register_optimizer_step_pre_hook, register_optimizer_step_post_hook
+        # for the Tracer's life (not armed and disarmed: a hook may disarm it inside optimizer.step())
+        self._opt_handles = [register_optimizer_step_pre_hook(self._opt_pre),
+                             register_optimizer_step_post_hook(self._opt_post)]
+        self.reset(False, False)
+
+    # ---------------------------------------------------------- state
+    def reset(self, active, dumping):
+        """Drops the collected events; the next step is traced when active
+        (and its outputs kept when dumping). Hooks come and go with it."""
+        self.events = []
+        self.truncated = False
+        self.calls = {}
+        self.dump = []  # (event index, output index, tensor copy)
+        self.dump_bytes = 0
+        self.dump_full = False
+        self._fstack = []
+        self._seqs, self._seqnames = [], []
+        self.active = active
+        self.dumping = dumping and active
+        if active:
+            self._arm()
+        else:
+            self._disarm()
+
+    _STATE = ("events", "truncated", "calls", "dump", "dump_bytes", "dump_full", "_fstack", "_seqs", "_seqnames",
+              "active", "dumping")
+
+    def snapshot(self):
+        """The collected state (by reference: reset() starts new lists)."""
+        return tuple(getattr(self, a) for a in self._STATE)
+
+    def restore(self, snap):
+        for a, v in zip(self._STATE, snap):
+            setattr(self, a, v)
+        if self.active:
+            self._arm()
+
+    def _arm(self):
+        if self._handles:
+            return
+        if self.mode == "modules":  # the root's inputs need no gradient: PyTorch says so every step
+            warnings.filterwarnings("ignore", category=UserWarning,
+                                    message="Full backward hook is firing when gradients are computed with respect "
+                                            "to module outputs")
+            # a module returning a dict or a ModelOutput has no backward event (said in the docs)
+            warnings.filterwarnings("ignore", category=UserWarning,
+                                    message="For backward hooks to be called, module output should be a Tensor")
+        try:
+            for name, m in self.model.named_modules():
+                nm = name or ROOT_NAME
+                self._handles.append(m.register_forward_pre_hook(functools.partial(self._fpre, nm),
+                                                                 with_kwargs=True))
+                self._handles.append(m.register_forward_hook(functools.partial(self._fpost, nm),
+                                                             with_kwargs=True))
+                if self.mode == "modules":
+                    try:
+                        self._handles.append(m.register_full_backward_hook(functools.partial(self._bpost, nm)))
+                    except RuntimeError as e:  # a module with old-style backward hooks refuses full ones
+                        warnings.warn("detcheck.Recorder: module %s is not traced in backward (%s)" % (nm, e))
+            if self.mode == "ops":
+                self._dispatch = _op_mode(self)
+                self._dispatch.__enter__()
+        except BaseException:
+            self._disarm()
+            raise
+
+    def _disarm(self):
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        if self._dispatch is not None:
+            d, self._dispatch = self._dispatch, None
+            try:
+                d.__exit__(None, None, None)
+            except Exception:  # another mode entered after ours is still on top: ours stays, idle
+                pass
+
+    def close(self):
+        self.active = False
+        self._disarm()
+        for h in self._opt_handles:
+            h.remove()
+        self._opt_handles = []
+
+    def _opt_pre(self, *a):
+        self.paused += 1
+
+    def _opt_post(self, *a):
+        self.paused = max(0, self.paused - 1)
+
+    # ---------------------------------------------------------- events
+    def _full(self):
+        if len(self.events) >= self.limit:
+            self.truncated = True
+            return True
+        return False
+
+    def add(self, phase, kind, module, op, ins, outs):
+        """ins, outs: lists of tensors or None (absent slots)."""
+        key = (phase, module, op)
+        call = self.calls.get(key, 0)
+        self.calls[key] = call + 1
+        ins, outs = ins[:MAX_SLOTS], outs[:MAX_SLOTS]
+        ib = b"".join(_slot(t) for t in ins)
+        ob = b"".join(_slot(t) for t in outs)
+        if self.dumping and not self.dump_full:
+            self._keep(len(self.events), outs)
+        self.events.append(_Event(phase, kind, module, op, call, len(ins), ib, len(outs), ob))
+
+    def add_digested(self, phase, kind, module, op, nin, ib, outs):
+        key = (phase, module, op)
+        call = self.calls.get(key, 0)
+        self.calls[key] = call + 1
+        outs = outs[:MAX_SLOTS]
+        ob = b"".join(_slot(t) for t in outs)
+        if self.dumping and not self.dump_full:
+            self._keep(len(self.events), outs)
+        self.events.append(_Event(phase, kind, module, op, call, nin, ib, len(outs), ob))
+
+    def _keep(self, index, outs):
+        torch = _torch()
+        for j, t in enumerate(outs):
+            if t is None or not isinstance(t, torch.Tensor):
+                continue
+            try:
+                if _is_dtensor(t):
+                    t = t.to_local()
+                torch_dtype_name(t)
+                if t.layout != torch.strided or t.device.type == "meta":
+                    continue
+                n = t.numel() * t.element_size()
+                if self.dump_bytes + n > self.dump_limit:
+                    self.dump_full = True
+                    warnings.warn("detcheck.Recorder: the dump reached dump_limit_bytes=%d at event %d; "
+                                  "later outputs are not dumped" % (self.dump_limit, index))
+                    return
+                c = t.detach().clone(memory_format=torch.contiguous_format)
+            except (TypeError, RuntimeError, NotImplementedError):
+                continue
+            self.dump_bytes += n
+            self.dump.append((index, j, c))
+
+    # ---------------------------------------------------------- hooks
+    def _fpre(self, nm, module, args, kwargs):
+        if not self.active or self.paused:
+            return None
+        if self.mode == "ops":
+            self._fstack.append((id(module), nm, None))
+            self._transition(nm)
+        elif not self._full():
+            # inputs digested before forward runs (an in-place module changes them)
+            ins = [t for t in _leaves((args, kwargs)) if isinstance(t, _torch().Tensor)]
+            ins = ins[:MAX_SLOTS]
+            self._fstack.append((id(module), nm, (len(ins), b"".join(_slot(t) for t in ins))))
+        else:
+            self._fstack.append((id(module), nm, None))
+        return None
+
+    def _pop(self, stack, key):
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i][0] == key:
+                e = stack[i]
+                del stack[i:]
+                return e
+        return None
+
+    def _fpost(self, nm, module, args, kwargs, output):
+        if not self.active or self.paused:
+            return None
+        e = self._pop(self._fstack, id(module))
+        if self.mode == "ops":
+            self._transition(self._fstack[-1][1] if self._fstack else OUTSIDE_NAME)
+        if self.mode == "modules" and e is not None and e[2] is not None and not self._full():
+            outs = [t for t in _leaves(output) if isinstance(t, _torch().Tensor)]
+            self.add_digested(FORWARD, 0, nm, None, e[2][0], e[2][1], outs)
+        return None
+
+    def _bpost(self, nm, module, grad_input, grad_output):
+        if self.active and not self.paused and not self._full():
+            self.add(BACKWARD, 0, nm, None, list(grad_output), list(grad_input))
+        return None
+
+    def _transition(self, nm):
+        """From the autograd sequence number now on, nodes made belong to
+        module nm (the forward's module stack, as backward ops find it)."""
+        self._seqs.append(_next_seq())
+        self._seqnames.append(nm)
+
+    def module_now(self, phase):
+        """The module an op runs in: in forward the innermost module whose
+        forward is running; in backward the module whose forward made the
+        autograd node being run (its sequence number), else (outside)."""
+        if phase == FORWARD:
+            return self._fstack[-1][1] if self._fstack else OUTSIDE_NAME
+        node = _torch()._C._current_autograd_node()
+        if node is None or not self._seqs:
+            return OUTSIDE_NAME
+        i = bisect.bisect_right(self._seqs, node._sequence_nr())
+        return self._seqnames[i - 1] if i else OUTSIDE_NAME
+
+
+def _op_mode(tracer):
+    torch = _torch()
+    from torch.utils._python_dispatch import TorchDispatchMode
+    Tensor = torch.Tensor
+    graph_task = torch._C._current_graph_task_id
+
+    class _OpTrace(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            tr = tracer
+            if not tr.active or tr.paused or func.namespace == "profiler" or tr._full():
+                return func(*args, **kwargs)
+            ins = [t for t in _leaves((args, kwargs)) if isinstance(t, Tensor)][:MAX_SLOTS]
+            ib = b"".join(_slot(t) for t in ins)  # before the op: an in-place op changes them
+            out = func(*args, **kwargs)
+            outs = [t if isinstance(t, Tensor) else None for t in _leaves(out)
+                    if t is None or isinstance(t, Tensor)]
+            phase = BACKWARD if graph_task() != -1 else FORWARD
+            tr.add_digested(phase, 1, tr.module_now(phase), str(func), len(ins), ib, outs)
+            return out
+
+    return _OpTrace()
+
+
+# -------------------------------------------------------------- writing
+def name_bytes(name):
+    """A trace name as UTF-8 (a module path or an op name): at most 65535
+    bytes, no NUL (ValueError otherwise)."""
+    try:
+        nb = name.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError("detcheck.Recorder: trace name %r cannot be written as UTF-8 (%s)"
+                         % (name, e.reason)) from None
+    if len(nb) > MAX_NAME_BYTES or b"\0" in nb or not nb:
+        raise ValueError("detcheck.Recorder: trace name %.60r is empty, holds a NUL byte or is longer "
+                         "than %d bytes" % (name, MAX_NAME_BYTES))
+    return nb
+
+
+def step_record(step, events, truncated, ids):
+    """The bytes of one step's record (with the name records it needs
+    first) and the new names' ids ({name: id}, not yet in ``ids``)."""
+    new = {}
+    parts = []
+
+    def idof(name):
+        i = ids.get(name)
+        if i is None:
+            i = new.get(name)
+        if i is None:
+            nb = name_bytes(name)
+            i = new[name] = len(ids) + len(new)
+            parts.append(struct.pack("<BIH", _NAME, i, len(nb)) + nb)
+        return i
+
+    body = []
+    for e in events:
+        m = idof(e.module)
+        o = NO_OP if e.op is None else idof(e.op)
+        body.append(_EVENT.pack(e.phase, e.kind, m, o, e.call, e.nin, e.nout))
+        body.append(e.ins)
+        body.append(e.outs)
+    parts.append(struct.pack("<BqIB", _STEP, step, len(events), 1 if truncated else 0))
+    return b"".join(parts) + b"".join(body), new
+
+
+def write_dump(path, step, mode, kept, truncated):
+    """Writes the kept outputs as safetensors (the library's writer: a
+    temporary name, fsync, rename), tensor names "%05d.output.%d"."""
+    torch = _torch()
+    n = len(kept)
+    arr = (_lib.StTensor * max(1, n))()
+    keep = []
+    for k, (i, j, t) in enumerate(kept):
+        h = t.cpu().contiguous() if t.device.type != "cpu" else t
+        name = ("%05d.output.%d" % (i, j)).encode()
+        keep.append((h, name))
+        st = arr[k]
+        st.name = name
+        st.dtype = _lib.DTYPE_CODE[torch_dtype_name(h)]
+        st.ndim = h.dim()
+        if h.dim() > _lib.MAX_DIMS:
+            raise ValueError("detcheck.Recorder: dumped tensor %s has more than %d dimensions"
+                             % (name.decode(), _lib.MAX_DIMS))
+        for d, s in enumerate(h.shape):
+            st.shape[d] = s
+        st.data = h.data_ptr() if h.numel() else None
+        st.global_ndim = 0
+    meta = (_lib.KV * 3)(_lib.KV(b"detcheck_step", str(step).encode()),
+                         _lib.KV(b"detcheck_trace", mode.encode()),
+                         _lib.KV(b"detcheck_dump_truncated", b"1" if truncated else b"0"))
+    _lib.check(_lib.safetensors_write(path.encode(), arr, n, meta, 3, 0))
+    del keep
+
+
+# -------------------------------------------------------------- reading
+class TraceEvent:
+    """One event of a trace: ``phase`` ("forward"/"backward"), ``kind``
+    ("module"/"op"), ``module`` (qualified name, "(root)", "(outside)"),
+    ``op`` (an ATen overload name, or None for a module event), ``call``,
+    ``inputs`` and ``outputs`` (lists of 32-hex-digit digests, None for an
+    absent slot), ``index`` (position in the step's event list)."""
+    __slots__ = ("index", "phase", "kind", "module", "op", "call", "inputs", "outputs")
+
+    def __init__(self, index, phase, kind, module, op, call, inputs, outputs):
+        self.index, self.phase, self.kind, self.module, self.op = index, phase, kind, module, op
+        self.call, self.inputs, self.outputs = call, inputs, outputs
+
+    def key(self):
+        """What identifies the event across runs: (phase, kind, module, op, call)."""
+        return (self.phase, self.kind, self.module, self.op, self.call)
+
+    def __eq__(self, other):
+        return isinstance(other, TraceEvent) and all(getattr(self, a) == getattr(other, a)
+                                                     for a in self.__slots__)
+
+    def __repr__(self):
+        return "TraceEvent(%d, %s, %s %s%s call %d, %d inputs, %d outputs)" % (
+            self.index, self.phase, self.kind, self.module, "" if self.op is None else " " + self.op,
+            self.call, len(self.inputs), len(self.outputs))
+
+
+class TraceStep:
+    """A traced step: ``step``, ``truncated`` (the recorder's per-step bound
+    dropped events past these), ``events`` (TraceEvent list)."""
+    __slots__ = ("step", "truncated", "events")
+
+    def __init__(self, step, truncated, events):
+        self.step, self.truncated, self.events = step, truncated, events
+
+    def __repr__(self):
+        return "TraceStep(%d, %d events%s)" % (self.step, len(self.events),
+                                               ", truncated" if self.truncated else "")
+
+
+def read_trace(run_dir):
+    """Reads a run's trace.bin: {step: TraceStep}.
+
+    Refuses (ValueError naming the file and the byte offset) what the CLI's
+    reader refuses: a missing or bad magic, another version, flags other
+    than 0, an unknown record type, a name record whose id is not the next
+    one, whose name is empty, not UTF-8 or holds a NUL, or names a name
+    already named, a step not after the previous one, an event with a phase
+    other than 0/1 or a kind other than 0/1, a step holding more than 2^24
+    events, a name id never named, a
+    module event with an op id or an op event without one, a slot whose
+    present byte is not 0 or 1 or an absent slot with a digest, a file that
+    is not a regular file (a FIFO: never waited on) or larger than 16 GiB.
+    Only a record cut short by the end of the file (a killed run) is
+    ignored."""
+    from ._recorder import _read_regular
+    path = os.path.join(str(run_dir), TRACE_FILE)
+    data = _read_regular(path)
+    if len(data) < 16 or data[:8] != MAGIC:
+        raise ValueError("%s: byte 0: not a detcheck trace file (no DCKTRAC header)" % path)
+    ver, flags = struct.unpack_from("<II", data, 8)
+    if ver != VERSION:
+        raise ValueError("%s: byte 8: version %d (this reads %d)" % (path, ver, VERSION))
+    if flags:
+        raise ValueError("%s: byte 12: flags 0x%x (this reads none)" % (path, flags))
+    pos, n, names, named, steps, last = 16, len(data), [], {}, {}, None
+    while pos < n:
+        t = data[pos]
+        if t == _NAME:
+            if n - pos < 7:
+                break
+            i, ln = struct.unpack_from("<IH", data, pos + 1)
+            if i != len(names):
+                raise ValueError("%s: byte %d: name record with id %d (expected id %d)" % (path, pos, i, len(names)))
+            if n - pos - 7 < ln:
+                break
+            raw = data[pos + 7:pos + 7 + ln]
+            try:
+                nm = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError("%s: byte %d: name %d is not UTF-8" % (path, pos + 7 + e.start, i)) from None
+            if not raw or b"\0" in raw:
+                raise ValueError("%s: byte %d: name %d is empty or holds a NUL byte" % (path, pos, i))
+            if nm in named:
+                raise ValueError("%s: byte %d: name %r recorded twice, as ids %d and %d"
+                                 % (path, pos, nm, named[nm], i))
+            named[nm] = i
+            names.append(nm)
+            pos += 7 + ln
+        elif t == _STEP:
+            if n - pos < 14:
+                break
+            st, cnt, trunc = struct.unpack_from("<qIB", data, pos + 1)
+            if last is not None and st <= last:
+                raise ValueError("%s: byte %d: step %d after step %d" % (path, pos, st, last))
+            if cnt > MAX_LIMIT_EVENTS:
+                raise ValueError("%s: byte %d: step %d holds %d events (at most %d)"
+                                 % (path, pos, st, cnt, MAX_LIMIT_EVENTS))
+            if trunc > 1:
+                raise ValueError("%s: byte %d: step %d truncated byte %d (0 or 1)" % (path, pos + 13, st, trunc))
+            p = pos + 14
+            events, torn = [], False
+            for k in range(cnt):
+                if n - p < _EVENT.size:
+                    torn = True
+                    break
+                ph, kd, mid, oid, call, nin, nout = _EVENT.unpack_from(data, p)
+                if ph > 1 or kd > 1:
+                    raise ValueError("%s: byte %d: event %d of step %d: phase %d kind %d" % (path, p, k, st, ph, kd))
+                if mid >= len(names) or (oid != NO_OP and oid >= len(names)):
+                    raise ValueError("%s: byte %d: event %d of step %d uses a name id never named"
+                                     % (path, p, k, st))
+                if (kd == 0) != (oid == NO_OP):
+                    raise ValueError("%s: byte %d: event %d of step %d: a %s event %s an op name"
+                                     % (path, p, k, st, KINDS[kd], "with" if kd == 0 else "without"))
+                q = p + _EVENT.size
+                if n - q < _SLOT.size * (nin + nout):
+                    torn = True
+                    break
+                slots = []
+                for s in range(nin + nout):
+                    pr, hi, lo = _SLOT.unpack_from(data, q)
+                    if pr > 1 or (pr == 0 and (hi or lo)):
+                        raise ValueError("%s: byte %d: event %d of step %d: bad slot (present %d)"
+                                         % (path, q, k, st, pr))
+                    slots.append("%016x%016x" % (hi, lo) if pr else None)
+                    q += _SLOT.size
+                events.append(TraceEvent(k, PHASES[ph], KINDS[kd], names[mid], None if oid == NO_OP else names[oid],
+                                         call, slots[:nin], slots[nin:]))
+                p = q
+            if torn:
+                break
+            steps[st] = TraceStep(st, bool(trunc), events)
+            last = st
+            pos = p
+        else:
+            raise ValueError("%s: byte %d: unknown record type %d" % (path, pos, t))
+    return steps
+
+
+def first_difference(a, b):
+    """The first difference of two traces ({step: TraceStep}, as
+    :func:`read_trace` returns), as ``detcheck bisect`` finds it:
+    ``(step, event_a, event_b, inputs_equal)``, or None when every step both
+    traced agrees.
+
+    In each step both traced, ascending, events are compared position by
+    position in execution order (forward before backward within each
+    microbatch). Where their keys (phase, kind, module, op, call, input and
+    output counts) differ, or one run's step ends while the other's goes on
+    (not in a truncated step: only the events both hold are compared), the
+    runs executed differently: ``inputs_equal`` is None and the missing
+    event is None. Otherwise the first event one of whose outputs differs is
+    returned, ``inputs_equal`` True when every input is equal (this event
+    computed other bits: the culprit) and False when an input already
+    differed (inherited)."""
+    for st in sorted(set(a) & set(b)):
+        xa, xb = a[st].events, b[st].events
+        n = min(len(xa), len(xb))
+        for i in range(n):
+            x, y = xa[i], xb[i]
+            if x.key() + (len(x.inputs), len(x.outputs)) != y.key() + (len(y.inputs), len(y.outputs)):
+                return st, x, y, None
+            if x.outputs != y.outputs:
+                return st, x, y, x.inputs == y.inputs
+        if len(xa) != len(xb) and not (a[st].truncated or b[st].truncated):
+            return st, xa[n] if n < len(xa) else None, xb[n] if n < len(xb) else None, None
+    return None

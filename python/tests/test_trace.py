@@ -1,0 +1,458 @@
+"""Module and op traces (Recorder(trace=...)), trace.bin, dumps, run.json,
+Recorder.from_env and autorecord, on a real torch training loop with a
+planted order-dependent reduction: once in forward, once in backward. The
+reduction is a custom op (one ATen-level op in the trace) whose summation
+order a module flag flips between two runs, so its float32 bits differ."""
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import detcheck
+from detcheck import _trace
+from conftest import cli_path, run_cli
+
+REVERSED = {"fwd": False, "bwd": False}
+OP = "detcheck_test.order_center.default"
+
+
+@torch.library.custom_op("detcheck_test::order_center", mutates_args=())
+def order_center(x: torch.Tensor, which: str) -> torch.Tensor:
+    """x minus its row means, the mean summed chunk by chunk in an order
+    that REVERSED[which] flips (float32: other bits)."""
+    chunks = list(x.split(3, dim=-1))
+    if REVERSED[which]:
+        chunks.reverse()
+    acc = torch.zeros(x.shape[:-1] + (1,), dtype=x.dtype)
+    for c in chunks:
+        acc = acc + c.sum(-1, keepdim=True)
+    return x - acc / x.shape[-1]
+
+
+class PlantedForward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return order_center(x, "fwd")
+
+    @staticmethod
+    def backward(ctx, g):
+        return g - g.mean(-1, keepdim=True)
+
+
+class PlantedBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x - x.mean(-1, keepdim=True)
+
+    @staticmethod
+    def backward(ctx, g):
+        return order_center(g, "bwd")
+
+
+class Center(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn.apply(x)
+
+
+class Net(torch.nn.Module):
+    def __init__(self, plant="fwd"):
+        super().__init__()
+        self.inp = torch.nn.Linear(16, 48)
+        self.act = torch.nn.Tanh()
+        self.center = Center(PlantedForward if plant == "fwd" else PlantedBackward)
+        self.out = torch.nn.Linear(48, 4)
+
+    def forward(self, x):
+        return self.out(self.center(self.act(self.inp(x))))
+
+
+def train(out, plant="fwd", reverse=False, trace="modules", steps=3, fail_at=None, **kw):
+    REVERSED["fwd"] = REVERSED["bwd"] = False
+    REVERSED[plant] = reverse
+    torch.manual_seed(0)
+    model = Net(plant)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(1)
+    try:
+        with detcheck.Recorder(out, model=model, optimizer=opt, trace=trace, **kw) as rec:
+            for step in range(1, steps + 1):
+                x = torch.randn(8, 16, generator=g)
+                y = torch.randn(8, 4, generator=g)
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                rec.step(step, loss=loss)
+    finally:
+        REVERSED["fwd"] = REVERSED["bwd"] = False
+    return str(out)
+
+
+def bisect_has_traces():
+    r = subprocess.run([cli_path(), "bisect", "--help"], capture_output=True, text=True)
+    return "first differing op" in r.stdout + r.stderr or "trace" in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("trace", ["modules", "ops"])
+@pytest.mark.parametrize("plant", ["fwd", "bwd"])
+def test_planted_op_is_named(tmp_path, plant, trace):
+    a = train(tmp_path / "a", plant, False, trace)
+    b = train(tmp_path / "b", plant, True, trace)
+    ta, tb = detcheck.read_trace(a), detcheck.read_trace(b)
+    assert sorted(ta) == sorted(tb) == [1, 2, 3]
+    d = detcheck.first_difference(ta, tb)
+    assert d is not None, "the reversed summation order changed no bit"
+    step, ea, eb, inputs_equal = d
+    assert step == 1
+    assert ea.key() == eb.key()
+    assert ea.phase == ("forward" if plant == "fwd" else "backward")
+    assert ea.module == "center"
+    if trace == "ops":
+        assert (ea.kind, ea.op, ea.call) == ("op", OP, 0)
+    else:
+        assert (ea.kind, ea.op, ea.call) == ("module", None, 0)
+    assert inputs_equal and ea.inputs == eb.inputs and ea.outputs != eb.outputs
+    # everything before it in execution order agrees
+    if plant == "fwd":
+        before = [e for e in ta[1].events if e.phase == "forward"][:ea.index]
+    else:
+        before = [e for e in ta[1].events if e.phase == "forward"] + \
+                 [e for e in ta[1].events if e.phase == "backward" and e.index < ea.index]
+    other = {e.key(): e for e in tb[1].events}
+    assert before and all(other[e.key()].inputs == e.inputs and other[e.key()].outputs == e.outputs
+                          for e in before)
+    # and the CLI, once its bisect reads traces
+    r = run_cli("bisect", a, b)
+    assert r.returncode == 1, r.stdout + r.stderr
+    if "first differing" not in r.stdout.replace("first differing step", "").replace(
+            "first differing tensor", "") and not bisect_has_traces():
+        pytest.skip("bisect has no trace support yet")
+    if trace == "ops":
+        want = "first differing op: step 1, %s, center (%s, call 0), output 0: " % (ea.phase, OP)
+    else:
+        want = "first differing module: step 1, %s, center (call 0), output 0: " % ea.phase
+    assert want + "inputs equal, output differs (culprit)" in r.stdout, r.stdout
+    assert "(tensor %05d.output.0)" % ea.index in r.stdout, r.stdout  # the dump's name of that output
+
+
+@pytest.mark.parametrize("trace", ["modules", "ops"])
+def test_reproducible_runs_give_identical_traces(tmp_path, trace):
+    a = train(tmp_path / "a", trace=trace)
+    b = train(tmp_path / "b", trace=trace)
+    with open(os.path.join(a, "trace.bin"), "rb") as f, open(os.path.join(b, "trace.bin"), "rb") as g:
+        da, db = f.read(), g.read()
+    assert da == db and len(da) > 16
+    assert detcheck.first_difference(detcheck.read_trace(a), detcheck.read_trace(b)) is None
+    t = detcheck.read_trace(a)
+    names = {e.module for e in t[1].events}
+    if trace == "modules":
+        # every module, forward and backward, the root as "(root)"
+        assert {(e.phase, e.module) for e in t[1].events} >= {
+            ("forward", m) for m in ("(root)", "inp", "act", "center", "out")} | {
+            ("backward", m) for m in ("(root)", "inp", "act", "center", "out")}
+        fw = [e.module for e in t[1].events if e.phase == "forward"]
+        assert fw == ["inp", "act", "center", "out", "(root)"]  # execution (completion) order
+        assert all(e.op is None and e.kind == "module" for e in t[1].events)
+    else:
+        assert {"inp", "act", "center", "out", "(outside)"} <= names
+        ops = {(e.phase, e.module, e.op) for e in t[1].events}
+        assert ("forward", "inp", "aten.addmm.default") in ops
+        assert ("backward", "out", "aten.mm.default") in ops
+        # optimizer.step() is not traced
+        assert not any("adam" in e.op or "lerp" in e.op for e in t[1].events)
+    r = run_cli("bisect", a, b)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_module_event_digests(tmp_path):
+    """A module event's digests are detcheck.digest of its inputs and outputs."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3))
+    seen = {}
+    model[0].register_forward_hook(lambda m, a, o: seen.update(i=detcheck.digest(a[0]), o=detcheck.digest(o)))
+    with detcheck.Recorder(tmp_path / "r", model=model) as rec:
+        model(torch.randn(2, 4)).sum().backward()
+        rec.step(0)
+    ev = detcheck.read_trace(tmp_path / "r")[0].events
+    e = [e for e in ev if e.module == "0" and e.phase == "forward"][0]
+    assert e.inputs == [seen["i"]] and e.outputs == [seen["o"]]
+    b = [e for e in ev if e.module == "0" and e.phase == "backward"][0]
+    assert b.outputs == [None]  # the input needed no gradient
+
+
+def test_trace_steps_limit_tracing(tmp_path):
+    a = train(tmp_path / "a", steps=4, trace_steps=[2, 4])
+    assert sorted(detcheck.read_trace(a)) == [2, 4]
+    b = train(tmp_path / "b", steps=4, trace="ops", trace_steps=range(3, 100))
+    t = detcheck.read_trace(b)
+    assert sorted(t) == [3, 4] and all(t[s].events for s in t)
+    # the untraced steps leave no hooks on the model
+    torch.manual_seed(0)
+    model = Net()
+    with detcheck.Recorder(tmp_path / "c", model=model, trace_steps=[5]) as rec:
+        model(torch.randn(2, 16)).sum().backward()
+        rec.step(1)
+        assert not model.inp._forward_hooks and not model.inp._forward_pre_hooks
+    assert not model._forward_hooks
+
+
+def test_bound_sets_truncated(tmp_path):
+    a = train(tmp_path / "a", trace="ops", trace_limit_events=7)
+    t = detcheck.read_trace(a)
+    assert all(s.truncated and len(s.events) == 7 for s in t.values())
+    b = train(tmp_path / "b", trace="modules")
+    assert not any(s.truncated for s in detcheck.read_trace(b).values())
+    with pytest.raises(ValueError, match="trace_limit_events"):
+        detcheck.Recorder(tmp_path / "c", model=Net(), trace_limit_events=0)
+
+
+def test_a_raising_step_writes_nothing(tmp_path, monkeypatch):
+    torch.manual_seed(0)
+    model = Net()
+    out = tmp_path / "r"
+    rec = detcheck.Recorder(out, model=model)
+    files = ("trace.bin", "tensor_digests.bin", "trajectory.jsonl")
+
+    def sizes():
+        return [os.path.getsize(os.path.join(out, f)) for f in files]
+
+    model(torch.randn(2, 16)).sum().backward()
+    rec.step(1, model=model)
+    before = sizes()
+    model(torch.randn(2, 16)).sum().backward()
+    with pytest.raises(ValueError, match="consecutive"):
+        rec.step(3, model=model)
+    with pytest.raises(TypeError):
+        rec.step(2, loss="not a number", model=model)
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+    monkeypatch.setattr(rec, "finish", boom)
+    with pytest.raises(OSError):
+        rec.step(2, model=model)  # after the trace record was written: cut back
+    assert sizes() == before
+    assert sorted(detcheck.read_trace(out)) == [1]
+    monkeypatch.undo()
+    rec.step(2, model=model)  # the step's events were kept
+    rec.close()
+    t = detcheck.read_trace(out)
+    assert sorted(t) == [1, 2] and [e.key() for e in t[1].events] == [e.key() for e in t[2].events]
+
+
+def test_two_recorders_on_one_dir_refused(tmp_path):
+    model = Net()
+    with detcheck.Recorder(tmp_path / "r", model=model, trace="ops") as rec:
+        with pytest.raises(ValueError, match="another detcheck.Recorder"):
+            detcheck.Recorder(tmp_path / "r", model=model, trace="modules")
+        n = len(model.inp._forward_hooks)
+        model(torch.randn(2, 16)).sum().backward()
+        rec.step(1)
+    assert n == 1  # the refused Recorder installed no hook
+    assert not model.inp._forward_hooks and not model.inp._forward_pre_hooks
+    assert len(detcheck.read_trace(tmp_path / "r")[1].events) > 10
+
+
+def test_dump(tmp_path):
+    st = pytest.importorskip("safetensors.torch")
+    a = train(tmp_path / "a", trace="ops", dump_step=2)
+    assert os.listdir(os.path.join(a)).count("dump_step_2") == 1
+    assert not os.path.exists(os.path.join(a, "dump_step_1"))
+    path = os.path.join(a, "dump_step_2", "trace.safetensors")
+    tensors = st.load_file(path)
+    ev = detcheck.read_trace(a)[2].events
+    want = {"%05d.output.%d" % (e.index, j): h for e in ev for j, h in enumerate(e.outputs) if h}
+    assert set(tensors) <= set(want) and len(tensors) > 10
+    for name, t in tensors.items():
+        assert detcheck.digest(t) == want[name], name
+    # the CLI reads it too
+    assert run_cli("hash", "--json", path).returncode == 0
+    # bounded: a warning, and no more than the limit
+    with pytest.warns(UserWarning, match="dump_limit_bytes"):
+        b = train(tmp_path / "b", trace="modules", dump_step=1, dump_limit_bytes=2000)
+    t = st.load_file(os.path.join(b, "dump_step_1", "trace.safetensors"))
+    assert 0 < sum(x.numel() * x.element_size() for x in t.values()) <= 2000
+    with pytest.raises(ValueError, match="dump_step"):
+        detcheck.Recorder(tmp_path / "c", model=Net(), trace="none", dump_step=1)
+
+
+def test_run_json_and_step_time(tmp_path):
+    a = train(tmp_path / "a")
+    with open(os.path.join(a, "run.json")) as f:
+        doc = json.load(f)
+    assert doc["detcheck_run"] == 1 and doc["argv"] == sys.argv
+    s = doc["settings"]
+    assert set(s) == {"deterministic_algorithms", "CUBLAS_WORKSPACE_CONFIG", "cudnn_deterministic",
+                      "cudnn_benchmark", "tf32_matmul", "tf32_cudnn", "NCCL_ALGO", "NCCL_PROTO", "threads",
+                      "torch", "cuda", "cudnn", "nccl", "gpus"}
+    assert s["torch"] == torch.__version__ and s["threads"] == torch.get_num_threads()
+    assert s["deterministic_algorithms"] == torch.are_deterministic_algorithms_enabled()
+    assert isinstance(s["gpus"], list)
+    with open(os.path.join(a, "trajectory.jsonl")) as f:
+        lines = [json.loads(x) for x in f]
+    assert lines[0]["step_time_s"] is None
+    assert all(isinstance(x["step_time_s"], float) and x["step_time_s"] > 0 for x in lines[1:])
+    # no model: no trace, and a stale trace.bin goes
+    with detcheck.Recorder(a) as rec:
+        rec.step(1)
+    assert not os.path.exists(os.path.join(a, "trace.bin"))
+
+
+@pytest.fixture
+def torch_settings():
+    saved = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
+             torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32,
+             torch.backends.cudnn.allow_tf32, torch.get_num_threads(), os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
+    yield
+    torch.use_deterministic_algorithms(saved[0])
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = saved[1], saved[2]
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[3], saved[4]
+    torch.set_num_threads(saved[5])
+    if saved[6] is None:
+        os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+    else:
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = saved[6]
+
+
+def loop(steps=3, with_loss=True):
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    rec = detcheck.autorecord(model, opt)
+    for _ in range(steps):
+        loss = model(torch.randn(4, 16)).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        if rec is not None and with_loss:
+            rec.loss(loss)
+        opt.step()
+    return rec, model
+
+
+def test_from_env_and_autorecord(tmp_path, monkeypatch, torch_settings):
+    for v in ("DETCHECK_RECORD", "DETCHECK_TRACE", "DETCHECK_THREADS", "DETCHECK_DETERMINISTIC",
+              "DETCHECK_DUMP_STEP", "DETCHECK_TRACE_STEPS"):
+        monkeypatch.delenv(v, raising=False)
+    threads = torch.get_num_threads()
+    monkeypatch.setenv("DETCHECK_THREADS", "1")  # ignored without DETCHECK_RECORD
+    assert detcheck.Recorder.from_env(model=Net()) is None
+    rec, model = loop()
+    assert rec is None and not model.inp._forward_hooks and torch.get_num_threads() == threads
+    assert not os.listdir(tmp_path)
+
+    out = tmp_path / "run"
+    monkeypatch.setenv("DETCHECK_RECORD", str(out))
+    monkeypatch.setenv("DETCHECK_DETERMINISTIC", "1")
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    monkeypatch.setenv("DETCHECK_TRACE", "ops")
+    monkeypatch.setenv("DETCHECK_TRACE_STEPS", "2-3")
+    rec, model = loop()
+    assert isinstance(rec, detcheck.Recorder) and rec.trace == "ops"
+    rec.close()
+    assert not model.inp._forward_hooks
+    with open(out / "run.json") as f:
+        s = json.load(f)["settings"]
+    assert s["threads"] == 1 and s["deterministic_algorithms"] and s["cudnn_deterministic"]
+    assert not s["cudnn_benchmark"] and not s["tf32_matmul"] and not s["tf32_cudnn"]
+    assert s["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    with open(out / "trajectory.jsonl") as f:
+        lines = [json.loads(x) for x in f]
+    assert [x["step"] for x in lines] == [1, 2, 3]
+    assert all(x["loss"] is not None and x["grad_norm"] is not None and x["lr"] == 0.1 and x["root"]
+               for x in lines)
+    assert sorted(detcheck.read_trace(out)) == [2, 3]
+    assert sorted(detcheck.read_digests(out)) == [1, 2, 3]
+
+    # DETCHECK_DETERMINISTIC=0 turns them off; the default trace is modules
+    monkeypatch.setenv("DETCHECK_DETERMINISTIC", "0")
+    monkeypatch.delenv("DETCHECK_TRACE")
+    monkeypatch.delenv("DETCHECK_TRACE_STEPS")
+    monkeypatch.setenv("DETCHECK_DUMP_STEP", "2")
+    rec, _ = loop(with_loss=False)
+    rec.close()
+    with open(out / "run.json") as f:
+        s = json.load(f)["settings"]
+    assert not s["deterministic_algorithms"] and not s["cudnn_deterministic"] and s["cudnn_benchmark"]
+    t = detcheck.read_trace(out)
+    assert sorted(t) == [1, 2, 3] and t[1].events[0].kind == "module"
+    assert os.path.exists(out / "dump_step_2" / "trace.safetensors")
+    with open(out / "trajectory.jsonl") as f:
+        assert all(json.loads(x)["loss"] is None for x in f)
+
+    monkeypatch.setenv("DETCHECK_TRACE", "layers")
+    with pytest.raises(ValueError, match="DETCHECK_TRACE"):
+        detcheck.Recorder.from_env(model=Net())
+
+
+def test_autorecord_closes_at_exit(tmp_path):
+    """A plain script: one line, and the recording is complete at exit."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch, detcheck\n"
+        "torch.manual_seed(0)\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))\n"
+        "opt = torch.optim.Adam(m.parameters())\n"
+        "detcheck.autorecord(m, opt)\n"
+        "for _ in range(4):\n"
+        "    opt.zero_grad(); m(torch.randn(8, 4)).mean().backward(); opt.step()\n")
+    runs = []
+    for name in ("a", "b"):
+        env = dict(os.environ, DETCHECK_RECORD=str(tmp_path / name))
+        r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        runs.append(str(tmp_path / name))
+    assert sorted(detcheck.read_trace(runs[0])) == [1, 2, 3, 4]
+    assert run_cli("bisect", *runs).returncode == 0
+
+
+def test_hf_callback_honours_detcheck_record(tmp_path, monkeypatch):
+    pytest.importorskip("transformers")
+    from test_integrations import hf_run
+    monkeypatch.setenv("DETCHECK_RECORD", str(tmp_path / "env"))
+    hf_run(str(tmp_path / "explicit"), 0, logging_steps=1)
+    assert not os.path.exists(tmp_path / "explicit" / "trajectory.jsonl")  # the environment wins
+    t = detcheck.read_trace(tmp_path / "env")
+    assert sorted(t) == [1, 2, 3] and t[1].events and t[1].events[0].kind == "module"
+    with open(tmp_path / "env" / "trajectory.jsonl") as f:
+        assert [json.loads(x)["step"] for x in f] == [1, 2, 3]
+
+
+def test_read_trace_refuses(tmp_path):
+    a = train(tmp_path / "a", steps=2)
+    path = os.path.join(a, "trace.bin")
+    with open(path, "rb") as f:
+        good = f.read()
+
+    def refused(data, match):
+        with open(path, "wb") as f:
+            f.write(data)
+        with pytest.raises(ValueError, match=match) as e:
+            detcheck.read_trace(a)
+        assert path in str(e.value)
+
+    refused(b"XXXXXXXX" + good[8:], "byte 0: not a detcheck trace")
+    refused(good[:8] + struct.pack("<I", 2) + good[12:], "byte 8: version 2")
+    refused(good[:12] + struct.pack("<I", 1) + good[16:], "byte 12: flags")
+    refused(good + b"\x07", "byte %d: unknown record type 7" % len(good))
+    refused(good[:16] + b"\x01" + struct.pack("<IH", 5, 1) + b"x", "byte 16: name record with id 5")
+    # a step not after the last one
+    with open(path, "wb") as f:
+        f.write(good)
+    steps = detcheck.read_trace(a)
+    last = good.rindex(struct.pack("<BqI", 2, 2, len(steps[2].events)))
+    refused(good + good[last:], "step 2 after step 2")
+    # a torn last record is ignored
+    with open(path, "wb") as f:
+        f.write(good[:-5])
+    assert sorted(detcheck.read_trace(a)) == [1]
+    os.unlink(path)
+    os.mkfifo(path)
+    with pytest.raises(ValueError, match="not a regular file"):
+        detcheck.read_trace(a)

@@ -1,0 +1,1166 @@
+/* detcheck repro: "is my training bitwise reproducible?" for a user's own
+ * command. Runs it N times with recording switched on from the environment
+ * (DETCHECK_RECORD=WORKDIR/run_I, DETCHECK_TRACE), optionally varying one
+ * factor per run, bisects every run against the first with this binary's
+ * own `bisect --json` as a child, and prints a verdict with the determinism
+ * settings each run recorded in its run.json. --tax times the command with
+ * the deterministic settings on and off instead (issue 20, parts 4 and 5).
+ * See man/detcheck-repro.1. */
+#include "cli.h"
+#include "cli_report.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <math.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CMD "repro"
+enum { MAX_RUNS = 1000, TAIL_LINES = 20, MAX_SIDE_FILE = 1 << 20, MAX_LINE = 1 << 16 };
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: detcheck repro [OPTIONS] -- CMD ARGS...\n"
+            "\n"
+            "Runs CMD N times, each with DETCHECK_RECORD=WORKDIR/run_I (the detcheck Python\n"
+            "package records there: detcheck.autorecord, Recorder.from_env, the HF and\n"
+            "Lightning callbacks), bisects every run against run 1 and prints a verdict:\n"
+            "reproducible, or the first differing step, tensor and module/op, with the\n"
+            "determinism settings that were off in the runs (from their run.json).\n"
+            "\n"
+            "Options:\n"
+            "  -n N              number of runs (default 2; with --env: its number of values;\n"
+            "                    with --tax: runs per setting)\n"
+            "  --trace MODE      DETCHECK_TRACE for the runs: modules (default), ops or none\n"
+            "  --vary FACTOR     vary one factor per run: threads (DETCHECK_THREADS: run 1\n"
+            "                    the CPU count, then 1, 2, 3...)\n"
+            "  --env NAME=A,B    run I gets the I-th value of variable NAME\n"
+            "  --tax             time the command with DETCHECK_DETERMINISTIC=1 and =0 (N runs\n"
+            "                    each, alternating) and print the step-time ratio\n"
+            "  --timeout SECONDS  per run; its process group is killed after it\n"
+            "  --workdir DIR     keep the runs in DIR (default: a temporary directory under\n"
+            "                    $TMPDIR, removed when the runs are reproducible)\n"
+            "  --keep            keep the temporary directory\n"
+            "  --json            machine-readable result (one document)\n"
+            "  --junit FILE      also a JUnit XML report (a test case per run)\n"
+            "  --markdown FILE   also a Markdown summary ('-': stdout)\n"
+            "  -q, --quiet       no progress lines\n"
+            "\n"
+            "Exit status: 0 reproducible, 1 not reproducible, 2 trouble (bad options, a run\n"
+            "that failed or recorded nothing).\n");
+}
+
+/* ------------------------------------------------------------------ options */
+
+/* The factors --vary knows: the variable each run gets. */
+static const struct {
+    const char *name, *var;
+} factors[] = {{"threads", "DETCHECK_THREADS"}};
+
+/* Variables repro sets itself: --env may not take them. */
+static const struct {
+    const char *var, *instead;
+} owned[] = {{"DETCHECK_RECORD", "repro sets it to WORKDIR/run_I"},
+             {"DETCHECK_TRACE", "use --trace"}};
+
+typedef struct {
+    long n;
+    bool n_set, keep, json, tax;
+    const char *workdir, *trace;
+    int vary; /* index in factors, or -1 */
+    const char *env_arg;
+    char *env_name;
+    char **env_values;
+    size_t nenv;
+    double timeout; /* 0: none */
+    char **cmd;
+    int ncmd;
+    cli_report rep;
+} repro_opts;
+
+static bool valid_var(const char *s, size_t n) {
+    if (!n || !(s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z'))) return false;
+    for (size_t i = 1; i < n; i++)
+        if (!(s[i] == '_' || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') ||
+              (s[i] >= '0' && s[i] <= '9')))
+            return false;
+    return true;
+}
+
+/* --env NAME=A,B[,C]: the name and its values (argv's copy, split). */
+static int parse_env(repro_opts *o, const char *arg) {
+    const char *eq = strchr(arg, '=');
+    if (!eq || !valid_var(arg, (size_t)(eq - arg)))
+        return cli_usage_error(CMD, "--env '%s': wants NAME=A,B[,C...] (NAME a variable name)", arg);
+    o->env_name = strndup(arg, (size_t)(eq - arg));
+    if (!o->env_name) return cli_fail(CMD, dck_oom(NULL));
+    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
+        if (!strcmp(o->env_name, owned[i].var))
+            return cli_usage_error(CMD, "--env %s: %s", owned[i].var, owned[i].instead);
+    const char *v = eq + 1;
+    size_t n = 1;
+    for (const char *p = v; *p; p++) n += *p == ',';
+    if (!*v || n < 2)
+        return cli_usage_error(CMD, "--env %s needs two values or more, one per run (NAME=A,B[,C...])",
+                               o->env_name);
+    o->env_values = calloc(n, sizeof *o->env_values);
+    if (!o->env_values) return cli_fail(CMD, dck_oom(NULL));
+    for (const char *p = v;; p++)
+        if (*p == ',' || !*p) {
+            if (!(o->env_values[o->nenv++] = strndup(v, (size_t)(p - v)))) return cli_fail(CMD, dck_oom(NULL));
+            if (!*p) break;
+            v = p + 1;
+        }
+    return 0;
+}
+
+/* Every option is checked here, before any run. */
+static int parse_args(int argc, char **argv, repro_opts *o, bool *help) {
+    static const char *valued[] = {"-n", "--workdir", "--trace", "--vary", "--env", "--timeout"};
+    int i, used, r;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        if (!strcmp(a, "--")) break;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            *help = true;
+            return 0;
+        }
+        if (!strcmp(a, "--json")) { o->json = true; continue; }
+        if (!strcmp(a, "--keep")) { o->keep = true; continue; }
+        if (!strcmp(a, "--tax")) { o->tax = true; continue; }
+        if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { cli_quiet = true; continue; }
+        if ((r = cli_report_arg(&o->rep, a, i + 1 < argc ? argv[i + 1] : NULL, &used))) {
+            if (r < 0) return DCK_EXIT_TROUBLE;
+            i += used;
+            continue;
+        }
+        size_t k, nv = sizeof valued / sizeof valued[0];
+        for (k = 0; k < nv; k++) {
+            size_t len = strlen(valued[k]);
+            if (!strcmp(a, valued[k])) {
+                if (i + 1 >= argc || !strcmp(argv[i + 1], "--"))
+                    return cli_usage_error(CMD, "%s needs a value", a);
+                val = argv[++i];
+                break;
+            }
+            if (!strncmp(a, valued[k], len) && a[len] == '=' && k > 0) {
+                val = a + len + 1;
+                break;
+            }
+            if (k == 0 && !strncmp(a, "-n", 2) && a[2]) { /* -n3 */
+                val = a + 2;
+                break;
+            }
+        }
+        if (k == nv) {
+            if (a[0] == '-') return cli_usage_error(CMD, "unknown option '%s'", a);
+            return cli_usage_error(CMD, "'%s': the command comes after '--' (detcheck repro [OPTIONS] -- CMD ARGS...)",
+                                   a);
+        }
+        switch (k) {
+        case 0:
+            if (!cli_parse_long(val, 1, MAX_RUNS, &o->n))
+                return cli_usage_error(CMD, "-n '%s': wants a number of runs, 2 to %d", val, MAX_RUNS);
+            if (o->n < 2) return cli_usage_error(CMD, "-n %ld: one run proves nothing; 2 or more", o->n);
+            o->n_set = true;
+            break;
+        case 1: o->workdir = val; break;
+        case 2:
+            if (strcmp(val, "modules") && strcmp(val, "ops") && strcmp(val, "none"))
+                return cli_usage_error(CMD, "--trace '%s': modules, ops or none", val);
+            o->trace = val;
+            break;
+        case 3: {
+            if (o->vary >= 0) return cli_usage_error(CMD, "--vary given twice: one factor per run");
+            for (size_t f = 0; f < sizeof factors / sizeof factors[0]; f++)
+                if (!strcmp(val, factors[f].name)) o->vary = (int)f;
+            if (o->vary < 0) return cli_usage_error(CMD, "--vary '%s': unknown factor (threads)", val);
+            break;
+        }
+        case 4:
+            if (o->env_arg) return cli_usage_error(CMD, "--env given twice: one factor per run");
+            o->env_arg = val;
+            if ((r = parse_env(o, val))) return r;
+            break;
+        default:
+            if (!cli_parse_double(val, &o->timeout) || !(o->timeout > 0) || o->timeout > 86400.0 * 30)
+                return cli_usage_error(CMD, "--timeout '%s': not a number of seconds", val);
+            break;
+        }
+    }
+    if (i >= argc) return cli_usage_error(CMD, "no '--': detcheck repro [OPTIONS] -- CMD ARGS...");
+    o->cmd = argv + i + 1;
+    o->ncmd = argc - i - 1;
+    if (o->ncmd == 0) return cli_usage_error(CMD, "no command after '--'");
+    if (o->vary >= 0 && o->env_arg) return cli_usage_error(CMD, "--vary and --env: one factor per run");
+    if (o->tax && (o->vary >= 0 || o->env_arg))
+        return cli_usage_error(CMD, "--tax varies DETCHECK_DETERMINISTIC itself: no --vary or --env");
+    if (o->env_arg) {
+        if (o->n_set && (size_t)o->n != o->nenv)
+            return cli_usage_error(CMD, "--env %s has %zu values, but -n %ld runs", o->env_name, o->nenv, o->n);
+        if (o->nenv > MAX_RUNS) return cli_usage_error(CMD, "--env %s: more than %d values", o->env_name, MAX_RUNS);
+        o->n = (long)o->nenv;
+    }
+    if (cli_report_check(&o->rep, o->json, NULL, 0)) return DCK_EXIT_TROUBLE;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ runs */
+
+typedef struct {
+    char dir[PATH_MAX], out[PATH_MAX], err[PATH_MAX];
+    char var[64], value[256]; /* the varied variable, or "" */
+    int status;               /* exit status, 128+signal; -2 timeout, -3 interrupted, -1 no start */
+    double seconds;
+    long records, first_step, last_step;
+    double *step_times; /* tax: step_time_s of each record but the first */
+    size_t ntimes;
+    bool times_missing;
+    json_t *settings; /* run.json's, or NULL */
+    /* the comparison with run 1 */
+    int bisect;       /* bisect's exit status */
+    json_t *result;   /* its --json document */
+    char **lines;     /* its text lines, when different */
+    size_t nlines;
+    long div_step;    /* first differing step, -1 unknown */
+} run_t;
+
+static volatile sig_atomic_t interrupted;
+static void on_signal(int sig) { interrupted = sig; }
+
+static int cpu_count(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* Runs argv with stdin from /dev/null, stdout and stderr into files and
+ * the variables of env (NAME, VALUE pairs) set, in its own process group;
+ * returns its exit status (128+signal when killed), -1 when it could not
+ * start, -2 past timeout (0: none), -3 interrupted (SIGINT, SIGTERM). The
+ * group is killed at the end: nothing the command left behind writes on. */
+static int run_child(char *const *argv, const char *const *env, const char *out, const char *err,
+                     double timeout, double *seconds) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        setpgid(0, 0);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (in < 0 || fo < 0 || fe < 0 || dup2(in, 0) < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0) _exit(127);
+        for (size_t i = 0; env && env[i]; i += 2)
+            if (setenv(env[i], env[i + 1], 1)) _exit(127);
+        execvp(argv[0], argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    int st, rc = -1;
+    bool killed = false;
+    double kill_at = 0;
+    for (;;) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        double el = (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9;
+        if (r == pid) {
+            *seconds = el;
+            if (rc == -1) rc = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+            break;
+        }
+        if (r < 0 && errno != EINTR) break;
+        if (!killed && timeout > 0 && el > timeout) {
+            kill(-pid, SIGKILL);
+            killed = true;
+            rc = -2;
+        } else if (!killed && interrupted) {
+            /* SIGTERM first, so that the command may close its files */
+            kill(-pid, SIGTERM);
+            killed = true;
+            kill_at = el + 5;
+            rc = -3;
+        } else if (rc == -3 && el > kill_at) {
+            kill(-pid, SIGKILL);
+            kill_at = 1e300;
+        }
+        struct timespec nap = {0, 10 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    kill(-pid, SIGKILL); /* what the command left running in its group */
+    return rc;
+}
+
+static void describe_status(int st, double timeout, char *buf, size_t len) {
+    if (st == -1) snprintf(buf, len, "could not be started");
+    else if (st == -2) snprintf(buf, len, "did not finish within %g s (--timeout): its process group was killed", timeout);
+    else if (st == -3) snprintf(buf, len, "was interrupted");
+    else if (st > 128) snprintf(buf, len, "was killed by signal %d (%s)", st - 128, strsignal(st - 128));
+    else if (st == 127) snprintf(buf, len, "exited with status 127 (command not found?)");
+    else snprintf(buf, len, "exited with status %d", st);
+}
+
+/* The last TAIL_LINES lines of a file (its last 64 KiB), malloc'd, or NULL. */
+static char *file_tail(const char *path, int lines) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat st;
+    char *buf = NULL;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        off_t from = st.st_size > 65536 ? st.st_size - 65536 : 0;
+        size_t want = (size_t)(st.st_size - from);
+        buf = malloc(want + 1);
+        ssize_t got = buf ? pread(fd, buf, want, from) : -1;
+        if (got < 0) {
+            free(buf);
+            buf = NULL;
+        } else {
+            buf[got] = 0;
+            size_t n = (size_t)got;
+            while (n && buf[n - 1] == '\n') buf[--n] = 0;
+            char *p = buf + n;
+            int seen = 0;
+            while (p > buf) {
+                if (p[-1] == '\n' && ++seen == lines) break;
+                p--;
+            }
+            memmove(buf, p, strlen(p) + 1);
+        }
+    }
+    close(fd);
+    return buf;
+}
+
+static void print_tail(const char *path) {
+    char *t = file_tail(path, TAIL_LINES);
+    if (!t || !*t) {
+        cli_error(CMD, "its stderr (%s) is empty", path);
+        free(t);
+        return;
+    }
+    cli_error(CMD, "its stderr, last %d lines (%s):", TAIL_LINES, path);
+    cli_progress_clear();
+    for (char *s = t, *e; s; s = e ? e + 1 : NULL) {
+        e = strchr(s, '\n');
+        if (e) *e = 0;
+        fprintf(stderr, "  %s\n", cli_safe(s));
+    }
+    free(t);
+}
+
+/* Reads a small regular file whole (FIFOs and devices refused). */
+static char *read_small(const char *path, size_t *len) {
+    int fd;
+    struct stat st;
+    if (dck_open_regular(path, &fd, &st)) return NULL;
+    char *b = NULL;
+    if (st.st_size <= MAX_SIDE_FILE && (b = malloc((size_t)st.st_size + 1))) {
+        ssize_t got = pread(fd, b, (size_t)st.st_size, 0);
+        if (got < 0) {
+            free(b);
+            b = NULL;
+        } else {
+            b[got] = 0;
+            *len = (size_t)got;
+        }
+    } else if (st.st_size > MAX_SIDE_FILE) {
+        dck_set_error(DCK_ERR_FORMAT, "%s: larger than %d bytes", path, MAX_SIDE_FILE);
+    }
+    close(fd);
+    return b;
+}
+
+/* trajectory.jsonl: its records (steps) and, for --tax, step_time_s of
+ * each record but the first (warm-up). A torn last line is ignored, as
+ * bisect does; any other bad line is trouble. */
+static int read_trajectory(run_t *r, const char *path, bool times) {
+    int fd;
+    struct stat st;
+    dck_status ds = dck_open_regular(path, &fd, &st);
+    if (ds) return cli_fail(CMD, ds);
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        close(fd);
+        return cli_fail(CMD, dck_oom(NULL));
+    }
+    char *line = malloc(MAX_LINE + 2);
+    size_t cap = 0;
+    long lineno = 0;
+    int rc = 0;
+    r->first_step = r->last_step = -1;
+    while (line && fgets(line, MAX_LINE + 2, f)) {
+        lineno++;
+        size_t len = strlen(line);
+        bool complete = len && line[len - 1] == '\n';
+        if (!complete && len > MAX_LINE) {
+            cli_error(CMD, "%s:%ld: line longer than %d bytes", path, lineno, MAX_LINE);
+            rc = DCK_EXIT_TROUBLE;
+            break;
+        }
+        json_t *o = json_loadb(line, len, 0, NULL);
+        json_t *s = json_object_get(o, "step");
+        if (!json_is_integer(s)) {
+            json_decref(o);
+            if (!complete && feof(f)) break; /* a torn last record */
+            cli_error(CMD, "%s:%ld: not a trajectory record (a JSON object with \"step\")", path, lineno);
+            rc = DCK_EXIT_TROUBLE;
+            break;
+        }
+        long step = (long)json_integer_value(s);
+        if (!r->records) r->first_step = step;
+        r->last_step = step;
+        json_t *t = json_object_get(o, "step_time_s");
+        if (times && r->records > 0) {
+            if (!json_is_number(t) || !(json_number_value(t) >= 0)) r->times_missing = true;
+            else if (dck_grow((void **)&r->step_times, &cap, r->ntimes + 1, sizeof(double))) {
+                json_decref(o);
+                rc = cli_fail(CMD, dck_oom(path));
+                break;
+            } else r->step_times[r->ntimes++] = json_number_value(t);
+        }
+        r->records++;
+        json_decref(o);
+    }
+    if (!line) rc = cli_fail(CMD, dck_oom(path));
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+/* run.json: its settings object, or NULL (a warning says why). */
+static json_t *read_settings(int idx, const char *dir) {
+    char *p = dck_path_join(dir, "run.json");
+    size_t len = 0;
+    struct stat st;
+    if (p && lstat(p, &st) != 0 && errno == ENOENT) {
+        cli_warn(CMD, "run %d wrote no run.json: its determinism settings are unknown", idx);
+        free(p);
+        return NULL;
+    }
+    char *b = p ? read_small(p, &len) : NULL;
+    json_t *doc = b ? json_loadb(b, len, 0, NULL) : NULL, *s = json_object_get(doc, "settings");
+    if (!b) {
+        cli_warn(CMD, "%s: %s; its determinism settings are unknown", p ? p : "run.json", dck_last_error());
+    } else if (!json_is_object(s) || !json_is_integer(json_object_get(doc, "detcheck_run"))) {
+        cli_warn(CMD, "%s: not a detcheck run header (detcheck_run, settings)", p);
+        s = NULL;
+    }
+    json_incref(s);
+    json_decref(doc);
+    free(b);
+    free(p);
+    return s;
+}
+
+/* ------------------------------------------------------------------ settings */
+
+/* The settings that make a run nondeterministic when they are so. */
+typedef enum { OFF_WHEN_FALSE, OFF_WHEN_TRUE, OFF_WHEN_NULL_ON_GPU } off_rule;
+static const struct {
+    const char *key;
+    off_rule rule;
+} off_rules[] = {{"deterministic_algorithms", OFF_WHEN_FALSE}, {"CUBLAS_WORKSPACE_CONFIG", OFF_WHEN_NULL_ON_GPU},
+                 {"cudnn_deterministic", OFF_WHEN_FALSE},      {"cudnn_benchmark", OFF_WHEN_TRUE},
+                 {"tf32_matmul", OFF_WHEN_TRUE},               {"tf32_cudnn", OFF_WHEN_TRUE}};
+
+/* The settings of s that are off, as "key=value, ..." into buf (and as
+ * strings into arr when not NULL). */
+static void settings_off(json_t *s, char *buf, size_t len, json_t *arr, bool *oom) {
+    buf[0] = 0;
+    if (!s) return;
+    json_t *gpus = json_object_get(s, "gpus");
+    bool gpu = json_is_array(gpus) && json_array_size(gpus) > 0;
+    for (size_t i = 0; i < sizeof off_rules / sizeof off_rules[0]; i++) {
+        json_t *v = json_object_get(s, off_rules[i].key);
+        const char *how = NULL;
+        if (off_rules[i].rule == OFF_WHEN_FALSE && json_is_false(v)) how = "false";
+        else if (off_rules[i].rule == OFF_WHEN_TRUE && json_is_true(v)) how = "true";
+        else if (off_rules[i].rule == OFF_WHEN_NULL_ON_GPU && gpu && (!v || json_is_null(v))) how = "unset";
+        if (!how) continue;
+        size_t at = strlen(buf);
+        snprintf(buf + at, len - at, "%s%s=%s", at ? ", " : "", off_rules[i].key, how);
+        if (arr) cli_jappend(arr, json_string(off_rules[i].key), oom);
+    }
+}
+
+/* A setting's value as text: strings bare, null as "unset". */
+static void value_text(json_t *v, char *buf, size_t len) {
+    if (!v) snprintf(buf, len, "absent");
+    else if (json_is_null(v)) snprintf(buf, len, "unset");
+    else if (json_is_string(v)) snprintf(buf, len, "%s", json_string_value(v));
+    else {
+        char *d = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        snprintf(buf, len, "%s", d ? d : "?");
+        free(d);
+    }
+}
+
+/* Prints (and adds to the document) what the runs recorded: the settings
+ * that are off, per run or for every run, and those that differ. */
+static void report_settings(run_t *runs, int n, FILE *out, json_t *doc, bool *oom, char *summary, size_t slen) {
+    char first[1024], cur[1024];
+    int known = 0;
+    bool same = true;
+    json_t *offs = json_array(), *diffs = json_array();
+    summary[0] = 0;
+    for (int i = 0; i < n; i++) {
+        if (!runs[i].settings) continue;
+        json_t *names = json_array();
+        settings_off(runs[i].settings, cur, sizeof cur, names, oom);
+        json_t *e = json_object();
+        cli_jset(e, "run", json_integer(i + 1), oom);
+        cli_jset(e, "off", names, oom);
+        cli_jappend(offs, e, oom);
+        if (!known++) snprintf(first, sizeof first, "%s", cur);
+        else if (strcmp(first, cur)) same = false;
+    }
+    if (known && same && first[0]) {
+        fprintf(out, "determinism settings off: %s (%s)\n", first, known == n ? "every run" : "every run that wrote run.json");
+        snprintf(summary, slen, "determinism settings off: %s", first);
+    } else if (known && same) {
+        fprintf(out, "determinism settings: none off\n");
+    } else if (known) {
+        fprintf(out, "determinism settings off:\n");
+        for (int i = 0; i < n; i++) {
+            if (!runs[i].settings) continue;
+            settings_off(runs[i].settings, cur, sizeof cur, NULL, oom);
+            fprintf(out, "  run %d: %s\n", i + 1, cur[0] ? cur : "none");
+            size_t at = strlen(summary);
+            snprintf(summary + at, slen - at, "%srun %d: %s", at ? "; " : "determinism settings off: ", i + 1,
+                     cur[0] ? cur : "none");
+        }
+    }
+    /* keys in the order the runs recorded them, each once */
+    for (int i = 0; i < n; i++) {
+        const char *key;
+        json_t *v;
+        if (!runs[i].settings) continue;
+        json_object_foreach(runs[i].settings, key, v) {
+            bool seen = false, differ = false;
+            json_t *ref = NULL;
+            int have = 0;
+            for (int j = 0; j < i && !seen; j++) seen = runs[j].settings && json_object_get(runs[j].settings, key);
+            if (seen) continue;
+            for (int j = 0; j < n; j++) {
+                if (!runs[j].settings) continue;
+                json_t *w = json_object_get(runs[j].settings, key);
+                if (!have++) ref = w;
+                else if (!(w == ref || (w && ref && json_equal(w, ref)))) differ = true;
+            }
+            if (!differ) continue;
+            if (!json_array_size(diffs)) fprintf(out, "settings that differ between runs:");
+            fprintf(out, "%s %s (", json_array_size(diffs) ? ";" : "", key);
+            json_t *e = json_object(), *vals = json_array();
+            cli_jset(e, "name", cli_json_text(key), oom);
+            for (int j = 0, k = 0; j < n; j++) {
+                if (!runs[j].settings) continue;
+                json_t *w = json_object_get(runs[j].settings, key);
+                value_text(w, cur, sizeof cur);
+                fprintf(out, "%srun %d: %s", k++ ? ", " : "", j + 1, cli_safe(cur));
+                cli_jappend(vals, w ? json_incref(w) : json_null(), oom);
+            }
+            fprintf(out, ")");
+            cli_jset(e, "values", vals, oom);
+            cli_jappend(diffs, e, oom);
+        }
+    }
+    if (json_array_size(diffs)) fprintf(out, "\n");
+    if (doc) {
+        cli_jset(doc, "settings_off", offs, oom);
+        cli_jset(doc, "settings_differ", diffs, oom);
+    } else {
+        json_decref(offs);
+        json_decref(diffs);
+    }
+}
+
+/* ------------------------------------------------------------------ bisect */
+
+/* Runs `detcheck bisect ARGS run_1 run_I` (this binary) with its output
+ * into WORKDIR/NAME.out and .err; its exit status. */
+static int bisect_child(const char *self, const char *work, const char *name, const char *flag, run_t *a,
+                        run_t *b, char *out, char *err) {
+    snprintf(out, PATH_MAX, "%s/%s.out", work, name);
+    snprintf(err, PATH_MAX, "%s/%s.err", work, name);
+    char *argv[] = {(char *)self, (char *)"bisect", (char *)flag, a->dir, b->dir, NULL};
+    double sec;
+    return run_child(argv, NULL, out, err, 0, &sec);
+}
+
+static int compare_runs(const char *self, const char *work, run_t *runs, int i) {
+    char out[PATH_MAX], err[PATH_MAX], name[64];
+    run_t *r = &runs[i];
+    snprintf(name, sizeof name, "bisect_%d", i + 1);
+    r->bisect = bisect_child(self, work, name, "--json", &runs[0], r, out, err);
+    char *e = file_tail(err, 1000);
+    if (e && *e && r->bisect >= 0 && r->bisect <= 1) {
+        cli_progress_clear();
+        if (!cli_quiet) fprintf(stderr, "%s\n", e); /* bisect's own warnings */
+    }
+    if (r->bisect < 0 || r->bisect > 1) {
+        cli_error(CMD, "comparing run %d with run 1: detcheck bisect failed (exit %d)%s", i + 1, r->bisect,
+                  e && *e ? ":" : "");
+        if (e && *e) fprintf(stderr, "%s\n", e);
+        free(e);
+        return DCK_EXIT_TROUBLE;
+    }
+    free(e);
+    size_t len = 0;
+    char *b = read_small(out, &len);
+    r->result = b ? json_loadb(b, len, 0, NULL) : NULL;
+    free(b);
+    json_t *id = json_object_get(r->result, "identical");
+    if (!json_is_boolean(id) || json_is_true(id) != (r->bisect == 0)) {
+        cli_error(CMD, "%s: not the document of bisect --json", out);
+        return DCK_EXIT_TROUBLE;
+    }
+    r->div_step = -1;
+    if (r->bisect == 0) return 0;
+    /* the earliest step any part names: trajectory, tensor, traced event */
+    json_t *steps[] = {json_object_get(r->result, "first_step"),
+                       json_object_get(json_object_get(r->result, "first_tensor"), "step"),
+                       json_object_get(json_object_get(r->result, "first_event"), "step")};
+    for (size_t k = 0; k < 3; k++)
+        if (json_is_integer(steps[k]) && (r->div_step < 0 || json_integer_value(steps[k]) < r->div_step))
+            r->div_step = (long)json_integer_value(steps[k]);
+    /* and its lines as bisect prints them */
+    snprintf(name, sizeof name, "bisect_%d_text", i + 1);
+    int rc = bisect_child(self, work, name, "-q", &runs[0], r, out, err);
+    char *t = rc == 1 ? file_tail(out, 1000) : NULL;
+    for (char *s = t, *nl; s && *s; s = nl ? nl + 1 : NULL) {
+        nl = strchr(s, '\n');
+        if (nl) *nl = 0;
+        char **v = realloc(r->lines, (r->nlines + 1) * sizeof *v);
+        if (!v || !(v[r->nlines] = strdup(s))) {
+            free(t);
+            if (v) r->lines = v;
+            return cli_fail(CMD, dck_oom(NULL));
+        }
+        r->lines = v;
+        r->nlines++;
+    }
+    free(t);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ output */
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+static json_t *run_json(const run_t *r, int i, bool tax, double median, bool *oom) {
+    json_t *e = json_object();
+    cli_jset(e, "run", json_integer(i + 1), oom);
+    cli_jset(e, "dir", cli_json_text(r->dir), oom);
+    json_t *env = json_object();
+    if (r->var[0]) cli_jset(env, r->var, cli_json_text(r->value), oom);
+    cli_jset(e, "env", env, oom);
+    cli_jset(e, "exit", r->status >= 0 ? json_integer(r->status) : json_null(), oom);
+    cli_jset(e, "seconds", cli_json_number("%.3f", r->seconds), oom);
+    cli_jset(e, "steps", json_integer(r->records), oom);
+    cli_jset(e, "settings", r->settings ? json_incref(r->settings) : json_null(), oom);
+    if (tax) {
+        cli_jset(e, "median_step_time_s", cli_json_number("%.6g", median), oom);
+    } else if (i > 0 && r->result) {
+        cli_jset(e, "identical", json_boolean(r->bisect == 0), oom);
+        json_t *b = json_object_get(r->result, "first_step");
+        cli_jset(e, "first_step", json_incref(b ? b : json_null()), oom);
+        b = json_object_get(r->result, "first_tensor");
+        cli_jset(e, "first_tensor", json_incref(b ? b : json_null()), oom);
+        b = json_object_get(r->result, "first_event");
+        cli_jset(e, "first_event", json_incref(b ? b : json_null()), oom);
+    }
+    return e;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, size_t n) {
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static char *command_text(char **cmd, int n) {
+    size_t len = 1;
+    for (int i = 0; i < n; i++) len += 4 * strlen(cmd[i]) + 3;
+    char *s = malloc(len), *p = s;
+    if (!s) return NULL;
+    for (int i = 0; i < n; i++) {
+        if (i) *p++ = ' ';
+        bool plain = *cmd[i] != 0;
+        for (const char *c = cmd[i]; *c; c++)
+            if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%", *c)) plain = false;
+        if (plain) {
+            p += sprintf(p, "%s", cmd[i]);
+            continue;
+        }
+        *p++ = '\'';
+        for (const char *c = cmd[i]; *c; c++)
+            if (*c == '\'') p += sprintf(p, "'\\''");
+            else *p++ = *c;
+        *p++ = '\'';
+    }
+    *p = 0;
+    return s;
+}
+
+/* ------------------------------------------------------------------ main */
+
+int cmd_repro(int argc, char **argv) {
+    repro_opts o;
+    memset(&o, 0, sizeof o);
+    o.n = 2;
+    o.trace = NULL; /* modules; none with --tax (tracing would be timed too) */
+    o.vary = -1;
+    cli_report_init(&o.rep, CMD);
+    bool help = false;
+    run_t *runs = NULL;
+    int nruns = 0, rc = parse_args(argc, argv, &o, &help);
+    char work[PATH_MAX] = "", self[PATH_MAX], *cmdline = NULL;
+    bool temp = false, oom = false;
+    if (rc) goto done;
+    if (help) {
+        usage(stdout);
+        goto done;
+    }
+    nruns = o.tax ? (int)(2 * o.n) : (int)o.n;
+    if (!o.trace) o.trace = o.tax ? "none" : "modules";
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl <= 0) {
+        cli_error(CMD, "cannot find the detcheck binary (/proc/self/exe)");
+        rc = DCK_EXIT_TROUBLE;
+        goto done;
+    }
+    self[sl] = 0;
+    runs = calloc((size_t)nruns, sizeof *runs);
+    cmdline = command_text(o.cmd, o.ncmd);
+    if (!runs || !cmdline) {
+        rc = cli_fail(CMD, dck_oom(NULL));
+        goto done;
+    }
+    /* the work directory: a run directory left by an earlier repro would be
+     * read as this one's, so one that is not empty is refused, before any run */
+    if (o.workdir) {
+        if (strlen(o.workdir) > PATH_MAX - 64) {
+            rc = cli_usage_error(CMD, "--workdir: path too long");
+            goto done;
+        }
+        snprintf(work, sizeof work, "%s", o.workdir);
+        struct stat st;
+        if (mkdir(work, 0777) != 0 && (errno != EEXIST || stat(work, &st) != 0 || !S_ISDIR(st.st_mode))) {
+            cli_error(CMD, "--workdir %s: cannot create it: %s", work, errno == EEXIST ? "not a directory" : strerror(errno));
+            rc = DCK_EXIT_TROUBLE;
+            goto done;
+        }
+        for (int i = 0; i < nruns; i++) {
+            char d[PATH_MAX];
+            snprintf(d, sizeof d, "%s/run_%d", work, i + 1);
+            if (rmdir(d) != 0 && errno != ENOENT) {
+                cli_error(CMD, "%s exists and is not empty (an earlier run?): remove it or choose another --workdir",
+                          d);
+                rc = DCK_EXIT_TROUBLE;
+                goto done;
+            }
+        }
+    } else {
+        const char *t = getenv("TMPDIR");
+        snprintf(work, sizeof work, "%s/detcheck-repro.XXXXXX", t && *t ? t : "/tmp");
+        if (!mkdtemp(work)) {
+            cli_error(CMD, "cannot create a temporary directory %s: %s", work, strerror(errno));
+            rc = DCK_EXIT_TROUBLE;
+            goto done;
+        }
+        temp = true;
+    }
+    {
+        /* absolute: the command may change its directory before recording */
+        char abs[PATH_MAX];
+        if (realpath(work, abs) && strlen(abs) < PATH_MAX - 64) snprintf(work, sizeof work, "%s", abs);
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+
+    /* ---- the runs */
+    int ncpu = cpu_count(), failed = -1;
+    char trouble[512] = "";
+    for (int i = 0; i < nruns; i++) {
+        run_t *r = &runs[i];
+        snprintf(r->dir, sizeof r->dir, "%s/run_%d", work, i + 1);
+        snprintf(r->out, sizeof r->out, "%s/run_%d.out", work, i + 1);
+        snprintf(r->err, sizeof r->err, "%s/run_%d.err", work, i + 1);
+        if (mkdir(r->dir, 0777) != 0) {
+            cli_error(CMD, "%s: cannot create: %s", r->dir, strerror(errno));
+            rc = DCK_EXIT_TROUBLE;
+            break;
+        }
+        if (o.vary >= 0) {
+            /* run 1 the CPU count, then 1, 2, 3... without it again */
+            long v = ncpu;
+            if (i > 0) {
+                v = i;
+                if (v >= ncpu) v++;
+            }
+            snprintf(r->var, sizeof r->var, "%s", factors[o.vary].var);
+            snprintf(r->value, sizeof r->value, "%ld", v);
+        } else if (o.env_arg) {
+            snprintf(r->var, sizeof r->var, "%s", o.env_name);
+            snprintf(r->value, sizeof r->value, "%s", o.env_values[i]);
+        } else if (o.tax) {
+            snprintf(r->var, sizeof r->var, "DETCHECK_DETERMINISTIC");
+            snprintf(r->value, sizeof r->value, "%d", i % 2 == 0);
+        }
+        const char *env[] = {"DETCHECK_RECORD", r->dir, "DETCHECK_TRACE", o.trace,
+                             r->var[0] ? r->var : NULL, r->value, NULL};
+        if (r->var[0]) cli_info(CMD, "run %d of %d: %s=%s", i + 1, nruns, r->var, cli_safe(r->value));
+        else cli_info(CMD, "run %d of %d", i + 1, nruns);
+        r->status = run_child(o.cmd, env, r->out, r->err, o.timeout, &r->seconds);
+        char what[256];
+        describe_status(r->status, o.timeout, what, sizeof what);
+        if (r->status != 0) {
+            cli_error(CMD, "run %d of %d %s: %s", i + 1, nruns, what, cli_safe(cmdline));
+            snprintf(trouble, sizeof trouble, "run %d of %d %s", i + 1, nruns, what);
+            print_tail(r->err);
+            failed = i;
+            rc = DCK_EXIT_TROUBLE;
+            break;
+        }
+        char *traj = dck_path_join(r->dir, "trajectory.jsonl");
+        struct stat st;
+        if (!traj || lstat(traj, &st) != 0) {
+            cli_error(CMD,
+                      "run %d of %d recorded nothing: %s/trajectory.jsonl is absent, so the command did not "
+                      "honour DETCHECK_RECORD",
+                      i + 1, nruns, r->dir);
+            cli_error(CMD, "hint: call detcheck.autorecord(model, optimizer) in the training script, or record "
+                           "with detcheck.Recorder.from_env() (or the HF / Lightning callbacks)");
+            snprintf(trouble, sizeof trouble, "run %d of %d recorded nothing (DETCHECK_RECORD not honoured)", i + 1,
+                     nruns);
+            free(traj);
+            failed = i;
+            rc = DCK_EXIT_TROUBLE;
+            break;
+        }
+        rc = read_trajectory(r, traj, o.tax);
+        free(traj);
+        if (!rc && r->records == 0) {
+            cli_error(CMD, "run %d of %d: %s/trajectory.jsonl has no records", i + 1, nruns, r->dir);
+            rc = DCK_EXIT_TROUBLE;
+        }
+        if (rc) {
+            snprintf(trouble, sizeof trouble, "run %d of %d: its trajectory.jsonl cannot be read", i + 1, nruns);
+            failed = i;
+            break;
+        }
+        r->settings = read_settings(i + 1, r->dir);
+        cli_info(CMD, "run %d of %d: %ld steps in %.1f s", i + 1, nruns, r->records, r->seconds);
+    }
+
+    json_t *doc = o.json ? json_object() : NULL;
+    FILE *devnull = fopen("/dev/null", "w");
+    FILE *out = o.json && devnull ? devnull : stdout;
+    char title[4096] = "", summary[2048] = "";
+    if (doc) {
+        json_t *c = json_array();
+        cli_jset(doc, "verdict", json_null(), &oom); /* first; set below */
+        for (int i = 0; i < o.ncmd; i++) cli_jappend(c, cli_json_text(o.cmd[i]), &oom);
+        cli_jset(doc, "command", c, &oom);
+    }
+
+    /* ---- trouble in a run: said above; the reports and the document say it too */
+    if (rc) {
+        snprintf(title, sizeof title, "trouble: %s", trouble[0] ? trouble : "the runs could not be prepared");
+        if (doc) {
+            cli_jset(doc, "verdict", json_string("trouble"), &oom);
+            cli_jset(doc, "error", cli_json_text(title), &oom);
+            char *tail = failed >= 0 ? file_tail(runs[failed].err, TAIL_LINES) : NULL;
+            cli_jset(doc, "stderr_tail", tail ? cli_json_text(tail) : json_null(), &oom);
+            free(tail);
+        }
+        if (cli_report_wanted(&o.rep)) {
+            char *tail = failed >= 0 ? file_tail(runs[failed].err, TAIL_LINES) : NULL;
+            char nm[32];
+            snprintf(nm, sizeof nm, "run_%d", failed + 1);
+            cli_report_case(&o.rep, "detcheck.repro", nm, CLI_CASE_ERROR, "run", title, tail);
+            free(tail);
+        }
+        goto finish;
+    }
+
+    if (o.tax) {
+        /* ---- the determinism tax: per-run medians of step_time_s */
+        double *med = calloc((size_t)nruns, sizeof *med), side[2][MAX_RUNS];
+        size_t nside[2] = {0, 0}, tmin = SIZE_MAX, tmax = 0;
+        if (!med) {
+            rc = cli_fail(CMD, dck_oom(NULL));
+            goto finish;
+        }
+        for (int i = 0; i < nruns && !rc; i++) {
+            run_t *r = &runs[i];
+            if (r->times_missing || r->ntimes == 0) {
+                cli_error(CMD, "run %d: %s/trajectory.jsonl %s", i + 1, r->dir,
+                          r->ntimes == 0 && !r->times_missing
+                              ? "has no step after the first (warm-up): nothing to time"
+                              : "has records without step_time_s: the recorder did not time its steps");
+                snprintf(title, sizeof title, "trouble: run %d has no step times", i + 1);
+                rc = DCK_EXIT_TROUBLE;
+                break;
+            }
+            json_t *det = json_object_get(r->settings, "deterministic_algorithms");
+            if (json_is_boolean(det) && json_is_true(det) != (i % 2 == 0))
+                cli_warn(CMD, "run %d: DETCHECK_DETERMINISTIC=%s, but its run.json says deterministic_algorithms=%s: "
+                              "the recorder did not switch it",
+                         i + 1, r->value, json_is_true(det) ? "true" : "false");
+            med[i] = median(r->step_times, r->ntimes);
+            side[i % 2][nside[i % 2]++] = med[i];
+            if (r->ntimes < tmin) tmin = r->ntimes;
+            if (r->ntimes > tmax) tmax = r->ntimes;
+        }
+        if (!rc) {
+            double m[2], lo[2], hi[2];
+            for (int k = 0; k < 2; k++) {
+                lo[k] = hi[k] = side[k][0];
+                for (size_t j = 0; j < nside[k]; j++) {
+                    if (side[k][j] < lo[k]) lo[k] = side[k][j];
+                    if (side[k][j] > hi[k]) hi[k] = side[k][j];
+                }
+                double tmp[MAX_RUNS];
+                memcpy(tmp, side[k], nside[k] * sizeof(double));
+                m[k] = median(tmp, nside[k]);
+            }
+            if (!(m[1] > 0) || !(lo[1] > 0)) {
+                cli_error(CMD, "the non-deterministic runs' step times are 0: no ratio");
+                snprintf(title, sizeof title, "trouble: step times of 0");
+                rc = DCK_EXIT_TROUBLE;
+            } else {
+                double ratio = m[0] / m[1], rlo = lo[0] / hi[1], rhi = hi[0] / lo[1];
+                snprintf(title, sizeof title,
+                         "determinism tax: %.2fx step time (deterministic %.4g s / non-deterministic %.4g s, "
+                         "medians; spread %.2fx..%.2fx; wall clock)",
+                         ratio, m[0], m[1], rlo, rhi);
+                fprintf(out, "%s\n", title);
+                static const char *const label[2] = {"deterministic (DETCHECK_DETERMINISTIC=1):    ",
+                                                     "non-deterministic (DETCHECK_DETERMINISTIC=0):"};
+                for (int k = 0; k < 2; k++)
+                    fprintf(out, "  %s median %.4g s/step, spread %.4g..%.4g s (per-run medians of %zu runs)\n",
+                            label[k], m[k], lo[k], hi[k], nside[k]);
+                fprintf(out, "  ratio spread: %.2fx..%.2fx (slowest deterministic run / fastest non-deterministic, "
+                             "and fastest / slowest)\n", rlo, rhi);
+                if (tmin == tmax)
+                    fprintf(out, "  clock: wall (step_time_s as the recorder measured it); %zu steps timed per run, "
+                                 "the first step of each run skipped (warm-up)\n", tmin);
+                else
+                    fprintf(out, "  clock: wall (step_time_s as the recorder measured it); %zu..%zu steps timed per "
+                                 "run, the first step of each run skipped (warm-up)\n", tmin, tmax);
+                report_settings(runs, nruns, out, doc, &oom, summary, sizeof summary);
+                if (doc) {
+                    json_t *t = json_object();
+                    cli_jset(doc, "verdict", json_string("tax"), &oom);
+                    cli_jset(t, "clock", json_string("wall"), &oom);
+                    cli_jset(t, "ratio", cli_json_number("%.6g", ratio), &oom);
+                    cli_jset(t, "ratio_min", cli_json_number("%.6g", rlo), &oom);
+                    cli_jset(t, "ratio_max", cli_json_number("%.6g", rhi), &oom);
+                    static const char *const key[2] = {"deterministic", "nondeterministic"};
+                    for (int k = 0; k < 2; k++) {
+                        json_t *s = json_object(), *v = json_array();
+                        cli_jset(s, "median_s", cli_json_number("%.6g", m[k]), &oom);
+                        cli_jset(s, "min_s", cli_json_number("%.6g", lo[k]), &oom);
+                        cli_jset(s, "max_s", cli_json_number("%.6g", hi[k]), &oom);
+                        for (size_t j = 0; j < nside[k]; j++) cli_jappend(v, cli_json_number("%.6g", side[k][j]), &oom);
+                        cli_jset(s, "run_medians_s", v, &oom);
+                        cli_jset(t, key[k], s, &oom);
+                    }
+                    cli_jset(t, "warmup_steps_skipped", json_integer(1), &oom);
+                    cli_jset(doc, "tax", t, &oom);
+                    json_t *rs = json_array();
+                    for (int i = 0; i < nruns; i++) cli_jappend(rs, run_json(&runs[i], i, true, med[i], &oom), &oom);
+                    cli_jset(doc, "runs", rs, &oom);
+                }
+                if (cli_report_wanted(&o.rep)) {
+                    char msg[256], nm[32];
+                    snprintf(msg, sizeof msg, "%.6g", ratio);
+                    cli_report_property(&o.rep, "tax_ratio", msg);
+                    for (int i = 0; i < nruns; i++) {
+                        snprintf(nm, sizeof nm, "run_%d", i + 1);
+                        snprintf(msg, sizeof msg, "DETCHECK_DETERMINISTIC=%s: median step time %.4g s over %zu steps",
+                                 runs[i].value, med[i], runs[i].ntimes);
+                        cli_report_case(&o.rep, "detcheck.repro.tax", nm, CLI_CASE_PASS, NULL, msg, NULL);
+                    }
+                }
+            }
+        }
+        free(med);
+        goto finish;
+    }
+
+    /* ---- compare every run with run 1 */
+    int ndiff = 0, first = -1;
+    bool tensors = true;
+    for (int i = 1; i < nruns; i++) {
+        if ((rc = compare_runs(self, work, runs, i))) {
+            snprintf(title, sizeof title, "trouble: comparing run %d with run 1 failed", i + 1);
+            goto finish;
+        }
+        run_t *r = &runs[i];
+        if (!json_object_get(r->result, "recorded_steps_in_both")) tensors = false;
+        bool steps_differ = r->records != runs[0].records || r->first_step != runs[0].first_step;
+        if (r->bisect == 1 || steps_differ) {
+            if (r->bisect == 0) r->bisect = 1; /* fewer or more steps: not the same run */
+            ndiff++;
+            long s = r->div_step >= 0 ? r->div_step : LONG_MAX;
+            long best = first < 0 ? LONG_MAX : runs[first].div_step >= 0 ? runs[first].div_step : LONG_MAX;
+            if (first < 0 || s < best) first = i;
+        }
+    }
+    if (!ndiff) {
+        snprintf(title, sizeof title, "reproducible: %d runs, %ld steps, %s", nruns, runs[0].records,
+                 tensors ? "every tensor identical" : "every trajectory record identical (no tensor digests recorded)");
+        fprintf(out, "%s\n", title);
+    } else {
+        run_t *f = &runs[first];
+        char at[64] = "";
+        if (f->div_step >= 0) snprintf(at, sizeof at, " at step %ld", f->div_step);
+        snprintf(title, sizeof title, "not reproducible: run %d differs from run 1%s (%d of %d runs differ from run 1)",
+                 first + 1, at, ndiff, nruns);
+        fprintf(out, "%s\n", title);
+        for (size_t k = 0; k < f->nlines; k++) fprintf(out, "%s\n", f->lines[k]);
+        if (f->records != runs[0].records || f->first_step != runs[0].first_step)
+            fprintf(out, "steps recorded: run 1 %ld (%ld..%ld), run %d %ld (%ld..%ld)\n", runs[0].records,
+                    runs[0].first_step, runs[0].last_step, first + 1, f->records, f->first_step, f->last_step);
+        if (f->var[0])
+            fprintf(out, "varied: %s=%s in run 1, %s in run %d\n", f->var, cli_safe(runs[0].value), cli_safe(f->value),
+                    first + 1);
+    }
+    if (doc) {
+        cli_jset(doc, "verdict", json_string(ndiff ? "different" : "reproducible"), &oom);
+        cli_jset(doc, "reproducible", json_boolean(!ndiff), &oom);
+        cli_jset(doc, "steps", json_integer(runs[0].records), &oom);
+        cli_jset(doc, "tensors_compared", json_boolean(tensors), &oom);
+        json_t *fd = json_null();
+        if (ndiff) {
+            run_t *f = &runs[first];
+            json_t *lines = json_array();
+            fd = json_object();
+            cli_jset(fd, "run", json_integer(first + 1), &oom);
+            cli_jset(fd, "step", f->div_step >= 0 ? json_integer(f->div_step) : json_null(), &oom);
+            json_t *v = json_object_get(f->result, "detail");
+            cli_jset(fd, "detail", json_incref(v ? v : json_null()), &oom);
+            v = json_object_get(f->result, "first_tensor");
+            cli_jset(fd, "tensor", json_incref(v ? v : json_null()), &oom);
+            v = json_object_get(f->result, "first_event");
+            cli_jset(fd, "event", json_incref(v ? v : json_null()), &oom);
+            for (size_t k = 0; k < f->nlines; k++) cli_jappend(lines, cli_json_text(f->lines[k]), &oom);
+            cli_jset(fd, "lines", lines, &oom);
+        }
+        cli_jset(doc, "first_divergence", fd, &oom);
+    }
+    report_settings(runs, nruns, ndiff || !cli_quiet || !devnull ? out : devnull, doc, &oom, summary, sizeof summary);
+    if (doc) {
+        json_t *rs = json_array();
+        for (int i = 0; i < nruns; i++) cli_jappend(rs, run_json(&runs[i], i, false, 0, &oom), &oom);
+        cli_jset(doc, "runs", rs, &oom);
+    }
+    if (cli_report_wanted(&o.rep)) {
+        char msg[4096], nm[32], detail[4096];
+        cli_report_property(&o.rep, "trace", o.trace);
+        if (o.vary >= 0) cli_report_property(&o.rep, "vary", factors[o.vary].name);
+        if (o.env_arg) cli_report_property(&o.rep, "env", o.env_arg);
+        for (int i = 0; i < nruns; i++) {
+            run_t *r = &runs[i];
+            snprintf(nm, sizeof nm, "run_%d", i + 1);
+            char var[320] = "";
+            if (r->var[0]) snprintf(var, sizeof var, " (%s=%s)", r->var, r->value);
+            if (i == 0) {
+                snprintf(msg, sizeof msg, "reference run%s: %ld steps", var, r->records);
+                cli_report_case(&o.rep, "detcheck.repro", nm, CLI_CASE_PASS, NULL, msg, NULL);
+            } else if (r->bisect == 0) {
+                snprintf(msg, sizeof msg, "identical to run 1%s: %ld steps", var, r->records);
+                cli_report_case(&o.rep, "detcheck.repro", nm, CLI_CASE_PASS, NULL, msg, NULL);
+            } else {
+                size_t at = (size_t)snprintf(msg, sizeof msg, "differs from run 1%s", var);
+                for (size_t k = 0; k < r->nlines && at < sizeof msg; k++)
+                    at += (size_t)snprintf(msg + at, sizeof msg - at, "; %s", r->lines[k]);
+                if (!r->nlines && at < sizeof msg)
+                    snprintf(msg + at, sizeof msg - at, "; steps recorded: run 1 %ld, run %d %ld", runs[0].records,
+                             i + 1, r->records);
+                snprintf(detail, sizeof detail, "%s", summary);
+                cli_report_case(&o.rep, "detcheck.repro", nm, CLI_CASE_FAIL,
+                                json_object_get(r->result, "first_tensor") &&
+                                        json_is_object(json_object_get(r->result, "first_tensor"))
+                                    ? "digest"
+                                    : "trajectory",
+                                msg, summary[0] ? detail : NULL);
+            }
+        }
+    }
+    rc = ndiff ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
+
+finish:
+    if (cli_report_wanted(&o.rep)) {
+        cli_report_property(&o.rep, "command", cmdline);
+        if (rc || !temp || o.keep) cli_report_property(&o.rep, "workdir", work);
+        if (title[0]) cli_report_title(&o.rep, "%s", title);
+        if (cli_report_finish(&o.rep, rc)) rc = DCK_EXIT_TROUBLE;
+    }
+    bool keep = rc || !temp || o.keep;
+    if (doc) {
+        if (rc == DCK_EXIT_TROUBLE && json_is_null(json_object_get(doc, "verdict"))) {
+            cli_jset(doc, "verdict", json_string("trouble"), &oom);
+            cli_jset(doc, "error", cli_json_text(title[0] ? title : "trouble"), &oom);
+        }
+        cli_jset(doc, "workdir", cli_json_text(work), &oom);
+        cli_jset(doc, "kept", json_boolean(keep), &oom);
+        dck_status s = cli_json_print(doc, CLI_JSON_COMPACT, oom);
+        if (s) rc = cli_fail(CMD, s);
+    }
+    if (devnull) fclose(devnull);
+    if (keep) {
+        if (rc == DCK_EXIT_DIFFERENT && !o.json) printf("runs kept in %s\n", work);
+        else if (temp) cli_info(CMD, "runs kept in %s", work);
+    } else {
+        nftw(work, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    }
+    if (interrupted) rc = DCK_EXIT_TROUBLE;
+done:
+    for (int i = 0; runs && i < nruns; i++) {
+        free(runs[i].step_times);
+        json_decref(runs[i].settings);
+        json_decref(runs[i].result);
+        for (size_t k = 0; k < runs[i].nlines; k++) free(runs[i].lines[k]);
+        free(runs[i].lines);
+    }
+    free(runs);
+    free(cmdline);
+    free(o.env_name);
+    for (size_t i = 0; i < o.nenv; i++) free(o.env_values[i]);
+    free(o.env_values);
+    cli_report_release(&o.rep); /* after cli_report_finish: nothing left */
+    return rc;
+}

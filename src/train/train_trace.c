@@ -1,0 +1,384 @@
+/* Reading the per-step traces a recorded run holds (train_trace.h), and
+ * finding the first step and event where two traces part. The reader
+ * follows train_record.c's: streamed, checked field by field, every
+ * failure naming the file and the byte offset. */
+#include "train/train_trace.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char MAGIC[8] = {'D', 'C', 'K', 'T', 'R', 'A', 'C', 0};
+enum { REC_NAME = 1, REC_STEP = 2 };
+enum { HEADER_BYTES = 16, NAME_HEAD = 6, STEP_HEAD = 13, EVENT_HEAD = 16, SLOT_BYTES = 17 };
+
+const char *dck_trace_phase_name(int phase) {
+    static const char *const n[DCK_TRACE_PHASE_COUNT] = {"forward", "backward"};
+    return (unsigned)phase < DCK_TRACE_PHASE_COUNT ? n[phase] : "?";
+}
+
+static uint64_t le(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+void dck_trace_release(dck_trace *t) {
+    if (!t) return;
+    for (size_t i = 0; i < t->nnames; i++) free(t->names[i]);
+    free(t->names);
+    free(t->steps);
+    free(t->events);
+    free(t->slots);
+    memset(t, 0, sizeof *t);
+}
+
+/* The file's bytes, streamed: from a descriptor (never past the size the
+ * file had when it was opened: a live run appends, and what it appends
+ * later is not part of this reading) or from memory (the fuzz target).
+ * Nothing is read whole and nothing is allocated for what a count merely
+ * declares, so memory follows the events actually read. */
+typedef struct {
+    const char *path;
+    int fd; /* -1: mem */
+    const uint8_t *mem;
+    uint64_t size;     /* bytes to read in all */
+    uint64_t pos;      /* offset of the next byte handed out */
+    uint64_t read_end; /* offset just past buf's bytes */
+    size_t at, have;   /* buf[at..have) are the bytes from pos on */
+    uint8_t buf[1 << 16];
+} trace_src;
+
+/* Up to n bytes into dst; *got < n only at the end of the data. */
+static dck_status take(trace_src *s, uint8_t *dst, size_t n, size_t *got) {
+    *got = 0;
+    while (*got < n && s->pos < s->size) {
+        size_t k;
+        if (s->fd < 0) {
+            k = s->size - s->pos < n - *got ? (size_t)(s->size - s->pos) : n - *got;
+            memcpy(dst + *got, s->mem + s->pos, k);
+        } else {
+            if (s->at == s->have) {
+                uint64_t left = s->size - s->read_end;
+                size_t want = left < sizeof s->buf ? (size_t)left : sizeof s->buf;
+                ssize_t r = read(s->fd, s->buf, want);
+                if (r < 0 && errno == EINTR) continue;
+                if (r < 0) return dck_set_error(DCK_ERR_IO, "%s: byte %llu: cannot read: %s", s->path,
+                                                (unsigned long long)s->pos, strerror(errno));
+                if (r == 0) { /* shrank while read: what is left is the end */
+                    s->size = s->pos;
+                    break;
+                }
+                s->at = 0;
+                s->have = (size_t)r;
+                s->read_end += (uint64_t)r;
+            }
+            k = s->have - s->at < n - *got ? s->have - s->at : n - *got;
+            memcpy(dst + *got, s->buf + s->at, k);
+            s->at += k;
+        }
+        s->pos += k;
+        *got += k;
+    }
+    return DCK_OK;
+}
+
+/* dck_grow, its failure naming the file */
+static dck_status grow(const trace_src *s, void **p, size_t *cap, size_t need, size_t sz) {
+    if (dck_grow(p, cap, need, sz)) return dck_oom(s->path);
+    return DCK_OK;
+}
+
+typedef struct {
+    size_t names, steps, events, slots, ats; /* capacities */
+    uint64_t *name_at;                       /* per id: its record's offset */
+    uint8_t name[65536];
+} trace_state;
+
+/* A name record after its type byte at offset at; *torn when the file ends
+ * inside it. The header is checked even then: a damaged header is no tear. */
+static dck_status read_name(trace_src *s, trace_state *t, uint64_t at, dck_trace *r, bool *torn) {
+    uint8_t h[NAME_HEAD];
+    size_t got;
+    DCK_TRY(take(s, h, sizeof h, &got));
+    if (got < sizeof h) return *torn = true, DCK_OK;
+    uint32_t id = (uint32_t)le(h, 4);
+    size_t nl = (size_t)le(h + 4, 2);
+    if (id != r->nnames)
+        return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: name record with id %u (expected id %zu)", s->path,
+                             (unsigned long long)at, id, r->nnames);
+    /* the writer names the root module and ops outside the model, so an
+     * empty name is damage (and would print as nothing) */
+    if (!nl)
+        return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: name id %u is empty", s->path, (unsigned long long)at, id);
+    DCK_TRY(take(s, t->name, nl, &got));
+    if (got < nl) return *torn = true, DCK_OK;
+    /* names are compared and printed as C strings, and reports carry them
+     * as UTF-8: the writer encodes them so */
+    const unsigned char *p = t->name, *end = t->name + nl;
+    while (p < end) {
+        int w = *p ? dck_utf8_width(p, end) : 0;
+        if (!w)
+            return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: name id %u is not UTF-8 (byte 0x%02x at byte %llu)",
+                                 s->path, (unsigned long long)at, id, *p,
+                                 (unsigned long long)(at + 1 + NAME_HEAD + (uint64_t)(p - t->name)));
+        p += w;
+    }
+    DCK_TRY(grow(s, (void **)&r->names, &t->names, r->nnames + 1, sizeof *r->names));
+    DCK_TRY(grow(s, (void **)&t->name_at, &t->ats, r->nnames + 1, sizeof *t->name_at));
+    if (!(r->names[r->nnames] = dck_strndup((const char *)t->name, nl))) return dck_oom(s->path);
+    t->name_at[r->nnames++] = at;
+    return DCK_OK;
+}
+
+/* One event at offset at (its step's header read); *torn when the file
+ * ends inside it. Every field is checked as soon as it is read, so a
+ * count read over the records that follow it meets bytes that are no
+ * event and is refused at their offset. */
+static dck_status read_event(trace_src *s, trace_state *t, uint64_t at, int64_t step, dck_trace *r, bool *torn) {
+    uint8_t h[EVENT_HEAD];
+    size_t got;
+    DCK_TRY(take(s, h, sizeof h, &got));
+    if (got < sizeof h) return *torn = true, DCK_OK;
+    dck_trace_event e = {.phase = h[0], .kind = h[1], .module = (uint32_t)le(h + 2, 4), .op = (uint32_t)le(h + 6, 4),
+                         .call = (uint32_t)le(h + 10, 4), .nin = h[14], .nout = h[15], .slot = r->nslots};
+    const char *bad = NULL;
+    if (e.phase >= DCK_TRACE_PHASE_COUNT) bad = "phase";
+    else if (e.kind >= DCK_TRACE_KIND_COUNT) bad = "kind";
+    if (bad)
+        return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld: event with %s %u (expected 0 or 1)", s->path,
+                             (unsigned long long)at, (long long)step, bad, bad[0] == 'p' ? e.phase : e.kind);
+    if (e.module >= r->nnames)
+        return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld: event uses module name id %u, never named",
+                             s->path, (unsigned long long)at, (long long)step, e.module);
+    if (e.kind == DCK_TRACE_MODULE && e.op != DCK_TRACE_NO_OP)
+        return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld: module event with op name id %u (expected 0xffffffff)",
+                             s->path, (unsigned long long)at, (long long)step, e.op);
+    if (e.kind == DCK_TRACE_OP && e.op >= r->nnames)
+        return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld: op event uses op name id %u, never named",
+                             s->path, (unsigned long long)at, (long long)step, e.op);
+    size_t nslots = (size_t)e.nin + e.nout;
+    for (size_t k = 0; k < nslots; k++) {
+        uint8_t b[SLOT_BYTES];
+        uint64_t sat = s->pos;
+        DCK_TRY(take(s, b, sizeof b, &got));
+        if (got < sizeof b) return *torn = true, DCK_OK;
+        dck_trace_slot x = {b[0], {le(b + 1, 8), le(b + 9, 8)}};
+        if (x.present > 1 || (!x.present && (x.digest.high64 || x.digest.low64)))
+            return dck_set_error(DCK_ERR_FORMAT,
+                                 "%s: byte %llu: step %lld: %s %zu of the event at byte %llu has present byte %u%s",
+                                 s->path, (unsigned long long)sat, (long long)step, k < e.nin ? "input" : "output",
+                                 k < e.nin ? k : k - e.nin, (unsigned long long)at, x.present,
+                                 x.present > 1 ? " (expected 0 or 1)" : " and a digest that is not zero");
+        DCK_TRY(grow(s, (void **)&r->slots, &t->slots, r->nslots + 1, sizeof *r->slots));
+        r->slots[r->nslots++] = x;
+    }
+    DCK_TRY(grow(s, (void **)&r->events, &t->events, r->nevents + 1, sizeof *r->events));
+    r->events[r->nevents++] = e;
+    return DCK_OK;
+}
+
+/* A step record after its type byte at offset at. A record that runs to
+ * the end of the file is torn (a killed run) and dropped, but the events
+ * it holds must still be events; a count past DCK_TRACE_MAX_EVENTS is
+ * damage whatever follows. */
+static dck_status read_step(trace_src *s, trace_state *t, uint64_t at, dck_trace *r, bool *torn) {
+    uint8_t h[STEP_HEAD];
+    size_t got;
+    DCK_TRY(take(s, h, sizeof h, &got));
+    if (got < sizeof h) return *torn = true, DCK_OK;
+    int64_t step = (int64_t)le(h, 8);
+    uint64_t cnt = le(h + 8, 4);
+    uint8_t trunc = h[12];
+    if (r->nsteps && step <= r->steps[r->nsteps - 1].step)
+        return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld after step %ld", s->path,
+                             (unsigned long long)at, (long long)step, r->steps[r->nsteps - 1].step);
+    if (cnt > DCK_TRACE_MAX_EVENTS)
+        return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld holds %llu events (at most %u)", s->path,
+                             (unsigned long long)at, (long long)step, (unsigned long long)cnt, DCK_TRACE_MAX_EVENTS);
+    if (trunc > 1)
+        return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld: truncated byte %u (expected 0 or 1)", s->path,
+                             (unsigned long long)(at + 13), (long long)step, trunc);
+    size_t first = r->nevents, slots = r->nslots;
+    for (uint64_t k = 0; k < cnt && !*torn; k++) DCK_TRY(read_event(s, t, s->pos, step, r, torn));
+    if (*torn) { /* dropped whole */
+        r->nevents = first;
+        r->nslots = slots;
+        return DCK_OK;
+    }
+    DCK_TRY(grow(s, (void **)&r->steps, &t->steps, r->nsteps + 1, sizeof *r->steps));
+    r->steps[r->nsteps++] = (dck_trace_step){(long)step, trunc == 1, (size_t)cnt, first};
+    return DCK_OK;
+}
+
+/* One id per name: the writer names each once, and a second id of one
+ * name is damage (Python's read_trace refuses it too). */
+static int name_cmp(const void *x, const void *y, void *ctx) {
+    const dck_trace *r = ctx;
+    return strcmp(r->names[*(const uint32_t *)x], r->names[*(const uint32_t *)y]);
+}
+
+static dck_status check_unique(trace_src *s, const trace_state *t, const dck_trace *r) {
+    if (r->nnames < 2) return DCK_OK;
+    uint32_t *ids = malloc(r->nnames * sizeof *ids);
+    if (!ids) return dck_oom(s->path);
+    for (size_t i = 0; i < r->nnames; i++) ids[i] = (uint32_t)i;
+    qsort_r(ids, r->nnames, sizeof *ids, name_cmp, (void *)r);
+    dck_status st = DCK_OK;
+    for (size_t i = 1; i < r->nnames && !st; i++)
+        if (!name_cmp(&ids[i - 1], &ids[i], (void *)r)) {
+            uint32_t a = ids[i - 1] < ids[i] ? ids[i - 1] : ids[i], b = ids[i - 1] ^ ids[i] ^ a;
+            st = dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: name %s recorded twice, as ids %u and %u", s->path,
+                               (unsigned long long)t->name_at[b], r->names[a], a, b);
+        }
+    free(ids);
+    return st;
+}
+
+static dck_status parse(trace_src *s, dck_trace *r) {
+    uint8_t h[HEADER_BYTES];
+    size_t got;
+    DCK_TRY(take(s, h, sizeof h, &got));
+    if (got < sizeof h || memcmp(h, MAGIC, 8) != 0)
+        return dck_set_error(DCK_ERR_FORMAT, "%s: byte 0: not a detcheck trace file (no DCKTRAC header)", s->path);
+    uint32_t ver = (uint32_t)le(h + 8, 4), flags = (uint32_t)le(h + 12, 4);
+    if (ver != DCK_TRACE_VERSION)
+        return dck_set_error(DCK_ERR_UNSUPPORTED, "%s: byte 8: version %u (this detcheck reads %d)", s->path, ver,
+                             DCK_TRACE_VERSION);
+    if (flags != 0)
+        return dck_set_error(DCK_ERR_UNSUPPORTED, "%s: byte 12: flags 0x%x (this detcheck knows none)", s->path, flags);
+    trace_state *t = calloc(1, sizeof *t);
+    if (!t) return dck_oom(s->path);
+    dck_status st = DCK_OK;
+    bool torn = false;
+    while (!st && !torn && s->pos < s->size) {
+        uint64_t at = s->pos;
+        uint8_t type;
+        if ((st = take(s, &type, 1, &got)) || !got) break;
+        if (type == REC_NAME) st = read_name(s, t, at, r, &torn);
+        else if (type == REC_STEP) st = read_step(s, t, at, r, &torn);
+        else st = dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: unknown record type %u", s->path,
+                                (unsigned long long)at, type);
+    }
+    if (!st) st = check_unique(s, t, r);
+    free(t->name_at);
+    free(t);
+    return st;
+}
+
+dck_status dck_trace_parse(const char *label, const uint8_t *data, size_t len, dck_trace *out) {
+    memset(out, 0, sizeof *out);
+    trace_src *s = calloc(1, sizeof *s);
+    if (!s) return dck_oom(label);
+    *s = (trace_src){.path = label, .fd = -1, .mem = data, .size = len};
+    dck_status st = parse(s, out);
+    free(s);
+    if (st) dck_trace_release(out);
+    return st;
+}
+
+dck_status dck_trace_load(const char *path, dck_trace *out) {
+    memset(out, 0, sizeof *out);
+    int fd = -1;
+    struct stat sb;
+    DCK_TRY(dck_open_regular(path, &fd, &sb)); /* a FIFO or a device would block or never end */
+    trace_src *s = calloc(1, sizeof *s);
+    if (!s) {
+        close(fd);
+        return dck_oom(path);
+    }
+    s->path = path;
+    s->fd = fd;
+    s->size = (uint64_t)sb.st_size;
+    dck_status st = parse(s, out);
+    free(s);
+    close(fd);
+    if (st) dck_trace_release(out);
+    return st;
+}
+
+/* ------------------------------------------------------------------ comparing */
+
+static bool slot_equal(const dck_trace_slot *x, const dck_trace_slot *y) {
+    return x->present == y->present && dck_digest_equal(x->digest, y->digest);
+}
+
+/* Same event as far as execution goes: names by their text, since each
+ * run numbers its names in the order it met them. */
+static bool same_key(const dck_trace *ta, const dck_trace_event *a, const dck_trace *tb, const dck_trace_event *b) {
+    if (a->phase != b->phase || a->kind != b->kind || a->call != b->call || a->nin != b->nin || a->nout != b->nout)
+        return false;
+    if (strcmp(ta->names[a->module], tb->names[b->module])) return false;
+    return a->kind != DCK_TRACE_OP || !strcmp(ta->names[a->op], tb->names[b->op]);
+}
+
+/* One step traced in both: fills d and returns true at its first
+ * difference. */
+static bool compare_step(const dck_trace *ta, const dck_trace_step *sa, const dck_trace *tb, const dck_trace_step *sb,
+                         dck_trace_diff *d) {
+    size_t n = sa->n < sb->n ? sa->n : sb->n;
+    for (size_t i = 0; i <= n; i++) {
+        const dck_trace_event *a = i < sa->n ? &ta->events[sa->first + i] : NULL;
+        const dck_trace_event *b = i < sb->n ? &tb->events[sb->first + i] : NULL;
+        if (!a || !b) {
+            /* one step ended: a difference of execution, unless the
+             * recorder cut that step short (its later events unknown) */
+            if ((!a && !b) || (!a && sa->truncated) || (!b && sb->truncated)) return false;
+        } else if (same_key(ta, a, tb, b)) {
+            const dck_trace_slot *xa = &ta->slots[a->slot], *xb = &tb->slots[b->slot];
+            int out = -1, in = -1;
+            for (int k = 0; k < a->nout && out < 0; k++)
+                if (!slot_equal(&xa[a->nin + k], &xb[b->nin + k])) out = k;
+            if (out < 0) continue;
+            for (int k = 0; k < a->nin && in < 0; k++)
+                if (!slot_equal(&xa[k], &xb[k])) in = k;
+            d->how = DCK_TRACE_OUTPUT;
+            d->step = sa->step;
+            d->event = i;
+            d->a = a;
+            d->b = b;
+            d->output = out;
+            d->input = in;
+            return true;
+        }
+        d->how = DCK_TRACE_EXECUTION;
+        d->step = sa->step;
+        d->event = i;
+        d->a = a;
+        d->b = b;
+        return true;
+    }
+    return false;
+}
+
+bool dck_trace_compare(const dck_trace *a, const dck_trace *b, dck_trace_diff *d) {
+    memset(d, 0, sizeof *d);
+    d->output = d->input = -1;
+    d->first_truncated[0] = d->first_truncated[1] = -1;
+    for (size_t i = 0, j = 0; i < a->nsteps && j < b->nsteps;) {
+        if (a->steps[i].step < b->steps[j].step) i++;
+        else if (b->steps[j].step < a->steps[i].step) j++;
+        else d->common++, i++, j++;
+    }
+    for (size_t i = 0, j = 0; i < a->nsteps && j < b->nsteps;) {
+        if (a->steps[i].step < b->steps[j].step) {
+            i++;
+            continue;
+        }
+        if (b->steps[j].step < a->steps[i].step) {
+            j++;
+            continue;
+        }
+        const dck_trace_step *s[2] = {&a->steps[i], &b->steps[j]};
+        for (int k = 0; k < 2; k++)
+            if (s[k]->truncated && !d->truncated[k]++) d->first_truncated[k] = s[k]->step;
+        if (compare_step(a, s[0], b, s[1], d)) return true;
+        d->agreeing++;
+        i++;
+        j++;
+    }
+    return false;
+}

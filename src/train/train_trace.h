@@ -1,0 +1,104 @@
+/* Traced steps: the per-module or per-op digests the Python Recorder
+ * writes next to a trajectory (RUN/trace.bin, trace="modules" or "ops"),
+ * read for detcheck bisect, which names the first event where two runs
+ * part. The format (man detcheck-bisect(1), TRACE FILES; little-endian):
+ *   header  "DCKTRAC\0" | u32 version (1) | u32 flags (0)
+ *   records u8 type, then
+ *     1 NAME  u32 id (counting up from 0) | u16 length | name (UTF-8)
+ *     2 STEP  i64 step | u32 event count | u8 truncated (0 or 1) | events
+ *   event   u8 phase (0 forward, 1 backward) | u8 kind (0 module, 1 op)
+ *           | u32 module name id | u32 op name id (0xffffffff: a module
+ *           event) | u32 call | u8 inputs | u8 outputs
+ *           | (inputs + outputs) x (u8 present (0/1) | u64 high64 | u64 low64)
+ * As train_record.h's reader: the header is checked before anything else;
+ * the file is streamed up to the size it had when opened; only a record
+ * that runs to the end of the file is torn (dropped; what it holds is
+ * still checked); anything else malformed is an error naming the file and
+ * the byte offset. Bounds (LIMITS in the man page): names UTF-8 without
+ * NUL, not empty, each recorded once; a step holds at most DCK_TRACE_MAX_EVENTS events; memory follows
+ * the events read, which the file's size bounds. */
+#ifndef DCK_TRAIN_TRACE_H
+#define DCK_TRAIN_TRACE_H
+
+#include "common/common.h"
+
+#define DCK_TRACE_FILE "trace.bin"
+#define DCK_TRACE_VERSION 1
+/* Events of one step: past this a count is damage, never a tear. 16 Mi
+ * events of at least 16 bytes each: 256 MiB for one step of one run,
+ * far past the op trace of a step of a billion-parameter model. */
+#define DCK_TRACE_MAX_EVENTS (1u << 24)
+/* The op name id of a module event. */
+#define DCK_TRACE_NO_OP 0xffffffffu
+
+typedef enum { DCK_TRACE_FORWARD = 0, DCK_TRACE_BACKWARD, DCK_TRACE_PHASE_COUNT } dck_trace_phase;
+typedef enum { DCK_TRACE_MODULE = 0, DCK_TRACE_OP, DCK_TRACE_KIND_COUNT } dck_trace_kind;
+
+typedef struct {
+    uint8_t present; /* 0: no tensor (digest zero) */
+    dck_digest digest;
+} dck_trace_slot;
+
+typedef struct {
+    uint8_t phase, kind, nin, nout;
+    uint32_t module, op; /* name ids; op DCK_TRACE_NO_OP for a module event */
+    uint32_t call;
+    size_t slot; /* its first slot in the trace's slots: inputs, then outputs */
+} dck_trace_event;
+
+typedef struct {
+    long step;
+    bool truncated; /* the recorder dropped the events past n */
+    size_t n;
+    size_t first; /* index of its first event in the trace's events */
+} dck_trace_step;
+
+typedef struct {
+    size_t nnames;
+    char **names;
+    size_t nsteps;
+    dck_trace_step *steps; /* ascending */
+    size_t nevents;
+    dck_trace_event *events;
+    size_t nslots;
+    dck_trace_slot *slots;
+} dck_trace;
+
+/* "forward", "backward" */
+const char *dck_trace_phase_name(int phase);
+/* Reads a trace file, streamed (never whole): DCK_ERR_IO for a file that is
+ * not regular (a FIFO would block), DCK_ERR_FORMAT naming path and byte
+ * offset for bad input, DCK_ERR_NOMEM naming path. */
+dck_status dck_trace_load(const char *path, dck_trace *out);
+/* The same reading of len bytes in memory (the fuzz target); label names
+ * them in messages. */
+dck_status dck_trace_parse(const char *label, const uint8_t *data, size_t len, dck_trace *out);
+void dck_trace_release(dck_trace *t);
+
+typedef enum { DCK_TRACE_AGREE = 0, DCK_TRACE_OUTPUT, DCK_TRACE_EXECUTION } dck_trace_how;
+
+/* Where two traces part: the first step traced in both (ascending) where
+ * an event differs, and in it the first event in execution order.
+ * EXECUTION: the events at position event differ in phase, kind, module,
+ * op, call or their input/output counts, or one run's step ended there
+ * (a or b NULL; a step the recorder truncated never ends early: its
+ * events past the count are unknown, so only the events both hold are
+ * compared). OUTPUT: the events agree as keys and output `output`
+ * differs (presence or digest); input is the first input that differed
+ * already (-1: every input equal: the event is the culprit). */
+typedef struct {
+    dck_trace_how how;
+    long step;
+    size_t event;               /* position in the step, from 0 */
+    const dck_trace_event *a, *b;
+    int output, input;          /* OUTPUT only; -1 otherwise */
+    size_t common;              /* steps traced in both */
+    size_t agreeing;            /* of those, compared and agreeing before the difference */
+    size_t truncated[2];        /* steps compared that run A, run B truncated */
+    long first_truncated[2];    /* the first of them (-1: none) */
+} dck_trace_diff;
+
+/* Fills d; returns d->how != DCK_TRACE_AGREE. */
+bool dck_trace_compare(const dck_trace *a, const dck_trace *b, dck_trace_diff *d);
+
+#endif

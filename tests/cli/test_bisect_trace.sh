@@ -1,0 +1,371 @@
+# bisect reads per-step traces (trace.bin, issue 20): names the first
+# differing module or op of the first differing traced step, says whether it
+# is the culprit (inputs equal) or inherited, and refuses damaged files
+# naming the file and the byte offset.
+. "$DCK_TOP/tests/cli/lib.sh"
+
+# mktrace DIR [key=value...]: a traced run as detcheck.Recorder(trace=...)
+# writes it: trajectory.jsonl (equal in every run made here, so the trace
+# is what differs) and trace.bin, steps 0..steps-1 each traced with a small
+# MLP's forward and backward events (below). Keys:
+#   fwd=S      step S: aten.add.Tensor of model.fc1 computes other bits
+#              (inputs equal: the culprit)
+#   win=S      step S: fc1's weight (an input of aten.mm.default) differs
+#              already (inherited)
+#   bwd=S      step S: backward aten.mm.default of model.fc2 computes other bits
+#   order=S    step S: aten.gelu.default runs where aten.relu.default ran
+#   extra=S    step S: one more op at the end of the step
+#   modules=1  trace="modules": module events only
+#   trunc=S:N  step S keeps its first N events, flagged truncated
+#   only=S,S   trace these steps only (default all)
+#   side=0     no trace.bin
+#   set=S:I:FIELD:V  event I of step S gets FIELD (phase kind module op
+#              call nin present) = V; prints the event's byte offset
+#   count=S:N  step S declares N events; cut=N the file loses its last N
+#   bytes; name=HEX the first name's bytes; steporder=1 steps 0 and 1 swap
+#   raw=OFF:HEX  bytes at OFF overwritten; dup=1 ids 0 and 1 name one module
+#   dump=S     RUN/dump_step_S/trace.safetensors present
+cat > mktrace.py <<'PY'
+import os, struct, sys
+d = sys.argv[1]
+o = dict(a.split("=", 1) for a in sys.argv[2:])
+os.makedirs(d, exist_ok=True)
+steps = int(o.get("steps", 4))
+g = lambda k: int(o.get(k, -1))
+with open(os.path.join(d, "trajectory.jsonl"), "w") as t:
+    for s in range(steps):
+        t.write('{"step":%d,"loss":1,"loss_bits":"3f800000","grad_norm":1,"grad_norm_bits":"3f800000","lr":0.1}\n' % s)
+if "dump" in o:
+    os.makedirs(os.path.join(d, "dump_step_%s" % o["dump"]), exist_ok=True)
+    open(os.path.join(d, "dump_step_%s" % o["dump"], "trace.safetensors"), "wb").write(b"x")
+if o.get("side", "1") == "0":
+    sys.exit(0)
+names, out = {}, bytearray(b"DCKTRAC\0" + struct.pack("<II", 1, 0))
+if "dup" in o:  # ids 0 and 1 name one module
+    names[b"\0dup0"], names[b"\0dup1"] = 0, 1
+    out += struct.pack("<BIH", 1, 0, 7) + b"model.x" + struct.pack("<BIH", 1, 1, 7) + b"model.x"
+if "name" in o:
+    names[bytes.fromhex(o["name"])] = 0
+    out += struct.pack("<BIH", 1, 0, len(bytes.fromhex(o["name"]))) + bytes.fromhex(o["name"])
+def nid(n):
+    global out
+    if n is None:
+        return 0xFFFFFFFF
+    n = n.encode()
+    if n not in names:
+        names[n] = len(names)
+        out += struct.pack("<BIH", 1, names[n], len(n)) + n
+    return names[n]
+def events(s):
+    T = lambda v: (1, 1000 * s + v)        # a tensor's digest at step s
+    w1 = (1, 1000 * s + 2 + (7 if s == g("win") else 0))
+    h2 = (1, 1000 * s + 4 + (9 if s == g("fwd") else 0))
+    a = (1, h2[1] + 100)
+    ga = (1, 1000 * s + 8 + (5 if s == g("bwd") else 0))
+    act = "aten.gelu.default" if s == g("order") else "aten.relu.default"
+    ev = [  # phase, module, op (None: a module event), call, inputs, outputs
+        (0, "model.fc1", "aten.mm.default", 0, [T(1), w1], [(1, w1[1] + 10)]),
+        (0, "model.fc1", "aten.add.Tensor", 0, [(1, w1[1] + 10), T(3)], [h2]),
+        (0, "model.fc1", None, 0, [T(1)], [h2]),
+        (0, "model.act", act, 0, [h2], [a]),
+        (0, "model.fc2", "aten.mm.default", 0, [a, T(5), (0, 0)], [(1, a[1] + 1)]),
+        (0, "model.fc2", None, 0, [a], [(1, a[1] + 1)]),
+        (1, "model.fc2", "aten.mm.default", 0, [T(7), T(5)], [ga]),
+        (1, "model.fc2", None, 0, [T(7)], [ga, (0, 0)]),
+        (1, "model.fc1", "aten.mm.default", 0, [ga, w1], [(1, ga[1] + 3)]),
+        (1, "model.fc1", None, 0, [ga], [(1, ga[1] + 3)]),
+    ]
+    if s == g("extra"):
+        ev.append((1, "model.fc1", "aten.sum.default", 0, [ga], [(1, 1)]))
+    if o.get("modules") == "1":
+        ev = [e for e in ev if e[2] is None]
+    return ev
+only = set(map(int, o["only"].split(","))) if "only" in o else set(range(steps))
+trunc = tuple(map(int, o["trunc"].split(":"))) if "trunc" in o else (-1, 0)
+count = tuple(map(int, o["count"].split(":"))) if "count" in o else (-1, 0)
+setf = o["set"].split(":") if "set" in o else None
+order = sorted(only)
+if o.get("steporder") == "1":
+    order[0], order[1] = order[1], order[0]
+for s in order:
+    ev = events(s)
+    for e in ev:
+        nid(e[1]), nid(e[2])
+    flag = 0
+    if s == trunc[0]:
+        ev, flag = ev[:trunc[1]], 1
+    out += struct.pack("<BqIB", 2, s, count[1] if s == count[0] else len(ev), flag)
+    for i, (ph, mod, op, call, ins, outs) in enumerate(ev):
+        f = dict(phase=ph, kind=0 if op is None else 1, module=nid(mod), op=nid(op), call=call,
+                 nin=len(ins), present=None)
+        if setf and int(setf[0]) == s and int(setf[1]) == i:
+            f[setf[2]] = int(setf[3], 0)
+            print(len(out))
+        out += struct.pack("<BBIIIBB", f["phase"], f["kind"], f["module"], f["op"], f["call"], f["nin"], len(outs))
+        for k, (p, v) in enumerate(ins[:f["nin"]] + outs):
+            out += struct.pack("<BQQ", f["present"] if (f["present"] is not None and k == 0) else p, 0, v)
+if "raw" in o:
+    off, hx = o["raw"].split(":")
+    out[int(off):int(off) + len(bytes.fromhex(hx))] = bytes.fromhex(hx)
+cut = int(o.get("cut", 0))
+open(os.path.join(d, "trace.bin"), "wb").write(out[:len(out) - cut] if cut else out)
+PY
+mktrace() { python3 mktrace.py "$@" > mktrace.out || fail "mktrace $*"; }
+# verdict WANT_EXIT REPORT_BASE: the JUnit and Markdown reports state the
+# verdict of the exit status (as test_bisect.sh's)
+verdict() {
+    python3 - "$1" "$2.xml" "$2.md" <<'PY2' || { cat "$2.xml" "$2.md"; fail "$2: the reports' verdict is not exit $1"; }
+import sys, xml.etree.ElementTree as ET
+want, xml, md = int(sys.argv[1]), sys.argv[2], open(sys.argv[3]).read()
+s = ET.parse(xml).getroot().find("testsuite")
+fails = int(s.get("failures")) + int(s.get("errors"))
+assert (fails > 0) == (want == 1), (want, fails)
+first = md.split("\n")[0]
+assert first == ("### :x: detcheck bisect: DIFFERENT" if want else "### :white_check_mark: detcheck bisect: OK"), first
+PY2
+    ok
+}
+
+# ---------------------------------------------------------------- identical
+mktrace a
+mktrace a2
+expect_exit 0 $DETCHECK bisect a a2 --junit v0.xml --markdown v0.md
+expect_grep '^identical: 3 and 3 steps agree bit for bit; 0 checkpoints in both agree; 4 traced steps agree event by event$' out.txt
+verdict 0 v0
+expect_grep 'name="traced steps"' v0.xml
+expect_grep '4 traced steps in both agree event by event' v0.xml
+expect_exit 0 $DETCHECK bisect --json a a2
+expect_grep '"traced_steps_in_both":4,"traced_steps_truncated":\[0,0\],"first_event":null' out.txt
+
+# ---------------------------------------------------------------- a culprit in forward
+mktrace f fwd=2
+expect_exit 1 $DETCHECK bisect a f --junit v1.xml --markdown v1.md
+expect_grep '^trajectories agree; the traced steps do not$' out.txt
+expect_grep '^first differing op: step 2, forward, model.fc1 (aten.add.Tensor, call 0), output 0: inputs equal, output differs (culprit)$' out.txt
+expect_grep '^magnitudes: rerun both runs with DETCHECK_DUMP_STEP=2 (e.g. DETCHECK_DUMP_STEP=2 <your training command>), then: detcheck diff a/dump_step_2/trace.safetensors f/dump_step_2/trace.safetensors (tensor 00001.output.0)$' out.txt
+expect_grep '^traced steps in both: 4, 2 agree before the first differing one$' out.txt
+verdict 1 v1
+expect_grep 'classname="detcheck.bisect.step_2.forward" name="model.fc1 (aten.add.Tensor, call 0)"' v1.xml
+expect_grep 'type="culprit"' v1.xml
+expect_grep '^trajectories agree; the traced steps do not; first differing op: step 2, forward, model.fc1 \\(aten.add.Tensor, call 0\\), output 0: inputs equal, output differs \\(culprit\\)$' v1.md
+# -q: the verdict lines only
+expect_exit 1 $DETCHECK bisect -q a f
+expect_grep '^first differing op: step 2, forward' out.txt
+expect_no_grep 'magnitudes' out.txt
+# --json: first_event with its keys in order
+expect_exit 1 $DETCHECK bisect --json a f
+python3 - <<'PY' || fail "bisect --json first_event"
+import json
+d = json.load(open("out.txt"), object_pairs_hook=lambda kv: kv)
+v = dict(d)
+assert v["identical"] is False and v["traced_steps_in_both"] == 4, d
+e = v["first_event"]
+assert [k for k, _ in e] == ["step", "event", "phase", "kind", "module", "op", "call", "output", "input",
+                             "culprit", "how", "tensor", "magnitudes", "run_b"], e
+e = dict(e)
+assert e["step"] == 2 and e["event"] == 1 and e["phase"] == "forward" and e["kind"] == "op", e
+assert e["module"] == "model.fc1" and e["op"] == "aten.add.Tensor" and e["call"] == 0, e
+assert e["output"] == 0 and e["input"] is None and e["culprit"] is True and e["how"] == "output", e
+assert e["tensor"] == "00001.output.0" and e["run_b"] is None, e
+assert "DETCHECK_DUMP_STEP=2" in e["magnitudes"], e
+PY
+ok
+# dumps present in both runs: nothing run, the diff command named
+mktrace fd fwd=2 dump=2
+mktrace ad dump=2
+expect_exit 1 $DETCHECK bisect ad fd
+expect_grep '^dumps present: detcheck diff ad/dump_step_2/trace.safetensors fd/dump_step_2/trace.safetensors (tensor 00001.output.0)$' out.txt
+expect_no_grep 'rerun both' out.txt
+# in one run only: the rerun is still needed
+expect_exit 1 $DETCHECK bisect a fd
+expect_grep '^magnitudes: rerun both runs' out.txt
+# a run directory that needs quoting gets it in the printed command
+mktrace "r un's" fwd=2
+expect_exit 1 $DETCHECK bisect a "r un's"
+expect_grep "detcheck diff a/dump_step_2/trace.safetensors 'r un'\\\\''s/dump_step_2/trace.safetensors" out.txt
+
+# ---------------------------------------------------------------- inherited
+mktrace w win=1
+expect_exit 1 $DETCHECK bisect a w --junit v2.xml --markdown v2.md
+expect_grep '^first differing op: step 1, forward, model.fc1 (aten.mm.default, call 0), output 0: input 1 already differed (inherited)$' out.txt
+verdict 1 v2
+expect_grep 'type="inherited"' v2.xml
+expect_exit 1 $DETCHECK bisect --json a w
+expect_grep '"input":1,"culprit":false,"how":"output"' out.txt
+
+# ---------------------------------------------------------------- a culprit in backward
+mktrace b bwd=3
+expect_exit 1 $DETCHECK bisect a b --junit v3.xml --markdown v3.md
+expect_grep '^first differing op: step 3, backward, model.fc2 (aten.mm.default, call 0), output 0: inputs equal, output differs (culprit)$' out.txt
+expect_grep '(tensor 00006.output.0)$' out.txt
+verdict 1 v3
+expect_grep 'classname="detcheck.bisect.step_3.backward"' v3.xml
+# modules only: the first differing module
+mktrace am modules=1
+mktrace bm modules=1 bwd=3
+expect_exit 1 $DETCHECK bisect am bm
+expect_grep '^first differing module: step 3, backward, model.fc2 (call 0), output 0: inputs equal, output differs (culprit)$' out.txt
+expect_grep '(tensor 00002.output.0)$' out.txt
+mktrace fm modules=1 fwd=0
+expect_exit 1 $DETCHECK bisect am fm
+expect_grep '^first differing module: step 0, forward, model.fc1 (call 0), output 0: inputs equal, output differs (culprit)$' out.txt
+
+# ---------------------------------------------------------------- differing execution
+mktrace o order=2
+expect_exit 1 $DETCHECK bisect a o --junit v4.xml --markdown v4.md
+expect_grep '^execution differs at event 3 of step 2: run A ran forward model.act (aten.relu.default, call 0), run B ran forward model.act (aten.gelu.default, call 0)$' out.txt
+expect_no_grep 'magnitudes' out.txt
+verdict 1 v4
+expect_grep 'type="execution"' v4.xml
+expect_exit 1 $DETCHECK bisect --json a o
+expect_grep '"how":"execution","tensor":null,"magnitudes":null,"run_b":{"phase":"forward","kind":"op","module":"model.act","op":"aten.gelu.default","call":0}' out.txt
+# one run's step goes on: a difference of execution too
+mktrace x extra=1
+expect_exit 1 $DETCHECK bisect a x
+expect_grep '^execution differs at event 10 of step 1: run A ran nothing more (its step ended after 10 events), run B ran backward model.fc1 (aten.sum.default, call 0)$' out.txt
+# the same counts of inputs and outputs are part of the event
+mktrace n set=1:4:nin:2
+expect_exit 1 $DETCHECK bisect a n
+expect_grep '^execution differs at event 4 of step 1: run A ran forward model.fc2 (aten.mm.default, call 0) with 3 inputs and 1 output, run B ran forward model.fc2 (aten.mm.default, call 0) with 2 inputs and 1 output$' out.txt
+
+# ---------------------------------------------------------------- truncated steps, partial traces
+# the recorder cut step 1 short: only the events both hold are compared (a note says so)
+mktrace t trunc=1:5
+expect_exit 0 $DETCHECK bisect a t
+expect_grep 'note: t/trace.bin: 1 compared traced step truncated by the recorder (first: step 1)' err.txt
+mktrace t2 trunc=1:5 fwd=1
+expect_exit 1 $DETCHECK bisect t t2
+expect_grep '^first differing op: step 1, forward, model.fc1 (aten.add.Tensor, call 0)' out.txt
+mktrace t3 trunc=1:5 extra=1
+expect_exit 0 $DETCHECK bisect t t3
+# steps traced in one run only are not compared; the common ones are
+mktrace p only=0,2 fwd=1
+expect_exit 0 $DETCHECK bisect a p
+expect_grep '2 traced steps agree event by event' out.txt
+mktrace p2 only=1,3 fwd=3
+expect_exit 1 $DETCHECK bisect a p2
+expect_grep '^first differing op: step 3, ' out.txt
+
+# ---------------------------------------------------------------- traced in one run only
+mktrace s side=0
+expect_exit 0 $DETCHECK bisect a s --junit v5.xml --markdown v5.md
+expect_grep 'warning: a/trace.bin: traced in run A only; the traces are not compared' err.txt
+verdict 0 v5
+expect_grep '<skipped message="trace.bin in run A only: the traces are not compared"/>' v5.xml
+expect_exit 0 $DETCHECK bisect s a
+expect_grep 'warning: a/trace.bin: traced in run B only' err.txt
+
+# ---------------------------------------------------------------- with recorded tensors and a differing trajectory
+mktrace c fwd=2
+sed -i 's/"loss_bits":"3f800000"/"loss_bits":"3f800001"/' c/trajectory.jsonl
+expect_exit 1 $DETCHECK bisect a c --junit v6.xml --markdown v6.md
+expect_grep '^first differing step: 0 ' out.txt
+expect_grep '^first differing op: step 2, ' out.txt
+verdict 1 v6
+expect_grep '; first differing op: step 2, forward, model.fc1 \\(aten.add.Tensor, call 0\\), output 0: inputs equal, output differs \\(culprit\\)$' v6.md
+
+# ---------------------------------------------------------------- trouble: FIFOs, devices, huge and damaged files
+mktrace q
+rm q/trace.bin && mkfifo q/trace.bin
+expect_exit 2 timeout 20 $DETCHECK bisect a q
+expect_grep 'q/trace.bin: not a regular file' err.txt
+mktrace z
+rm z/trace.bin && ln -s /dev/zero z/trace.bin
+expect_exit 2 timeout 20 $DETCHECK bisect z a
+expect_grep 'z/trace.bin: not a regular file' err.txt
+# a 1.5 GiB file (sparse) is refused by its first bytes, not read whole
+rss() {
+    python3 -c '
+import resource, subprocess, sys
+with open("out.txt", "w") as o, open("err.txt", "w") as e:
+    rc = subprocess.call(sys.argv[1:], stdout=o, stderr=e)
+print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"
+}
+mktrace h
+truncate -s 1536M h/trace.bin  # a valid trace, then zeros
+set -- $(rss $DETCHECK bisect a h)
+[ "$1" = 2 ] && [ "$2" -lt 307200 ] || { cat err.txt; fail "1.5 GiB trace: exit $1, peak RSS $2 KiB"; }
+ok
+expect_grep 'h/trace.bin: byte [0-9]*: unknown record type 0' err.txt
+rm h/trace.bin && truncate -s 1536M h/trace.bin
+set -- $(rss $DETCHECK bisect a h)
+[ "$1" = 2 ] && [ "$2" -lt 307200 ] || { cat err.txt; fail "1.5 GiB file without magic: exit $1, peak RSS $2 KiB"; }
+ok
+expect_grep 'h/trace.bin: byte 0: not a detcheck trace file (no DCKTRAC header)' err.txt
+rm h/trace.bin
+# a count of events past the cap, in the middle of the file: damage, at the step's offset
+mktrace k count=1:16777217
+expect_exit 2 $DETCHECK bisect a k
+expect_grep 'k/trace.bin: byte [0-9]*: step 1 holds 16777217 events (at most 16777216)' err.txt
+# a count under the cap but past the events there: read over the next
+# record, which is no event (refused at its offset), never a torn record
+mktrace k2 count=1:11
+expect_exit 2 $DETCHECK bisect a k2
+expect_grep 'k2/trace.bin: byte [0-9]*: step 1: event with phase 2 (expected 0 or 1)' err.txt
+# header
+mktrace hd raw=8:02000000
+expect_exit 2 $DETCHECK bisect a hd
+expect_grep 'hd/trace.bin: byte 8: version 2 (this detcheck reads 1)' err.txt
+mktrace hf raw=12:01000000
+expect_exit 2 $DETCHECK bisect a hf
+expect_grep 'hf/trace.bin: byte 12: flags 0x1' err.txt
+mktrace hm raw=0:44434b54444947
+expect_exit 2 $DETCHECK bisect a hm
+expect_grep 'hm/trace.bin: byte 0: not a detcheck trace file' err.txt
+# fields of an event, each at the event's byte offset (mktrace prints it)
+for f in "phase:2:event with phase 2" "kind:7:event with kind 7" "module:99:event uses module name id 99, never named" \
+         "op:99:op event uses op name id 99, never named" "op:0xffffffff:op event uses op name id 4294967295" \
+         "present:2:input 0 of the event at byte @ has present byte 2 (expected 0 or 1)" \
+         "present:0:input 0 of the event at byte @ has present byte 0 and a digest that is not zero"; do
+    field=${f%%:*}; rest=${f#*:}; val=${rest%%:*}; msg=${rest#*:}
+    mktrace e set=1:1:$field:$val
+    off=$(cat mktrace.out)
+    [ "$field" = present ] && { msg=$(echo "$msg" | sed "s/@/$off/"); off=$((off + 16)); }
+    expect_exit 2 $DETCHECK bisect a e
+    expect_grep "e/trace.bin: byte $off: step 1: $msg" err.txt
+done
+# a module event with an op name id
+mktrace e set=1:2:op:0
+off=$(cat mktrace.out)
+expect_exit 2 $DETCHECK bisect a e
+expect_grep "e/trace.bin: byte $off: step 1: module event with op name id 0 (expected 0xffffffff)" err.txt
+# steps out of order, names: ids in order, UTF-8, no NUL
+mktrace so steporder=1
+expect_exit 2 $DETCHECK bisect a so
+expect_grep 'so/trace.bin: byte [0-9]*: step 0 after step 1' err.txt
+mktrace ni raw=17:05000000
+expect_exit 2 $DETCHECK bisect a ni
+expect_grep 'ni/trace.bin: byte 16: name record with id 5 (expected id 0)' err.txt
+mktrace nu name=6d6f64656c2eff
+expect_exit 2 $DETCHECK bisect a nu
+expect_grep 'nu/trace.bin: byte 16: name id 0 is not UTF-8 (byte 0xff at byte 29)' err.txt
+mktrace nz name=6d6f00
+expect_exit 2 $DETCHECK bisect a nz
+expect_grep 'nz/trace.bin: byte 16: name id 0 is not UTF-8 (byte 0x00 at byte 25)' err.txt
+mktrace ne name=
+expect_exit 2 $DETCHECK bisect a ne
+expect_grep 'ne/trace.bin: byte 16: name id 0 is empty' err.txt
+mktrace dn dup=1
+expect_exit 2 $DETCHECK bisect a dn
+expect_grep 'dn/trace.bin: byte 30: name model.x recorded twice, as ids 0 and 1' err.txt
+mktrace nv name=c3bc6e69e5b1822e77
+expect_exit 0 $DETCHECK bisect nv nv
+# unknown record type
+mktrace ut raw=16:07
+expect_exit 2 $DETCHECK bisect a ut
+expect_grep 'ut/trace.bin: byte 16: unknown record type 7' err.txt
+# a torn last record (a killed run) is ignored: its step is dropped,
+# whatever it held; a damaged field inside it is still damage
+mktrace tl fwd=3 cut=30
+expect_exit 0 $DETCHECK bisect a tl
+expect_grep '3 traced steps agree event by event' out.txt
+mktrace tl2 fwd=2 cut=30
+expect_exit 1 $DETCHECK bisect a tl2
+expect_grep '^first differing op: step 2, ' out.txt
+mktrace tl3 set=3:9:phase:3 cut=30
+expect_exit 2 $DETCHECK bisect a tl3
+expect_grep 'tl3/trace.bin: byte [0-9]*: step 3: event with phase 3' err.txt
+mktrace tl4 count=3:4000
+expect_exit 0 $DETCHECK bisect a tl4
+expect_grep '3 traced steps agree event by event' out.txt
+done_ok
