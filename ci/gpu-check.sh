@@ -24,6 +24,20 @@
 #      injected bit flip is caught and named, 2 ranks on one GPU.
 #   and, when PyTorch with CUDA is there, the Python package's digests of live
 #   CUDA tensors (python/tests/test_digest.py -k cuda, issue 14).
+#   6. op tracing on the GPU (issue 20), when PyTorch with CUDA is there: a
+#      model summing rows into buckets with index_add_ and scatter_add_
+#      (atomicAdd on CUDA) trained twice, recorded with trace="ops":
+#      6a. with torch.use_deterministic_algorithms(False), `detcheck bisect`
+#          must name that op ("first differing op: ... aten.index_add_...
+#          inputs equal, output differs (culprit)"); when the two runs happen
+#          to agree this is a SKIP ("not reproduced"), never a PASS;
+#      6b. with torch.use_deterministic_algorithms(True) (and
+#          CUBLAS_WORKSPACE_CONFIG=:4096:8) the same script is reproducible:
+#          bisect exits 0;
+#      6c. the cost of module tracing, every step, on the 1B model of 3b
+#          (bench/recorder_cost.py --tracing: plain, trace="none" and
+#          trace="modules" alternated; (T_modules - T_none) / T_plain in
+#          synchronized wall time, goal < 5%).
 #
 # The GPU machine may have no package registry and not the -dev libraries
 # detcheck builds against, so the check has two phases:
@@ -42,6 +56,17 @@
 #   sh ci/gpu-check.sh run     on the GPU machine, from the carried $B: runs
 #                              1-3 with LD_LIBRARY_PATH=$B/lib (+ NCCL's dir).
 #   sh ci/gpu-check.sh         both, on a machine that has everything.
+#   sh ci/gpu-check.sh cpu     the CPU twin of the sections that have one, on
+#                              any machine, from an ordinary build $B (here
+#                              B defaults to build): section 6 on --device
+#                              cpu at small sizes, with the torch of
+#                              DCK_TORCH_PYTHON or ci/venv.sh torch. No atomics
+#                              on the CPU: 6a still records and bisects two
+#                              runs but reports a SKIP ("no CUDA: nothing
+#                              nondeterministic to localise") unless they
+#                              differ; 6b and 6c run as on the GPU (6c with the
+#                              CPU goal, < 15%, and CPU time). Tests the
+#                              section's logic without a GPU.
 #
 # With the device tool of this workspace: `sh ci/gpu-check.sh build` here,
 # then one call: run(command="sh ci/gpu-check.sh run", carry=["build-gpucheck"]).
@@ -51,8 +76,8 @@
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-B=${B:-build-gpucheck}
 phase=${1:-all}
+if [ "$phase" = cpu ]; then B=${B:-build}; else B=${B:-build-gpucheck}; fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 build() {
@@ -194,6 +219,203 @@ train_checks() {
         *) note "GOAL  train benchmark: a goal missed (see above)"; [ $status -eq 0 ] && status=3 ;;
         esac
     else failed "train --bench --device cuda"; fi
+}
+
+# 6. op tracing (issue 20) on DEV (cuda, or cpu: the twin). TPY: a python
+# with torch; D: the detcheck binary; LIB: its library.
+trace_checks() {
+    dev=$1
+    echo "== 6. op tracing on $dev: index_add_ / scatter_add_ localised, deterministic mode reproducible, cost"
+    xw="$work/trace"
+    mkdir -p "$xw"
+    cat > "$xw/atomics.py" <<'PY'
+"""Trains a small model that sums rows into buckets with index_add_ and then
+scatter_add_ (atomicAdd on CUDA: the order of the float32 sums, so their
+bits, may change from run to run), recorded with trace="ops".
+  atomics.py OUT DEVICE DETERMINISTIC(0|1) STEPS [PLANT]
+PLANT=1 (the CPU twin's test of the localisation): what run-to-run atomics
+would do, planted: a dispatch mode entered below the Recorder's tracer adds
+1e-3 to the first element of every index_add_ output, after the tracer took
+the op's inputs and before it takes its output."""
+import sys
+import torch
+import detcheck
+
+out, device, det, steps = sys.argv[1], sys.argv[2], sys.argv[3] == "1", int(sys.argv[4])
+if sys.argv[5:] == ["1"]:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Plant(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            r = func(*args, **(kwargs or {}))
+            if func is torch.ops.aten.index_add_.default:
+                r.view(-1)[0] += 1e-3
+            return r
+
+    Plant().__enter__()  # before the Recorder: its tracer's mode goes above this one
+torch.use_deterministic_algorithms(det)
+dev = torch.device(device)
+# many rows into few buckets: thousands of atomic adds on each element
+N, D, M = (1 << 18, 64, 16) if dev.type == "cuda" else (1 << 12, 16, 8)
+
+
+class IndexPool(torch.nn.Module):
+    def forward(self, h, idx):
+        return torch.zeros(M, h.shape[1], device=h.device, dtype=h.dtype).index_add_(0, idx, h)
+
+
+class ScatterPool(torch.nn.Module):
+    def forward(self, h, idx):
+        return torch.zeros(M, h.shape[1], device=h.device, dtype=h.dtype).scatter_add_(
+            0, idx.unsqueeze(1).expand(-1, h.shape[1]), h)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = torch.nn.Linear(D, D)
+        self.pool = IndexPool()
+        self.spool = ScatterPool()
+        self.out = torch.nn.Linear(D, D)
+
+    def forward(self, x, idx):
+        h = torch.tanh(self.inp(x))
+        return self.out(self.pool(h, idx) + self.spool(h * 0.5, idx))
+
+
+torch.manual_seed(0)
+model = Net().to(dev)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+g = torch.Generator(device=dev).manual_seed(1)
+with detcheck.Recorder(out, model=model, optimizer=opt, trace="ops") as rec:
+    for step in range(steps):
+        x = torch.randn(N, D, device=dev, generator=g)
+        idx = torch.randint(0, M, (N,), device=dev, generator=g)
+        y = torch.randn(M, D, device=dev, generator=g)
+        loss = torch.nn.functional.mse_loss(model(x, idx), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        rec.step(step, loss=loss)
+print("atomics.py: %d steps on %s, deterministic algorithms %s" % (steps, device, det))
+PY
+    # two runs of the script: NAME DET(0|1) [ENV=VALUE...]; sets brc (bisect's
+    # exit); plant_b=1: run b plants a difference in index_add_ (the CPU twin)
+    two_runs() {
+        n=$1 det=$2
+        shift 2
+        brc=
+        for r in a b; do
+            p=0
+            [ "$r" = b ] && p=${plant_b:-0}
+            if ! env "$@" DETCHECK_LIB="$LIB" PYTHONPATH=python/src timeout 180 "$TPY" "$xw/atomics.py" \
+                "$xw/$n-$r" "$dev" "$det" 3 "$p" > "$xw/$n-$r.log" 2>&1; then
+                sed 's/^/   | /' "$xw/$n-$r.log" | tail -n 15
+                return 1
+            fi
+        done
+        "$D" bisect "$xw/$n-a" "$xw/$n-b" > "$xw/$n.bisect" 2>&1
+        brc=$?
+        sed 's/^/   /' "$xw/$n.bisect" | head -n 20
+        return 0
+    }
+
+    # the verdict on two runs with deterministic algorithms off: NAME LABEL
+    # WHEN_SAME (the note when they agree). A pass only when bisect names
+    # index_add_ or scatter_add_ as the culprit (inputs equal, output differs).
+    localised() {
+        culprit=$(grep -E '^first differing op: .*\((aten\.index_add|aten\.scatter_add)[^,]*, call [0-9]+\), output [0-9]+: inputs equal, output differs \(culprit\)' "$xw/$1.bisect" | head -n 1)
+        case $brc in
+        0) note "$3" ;;
+        1)
+            if [ -n "$culprit" ]; then
+                pass "$2 localised on $dev: ${culprit#first differing op: } ($(elapsed "$t") s)"
+            else
+                failed "$2: the runs differ on $dev but bisect did not name index_add_ / scatter_add_ as the culprit (see above)"
+            fi
+            ;;
+        *) failed "$2: detcheck bisect exited $brc on $dev (see above)" ;;
+        esac
+    }
+
+    # 6a. deterministic algorithms off: the atomics' op must be named
+    echo "-- 6a. deterministic algorithms off: bisect must name index_add_ / scatter_add_"
+    t=$(secs)
+    plant_b=0
+    if ! two_runs nondet 0; then
+        failed "6a. the index_add_ / scatter_add_ script failed on $dev (deterministic algorithms off)"
+    elif [ "$dev" = cuda ]; then
+        localised nondet "6a. atomics" "SKIP  6a. not reproduced: two runs with deterministic algorithms off agreed bit for bit on the GPU (bisect exit 0); nothing to localise, no localisation claimed"
+    else
+        localised nondet "6a. atomics (CPU)" "SKIP  6a. no CUDA: nothing nondeterministic to localise (two CPU runs recorded and bisected: identical, as expected)"
+        # the CPU twin tests the localisation itself on a planted difference
+        echo "-- 6a (CPU twin). a planted difference in index_add_'s output (run b) must be named"
+        t=$(secs)
+        plant_b=1
+        if ! two_runs planted 0; then
+            failed "6a (CPU twin). the planted index_add_ script failed"
+        else
+            localised planted "6a (CPU twin). planted index_add_ difference" \
+                "FAIL  6a (CPU twin). a planted index_add_ difference went unseen (bisect exit 0)"
+            [ "$brc" = 0 ] && status=1
+        fi
+    fi
+
+    # 6b. deterministic algorithms on: the same script is reproducible
+    echo "-- 6b. torch.use_deterministic_algorithms(True): bisect must find the runs identical"
+    t=$(secs)
+    plant_b=0
+    if ! two_runs det 1 CUBLAS_WORKSPACE_CONFIG=:4096:8; then
+        failed "6b. the index_add_ / scatter_add_ script failed on $dev with deterministic algorithms on"
+    else
+        case $brc in
+        0) pass "6b. deterministic algorithms on: two runs reproducible on $dev, every op identical (bisect exit 0, $(elapsed "$t") s)" ;;
+        1) failed "6b. deterministic algorithms on, yet the two runs on $dev differ (see above)" ;;
+        *) failed "6b. detcheck bisect exited $brc on $dev (see above)" ;;
+        esac
+    fi
+
+    # 6c. the cost of module tracing: the 1B model of 3b on CUDA; a small one on the CPU twin
+    if [ "$dev" = cuda ]; then
+        echo "-- 6c. module tracing, every step, ~1B parameters (bench/recorder_cost.py --tracing)"
+        set -- --device cuda --width 8192 --layers 15 --batch 8192 --rounds 3 --goal-modules 0.05
+        what="1B params, CUDA, wall time"
+    else
+        echo "-- 6c. module tracing, every step, CPU twin at 17M parameters (bench/recorder_cost.py --tracing)"
+        set -- --device cpu --width 2048 --layers 4 --batch 256 --rounds 3
+        what="CPU twin, 17M params, CPU time"
+    fi
+    out=$(DETCHECK_LIB="$LIB" PYTHONPATH=python/src timeout 300 "$TPY" bench/recorder_cost.py --tracing \
+        --variants none,modules "$@" 2> "$xw/cost.err")
+    rc=$?
+    echo "$out" | sed 's/^/   /'
+    g=$(echo "$out" | sed -n 's/^goal modules *//p')
+    case $rc in
+    0) pass "6c. module tracing ($what): $g" ;;
+    3) note "GOAL  6c. module tracing ($what): $g"
+       [ $status -eq 0 ] && status=3 ;;
+    *) tail -n 5 "$xw/cost.err" | sed 's/^/   | /'
+       failed "6c. module tracing cost (bench/recorder_cost.py exit $rc)" ;;
+    esac
+}
+
+# The CPU twin: section 6 on --device cpu, from an ordinary build.
+cpu_checks() {
+    [ -x "$B/detcheck" ] && [ -e "$B/libdetcheck.so.0" ] ||
+        { echo "gpu-check cpu: no $B/detcheck or $B/libdetcheck.so.0: make BUILD=$B all (or B=...)"; exit 2; }
+    D="$top/$B/detcheck" LIB="$top/$B/libdetcheck.so.0"
+    TPY=${DCK_TORCH_PYTHON:-$(sh ci/venv.sh torch 2> /dev/null)}
+    if [ -z "$TPY" ] || ! "$TPY" -c "import torch" 2> /dev/null; then
+        echo "gpu-check cpu: skipped: no python3 with torch (DCK_TORCH_PYTHON; ci/venv.sh torch)"
+        exit 77
+    fi
+    work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-cpu.XXXXXX")
+    trap 'rm -rf "$work"' EXIT
+    echo "== CPU twin of ci/gpu-check.sh (section 6), $B, $("$TPY" -c 'import torch; print("torch", torch.__version__)')"
+    trace_checks cpu
+    echo
+    echo "== summary (CPU twin)$results"
+    exit $status
 }
 
 run_checks() {
@@ -346,6 +568,10 @@ PY
     else note "SKIP  Recorder cost on CUDA: no PyTorch with CUDA here"; fi
     train_checks
     canary_checks
+    if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+        TPY=python3 LIB="$B/libdetcheck.so.0"
+        trace_checks cuda
+    else note "SKIP  6. op tracing on the GPU: no PyTorch with CUDA here"; fi
     echo
     echo "== summary$results"
     exit $status
@@ -355,11 +581,12 @@ main() {
     case $phase in
     build) build ;;
     run) run_checks ;;
+    cpu) cpu_checks ;;
     all)
         [ -x "$B/detcheck" ] || build
         run_checks
         ;;
-    *) echo "usage: ci/gpu-check.sh [build|run]"; exit 2 ;;
+    *) echo "usage: ci/gpu-check.sh [build|run|cpu]"; exit 2 ;;
     esac
 }
 

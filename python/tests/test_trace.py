@@ -456,3 +456,318 @@ def test_read_trace_refuses(tmp_path):
     os.mkfifo(path)
     with pytest.raises(ValueError, match="not a regular file"):
         detcheck.read_trace(a)
+
+
+# ------------------------------------------------- the Python reader against the CLI's
+# trace.bin files built byte by byte: read_trace must refuse exactly what
+# `detcheck bisect` refuses, with its message, and first_difference must
+# name the event bisect --json names.
+
+def _name(i, nb):
+    return struct.pack("<BIH", 1, i, len(nb)) + nb
+
+
+def _slot(v):
+    """v: None (absent), an int (a digest), or (present, high64, low64) raw."""
+    if v is None:
+        return struct.pack("<BQQ", 0, 0, 0)
+    if isinstance(v, tuple):
+        return struct.pack("<BQQ", *v)
+    return struct.pack("<BQQ", 1, v >> 64, v & ((1 << 64) - 1))
+
+
+def _event(phase, kind, mid, oid, call, ins, outs, nin=None, nout=None):
+    return (struct.pack("<BBIIIBB", phase, kind, mid, oid, call, len(ins) if nin is None else nin,
+                        len(outs) if nout is None else nout) + b"".join(_slot(v) for v in ins + outs))
+
+
+def _stephead(step, count, trunc=0):
+    return struct.pack("<BqIB", 2, step, count, trunc)
+
+
+HEADER = b"DCKTRAC\0" + struct.pack("<II", 1, 0)
+NO = _trace.NO_OP
+
+
+def _mk(steps, names=None):
+    """A valid trace: names in order met (or given: {name: id} order), steps
+    [(step, [(phase, module, op, call, ins, outs)], truncated)]."""
+    out, ids = bytearray(HEADER), {}
+    for nm in names or ():
+        ids[nm] = len(ids)
+        out += _name(ids[nm], nm.encode())
+
+    def nid(nm):
+        if nm is None:
+            return NO
+        if nm not in ids:
+            ids[nm] = len(ids)
+            out.extend(_name(ids[nm], nm.encode()))
+        return ids[nm]
+
+    for step, evs, trunc in steps:
+        body = b""
+        for ph, mod, op, call, ins, outs in evs:
+            m, o = nid(mod), nid(op)
+            body += _event(ph, 0 if op is None else 1, m, o, call, ins, outs)
+        out += _stephead(step, len(evs), trunc) + body
+    return bytes(out)
+
+
+def _evs(s, **kw):
+    """A step's events: an MLP's forward and backward ops and modules;
+    kw: out=(i, v) event i's output 0 is v; inp=(i, k, v) its input k."""
+    ev = [[0, "fc1", "aten.mm.default", 0, [s * 100 + 1, s * 100 + 2], [s * 100 + 3]],
+          [0, "fc1", "aten.add.Tensor", 0, [s * 100 + 3, s * 100 + 4], [s * 100 + 5]],
+          [0, "fc1", None, 0, [s * 100 + 1], [s * 100 + 5]],
+          [0, "act", "aten.relu.default", 0, [s * 100 + 5], [s * 100 + 6]],
+          [0, "fc2", "aten.mm.default", 0, [s * 100 + 6, s * 100 + 7, None], [s * 100 + 8]],
+          [1, "fc2", "aten.mm.default", 0, [s * 100 + 9, s * 100 + 7], [s * 100 + 10, None]],
+          [1, "fc2", None, 0, [s * 100 + 9], [s * 100 + 10]],
+          [1, "act", "aten.threshold_backward.default", 0, [s * 100 + 10, s * 100 + 6], []],
+          [1, "(outside)", "aten.sum.default", 0, [s * 100 + 11], [s * 100 + 12]]]
+    ev = [[e[0], e[1], e[2], e[3], list(e[4]), list(e[5])] for e in ev]
+    if "out" in kw:
+        i, v = kw["out"][:2]
+        ev[i][5][kw["out"][2] if len(kw["out"]) > 2 else 0] = v
+    if "inp" in kw:
+        i, k, v = kw["inp"]
+        ev[i][4][k] = v
+    for f in kw.get("edit", ()):
+        f(ev)
+    return [tuple(e) for e in ev]
+
+
+def _valid():
+    return _mk([(s, _evs(s), 0) for s in range(3)])
+
+
+def _refusal_cases():
+    good = _valid()
+    g1 = HEADER + _name(0, b"m") + _name(1, b"aten.mm.default")
+    ev_ok = _event(0, 1, 0, 1, 0, [1], [2])
+    c = [
+        ("no header", b"DCKTRAC\0" + b"\1\0\0"),
+        ("empty", b""),
+        ("magic", b"XXXXXXXX" + good[8:]),
+        ("version", good[:8] + struct.pack("<I", 2) + good[12:]),
+        ("flags", good[:12] + struct.pack("<I", 0x30) + good[16:]),
+        ("record type", good + b"\x07"),
+        ("record type 0", HEADER + b"\0"),
+        ("name id", HEADER + _name(5, b"x")),
+        ("name id later", HEADER + _name(0, b"x") + _name(0, b"y")),
+        ("name empty", HEADER + _name(0, b"a") + _name(1, b"")),
+        ("name empty, torn after", HEADER + struct.pack("<BIH", 1, 0, 0)),
+        ("name id before tear", HEADER + struct.pack("<BIH", 1, 3, 20) + b"abc"),
+        ("name 0xff", HEADER + _name(0, b"ab\xff")),
+        ("name NUL", HEADER + _name(0, b"a\0b")),
+        ("name NUL after bad utf8", HEADER + _name(0, b"\xc3(\0")),
+        ("name overlong", HEADER + _name(0, b"x\xc0\x80")),
+        ("name overlong 3", HEADER + _name(0, b"\xe0\x80\x80")),
+        ("name surrogate", HEADER + _name(0, b"\xed\xa0\x80")),
+        ("name past U+10FFFF", HEADER + _name(0, b"\xf4\x90\x80\x80")),
+        ("name cut sequence", HEADER + _name(0, b"ok\xe2\x82")),
+        ("name bad continuation", HEADER + _name(0, b"\xe2\x28\xa1")),
+        ("name duplicate", HEADER + _name(0, b"m") + _name(1, b"aten.mm.default") + _name(2, b"m")
+         + _stephead(0, 1) + ev_ok),
+        ("names duplicate twice", HEADER + _name(0, b"z") + _name(1, b"b") + _name(2, b"z") + _name(3, b"b")
+         + _name(4, b"b")),
+        ("name duplicate, torn after", HEADER + _name(0, b"m") + _name(1, b"m") + _stephead(0, 3) + ev_ok),
+        ("name duplicate, step error after", HEADER + _name(0, b"m") + _name(1, b"m")
+         + _stephead(0, 1, 5)),
+        ("name duplicate unicode", HEADER + _name(0, "é".encode()) + _name(1, "é".encode())),
+        ("step order", _mk([(2, _evs(2), 0), (1, _evs(1), 0)])),
+        ("step equal", _mk([(2, _evs(2), 0), (2, _evs(2), 0)])),
+        ("step negative after", _mk([(-1, _evs(1), 0), (-5, _evs(1), 0)])),
+        ("count cap", g1 + _stephead(0, (1 << 24) + 1)),
+        ("count cap after events", g1 + _stephead(0, 0xFFFFFFFF) + ev_ok * 3),
+        ("truncated byte", g1 + _stephead(7, 1, 2) + ev_ok),
+        ("truncated byte, torn", g1 + _stephead(7, 4, 255)),
+        ("phase", g1 + _stephead(0, 1) + _event(2, 1, 0, 1, 0, [1], [2])),
+        ("kind", g1 + _stephead(0, 1) + _event(0, 9, 0, 1, 0, [1], [2])),
+        ("phase and kind", g1 + _stephead(0, 1) + _event(3, 9, 0, 1, 0, [1], [2])),
+        ("module never named", g1 + _stephead(0, 1) + _event(0, 1, 2, 1, 0, [1], [2])),
+        ("module named later", g1 + _stephead(0, 1) + _event(0, 0, 2, NO, 0, [1], [2]) + _name(2, b"late")),
+        ("module event with op", g1 + _stephead(0, 1) + _event(0, 0, 0, 1, 0, [1], [2])),
+        ("module event with op 0", g1 + _stephead(0, 1) + _event(1, 0, 0, 0, 0, [], [])),
+        ("op event without op", g1 + _stephead(0, 1) + _event(0, 1, 0, NO, 0, [1], [2])),
+        ("op never named", g1 + _stephead(0, 1) + _event(0, 1, 0, 7, 0, [1], [2])),
+        ("op id past module id check", g1 + _stephead(0, 1) + _event(0, 1, 9, 9, 0, [1], [2])),
+        ("present 2", g1 + _stephead(0, 1) + _event(0, 1, 0, 1, 0, [1, (2, 0, 5)], [2])),
+        ("present 255 no digest", g1 + _stephead(0, 1) + _event(0, 1, 0, 1, 0, [(255, 0, 0)], [2])),
+        ("absent with digest", g1 + _stephead(0, 1) + _event(0, 1, 0, 1, 0, [1], [3, (0, 0, 1)])),
+        ("absent with high digest", g1 + _stephead(0, 1) + _event(0, 1, 0, 1, 0, [(0, 1, 0)], [])),
+        ("bad slot, torn after", g1 + _stephead(0, 1) + _event(0, 1, 0, 1, 0, [(2, 0, 0)], [1, 2])[:-20]),
+        ("bad event, torn after", g1 + _stephead(0, 3) + ev_ok + _event(0, 1, 0, 9, 0, [], [])),
+        ("bad second step after good", good + _stephead(5, 1) + _event(0, 1, 0, 1, 0, [(0, 0, 9)], [])),
+        ("count read over the next record", good[:good.index(_stephead(1, 9))] + _stephead(1, 10)
+         + good[good.index(_stephead(1, 9)) + 14:]),
+    ]
+    return c
+
+
+def _valid_cases():
+    good = _valid()
+    g1 = HEADER + _name(0, b"m") + _name(1, b"aten.mm.default")
+    ev_ok = _event(0, 1, 0, 1, 0, [1], [2])
+    return [
+        ("valid", good),
+        ("header only", HEADER),
+        ("torn type only", good + b"\x02"),
+        ("torn name header", HEADER + b"\x01\0\0"),
+        ("torn name", HEADER + struct.pack("<BIH", 1, 0, 20) + b"abc\xff"),  # the cut name is never checked
+        ("torn step header", good + _stephead(9, 1)[:10]),
+        ("torn event", g1 + _stephead(0, 2) + ev_ok + ev_ok[:9]),
+        ("torn slot", g1 + _stephead(0, 1) + ev_ok[:-3]),
+        ("count over the end", g1 + _stephead(0, 1 << 24) + ev_ok),
+        ("cut", good[:-1]),
+        ("truncated step", g1 + _stephead(0, 1, 1) + ev_ok),
+        ("zero events", g1 + _stephead(-3, 0) + _stephead(4, 0, 1)),
+        ("unicode names", _mk([(0, [(0, "blöck.0", "aten.𝔪m", 0, [1], [2])], 0)])),
+        ("unnamed ids unused", HEADER + _name(0, b"only")),
+        ("duplicate torn away", HEADER + _name(0, b"m") + _name(1, b"m")[:-1]),
+    ]
+
+
+def _runs(tmp_path, *traces):
+    """Run directories holding equal trajectories and these trace.bin files."""
+    dirs = []
+    for k, data in enumerate(traces):
+        d = tmp_path / ("run%d" % k)
+        d.mkdir(exist_ok=True)
+        with open(d / "trajectory.jsonl", "w") as f:
+            for s in range(3):
+                f.write('{"step":%d,"loss":1,"loss_bits":"3f800000","grad_norm":1,'
+                        '"grad_norm_bits":"3f800000","lr":0.1}\n' % s)
+        with open(d / "trace.bin", "wb") as f:
+            f.write(data)
+        dirs.append(str(d))
+    return dirs
+
+
+def _cli_error(r):
+    pre = "detcheck bisect: error: "
+    lines = [x[len(pre):] for x in r.stderr.splitlines() if x.startswith(pre)]
+    return lines[0] if lines else None
+
+
+def _need_trace_bisect():
+    if not bisect_has_traces():
+        pytest.skip("bisect has no trace support")
+
+
+@pytest.mark.parametrize("case", [c[0] for c in _refusal_cases()] + [c[0] for c in _valid_cases()])
+def test_read_trace_refuses_what_bisect_refuses(tmp_path, case):
+    _need_trace_bisect()
+    data = dict(_refusal_cases() + _valid_cases())[case]
+    a, b = _runs(tmp_path, data, _valid())
+    try:
+        detcheck.read_trace(a)
+        py = None
+    except ValueError as e:
+        py = str(e)
+    r = run_cli("bisect", a, b, check=False)
+    c = _cli_error(r)
+    assert py == c, "python: %r\ncli (exit %d): %r\n%s" % (py, r.returncode, c, r.stderr)
+    if case in dict(_refusal_cases()):
+        assert py is not None and py.startswith(os.path.join(a, "trace.bin") + ": byte ")
+        assert r.returncode == 2
+    else:
+        assert r.returncode in (0, 1), r.stderr
+
+
+def _event_json(e):
+    if e is None:
+        return None
+    return {"phase": e.phase, "kind": e.kind, "module": e.module, "op": e.op, "call": e.call}
+
+
+def _py_first_event(d):
+    if d is None:
+        return None
+    a = _event_json(d.a) or dict.fromkeys(("phase", "kind", "module", "op", "call"))
+    out = d.how == "output"
+    return dict(a, step=d.step, event=d.event, output=d.output, input=d.input,
+                culprit=d.culprit, how=d.how, run_b=None if out else _event_json(d.b))
+
+
+def _edit(i, f):
+    def g(ev):
+        ev[i] = f(list(ev[i]))
+    return g
+
+
+def _set(i, field, v):
+    k = ("phase", "module", "op", "call", "ins", "outs").index(field)
+
+    def f(e):
+        e[k] = v
+        return e
+    return _edit(i, f)
+
+
+def _pair_cases():
+    S = lambda s, trunc=0, **kw: (s, _evs(s, **kw), trunc)
+    base = [S(0), S(1), S(2)]
+    cut = lambda s, n, trunc: (s, _evs(s)[:n], trunc)
+    return [
+        ("identical", base, base),
+        ("names numbered otherwise", base, [(s, e, t) for s, e, t in base],
+         ["act", "aten.sum.default", "(outside)", "fc2", "fc1"]),
+        ("culprit", base, [S(0), S(1, out=(3, 999)), S(2, out=(1, 5))]),
+        ("culprit second output", base, [S(0), S(1, out=(5, 77, 1)), S(2)]),
+        ("inherited input 1", base, [S(0), S(1, inp=(4, 1, 4242), out=(4, 1)), S(2)]),
+        ("input differs, output equal, later culprit", base,
+         [S(0), S(1, inp=(1, 0, 4242), out=(3, 8)), S(2)]),
+        ("presence differs", base, [S(0, out=(5, None, 0)), S(1), S(2)]),
+        ("present zero digest vs absent", base, [S(0, out=(5, (1, 0, 0), 1)), S(1), S(2)]),
+        ("input absent vs zero digest inherited", base,
+         [S(0), S(1, inp=(4, 2, (1, 0, 0)), out=(4, 1)), S(2)]),
+        ("op differs", base, [S(0), S(1, edit=[_set(3, "op", "aten.gelu.default")]), S(2)]),
+        ("module differs", base, [S(0, edit=[_set(2, "module", "fc9")]), S(1), S(2)]),
+        ("call differs", base, [S(0), S(1), S(2, edit=[_set(6, "call", 1)])]),
+        ("phase differs", base, [S(0), S(1, edit=[_set(4, "phase", 1)]), S(2)]),
+        ("kind differs", base, [S(0), S(1, edit=[_set(2, "op", "aten.mm.default")]), S(2)]),
+        ("input count differs", base, [S(0), S(1, edit=[_set(1, "ins", [103])]), S(2)]),
+        ("output count differs", base, [S(0), S(1, edit=[_set(7, "outs", [None])]), S(2)]),
+        ("count and output differ", base, [S(0, edit=[_set(1, "ins", [3, 4, 5]), _set(0, "outs", [1])]),
+                                           S(1), S(2)]),
+        ("a ends", [S(0), cut(1, 6, 0), S(2)], base),
+        ("b ends", base, [S(0), S(1), cut(2, 4, 0)]),
+        ("a truncated shorter", [S(0), cut(1, 6, 1), S(2)], [S(0), S(1), S(2, out=(8, 1))]),
+        ("b truncated shorter", [S(0), S(1), S(2, out=(8, 1))], [S(0), cut(1, 3, 1), S(2)]),
+        ("a ends, b truncated longer", [S(0), cut(1, 5, 0), S(2)], [S(0), cut(1, 7, 1), S(2)]),
+        ("b ends, a truncated longer", [S(0), cut(1, 7, 1), S(2)], [S(0), cut(1, 5, 0), S(2)]),
+        ("both truncated", [cut(0, 4, 1), S(1), S(2)], [cut(0, 7, 1), S(1), S(2)]),
+        ("truncated, differing before the cut", [cut(0, 4, 1), S(1)], [S(0, out=(2, 1)), S(1)]),
+        ("truncated, differing after the cut", [cut(0, 4, 1), S(1)], [S(0, out=(6, 1)), S(1)]),
+        ("steps in one run only", [S(0), S(1, out=(0, 1)), S(3)], [S(0), S(2, out=(0, 1)), S(3, out=(6, 3))]),
+        ("no common step", [S(0)], [S(1, out=(0, 1))]),
+        ("empty steps", [(0, [], 0), S(1)], [(0, [], 0), S(1, out=(8, 2))]),
+        ("empty vs events", [(0, [], 0), S(1)], base),
+        ("empty truncated vs events", [(0, [], 1), S(1)], base),
+        ("difference in last step only", base, [S(0), S(1), S(2, out=(8, 1))]),
+    ]
+
+
+@pytest.mark.parametrize("case", [c[0] for c in _pair_cases()])
+def test_first_difference_names_bisects_event(tmp_path, case):
+    _need_trace_bisect()
+    c = dict((x[0], x[1:]) for x in _pair_cases())[case]
+    sa, sb = c[0], c[1]
+    names = c[2] if len(c) > 2 else None
+    a, b = _runs(tmp_path, _mk(sa), _mk(sb, names))
+    d = detcheck.first_difference(detcheck.read_trace(a), detcheck.read_trace(b))
+    r = run_cli("bisect", "--json", a, b, check=False)
+    assert r.returncode in (0, 1), r.stderr
+    doc = json.loads(r.stdout)
+    fe = doc["first_event"]
+    if fe is not None:
+        for k in ("tensor", "magnitudes"):
+            fe.pop(k)
+    assert _py_first_event(d) == fe, (d, r.stdout)
+    assert (d is None) == (r.returncode == 0)
+    if d is not None:  # the tuple reads as before
+        step, ea, eb, inputs_equal = d
+        assert (step, ea, eb) == (d.step, d.a, d.b)
+        assert inputs_equal is (None if d.how == "execution" else d.input is None)

@@ -423,8 +423,11 @@ class TraceEvent:
         self.call, self.inputs, self.outputs = call, inputs, outputs
 
     def key(self):
-        """What identifies the event across runs: (phase, kind, module, op, call)."""
-        return (self.phase, self.kind, self.module, self.op, self.call)
+        """What identifies the event across runs, as ``detcheck bisect``
+        matches events (src/train/train_trace.c, same_key): (phase, kind,
+        module, op, call, input count, output count). Two events whose
+        counts differ executed differently."""
+        return (self.phase, self.kind, self.module, self.op, self.call, len(self.inputs), len(self.outputs))
 
     def __eq__(self, other):
         return isinstance(other, TraceEvent) and all(getattr(self, a) == getattr(other, a)
@@ -449,131 +452,245 @@ class TraceStep:
                                                ", truncated" if self.truncated else "")
 
 
-def read_trace(run_dir):
-    """Reads a run's trace.bin: {step: TraceStep}.
+_NAME_HEAD, _STEP_HEAD = 6, 13  # after the record's type byte
 
-    Refuses (ValueError naming the file and the byte offset) what the CLI's
-    reader refuses: a missing or bad magic, another version, flags other
-    than 0, an unknown record type, a name record whose id is not the next
-    one, whose name is empty, not UTF-8 or holds a NUL, or names a name
-    already named, a step not after the previous one, an event with a phase
-    other than 0/1 or a kind other than 0/1, a step holding more than 2^24
-    events, a name id never named, a
-    module event with an op id or an op event without one, a slot whose
-    present byte is not 0 or 1 or an absent slot with a digest, a file that
-    is not a regular file (a FIFO: never waited on) or larger than 16 GiB.
-    Only a record cut short by the end of the file (a killed run) is
-    ignored."""
-    from ._recorder import _read_regular
-    path = os.path.join(str(run_dir), TRACE_FILE)
-    data = _read_regular(path)
-    if len(data) < 16 or data[:8] != MAGIC:
+
+def _utf8_width(b, i):
+    """dck_utf8_width (src/common/common.h): the width of the well-formed
+    UTF-8 sequence at b[i] (no overlongs, no surrogates, nothing past
+    U+10FFFF), 0 when it is not one."""
+    c = b[i]
+    if c < 0x80:
+        return 1
+    if 0xC2 <= c <= 0xDF:
+        w, v = 2, c & 0x1F
+    elif 0xE0 <= c <= 0xEF:
+        w, v = 3, c & 0x0F
+    elif 0xF0 <= c <= 0xF4:
+        w, v = 4, c & 0x07
+    else:
+        return 0
+    if len(b) - i < w:
+        return 0
+    for k in range(1, w):
+        if b[i + k] & 0xC0 != 0x80:
+            return 0
+        v = (v << 6) | (b[i + k] & 0x3F)
+    if v > 0x10FFFF or 0xD800 <= v <= 0xDFFF or (w == 3 and v < 0x800) or (w == 4 and v < 0x10000):
+        return 0
+    return w
+
+
+def _bad_name_byte(raw):
+    """The index of the first byte of raw that is a NUL or starts no
+    well-formed UTF-8 sequence, else -1 (read_name's walk)."""
+    i = 0
+    while i < len(raw):
+        w = _utf8_width(raw, i) if raw[i] else 0
+        if not w:
+            return i
+        i += w
+    return -1
+
+
+def parse_trace(path, data):
+    """The steps of a trace file's bytes, data, as :func:`read_trace`
+    returns them; path names the file in messages. Mirrors
+    src/train/train_trace.c (parse, read_name, read_step, read_event,
+    check_unique) check for check, in its order, with its messages."""
+    n = len(data)
+    if n < 16 or data[:8] != MAGIC:
         raise ValueError("%s: byte 0: not a detcheck trace file (no DCKTRAC header)" % path)
     ver, flags = struct.unpack_from("<II", data, 8)
     if ver != VERSION:
-        raise ValueError("%s: byte 8: version %d (this reads %d)" % (path, ver, VERSION))
+        raise ValueError("%s: byte 8: version %d (this detcheck reads %d)" % (path, ver, VERSION))
     if flags:
-        raise ValueError("%s: byte 12: flags 0x%x (this reads none)" % (path, flags))
-    pos, n, names, named, steps, last = 16, len(data), [], {}, {}, None
-    while pos < n:
+        raise ValueError("%s: byte 12: flags 0x%x (this detcheck knows none)" % (path, flags))
+    pos, names, name_at, steps, last = 16, [], [], {}, None
+    torn = False
+    while not torn and pos < n:
+        at = pos
         t = data[pos]
+        pos += 1
         if t == _NAME:
-            if n - pos < 7:
+            # the header is checked even when the name is cut short: a damaged header is no tear
+            if n - pos < _NAME_HEAD:
                 break
-            i, ln = struct.unpack_from("<IH", data, pos + 1)
+            i, ln = struct.unpack_from("<IH", data, pos)
+            pos += _NAME_HEAD
             if i != len(names):
-                raise ValueError("%s: byte %d: name record with id %d (expected id %d)" % (path, pos, i, len(names)))
-            if n - pos - 7 < ln:
+                raise ValueError("%s: byte %d: name record with id %d (expected id %d)" % (path, at, i, len(names)))
+            if not ln:
+                raise ValueError("%s: byte %d: name id %d is empty" % (path, at, i))
+            if n - pos < ln:
                 break
-            raw = data[pos + 7:pos + 7 + ln]
-            try:
-                nm = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ValueError("%s: byte %d: name %d is not UTF-8" % (path, pos + 7 + e.start, i)) from None
-            if not raw or b"\0" in raw:
-                raise ValueError("%s: byte %d: name %d is empty or holds a NUL byte" % (path, pos, i))
-            if nm in named:
-                raise ValueError("%s: byte %d: name %r recorded twice, as ids %d and %d"
-                                 % (path, pos, nm, named[nm], i))
-            named[nm] = i
-            names.append(nm)
-            pos += 7 + ln
+            raw = bytes(data[pos:pos + ln])
+            bad = _bad_name_byte(raw)
+            if bad >= 0:
+                raise ValueError("%s: byte %d: name id %d is not UTF-8 (byte 0x%02x at byte %d)"
+                                 % (path, at, i, raw[bad], at + 1 + _NAME_HEAD + bad))
+            names.append(raw.decode("utf-8"))
+            name_at.append(at)
+            pos += ln
         elif t == _STEP:
-            if n - pos < 14:
+            if n - pos < _STEP_HEAD:
                 break
-            st, cnt, trunc = struct.unpack_from("<qIB", data, pos + 1)
+            st, cnt, trunc = struct.unpack_from("<qIB", data, pos)
+            pos += _STEP_HEAD
             if last is not None and st <= last:
-                raise ValueError("%s: byte %d: step %d after step %d" % (path, pos, st, last))
+                raise ValueError("%s: byte %d: step %d after step %d" % (path, at, st, last))
             if cnt > MAX_LIMIT_EVENTS:
                 raise ValueError("%s: byte %d: step %d holds %d events (at most %d)"
-                                 % (path, pos, st, cnt, MAX_LIMIT_EVENTS))
+                                 % (path, at, st, cnt, MAX_LIMIT_EVENTS))
             if trunc > 1:
-                raise ValueError("%s: byte %d: step %d truncated byte %d (0 or 1)" % (path, pos + 13, st, trunc))
-            p = pos + 14
-            events, torn = [], False
+                raise ValueError("%s: byte %d: step %d: truncated byte %d (expected 0 or 1)"
+                                 % (path, at + 13, st, trunc))
+            events = []
             for k in range(cnt):
-                if n - p < _EVENT.size:
+                # every field checked as soon as it is read: a count read over
+                # the records after it meets bytes that are no event
+                eat = pos
+                if n - pos < _EVENT.size:
                     torn = True
                     break
-                ph, kd, mid, oid, call, nin, nout = _EVENT.unpack_from(data, p)
+                ph, kd, mid, oid, call, nin, nout = _EVENT.unpack_from(data, pos)
+                pos += _EVENT.size
                 if ph > 1 or kd > 1:
-                    raise ValueError("%s: byte %d: event %d of step %d: phase %d kind %d" % (path, p, k, st, ph, kd))
-                if mid >= len(names) or (oid != NO_OP and oid >= len(names)):
-                    raise ValueError("%s: byte %d: event %d of step %d uses a name id never named"
-                                     % (path, p, k, st))
-                if (kd == 0) != (oid == NO_OP):
-                    raise ValueError("%s: byte %d: event %d of step %d: a %s event %s an op name"
-                                     % (path, p, k, st, KINDS[kd], "with" if kd == 0 else "without"))
-                q = p + _EVENT.size
-                if n - q < _SLOT.size * (nin + nout):
-                    torn = True
-                    break
+                    bad, v = ("phase", ph) if ph > 1 else ("kind", kd)
+                    raise ValueError("%s: byte %d: step %d: event with %s %d (expected 0 or 1)"
+                                     % (path, eat, st, bad, v))
+                if mid >= len(names):
+                    raise ValueError("%s: byte %d: step %d: event uses module name id %d, never named"
+                                     % (path, eat, st, mid))
+                if kd == 0 and oid != NO_OP:
+                    raise ValueError("%s: byte %d: step %d: module event with op name id %d (expected 0xffffffff)"
+                                     % (path, eat, st, oid))
+                if kd == 1 and oid >= len(names):
+                    raise ValueError("%s: byte %d: step %d: op event uses op name id %d, never named"
+                                     % (path, eat, st, oid))
                 slots = []
                 for s in range(nin + nout):
-                    pr, hi, lo = _SLOT.unpack_from(data, q)
+                    if n - pos < _SLOT.size:
+                        torn = True
+                        break
+                    pr, hi, lo = _SLOT.unpack_from(data, pos)
                     if pr > 1 or (pr == 0 and (hi or lo)):
-                        raise ValueError("%s: byte %d: event %d of step %d: bad slot (present %d)"
-                                         % (path, q, k, st, pr))
+                        raise ValueError("%s: byte %d: step %d: %s %d of the event at byte %d has present byte %d%s"
+                                         % (path, pos, st, "input" if s < nin else "output",
+                                            s if s < nin else s - nin, eat, pr,
+                                            " (expected 0 or 1)" if pr > 1 else " and a digest that is not zero"))
                     slots.append("%016x%016x" % (hi, lo) if pr else None)
-                    q += _SLOT.size
-                events.append(TraceEvent(k, PHASES[ph], KINDS[kd], names[mid], None if oid == NO_OP else names[oid],
+                    pos += _SLOT.size
+                if torn:
+                    break
+                events.append(TraceEvent(k, PHASES[ph], KINDS[kd], names[mid], None if kd == 0 else names[oid],
                                          call, slots[:nin], slots[nin:]))
-                p = q
-            if torn:
+            if torn:  # a killed run: the step is dropped whole
                 break
-            steps[st] = TraceStep(st, bool(trunc), events)
+            steps[st] = TraceStep(st, trunc == 1, events)
             last = st
-            pos = p
         else:
-            raise ValueError("%s: byte %d: unknown record type %d" % (path, pos, t))
+            raise ValueError("%s: byte %d: unknown record type %d" % (path, at, t))
+    # one id per name (check_unique, after the whole file): of the names
+    # recorded twice the first in byte order, its two lowest ids, at the
+    # offset of the later one's record
+    first = {}
+    dup = None
+    for i, nm in enumerate(names):
+        j = first.setdefault(nm, i)
+        if j != i and (dup is None or nm.encode("utf-8") < dup[0].encode("utf-8")):
+            dup = (nm, j, i)
+    if dup is not None:
+        nm, a, b = dup
+        raise ValueError("%s: byte %d: name %s recorded twice, as ids %d and %d" % (path, name_at[b], nm, a, b))
     return steps
+
+
+def read_trace(run_dir):
+    """Reads a run's trace.bin: {step: TraceStep}.
+
+    Refuses (ValueError naming the file and the byte offset) exactly what
+    ``detcheck bisect``'s reader (src/train/train_trace.c) refuses, with its
+    messages: a missing or bad magic, another version, flags other than 0,
+    an unknown record type; a name record whose id is not the next one,
+    whose name is empty, holds a NUL or is not UTF-8, or (checked once the
+    file is read) names a name already named; a step not after the previous
+    one, holding more than 2^24 events, or whose truncated byte is not 0 or
+    1; an event with a phase or kind other than 0/1, a module or op name id
+    not named before it, a module event with an op id other than
+    0xffffffff; a slot whose present byte is not 0 or 1, or an absent slot
+    with a digest. Every field is checked as it is read, so only a record
+    cut short by the end of the file (a killed run), with nothing wrong
+    before the cut, is ignored. Also refused: a file that is not a regular
+    file (a FIFO: never waited on) or larger than 16 GiB."""
+    from ._recorder import _read_regular
+    path = os.path.join(str(run_dir), TRACE_FILE)
+    return parse_trace(path, _read_regular(path))
+
+
+class TraceDifference(tuple):
+    """Where two traces part: a 4-tuple ``(step, event_a, event_b,
+    inputs_equal)`` with attributes ``step``, ``event`` (the position in the
+    step, from 0), ``a`` and ``b`` (the events there, None where that run's
+    step ended), ``how`` ("execution" or "output"), ``output`` (the first
+    differing output's index, how "output" only, else None), ``input`` (the
+    first input that differed already, None when every input is equal or
+    how is "execution"), ``culprit`` (how "output" and every input equal)
+    and ``inputs_equal`` (None for "execution")."""
+
+    def __new__(cls, step, event, a, b, output=None, input=None):
+        how = "execution" if output is None else "output"
+        inputs_equal = None if output is None else input is None
+        self = tuple.__new__(cls, (step, a, b, inputs_equal))
+        self.step, self.event, self.a, self.b, self.how = step, event, a, b, how
+        self.output, self.input, self.inputs_equal = output, input, inputs_equal
+        self.culprit = how == "output" and input is None
+        return self
+
+    def __repr__(self):
+        return "TraceDifference(step %d, event %d, %s, output %s, input %s: %r / %r)" % (
+            self.step, self.event, self.how, self.output, self.input, self.a, self.b)
+
+
+def _first_unequal(x, y):
+    return next((k for k, (p, q) in enumerate(zip(x, y)) if p != q), None)
 
 
 def first_difference(a, b):
     """The first difference of two traces ({step: TraceStep}, as
-    :func:`read_trace` returns), as ``detcheck bisect`` finds it:
-    ``(step, event_a, event_b, inputs_equal)``, or None when every step both
-    traced agrees.
+    :func:`read_trace` returns), as ``detcheck bisect`` finds it
+    (src/train/train_trace.c, dck_trace_compare): a :class:`TraceDifference`
+    (a tuple ``(step, event_a, event_b, inputs_equal)``), or None when every
+    step both traced agrees.
 
     In each step both traced, ascending, events are compared position by
-    position in execution order (forward before backward within each
-    microbatch). Where their keys (phase, kind, module, op, call, input and
-    output counts) differ, or one run's step ends while the other's goes on
-    (not in a truncated step: only the events both hold are compared), the
-    runs executed differently: ``inputs_equal`` is None and the missing
-    event is None. Otherwise the first event one of whose outputs differs is
-    returned, ``inputs_equal`` True when every input is equal (this event
-    computed other bits: the culprit) and False when an input already
-    differed (inherited)."""
+    position in the order the file holds them (execution order). Where their
+    keys (:meth:`TraceEvent.key`: phase, kind, module, op, call, input and
+    output counts) differ, or one run's step ends while the other's goes on,
+    the runs executed differently: ``inputs_equal`` is None and the missing
+    event is None. A step the recorder truncated never ends early (its
+    events past the count are unknown): where the truncated run's step ends
+    first, only the events both hold are compared; a step that ends first
+    without being truncated is a difference even when the other run's step
+    is truncated. Otherwise the first event one of whose outputs differs
+    (presence or digest) is returned, with the first differing output,
+    ``inputs_equal`` True when every input is equal (this event computed
+    other bits: the culprit) and False when an input already differed
+    (inherited: ``input`` names the first such input)."""
     for st in sorted(set(a) & set(b)):
-        xa, xb = a[st].events, b[st].events
+        sa, sb = a[st], b[st]
+        xa, xb = sa.events, sb.events
         n = min(len(xa), len(xb))
-        for i in range(n):
-            x, y = xa[i], xb[i]
-            if x.key() + (len(x.inputs), len(x.outputs)) != y.key() + (len(y.inputs), len(y.outputs)):
-                return st, x, y, None
-            if x.outputs != y.outputs:
-                return st, x, y, x.inputs == y.inputs
-        if len(xa) != len(xb) and not (a[st].truncated or b[st].truncated):
-            return st, xa[n] if n < len(xa) else None, xb[n] if n < len(xb) else None, None
+        for i in range(n + 1):
+            x = xa[i] if i < len(xa) else None
+            y = xb[i] if i < len(xb) else None
+            if x is None or y is None:
+                if (x is None and y is None) or (x is None and sa.truncated) or (y is None and sb.truncated):
+                    break
+                return TraceDifference(st, i, x, y)
+            if x.key() != y.key():
+                return TraceDifference(st, i, x, y)
+            out = _first_unequal(x.outputs, y.outputs)
+            if out is not None:
+                return TraceDifference(st, i, x, y, out, _first_unequal(x.inputs, y.inputs))
     return None
