@@ -221,6 +221,33 @@ dck_status dck_atomic_commit(dck_atomic_file *af);
 void dck_atomic_abort(dck_atomic_file *af);
 void dck_stream_close(dck_stream *s);
 
+/* ------------------------------------------------------------------ side files
+ * The bytes of a side file (a recording's tensor_digests.bin, a trace.bin),
+ * streamed: from a regular file, never past the size it had when opened (a
+ * live run appends, and what it appends later is not part of this reading),
+ * or from memory (the fuzz targets). Nothing is read whole: a reader
+ * allocates for what it has read, never for what a count merely declares. */
+typedef struct {
+    const char *path;  /* the file, or the label of the memory, for messages */
+    int fd;            /* -1: mem */
+    const uint8_t *mem;
+    uint64_t size;     /* bytes to read in all */
+    uint64_t pos;      /* offset of the next byte handed out */
+    uint64_t read_end; /* offset just past buf's bytes */
+    size_t at, have;   /* buf[at..have) are the bytes from pos on */
+    uint8_t buf[1 << 16];
+} dck_src;
+/* Runs parse(src, ctx) over path (data NULL: a regular file, opened without
+ * blocking) or over data[0..len) labelled path, and closes what it opened. */
+dck_status dck_src_run(const char *path, const uint8_t *data, size_t len,
+                       dck_status (*parse)(dck_src *, void *), void *ctx);
+/* Up to n bytes into dst; *got < n only at the end of the data. */
+dck_status dck_src_take(dck_src *s, uint8_t *dst, size_t n, size_t *got);
+/* dck_grow, its failure naming the file */
+dck_status dck_src_grow(const dck_src *s, void **p, size_t *cap, size_t need, size_t sz);
+/* n bytes little-endian (n <= 8) */
+uint64_t dck_le(const uint8_t *p, int n);
+
 /* The one rule for every output path (manifests, canary goldens, JUnit and
  * Markdown reports, recordings): an output may be written where nothing is,
  * over an empty regular file, or over a regular file that is an output of

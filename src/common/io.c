@@ -1038,6 +1038,72 @@ void dck_atomic_abort(dck_atomic_file *af) {
     af->path = af->tmp = NULL;
 }
 
+/* ------------------------------------------------------------------ side files */
+
+uint64_t dck_le(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+dck_status dck_src_run(const char *path, const uint8_t *data, size_t len,
+                       dck_status (*parse)(dck_src *, void *), void *ctx) {
+    int fd = -1;
+    struct stat sb;
+    if (!data) DCK_TRY(dck_open_regular(path, &fd, &sb)); /* a FIFO or a device would block or never end */
+    dck_src *s = calloc(1, sizeof *s);
+    if (!s) {
+        if (fd >= 0) close(fd);
+        return dck_oom(path);
+    }
+    s->path = path;
+    s->fd = fd;
+    s->mem = data;
+    s->size = data ? (uint64_t)len : (uint64_t)sb.st_size;
+    dck_status st = parse(s, ctx);
+    free(s);
+    if (fd >= 0) close(fd);
+    return st;
+}
+
+dck_status dck_src_take(dck_src *s, uint8_t *dst, size_t n, size_t *got) {
+    *got = 0;
+    while (*got < n && s->pos < s->size) {
+        size_t k;
+        if (s->fd < 0) {
+            k = s->size - s->pos < n - *got ? (size_t)(s->size - s->pos) : n - *got;
+            memcpy(dst + *got, s->mem + s->pos, k);
+        } else {
+            if (s->at == s->have) {
+                uint64_t left = s->size - s->read_end;
+                size_t want = left < sizeof s->buf ? (size_t)left : sizeof s->buf;
+                ssize_t r = read(s->fd, s->buf, want);
+                if (r < 0 && errno == EINTR) continue;
+                if (r < 0) return dck_set_error(DCK_ERR_IO, "%s: byte %llu: cannot read: %s", s->path,
+                                                (unsigned long long)s->pos, strerror(errno));
+                if (r == 0) { /* shrank while read: what is left is the end */
+                    s->size = s->pos;
+                    break;
+                }
+                s->at = 0;
+                s->have = (size_t)r;
+                s->read_end += (uint64_t)r;
+            }
+            k = s->have - s->at < n - *got ? s->have - s->at : n - *got;
+            memcpy(dst + *got, s->buf + s->at, k);
+            s->at += k;
+        }
+        s->pos += k;
+        *got += k;
+    }
+    return DCK_OK;
+}
+
+dck_status dck_src_grow(const dck_src *s, void **p, size_t *cap, size_t need, size_t sz) {
+    if (dck_grow(p, cap, need, sz)) return dck_oom(s->path);
+    return DCK_OK;
+}
+
 dck_status dck_output_check(const char *option, const char *path, const char *what,
                             dck_output_kind same_kind, const char *const *inputs, size_t ninputs) {
     const char *opt = option ? option : "", *sp = option ? " " : "";

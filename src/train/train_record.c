@@ -18,12 +18,6 @@ const char *dck_rec_kind_name(dck_rec_kind k) {
     return (unsigned)k < DCK_REC_KIND_COUNT ? n[k] : "?";
 }
 
-static uint64_t le(const uint8_t *p, int n) {
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-
 void dck_recording_release(dck_recording *r) {
     if (!r) return;
     for (size_t i = 0; i < r->nnames; i++) free(r->names[i]);
@@ -34,62 +28,6 @@ void dck_recording_release(dck_recording *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* The file's bytes, streamed: from a descriptor (never past the size the
- * file had when it was opened: a live run appends, and what it appends
- * later is not part of this reading) or from memory (the fuzz target).
- * Nothing is read whole, so memory follows what the records declare, and
- * every declaration is checked against the bytes there are. */
-typedef struct {
-    const char *path;
-    int fd;             /* -1: mem */
-    const uint8_t *mem;
-    uint64_t size;      /* bytes to read in all */
-    uint64_t pos;       /* offset of the next byte handed out */
-    uint64_t read_end;  /* offset just past buf's bytes */
-    size_t at, have;    /* buf[at..have) are the bytes from pos on */
-    uint8_t buf[1 << 16];
-} rec_src;
-
-/* Up to n bytes into dst; *got < n only at the end of the data. */
-static dck_status take(rec_src *s, uint8_t *dst, size_t n, size_t *got) {
-    *got = 0;
-    while (*got < n && s->pos < s->size) {
-        size_t k;
-        if (s->fd < 0) {
-            k = s->size - s->pos < n - *got ? (size_t)(s->size - s->pos) : n - *got;
-            memcpy(dst + *got, s->mem + s->pos, k);
-        } else {
-            if (s->at == s->have) {
-                uint64_t left = s->size - s->read_end;
-                size_t want = left < sizeof s->buf ? (size_t)left : sizeof s->buf;
-                ssize_t r = read(s->fd, s->buf, want);
-                if (r < 0 && errno == EINTR) continue;
-                if (r < 0) return dck_set_error(DCK_ERR_IO, "%s: byte %llu: cannot read: %s", s->path,
-                                                (unsigned long long)s->pos, strerror(errno));
-                if (r == 0) { /* shrank while read: what is left is the end */
-                    s->size = s->pos;
-                    break;
-                }
-                s->at = 0;
-                s->have = (size_t)r;
-                s->read_end += (uint64_t)r;
-            }
-            k = s->have - s->at < n - *got ? s->have - s->at : n - *got;
-            memcpy(dst + *got, s->buf + s->at, k);
-            s->at += k;
-        }
-        s->pos += k;
-        *got += k;
-    }
-    return DCK_OK;
-}
-
-/* dck_grow, its failure naming the file */
-static dck_status grow(const rec_src *s, void **p, size_t *cap, size_t need, size_t sz) {
-    if (dck_grow(p, cap, need, sz)) return dck_oom(s->path);
-    return DCK_OK;
-}
-
 typedef struct {
     size_t names, kinds, steps, entries, seen;
     size_t *seen_in; /* per id: 1 + the index of the last step that listed it */
@@ -98,18 +36,18 @@ typedef struct {
 
 /* A name record after its type byte at offset at; *torn when the file ends
  * inside it. The header is checked even then: a damaged header is no tear. */
-static dck_status read_name(rec_src *s, rec_state *t, uint64_t at, dck_recording *r, bool *torn) {
+static dck_status read_name(dck_src *s, rec_state *t, uint64_t at, dck_recording *r, bool *torn) {
     uint8_t h[NAME_HEAD];
     size_t got;
-    DCK_TRY(take(s, h, sizeof h, &got));
+    DCK_TRY(dck_src_take(s, h, sizeof h, &got));
     if (got < sizeof h) return *torn = true, DCK_OK;
-    uint32_t id = (uint32_t)le(h, 4);
+    uint32_t id = (uint32_t)dck_le(h, 4);
     uint8_t kind = h[4];
-    size_t nl = (size_t)le(h + 5, 2);
+    size_t nl = (size_t)dck_le(h + 5, 2);
     if (id != r->nnames || kind >= DCK_REC_KIND_COUNT)
         return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: name record with id %u kind %u (expected id %zu, kind 0..%d)",
                              s->path, (unsigned long long)at, id, kind, r->nnames, DCK_REC_KIND_COUNT - 1);
-    DCK_TRY(take(s, t->name, nl, &got));
+    DCK_TRY(dck_src_take(s, t->name, nl, &got));
     if (got < nl) return *torn = true, DCK_OK;
     /* names are compared, sorted and printed as C strings, and reports
      * carry them as UTF-8: the writer encodes them so */
@@ -122,9 +60,9 @@ static dck_status read_name(rec_src *s, rec_state *t, uint64_t at, dck_recording
                                  (unsigned long long)(at + 1 + NAME_HEAD + (uint64_t)(p - t->name)));
         p += w;
     }
-    DCK_TRY(grow(s, (void **)&r->names, &t->names, r->nnames + 1, sizeof *r->names));
-    DCK_TRY(grow(s, (void **)&r->kinds, &t->kinds, r->nnames + 1, 1));
-    DCK_TRY(grow(s, (void **)&t->seen_in, &t->seen, r->nnames + 1, sizeof *t->seen_in));
+    DCK_TRY(dck_src_grow(s, (void **)&r->names, &t->names, r->nnames + 1, sizeof *r->names));
+    DCK_TRY(dck_src_grow(s, (void **)&r->kinds, &t->kinds, r->nnames + 1, 1));
+    DCK_TRY(dck_src_grow(s, (void **)&t->seen_in, &t->seen, r->nnames + 1, sizeof *t->seen_in));
     if (!(r->names[r->nnames] = dck_strndup((const char *)t->name, nl))) return dck_oom(s->path);
     t->seen_in[r->nnames] = 0;
     r->kinds[r->nnames++] = kind;
@@ -136,13 +74,13 @@ static dck_status read_name(rec_src *s, rec_state *t, uint64_t at, dck_recording
  * larger count is damage, not a tear, whatever follows. A record that runs
  * to the end of the file is torn (a killed run) and dropped, but the
  * entries it holds must still be entries. */
-static dck_status read_step(rec_src *s, rec_state *t, uint64_t at, dck_recording *r, bool *torn) {
+static dck_status read_step(dck_src *s, rec_state *t, uint64_t at, dck_recording *r, bool *torn) {
     uint8_t h[STEP_HEAD];
     size_t got;
-    DCK_TRY(take(s, h, sizeof h, &got));
+    DCK_TRY(dck_src_take(s, h, sizeof h, &got));
     if (got < sizeof h) return *torn = true, DCK_OK;
-    int64_t step = (int64_t)le(h, 8);
-    uint64_t cnt = le(h + 8, 4);
+    int64_t step = (int64_t)dck_le(h, 8);
+    uint64_t cnt = dck_le(h + 8, 4);
     if (r->nsteps && step <= r->steps[r->nsteps - 1].step)
         return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld after step %ld", s->path,
                              (unsigned long long)at, (long long)step, r->steps[r->nsteps - 1].step);
@@ -154,12 +92,12 @@ static dck_status read_step(rec_src *s, rec_state *t, uint64_t at, dck_recording
     for (uint64_t k = 0; k < cnt; k++) {
         uint8_t e[ENTRY_BYTES];
         uint64_t eat = s->pos;
-        DCK_TRY(take(s, e, sizeof e, &got));
+        DCK_TRY(dck_src_take(s, e, sizeof e, &got));
         if (got < sizeof e) {
             r->nentries = first;
             return *torn = true, DCK_OK;
         }
-        uint32_t id = (uint32_t)le(e, 4);
+        uint32_t id = (uint32_t)dck_le(e, 4);
         if (id >= r->nnames)
             return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld uses tensor id %u, never named",
                                  s->path, (unsigned long long)eat, (long long)step, id);
@@ -167,13 +105,13 @@ static dck_status read_step(rec_src *s, rec_state *t, uint64_t at, dck_recording
             return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld lists tensor id %u (%s) twice",
                                  s->path, (unsigned long long)eat, (long long)step, id, r->names[id]);
         t->seen_in[id] = mark;
-        DCK_TRY(grow(s, (void **)&r->entries, &t->entries, r->nentries + 1, sizeof *r->entries));
+        DCK_TRY(dck_src_grow(s, (void **)&r->entries, &t->entries, r->nentries + 1, sizeof *r->entries));
         dck_rec_entry *x = &r->entries[r->nentries++];
         x->id = id;
-        x->digest.high64 = le(e + 4, 8);
-        x->digest.low64 = le(e + 12, 8);
+        x->digest.high64 = dck_le(e + 4, 8);
+        x->digest.low64 = dck_le(e + 12, 8);
     }
-    DCK_TRY(grow(s, (void **)&r->steps, &t->steps, r->nsteps + 1, sizeof *r->steps));
+    DCK_TRY(dck_src_grow(s, (void **)&r->steps, &t->steps, r->nsteps + 1, sizeof *r->steps));
     r->steps[r->nsteps++] = (dck_rec_step){(long)step, (size_t)cnt, first};
     return DCK_OK;
 }
@@ -188,7 +126,7 @@ static int id_cmp(const void *x, const void *y, void *ctx) {
     return c ? c : strcmp(r->names[a], r->names[b]);
 }
 
-static dck_status check_unique(rec_src *s, const dck_recording *r) {
+static dck_status check_unique(dck_src *s, const dck_recording *r) {
     if (r->nnames < 2) return DCK_OK;
     uint32_t *ids = malloc(r->nnames * sizeof *ids);
     if (!ids) return dck_oom(s->path);
@@ -205,13 +143,13 @@ static dck_status check_unique(rec_src *s, const dck_recording *r) {
     return st;
 }
 
-static dck_status parse(rec_src *s, dck_recording *r) {
+static dck_status parse(dck_src *s, dck_recording *r) {
     uint8_t h[HEADER_BYTES];
     size_t got;
-    DCK_TRY(take(s, h, sizeof h, &got));
+    DCK_TRY(dck_src_take(s, h, sizeof h, &got));
     if (got < sizeof h || memcmp(h, MAGIC, 8) != 0)
         return dck_set_error(DCK_ERR_FORMAT, "%s: byte 0: not a detcheck tensor digest file (no DCKTDIG header)", s->path);
-    uint32_t ver = (uint32_t)le(h + 8, 4), flags = (uint32_t)le(h + 12, 4);
+    uint32_t ver = (uint32_t)dck_le(h + 8, 4), flags = (uint32_t)dck_le(h + 12, 4);
     if (ver != DCK_RECORD_VERSION)
         return dck_set_error(DCK_ERR_UNSUPPORTED, "%s: byte 8: version %u (this detcheck reads %d)", s->path, ver,
                              DCK_RECORD_VERSION);
@@ -224,7 +162,7 @@ static dck_status parse(rec_src *s, dck_recording *r) {
     while (!st && !torn && s->pos < s->size) {
         uint64_t at = s->pos;
         uint8_t type;
-        if ((st = take(s, &type, 1, &got)) || !got) break;
+        if ((st = dck_src_take(s, &type, 1, &got)) || !got) break;
         if (type == REC_NAME) st = read_name(s, t, at, r, &torn);
         else if (type == REC_STEP) st = read_step(s, t, at, r, &torn);
         else st = dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: unknown record type %u", s->path,
@@ -236,33 +174,19 @@ static dck_status parse(rec_src *s, dck_recording *r) {
     return st;
 }
 
+static dck_status parse_src(dck_src *s, void *out) { return parse(s, out); }
+
 dck_status dck_recording_parse(const char *label, const uint8_t *data, size_t len, dck_recording *out) {
     memset(out, 0, sizeof *out);
-    rec_src *s = calloc(1, sizeof *s);
-    if (!s) return dck_oom(label);
-    *s = (rec_src){.path = label, .fd = -1, .mem = data, .size = len};
-    dck_status st = parse(s, out);
-    free(s);
+    /* (empty input may come with no pointer: still memory, not a path) */
+    dck_status st = dck_src_run(label, data ? data : (const uint8_t *)"", len, parse_src, out);
     if (st) dck_recording_release(out);
     return st;
 }
 
 dck_status dck_recording_load(const char *path, dck_recording *out) {
     memset(out, 0, sizeof *out);
-    int fd = -1;
-    struct stat sb;
-    DCK_TRY(dck_open_regular(path, &fd, &sb)); /* a FIFO or a device would block or never end */
-    rec_src *s = calloc(1, sizeof *s);
-    if (!s) {
-        close(fd);
-        return dck_oom(path);
-    }
-    s->path = path;
-    s->fd = fd;
-    s->size = (uint64_t)sb.st_size;
-    dck_status st = parse(s, out);
-    free(s);
-    close(fd);
+    dck_status st = dck_src_run(path, NULL, 0, parse_src, out);
     if (st) dck_recording_release(out);
     return st;
 }

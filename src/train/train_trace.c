@@ -20,12 +20,6 @@ const char *dck_trace_phase_name(int phase) {
     return (unsigned)phase < DCK_TRACE_PHASE_COUNT ? n[phase] : "?";
 }
 
-static uint64_t le(const uint8_t *p, int n) {
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-
 void dck_trace_release(dck_trace *t) {
     if (!t) return;
     for (size_t i = 0; i < t->nnames; i++) free(t->names[i]);
@@ -36,62 +30,6 @@ void dck_trace_release(dck_trace *t) {
     memset(t, 0, sizeof *t);
 }
 
-/* The file's bytes, streamed: from a descriptor (never past the size the
- * file had when it was opened: a live run appends, and what it appends
- * later is not part of this reading) or from memory (the fuzz target).
- * Nothing is read whole and nothing is allocated for what a count merely
- * declares, so memory follows the events actually read. */
-typedef struct {
-    const char *path;
-    int fd; /* -1: mem */
-    const uint8_t *mem;
-    uint64_t size;     /* bytes to read in all */
-    uint64_t pos;      /* offset of the next byte handed out */
-    uint64_t read_end; /* offset just past buf's bytes */
-    size_t at, have;   /* buf[at..have) are the bytes from pos on */
-    uint8_t buf[1 << 16];
-} trace_src;
-
-/* Up to n bytes into dst; *got < n only at the end of the data. */
-static dck_status take(trace_src *s, uint8_t *dst, size_t n, size_t *got) {
-    *got = 0;
-    while (*got < n && s->pos < s->size) {
-        size_t k;
-        if (s->fd < 0) {
-            k = s->size - s->pos < n - *got ? (size_t)(s->size - s->pos) : n - *got;
-            memcpy(dst + *got, s->mem + s->pos, k);
-        } else {
-            if (s->at == s->have) {
-                uint64_t left = s->size - s->read_end;
-                size_t want = left < sizeof s->buf ? (size_t)left : sizeof s->buf;
-                ssize_t r = read(s->fd, s->buf, want);
-                if (r < 0 && errno == EINTR) continue;
-                if (r < 0) return dck_set_error(DCK_ERR_IO, "%s: byte %llu: cannot read: %s", s->path,
-                                                (unsigned long long)s->pos, strerror(errno));
-                if (r == 0) { /* shrank while read: what is left is the end */
-                    s->size = s->pos;
-                    break;
-                }
-                s->at = 0;
-                s->have = (size_t)r;
-                s->read_end += (uint64_t)r;
-            }
-            k = s->have - s->at < n - *got ? s->have - s->at : n - *got;
-            memcpy(dst + *got, s->buf + s->at, k);
-            s->at += k;
-        }
-        s->pos += k;
-        *got += k;
-    }
-    return DCK_OK;
-}
-
-/* dck_grow, its failure naming the file */
-static dck_status grow(const trace_src *s, void **p, size_t *cap, size_t need, size_t sz) {
-    if (dck_grow(p, cap, need, sz)) return dck_oom(s->path);
-    return DCK_OK;
-}
-
 typedef struct {
     size_t names, steps, events, slots, ats; /* capacities */
     uint64_t *name_at;                       /* per id: its record's offset */
@@ -100,13 +38,13 @@ typedef struct {
 
 /* A name record after its type byte at offset at; *torn when the file ends
  * inside it. The header is checked even then: a damaged header is no tear. */
-static dck_status read_name(trace_src *s, trace_state *t, uint64_t at, dck_trace *r, bool *torn) {
+static dck_status read_name(dck_src *s, trace_state *t, uint64_t at, dck_trace *r, bool *torn) {
     uint8_t h[NAME_HEAD];
     size_t got;
-    DCK_TRY(take(s, h, sizeof h, &got));
+    DCK_TRY(dck_src_take(s, h, sizeof h, &got));
     if (got < sizeof h) return *torn = true, DCK_OK;
-    uint32_t id = (uint32_t)le(h, 4);
-    size_t nl = (size_t)le(h + 4, 2);
+    uint32_t id = (uint32_t)dck_le(h, 4);
+    size_t nl = (size_t)dck_le(h + 4, 2);
     if (id != r->nnames)
         return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: name record with id %u (expected id %zu)", s->path,
                              (unsigned long long)at, id, r->nnames);
@@ -114,7 +52,7 @@ static dck_status read_name(trace_src *s, trace_state *t, uint64_t at, dck_trace
      * empty name is damage (and would print as nothing) */
     if (!nl)
         return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: name id %u is empty", s->path, (unsigned long long)at, id);
-    DCK_TRY(take(s, t->name, nl, &got));
+    DCK_TRY(dck_src_take(s, t->name, nl, &got));
     if (got < nl) return *torn = true, DCK_OK;
     /* names are compared and printed as C strings, and reports carry them
      * as UTF-8: the writer encodes them so */
@@ -127,8 +65,8 @@ static dck_status read_name(trace_src *s, trace_state *t, uint64_t at, dck_trace
                                  (unsigned long long)(at + 1 + NAME_HEAD + (uint64_t)(p - t->name)));
         p += w;
     }
-    DCK_TRY(grow(s, (void **)&r->names, &t->names, r->nnames + 1, sizeof *r->names));
-    DCK_TRY(grow(s, (void **)&t->name_at, &t->ats, r->nnames + 1, sizeof *t->name_at));
+    DCK_TRY(dck_src_grow(s, (void **)&r->names, &t->names, r->nnames + 1, sizeof *r->names));
+    DCK_TRY(dck_src_grow(s, (void **)&t->name_at, &t->ats, r->nnames + 1, sizeof *t->name_at));
     if (!(r->names[r->nnames] = dck_strndup((const char *)t->name, nl))) return dck_oom(s->path);
     t->name_at[r->nnames++] = at;
     return DCK_OK;
@@ -138,13 +76,13 @@ static dck_status read_name(trace_src *s, trace_state *t, uint64_t at, dck_trace
  * ends inside it. Every field is checked as soon as it is read, so a
  * count read over the records that follow it meets bytes that are no
  * event and is refused at their offset. */
-static dck_status read_event(trace_src *s, trace_state *t, uint64_t at, int64_t step, dck_trace *r, bool *torn) {
+static dck_status read_event(dck_src *s, trace_state *t, uint64_t at, int64_t step, dck_trace *r, bool *torn) {
     uint8_t h[EVENT_HEAD];
     size_t got;
-    DCK_TRY(take(s, h, sizeof h, &got));
+    DCK_TRY(dck_src_take(s, h, sizeof h, &got));
     if (got < sizeof h) return *torn = true, DCK_OK;
-    dck_trace_event e = {.phase = h[0], .kind = h[1], .module = (uint32_t)le(h + 2, 4), .op = (uint32_t)le(h + 6, 4),
-                         .call = (uint32_t)le(h + 10, 4), .nin = h[14], .nout = h[15], .slot = r->nslots};
+    dck_trace_event e = {.phase = h[0], .kind = h[1], .module = (uint32_t)dck_le(h + 2, 4), .op = (uint32_t)dck_le(h + 6, 4),
+                         .call = (uint32_t)dck_le(h + 10, 4), .nin = h[14], .nout = h[15], .slot = r->nslots};
     const char *bad = NULL;
     if (e.phase >= DCK_TRACE_PHASE_COUNT) bad = "phase";
     else if (e.kind >= DCK_TRACE_KIND_COUNT) bad = "kind";
@@ -164,19 +102,19 @@ static dck_status read_event(trace_src *s, trace_state *t, uint64_t at, int64_t 
     for (size_t k = 0; k < nslots; k++) {
         uint8_t b[SLOT_BYTES];
         uint64_t sat = s->pos;
-        DCK_TRY(take(s, b, sizeof b, &got));
+        DCK_TRY(dck_src_take(s, b, sizeof b, &got));
         if (got < sizeof b) return *torn = true, DCK_OK;
-        dck_trace_slot x = {b[0], {le(b + 1, 8), le(b + 9, 8)}};
+        dck_trace_slot x = {b[0], {dck_le(b + 1, 8), dck_le(b + 9, 8)}};
         if (x.present > 1 || (!x.present && (x.digest.high64 || x.digest.low64)))
             return dck_set_error(DCK_ERR_FORMAT,
                                  "%s: byte %llu: step %lld: %s %zu of the event at byte %llu has present byte %u%s",
                                  s->path, (unsigned long long)sat, (long long)step, k < e.nin ? "input" : "output",
                                  k < e.nin ? k : k - e.nin, (unsigned long long)at, x.present,
                                  x.present > 1 ? " (expected 0 or 1)" : " and a digest that is not zero");
-        DCK_TRY(grow(s, (void **)&r->slots, &t->slots, r->nslots + 1, sizeof *r->slots));
+        DCK_TRY(dck_src_grow(s, (void **)&r->slots, &t->slots, r->nslots + 1, sizeof *r->slots));
         r->slots[r->nslots++] = x;
     }
-    DCK_TRY(grow(s, (void **)&r->events, &t->events, r->nevents + 1, sizeof *r->events));
+    DCK_TRY(dck_src_grow(s, (void **)&r->events, &t->events, r->nevents + 1, sizeof *r->events));
     r->events[r->nevents++] = e;
     return DCK_OK;
 }
@@ -185,13 +123,13 @@ static dck_status read_event(trace_src *s, trace_state *t, uint64_t at, int64_t 
  * the end of the file is torn (a killed run) and dropped, but the events
  * it holds must still be events; a count past DCK_TRACE_MAX_EVENTS is
  * damage whatever follows. */
-static dck_status read_step(trace_src *s, trace_state *t, uint64_t at, dck_trace *r, bool *torn) {
+static dck_status read_step(dck_src *s, trace_state *t, uint64_t at, dck_trace *r, bool *torn) {
     uint8_t h[STEP_HEAD];
     size_t got;
-    DCK_TRY(take(s, h, sizeof h, &got));
+    DCK_TRY(dck_src_take(s, h, sizeof h, &got));
     if (got < sizeof h) return *torn = true, DCK_OK;
-    int64_t step = (int64_t)le(h, 8);
-    uint64_t cnt = le(h + 8, 4);
+    int64_t step = (int64_t)dck_le(h, 8);
+    uint64_t cnt = dck_le(h + 8, 4);
     uint8_t trunc = h[12];
     if (r->nsteps && step <= r->steps[r->nsteps - 1].step)
         return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld after step %ld", s->path,
@@ -209,7 +147,7 @@ static dck_status read_step(trace_src *s, trace_state *t, uint64_t at, dck_trace
         r->nslots = slots;
         return DCK_OK;
     }
-    DCK_TRY(grow(s, (void **)&r->steps, &t->steps, r->nsteps + 1, sizeof *r->steps));
+    DCK_TRY(dck_src_grow(s, (void **)&r->steps, &t->steps, r->nsteps + 1, sizeof *r->steps));
     r->steps[r->nsteps++] = (dck_trace_step){(long)step, trunc == 1, (size_t)cnt, first};
     return DCK_OK;
 }
@@ -221,7 +159,7 @@ static int name_cmp(const void *x, const void *y, void *ctx) {
     return strcmp(r->names[*(const uint32_t *)x], r->names[*(const uint32_t *)y]);
 }
 
-static dck_status check_unique(trace_src *s, const trace_state *t, const dck_trace *r) {
+static dck_status check_unique(dck_src *s, const trace_state *t, const dck_trace *r) {
     if (r->nnames < 2) return DCK_OK;
     uint32_t *ids = malloc(r->nnames * sizeof *ids);
     if (!ids) return dck_oom(s->path);
@@ -238,13 +176,13 @@ static dck_status check_unique(trace_src *s, const trace_state *t, const dck_tra
     return st;
 }
 
-static dck_status parse(trace_src *s, dck_trace *r) {
+static dck_status parse(dck_src *s, dck_trace *r) {
     uint8_t h[HEADER_BYTES];
     size_t got;
-    DCK_TRY(take(s, h, sizeof h, &got));
+    DCK_TRY(dck_src_take(s, h, sizeof h, &got));
     if (got < sizeof h || memcmp(h, MAGIC, 8) != 0)
         return dck_set_error(DCK_ERR_FORMAT, "%s: byte 0: not a detcheck trace file (no DCKTRAC header)", s->path);
-    uint32_t ver = (uint32_t)le(h + 8, 4), flags = (uint32_t)le(h + 12, 4);
+    uint32_t ver = (uint32_t)dck_le(h + 8, 4), flags = (uint32_t)dck_le(h + 12, 4);
     if (ver != DCK_TRACE_VERSION)
         return dck_set_error(DCK_ERR_UNSUPPORTED, "%s: byte 8: version %u (this detcheck reads %d)", s->path, ver,
                              DCK_TRACE_VERSION);
@@ -257,7 +195,7 @@ static dck_status parse(trace_src *s, dck_trace *r) {
     while (!st && !torn && s->pos < s->size) {
         uint64_t at = s->pos;
         uint8_t type;
-        if ((st = take(s, &type, 1, &got)) || !got) break;
+        if ((st = dck_src_take(s, &type, 1, &got)) || !got) break;
         if (type == REC_NAME) st = read_name(s, t, at, r, &torn);
         else if (type == REC_STEP) st = read_step(s, t, at, r, &torn);
         else st = dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: unknown record type %u", s->path,
@@ -269,33 +207,19 @@ static dck_status parse(trace_src *s, dck_trace *r) {
     return st;
 }
 
+static dck_status parse_src(dck_src *s, void *out) { return parse(s, out); }
+
 dck_status dck_trace_parse(const char *label, const uint8_t *data, size_t len, dck_trace *out) {
     memset(out, 0, sizeof *out);
-    trace_src *s = calloc(1, sizeof *s);
-    if (!s) return dck_oom(label);
-    *s = (trace_src){.path = label, .fd = -1, .mem = data, .size = len};
-    dck_status st = parse(s, out);
-    free(s);
+    /* (empty input may come with no pointer: still memory, not a path) */
+    dck_status st = dck_src_run(label, data ? data : (const uint8_t *)"", len, parse_src, out);
     if (st) dck_trace_release(out);
     return st;
 }
 
 dck_status dck_trace_load(const char *path, dck_trace *out) {
     memset(out, 0, sizeof *out);
-    int fd = -1;
-    struct stat sb;
-    DCK_TRY(dck_open_regular(path, &fd, &sb)); /* a FIFO or a device would block or never end */
-    trace_src *s = calloc(1, sizeof *s);
-    if (!s) {
-        close(fd);
-        return dck_oom(path);
-    }
-    s->path = path;
-    s->fd = fd;
-    s->size = (uint64_t)sb.st_size;
-    dck_status st = parse(s, out);
-    free(s);
-    close(fd);
+    dck_status st = dck_src_run(path, NULL, 0, parse_src, out);
     if (st) dck_trace_release(out);
     return st;
 }
