@@ -101,6 +101,34 @@ def test_planted_op_is_named(tmp_path, plant, trace):
     assert any(l.startswith("first differing tensor: step 1, ") for l in out), show(r)
 
 
+def test_magnitudes_from_the_dump(tmp_path):
+    """The verdict names the repro command that dumps the differing step;
+    run with it, the verdict names the detcheck diff of the two dumps, and
+    that diff gives the first differing op's output's magnitudes."""
+    cmd = [sys.executable, EXAMPLE, "--plant", "forward", "--steps", 2]
+    r = repro(tmp_path, "--env", "DEMO_ORDER=forward,reverse", "--trace", "ops", cmd=cmd)
+    assert r.returncode == 1, show(r)
+    hint = [l for l in r.stdout.splitlines() if l.startswith("magnitudes: ")]
+    want = "magnitudes: rerun with every run dumping step 1's outputs, for detcheck diff's max ULP and rel L2: " \
+        "detcheck repro --dump-step 1 --trace ops --env DEMO_ORDER=forward,reverse --timeout %d -- " % RUN_TIMEOUT
+    assert hint and hint[0].startswith(want), show(r)
+    assert hint[0].endswith(" --plant forward --steps 2"), show(r)
+    again = tmp_path / "again"
+    again.mkdir()
+    r = repro(again, "--env", "DEMO_ORDER=forward,reverse", "--trace", "ops", "--dump-step", 1, cmd=cmd)
+    assert r.returncode == 1, show(r)
+    line = [l for l in r.stdout.splitlines() if l.startswith("magnitudes: ")]
+    m = re.match(r"^magnitudes: detcheck diff (\S+) (\S+) \(tensor (\d{5}\.output\.\d+)\)$", line[0] if line else "")
+    assert m, show(r)
+    for k in (1, 2):
+        assert os.path.isfile(m.group(k)) and m.group(k).endswith("/dump_step_1/trace.safetensors"), m.group(k)
+    d = subprocess.run([cli_path(), "diff", m.group(1), m.group(2)], capture_output=True, text=True)
+    assert d.returncode == 1, d.stdout + d.stderr
+    assert m.group(3) in d.stdout and "ulp" in d.stdout.lower(), d.stdout
+    bad = repro(again, "--trace", "none", "--dump-step", 1, cmd=cmd)
+    assert bad.returncode == 2 and "--dump-step with --trace none" in bad.stderr, show(bad)
+
+
 THREADS_SCRIPT = '''
 import torch, detcheck
 torch.manual_seed(0)

@@ -771,3 +771,74 @@ def test_first_difference_names_bisects_event(tmp_path, case):
         step, ea, eb, inputs_equal = d
         assert (step, ea, eb) == (d.step, d.a, d.b)
         assert inputs_equal is (None if d.how == "execution" else d.input is None)
+
+
+class Aliases(torch.nn.Module):
+    """Writes a slot cache could miss: in place through the tensor itself,
+    through x.data (a version counter of its own), through a view, and
+    reads of the same bytes through other views."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.register_buffer("scale", torch.ones(8, 8))
+
+    def forward(self, x):
+        h = self.lin(x)
+        first = self.scale * 1.0           # scale read (and digested)
+        self.scale.data.mul_(1.5)          # written through .data: scale's own counter does not move
+        second = self.scale * 1.0          # must see the new bytes
+        h = torch.relu_(h.clone())         # in place through the tensor
+        h = h * 1.0
+        h.detach()[0].add_(1.0)            # through a view sharing the counter (h is not saved)
+        w = self.lin.weight.t().t().detach()  # the weight's bytes again, through views
+        return (h @ w) * (first + second).sum()
+
+
+def _alias_run(out, cached=True, monkeypatch=None):
+    if not cached:
+        monkeypatch.setattr(_trace._SlotCache, "slot", lambda self, t, fresh=False: _trace._slot(t))
+    torch.manual_seed(0)
+    model = Aliases()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(2)
+    with detcheck.Recorder(out, model=model, optimizer=opt, trace="ops") as rec:
+        for step in range(1, 4):
+            loss = model(torch.randn(4, 8, generator=g)).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            rec.step(step, loss=loss)
+    if not cached:
+        monkeypatch.undo()
+    with open(os.path.join(out, "trace.bin"), "rb") as f:
+        return f.read()
+
+
+def test_op_trace_slot_cache_sees_every_write(tmp_path, monkeypatch):
+    """Each layout is digested once per step (the slot cache); the trace is
+    byte for byte the one of digesting every slot afresh, writes through
+    aliases included."""
+    fresh = _alias_run(str(tmp_path / "fresh"), False, monkeypatch)
+    cached = _alias_run(str(tmp_path / "cached"))
+    assert fresh == cached
+    ev = [e for e in detcheck.read_trace(str(tmp_path / "cached"))[2].events
+          if e.phase == "forward" and e.op == "aten.mul.Tensor" and e.module == "(root)"]
+    assert ev[0].inputs[0] != ev[1].inputs[0]  # scale before and after the .data write
+
+
+def test_op_trace_slot_cache_digests_each_layout_once(tmp_path, monkeypatch):
+    """A weight and views showing its bytes again are digested once a step."""
+    calls = []
+    real = _trace._slot
+    monkeypatch.setattr(_trace, "_slot", lambda t: calls.append(t.shape if t is not None else None) or real(t))
+    torch.manual_seed(0)
+    model = torch.nn.Linear(64, 64)
+    with detcheck.Recorder(tmp_path / "r", model=model, trace="ops") as rec:
+        model(torch.randn(2, 64)).sum().backward()
+        rec.step(0)
+    ev = detcheck.read_trace(tmp_path / "r")[0].events
+    slots = sum(len(e.inputs) + len(e.outputs) for e in ev)
+    # weight (and its transposes), the gradient and its views: far fewer digests than slots
+    assert calls.count(torch.Size([64, 64])) <= 4 < sum(
+        1 for e in ev for s in e.inputs + e.outputs if s is not None) and len(calls) < slots

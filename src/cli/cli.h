@@ -136,6 +136,9 @@ dck_status cli_json_print(json_t *doc, cli_json_style style, bool oom);
  * (newline, ESC...) as \xNN, so a file cannot forge report lines. Rotating
  * static buffers: valid for the next three calls. */
 const char *cli_safe(const char *s);
+/* argv as one shell command line (each word quoted when it needs it), so
+ * that a printed command runs as it reads; malloc'd, NULL when out of memory. */
+char *cli_shell_join(char *const *argv, int n);
 
 /* Terminal colour for stdout (isatty and NO_COLOR unset). */
 bool cli_color(void);

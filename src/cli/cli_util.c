@@ -87,6 +87,36 @@ bool cli_parse_double(const char *s, double *out) {
     return true;
 }
 
+/* One argument as a shell word: as it is when it needs no quoting, else in
+ * single quotes (a quote inside as '\''), so that a printed command runs. */
+static size_t shell_word(char *out, const char *s) {
+    bool plain = *s != 0;
+    for (const char *c = s; *c && plain; c++)
+        plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%", *c) != NULL;
+    char *p = out;
+    if (plain) return (size_t)sprintf(p, "%s", s);
+    *p++ = '\'';
+    for (const char *c = s; *c; c++)
+        if (*c == '\'') p += sprintf(p, "'\\''");
+        else *p++ = *c;
+    *p++ = '\'';
+    *p = 0;
+    return (size_t)(p - out);
+}
+
+char *cli_shell_join(char *const *argv, int n) {
+    size_t len = 1;
+    for (int i = 0; i < n; i++) len += 4 * strlen(argv[i]) + 3;
+    char *s = malloc(len), *p = s;
+    if (!s) return NULL;
+    *p = 0;
+    for (int i = 0; i < n; i++) {
+        if (i) *p++ = ' ';
+        p += shell_word(p, argv[i]);
+    }
+    return s;
+}
+
 const char *cli_safe(const char *s) {
     static char bufs[4][1024];
     static int k;

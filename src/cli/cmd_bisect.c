@@ -271,28 +271,11 @@ static void trace_line(char *buf, size_t n, const trace_first *f, const char *(*
              d->step, dck_trace_phase_name(e->phase), where, d->output, how);
 }
 
-/* A path as one shell word: as it is when it needs no quoting, else in
- * single quotes (a quote inside as '\''), so the printed command runs. */
+/* A path as one shell word (cli_shell_join), cut to the buffer. */
 static void shell_word(char *buf, size_t n, const char *s) {
-    bool plain = *s != 0;
-    for (const char *p = s; *p && plain; p++)
-        plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./+-=:,@%", *p) != NULL;
-    if (plain) {
-        snprintf(buf, n, "%s", s);
-        return;
-    }
-    size_t k = 0;
-    if (k + 1 < n) buf[k++] = '\'';
-    for (const char *p = s; *p && k + 5 < n; p++) {
-        if (*p == '\'') {
-            memcpy(buf + k, "'\\''", 4);
-            k += 4;
-        } else {
-            buf[k++] = *p;
-        }
-    }
-    if (k + 1 < n) buf[k++] = '\'';
-    buf[k < n ? k : n - 1] = 0;
+    char *w = cli_shell_join((char *const *)&s, 1);
+    snprintf(buf, n, "%s", w ? w : s);
+    free(w);
 }
 
 static bool regular_file(const char *path) {

@@ -48,6 +48,9 @@ static void usage(FILE *out) {
             "  --tax             time the command with DETCHECK_DETERMINISTIC=1 and =0 (N runs\n"
             "                    each, alternating) and print the step-time ratio\n"
             "  --timeout SECONDS  per run; its process group is killed after it\n"
+            "  --dump-step K     DETCHECK_DUMP_STEP for the runs: each dumps the outputs of\n"
+            "                    traced step K (RUN/dump_step_K/trace.safetensors), and the\n"
+            "                    verdict names the `detcheck diff` that gives their magnitudes\n"
             "  --workdir DIR     keep the runs in DIR (default: a temporary directory under\n"
             "                    $TMPDIR, removed when the runs are reproducible)\n"
             "  --keep            keep the temporary directory\n"
@@ -71,7 +74,8 @@ static const struct {
 static const struct {
     const char *var, *instead;
 } owned[] = {{"DETCHECK_RECORD", "repro sets it to WORKDIR/run_I"},
-             {"DETCHECK_TRACE", "use --trace"}};
+             {"DETCHECK_TRACE", "use --trace"},
+             {"DETCHECK_DUMP_STEP", "use --dump-step"}};
 
 typedef struct {
     long n;
@@ -83,6 +87,7 @@ typedef struct {
     char **env_values;
     size_t nenv;
     double timeout; /* 0: none */
+    long dump_step; /* -1: none */
     char **cmd;
     int ncmd;
     cli_report rep;
@@ -126,7 +131,7 @@ static int parse_env(repro_opts *o, const char *arg) {
 
 /* Every option is checked here, before any run. */
 static int parse_args(int argc, char **argv, repro_opts *o, bool *help) {
-    static const char *valued[] = {"-n", "--workdir", "--trace", "--vary", "--env", "--timeout"};
+    static const char *valued[] = {"-n", "--workdir", "--trace", "--vary", "--env", "--timeout", "--dump-step"};
     int i, used, r;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
@@ -192,9 +197,13 @@ static int parse_args(int argc, char **argv, repro_opts *o, bool *help) {
             o->env_arg = val;
             if ((r = parse_env(o, val))) return r;
             break;
-        default:
+        case 5:
             if (!cli_parse_double(val, &o->timeout) || !(o->timeout > 0) || o->timeout > 86400.0 * 30)
                 return cli_usage_error(CMD, "--timeout '%s': not a number of seconds", val);
+            break;
+        default:
+            if (!cli_parse_long(val, 0, LONG_MAX, &o->dump_step))
+                return cli_usage_error(CMD, "--dump-step '%s': wants a step number (0 or more)", val);
             break;
         }
     }
@@ -203,6 +212,9 @@ static int parse_args(int argc, char **argv, repro_opts *o, bool *help) {
     o->ncmd = argc - i - 1;
     if (o->ncmd == 0) return cli_usage_error(CMD, "no command after '--'");
     if (o->vary >= 0 && o->env_arg) return cli_usage_error(CMD, "--vary and --env: one factor per run");
+    if (o->dump_step >= 0 && o->trace && !strcmp(o->trace, "none"))
+        return cli_usage_error(CMD, "--dump-step with --trace none: a dump holds the outputs of a traced step");
+    if (o->dump_step >= 0 && o->tax) return cli_usage_error(CMD, "--dump-step with --tax: the dump would be timed");
     if (o->tax && (o->vary >= 0 || o->env_arg))
         return cli_usage_error(CMD, "--tax varies DETCHECK_DETERMINISTIC itself: no --vary or --env");
     if (o->env_arg) {
@@ -704,28 +716,38 @@ static double median(double *v, size_t n) {
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static char *command_text(char **cmd, int n) {
-    size_t len = 1;
-    for (int i = 0; i < n; i++) len += 4 * strlen(cmd[i]) + 3;
-    char *s = malloc(len), *p = s;
-    if (!s) return NULL;
-    for (int i = 0; i < n; i++) {
-        if (i) *p++ = ' ';
-        bool plain = *cmd[i] != 0;
-        for (const char *c = cmd[i]; *c; c++)
-            if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%", *c)) plain = false;
-        if (plain) {
-            p += sprintf(p, "%s", cmd[i]);
-            continue;
-        }
-        *p++ = '\'';
-        for (const char *c = cmd[i]; *c; c++)
-            if (*c == '\'') p += sprintf(p, "'\\''");
-            else *p++ = *c;
-        *p++ = '\'';
+/* How to see the magnitudes of the first differing event of run f: the
+ * `detcheck diff` of the two dumps when the runs dumped that step (bisect's
+ * own line), else the repro command that dumps it: the same options, the
+ * same command, --dump-step STEP. "" when no traced event differs. */
+static void magnitudes_line(const repro_opts *o, const run_t *f, char *buf, size_t n) {
+    json_t *ev = json_object_get(f->result, "first_event");
+    json_t *step = json_object_get(ev, "step");
+    const char *m = json_string_value(json_object_get(ev, "magnitudes"));
+    buf[0] = 0;
+    if (!json_is_object(ev) || !json_is_integer(step)) return;
+    if (m && !strncmp(m, "dumps present:", 14)) {
+        snprintf(buf, n, "magnitudes: %s", m + 14 + (m[14] == ' '));
+        return;
     }
-    *p = 0;
-    return s;
+    char opts[1024] = "", *cmd = cli_shell_join(o->cmd, o->ncmd);
+    size_t at = 0;
+#define OPT(...) (at += (size_t)snprintf(opts + at, at < sizeof opts ? sizeof opts - at : 0, __VA_ARGS__))
+    if (!o->env_arg && o->n != 2) OPT(" -n %ld", o->n);
+    if (strcmp(o->trace, "modules")) OPT(" --trace %s", o->trace);
+    if (o->vary >= 0) OPT(" --vary %s", factors[o->vary].name);
+    if (o->env_arg) {
+        char *e = cli_shell_join((char *const *)&o->env_arg, 1);
+        OPT(" --env %s", e ? e : o->env_arg);
+        free(e);
+    }
+    if (o->timeout > 0) OPT(" --timeout %g", o->timeout);
+#undef OPT
+    snprintf(buf, n,
+             "magnitudes: rerun with every run dumping step %lld's outputs, for detcheck diff's max ULP and "
+             "rel L2: detcheck repro --dump-step %lld%s -- %s",
+             (long long)json_integer_value(step), (long long)json_integer_value(step), opts, cmd ? cmd : "CMD");
+    free(cmd);
 }
 
 /* ------------------------------------------------------------------ main */
@@ -736,11 +758,12 @@ int cmd_repro(int argc, char **argv) {
     o.n = 2;
     o.trace = NULL; /* modules; none with --tax (tracing would be timed too) */
     o.vary = -1;
+    o.dump_step = -1;
     cli_report_init(&o.rep, CMD);
     bool help = false;
     run_t *runs = NULL;
     int nruns = 0, rc = parse_args(argc, argv, &o, &help);
-    char work[PATH_MAX] = "", self[PATH_MAX], *cmdline = NULL;
+    char work[PATH_MAX] = "", self[PATH_MAX], *cmdline = NULL, magnitudes[8192] = "";
     bool temp = false, oom = false;
     if (rc) goto done;
     if (help) {
@@ -757,7 +780,7 @@ int cmd_repro(int argc, char **argv) {
     }
     self[sl] = 0;
     runs = calloc((size_t)nruns, sizeof *runs);
-    cmdline = command_text(o.cmd, o.ncmd);
+    cmdline = cli_shell_join(o.cmd, o.ncmd);
     if (!runs || !cmdline) {
         rc = cli_fail(CMD, dck_oom(NULL));
         goto done;
@@ -837,8 +860,18 @@ int cmd_repro(int argc, char **argv) {
             snprintf(r->var, sizeof r->var, "DETCHECK_DETERMINISTIC");
             snprintf(r->value, sizeof r->value, "%d", i % 2 == 0);
         }
-        const char *env[] = {"DETCHECK_RECORD", r->dir, "DETCHECK_TRACE", o.trace,
-                             r->var[0] ? r->var : NULL, r->value, NULL};
+        char dump[32];
+        const char *env[9] = {"DETCHECK_RECORD", r->dir, "DETCHECK_TRACE", o.trace};
+        size_t ne = 4;
+        if (o.dump_step >= 0) {
+            snprintf(dump, sizeof dump, "%ld", o.dump_step);
+            env[ne++] = "DETCHECK_DUMP_STEP";
+            env[ne++] = dump;
+        }
+        if (r->var[0]) {
+            env[ne++] = r->var;
+            env[ne++] = r->value;
+        }
         if (r->var[0]) cli_info(CMD, "run %d of %d: %s=%s", i + 1, nruns, r->var, cli_safe(r->value));
         else cli_info(CMD, "run %d of %d", i + 1, nruns);
         r->status = run_child(o.cmd, env, r->out, r->err, o.timeout, &r->seconds);
@@ -1051,6 +1084,8 @@ int cmd_repro(int argc, char **argv) {
                  first + 1, at, ndiff, nruns);
         fprintf(out, "%s\n", title);
         for (size_t k = 0; k < f->nlines; k++) fprintf(out, "%s\n", f->lines[k]);
+        magnitudes_line(&o, f, magnitudes, sizeof magnitudes);
+        if (magnitudes[0]) fprintf(out, "%s\n", cli_safe(magnitudes));
         if (f->records != runs[0].records || f->first_step != runs[0].first_step)
             fprintf(out, "steps recorded: run 1 %ld (%ld..%ld), run %d %ld (%ld..%ld)\n", runs[0].records,
                     runs[0].first_step, runs[0].last_step, first + 1, f->records, f->first_step, f->last_step);
@@ -1078,6 +1113,7 @@ int cmd_repro(int argc, char **argv) {
             cli_jset(fd, "event", json_incref(v ? v : json_null()), &oom);
             for (size_t k = 0; k < f->nlines; k++) cli_jappend(lines, cli_json_text(f->lines[k]), &oom);
             cli_jset(fd, "lines", lines, &oom);
+            cli_jset(fd, "magnitudes", magnitudes[0] ? cli_json_text(magnitudes) : json_null(), &oom);
         }
         cli_jset(doc, "first_divergence", fd, &oom);
     }

@@ -28,7 +28,8 @@ if mode == "nothing" or not d:
 steps = int(os.environ.get("STEPS", "5"))
 vary = os.environ.get(os.environ.get("VARY_ON", "-"), "")
 with open(os.path.join(d, "env.txt"), "w") as f:
-    for k in ("DETCHECK_RECORD", "DETCHECK_TRACE", "DETCHECK_THREADS", "DETCHECK_DETERMINISTIC", "SEED"):
+    for k in ("DETCHECK_RECORD", "DETCHECK_TRACE", "DETCHECK_THREADS", "DETCHECK_DETERMINISTIC", "DETCHECK_DUMP_STEP",
+              "SEED"):
         f.write("%s=%s\n" % (k, os.environ.get(k, "")))
 det = os.environ.get("DETCHECK_DETERMINISTIC", "0") == "1"
 run = int(d.rsplit("_", 1)[1])
@@ -90,6 +91,14 @@ expect_grep 'one factor per run' err.txt
 bad --tax --vary threads -- touch ran
 bad --trace all -- touch ran
 bad --timeout soon -- touch ran
+bad --dump-step x -- touch ran
+expect_grep "wants a step number" err.txt
+bad --dump-step -1 -- touch ran
+bad --dump-step 1 --trace none -- touch ran
+expect_grep "with --trace none: a dump holds the outputs of a traced step" err.txt
+bad --dump-step 1 --tax -- touch ran
+bad --env DETCHECK_DUMP_STEP=1,2 -- touch ran
+expect_grep "use --dump-step" err.txt
 bad --frobnicate -- touch ran
 expect_grep "unknown option '--frobnicate'" err.txt
 bad --json --junit - -- touch ran
@@ -109,6 +118,10 @@ nothing_left "a reproducible run"
 expect_exit 0 $DETCHECK repro --workdir keep -- python3 rec.py
 expect_grep "^DETCHECK_RECORD=$PWD/keep/run_2$" keep/run_2/env.txt
 expect_grep '^DETCHECK_TRACE=modules$' keep/run_1/env.txt
+expect_grep '^DETCHECK_DUMP_STEP=$' keep/run_1/env.txt
+expect_exit 0 $DETCHECK repro --workdir keep2 --dump-step 3 -- python3 rec.py
+expect_grep '^DETCHECK_DUMP_STEP=3$' keep2/run_1/env.txt
+expect_grep '^DETCHECK_DUMP_STEP=3$' keep2/run_2/env.txt
 expect_grep '^trained 5 steps$' keep/run_1.out
 expect_exit 0 $DETCHECK repro --keep --trace ops -q -- python3 rec.py
 expect_grep '^reproducible: 2 runs, 5 steps' out.txt

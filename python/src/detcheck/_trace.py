@@ -32,6 +32,7 @@ import functools
 import os
 import struct
 import warnings
+import weakref
 
 from . import _lib
 from ._digest import digest_torch_parts, torch_dtype_name, _is_dtensor
@@ -78,6 +79,79 @@ def _slot(t):
     return _SLOT.pack(1, d.high64, d.low64)
 
 
+class _SlotCache:
+    """Slots of the tensors already digested in this traced step (ops mode):
+    an op's inputs are mostly earlier ops' outputs, a weight is read by
+    several ops, and views (``t()`` of ``t()``, ``detach()``) show the same
+    bytes again: each layout of each memory is digested once per step.
+
+    The key is the layout (storage, offset, dtype, shape, strides, conj/neg
+    bits); an entry holds a weak reference to the tensor it was taken of and
+    counts only while that tensor lives (its storage cannot be freed and
+    reused meanwhile) and its version counter has not moved since (an output
+    is created inside the dispatcher with a counter of its own: its entry
+    adopts the counter it has at the first reuse). Every write PyTorch
+    dispatches is seen by the op mode, whatever alias it goes through
+    (``x.data`` has a counter of its own): an op whose schema writes drops the
+    entries of every storage its arguments touch. The cache is emptied at
+    each step and around ``optimizer.step()``. Writes PyTorch does not
+    dispatch (a NumPy view of the tensor written in place, a raw kernel on its
+    pointer) between two ops of a traced step are not seen: the later op's
+    input slot keeps the earlier digest."""
+
+    def __init__(self):
+        self.slots = {}  # layout key -> [weakref, version or None, slot]
+        self.by_storage = {}  # storage ptr -> keys
+
+    def clear(self):
+        self.slots.clear()
+        self.by_storage.clear()
+
+    def slot(self, t, fresh=False):
+        """t's slot; fresh: t was just made by the op (its version counter
+        is not yet the one autograd gives it)."""
+        if t is None:
+            return _ABSENT
+        try:
+            sp = t.untyped_storage().data_ptr()
+            key = (sp, t.get_device(), t.storage_offset(), t.dtype, t.shape, t.stride(), t.is_conj(), t.is_neg())
+        except (TypeError, RuntimeError, NotImplementedError, AttributeError):
+            return _slot(t)  # no storage (a DTensor, a sparse or meta tensor, a subclass)
+        e = self.slots.get(key)
+        if e is not None:
+            o = e[0]()
+            if o is not None:
+                if e[1] is None:
+                    e[1] = o._version
+                    return e[2]
+                if o._version == e[1]:
+                    return e[2]
+        s = _slot(t)
+        if s is _ABSENT:
+            return s
+        try:
+            self.slots[key] = [weakref.ref(t), None if fresh else t._version, s]
+        except (TypeError, RuntimeError):  # an inference tensor has no version counter
+            return s
+        self.by_storage.setdefault(sp, set()).add(key)
+        return s
+
+    def fresh(self, t):
+        return self.slot(t, True)
+
+    def written(self, tensors):
+        """An op that writes ran with these tensor arguments: every entry of
+        their storages is stale."""
+        for t in tensors:
+            try:
+                sp = t.untyped_storage().data_ptr()
+            except (TypeError, RuntimeError, NotImplementedError, AttributeError):
+                self.clear()  # a storage we cannot name: nothing is kept
+                return
+            for k in self.by_storage.pop(sp, ()):
+                self.slots.pop(k, None)
+
+
 def _next_seq():
     return _torch()._C._autograd._get_sequence_nr()
 
@@ -112,6 +186,7 @@ class Tracer:
         self.paused = 0
         self._handles = []
         self._dispatch = None
+        self.cache = _SlotCache()
         from torch.optim.optimizer import register_optimizer_step_pre_hook, register_optimizer_step_post_hook
         # for the Tracer's life (not armed and disarmed: a hook may disarm it inside optimizer.step())
         self._opt_handles = [register_optimizer_step_pre_hook(self._opt_pre),
@@ -130,6 +205,7 @@ class Tracer:
         self.dump_full = False
         self._fstack = []
         self._seqs, self._seqnames = [], []
+        self.cache.clear()
         self.active = active
         self.dumping = dumping and active
         if active:
@@ -147,6 +223,7 @@ class Tracer:
     def restore(self, snap):
         for a, v in zip(self._STATE, snap):
             setattr(self, a, v)
+        self.cache.clear()
         if self.active:
             self._arm()
 
@@ -199,9 +276,11 @@ class Tracer:
 
     def _opt_pre(self, *a):
         self.paused += 1
+        self.cache.clear()
 
     def _opt_post(self, *a):
         self.paused = max(0, self.paused - 1)
+        self.cache.clear()
 
     # ---------------------------------------------------------- events
     def _full(self):
@@ -222,12 +301,12 @@ class Tracer:
             self._keep(len(self.events), outs)
         self.events.append(_Event(phase, kind, module, op, call, len(ins), ib, len(outs), ob))
 
-    def add_digested(self, phase, kind, module, op, nin, ib, outs):
+    def add_digested(self, phase, kind, module, op, nin, ib, outs, slot=_slot):
         key = (phase, module, op)
         call = self.calls.get(key, 0)
         self.calls[key] = call + 1
         outs = outs[:MAX_SLOTS]
-        ob = b"".join(_slot(t) for t in outs)
+        ob = b"".join(slot(t) for t in outs)
         if self.dumping and not self.dump_full:
             self._keep(len(self.events), outs)
         self.events.append(_Event(phase, kind, module, op, call, nin, ib, len(outs), ob))
@@ -320,19 +399,34 @@ def _op_mode(tracer):
     Tensor = torch.Tensor
     graph_task = torch._C._current_graph_task_id
 
+    writes = {}  # op -> whether its schema writes an argument
+
+    def writer(func):
+        w = writes.get(func)
+        if w is None:
+            try:
+                w = writes[func] = bool(func._schema.is_mutable)
+            except AttributeError:  # an op without a schema: assume it writes
+                w = writes[func] = True
+        return w
+
     class _OpTrace(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             tr = tracer
             if not tr.active or tr.paused or func.namespace == "profiler" or tr._full():
                 return func(*args, **kwargs)
-            ins = [t for t in _leaves((args, kwargs)) if isinstance(t, Tensor)][:MAX_SLOTS]
-            ib = b"".join(_slot(t) for t in ins)  # before the op: an in-place op changes them
+            ins = [t for t in _leaves((args, kwargs)) if isinstance(t, Tensor)]
+            slot = tr.cache.slot
+            ib = b"".join(slot(t) for t in ins[:MAX_SLOTS])  # before the op: an in-place op changes them
             out = func(*args, **kwargs)
+            if writer(func):
+                tr.cache.written(ins)
             outs = [t if isinstance(t, Tensor) else None for t in _leaves(out)
                     if t is None or isinstance(t, Tensor)]
             phase = BACKWARD if graph_task() != -1 else FORWARD
-            tr.add_digested(phase, 1, tr.module_now(phase), str(func), len(ins), ib, outs)
+            tr.add_digested(phase, 1, tr.module_now(phase), str(func), min(len(ins), MAX_SLOTS), ib, outs,
+                            tr.cache.fresh)
             return out
 
     return _OpTrace()
