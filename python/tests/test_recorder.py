@@ -54,7 +54,7 @@ def test_bisect_names_the_flipped_gradient(tmp_path):
     steps = detcheck.read_digests(a)
     assert sorted(steps) == list(range(1, 7))
     kinds = [k for k, _, _ in steps[3]]
-    assert kinds == sorted(kinds, key=["gradient", "parameter", "optimizer"].index)
+    assert kinds == sorted(kinds, key=["state", "gradient", "parameter", "optimizer"].index)  # state first
     assert ("optimizer", "0.weight.exp_avg") in [(k, n) for k, n, _ in steps[3]]
 
 

@@ -842,3 +842,26 @@ def test_op_trace_slot_cache_digests_each_layout_once(tmp_path, monkeypatch):
     # weight (and its transposes), the gradient and its views: far fewer digests than slots
     assert calls.count(torch.Size([64, 64])) <= 4 < sum(
         1 for e in ev for s in e.inputs + e.outputs if s is not None) and len(calls) < slots
+
+
+def test_op_trace_leaves_uninitialised_memory_absent(tmp_path):
+    """torch.empty_like's bytes are whatever the allocator hands out (they
+    differ between a run and its resumed twin): its output, and the input
+    of the op that first writes it, are absent slots; what that op writes
+    is digested."""
+    class Fill(torch.nn.Module):
+        def forward(self, x):
+            e = torch.empty_like(x)
+            e.bernoulli_(0.5)      # dropout's pattern: written whole by a random op
+            return x * e
+
+    torch.manual_seed(0)
+    model = Fill()
+    with detcheck.Recorder(tmp_path / "r", model=model, trace="ops") as rec:
+        model(torch.randn(4, 4)).sum()
+        rec.step(0)
+    ev = {e.op: e for e in detcheck.read_trace(tmp_path / "r")[0].events}
+    assert ev["aten.empty_like.default"].outputs == [None]
+    b = ev["aten.bernoulli_.float"]
+    assert b.inputs[0] is None and b.outputs[0] is not None
+    assert ev["aten.mul.Tensor"].inputs[1] == b.outputs[0]

@@ -4,6 +4,7 @@
 
 #include "common/common.h" /* detcheck.h, dck_oom, DCK_TRY */
 #include <getopt.h>
+#include <signal.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -30,6 +31,31 @@ int cmd_resume_check(int argc, char **argv);
 int cmd_bisect(int argc, char **argv);
 int cmd_canary(int argc, char **argv);
 int cmd_repro(int argc, char **argv);
+/* resume-check -- CMD ARGS... (resume_user.c): the user's own training */
+int resume_user(int argc, char **argv);
+
+/* ------------------------------------------------------------------ cli_run.c
+ * A user's command as a child (repro, resume-check). cli_run_catch_signals
+ * makes SIGINT, SIGTERM and SIGHUP set cli_interrupted; cli_run_child then
+ * passes them on to the child's group. */
+extern volatile sig_atomic_t cli_interrupted;
+void cli_run_catch_signals(void);
+/* Runs argv with stdin from /dev/null, stdout and stderr into files and the
+ * variables of env (NAME, VALUE pairs; VALUE NULL unsets NAME; a NULL NAME
+ * ends the list) set, in its own process group; returns its exit status
+ * (128+signal when killed), -1 when it could not start, -2 past timeout
+ * (0: none), -3 interrupted. The group is killed at the end: nothing the
+ * command left behind writes on. */
+int cli_run_child(char *const *argv, const char *const *env, const char *out, const char *err, double timeout,
+                  double *seconds);
+/* cli_run_child's status in words: "exited with status 3", "was killed by
+ * signal 9 (Killed)", "did not finish within T s (--timeout)..." */
+void cli_run_describe(int st, double timeout, char *buf, size_t len);
+/* The last `lines` lines of a file (of its last 64 KiB), malloc'd, or NULL. */
+char *cli_file_tail(const char *path, int lines);
+/* The tail of a failed run's stderr as error lines ("its stderr, last N
+ * lines (PATH):", then each line indented), or that it is empty. */
+void cli_print_tail(const char *cmd, const char *path, int lines);
 
 /* Messages: "detcheck CMD: ..." on stderr. Under MPI only rank 0 prints
  * (cli_rank is set by commands that initialise MPI). */

@@ -6,7 +6,7 @@
 #include "train_cli.h"
 #include "cli_report.h"
 #include "train/train_record.h"
-#include "train/train_trace.h"
+#include "cli_trace.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -28,7 +28,9 @@ static void usage(FILE *out) {
             "after it, and a command that replays run A from the agreeing checkpoint.\n"
             "Runs recorded by the Python package (detcheck.Recorder) hold per-tensor\n"
             "digests instead of checkpoints: then the first differing tensor is named\n"
-            "(gradients, then parameters, then optimizer state; model order in each).\n"
+            "(state first: what the step started from, then gradients, parameters and\n"
+            "optimizer state; model order in each; a state entry recorded in one run only\n"
+            "is no difference).\n"
             "With per-step traces (trace.bin) in both, the first differing module or op\n"
             "of the first differing traced step, and whether its inputs were equal\n"
             "(the culprit) or already differed (inherited).\n"
@@ -170,7 +172,7 @@ static void rec_print(const rec_first *f) {
  * every common step agrees; skipped when one run only was recorded. Absent
  * when neither was (runs of detcheck train). */
 static void rec_report(cli_report *rep, const rec_first *f) {
-    static const char *const kinds[DCK_REC_KIND_COUNT] = {"gradients", "parameters", "optimizer_state"};
+    static const char *const kinds[DCK_REC_KIND_COUNT] = {"gradients", "parameters", "optimizer_state", "state"};
     char cls[128], msg[1400];
     if (f->found) {
         size_t h = how_index(f);
@@ -187,227 +189,6 @@ static void rec_report(cli_report *rep, const rec_first *f) {
         snprintf(msg, sizeof msg, "%s recorded in run %c only: the tensors are not compared", DCK_RECORD_FILE,
                  f->has[0] ? 'A' : 'B');
         cli_report_case(rep, "detcheck.bisect", "recorded tensors", CLI_CASE_SKIPPED, NULL, msg, NULL);
-    }
-}
-
-/* ------------------------------------------------------------------ traces
- * Both runs traced (trace.bin): the first traced step in both where an
- * event differs, and in it the first event in execution order. The traces
- * stay loaded until the report is written: the difference points into
- * them. */
-typedef struct {
-    bool has[2]; /* trace.bin in run A, run B */
-    bool both, found;
-    dck_trace t[2];
-    dck_trace_diff d;
-    char line[4096];      /* "first differing op: ..." / "execution differs ..." (names as in the file) */
-    char safe_line[4096]; /* the same, fit for a terminal (cli_safe) */
-    char tensor[64];      /* the differing output's name in the dumps: "00014.output.0" */
-    char dump[2][4096];   /* RUN/dump_step_S/trace.safetensors */
-    bool dumps;           /* both dumps present */
-    char magnitudes[12288];
-} trace_first;
-
-static void trace_release(trace_first *f) {
-    dck_trace_release(&f->t[0]);
-    dck_trace_release(&f->t[1]);
-}
-
-static const char *same_name(const char *s) { return s; }
-
-/* Appends to buf (cut at its size: names may be long, and a line stays a
- * line). */
-static void catf(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void catf(char *buf, size_t n, const char *fmt, ...) {
-    size_t k = strnlen(buf, n);
-    if (k + 1 >= n) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + k, n - k, fmt, ap);
-    va_end(ap);
-}
-
-/* "forward model.fc (aten.mm.default, call 0)", "forward model.fc (module,
- * call 0)"; with counts, " with 2 inputs and 1 output" after it. */
-static void event_desc(char *buf, size_t n, const dck_trace *t, const dck_trace_event *e, bool counts,
-                       const char *(*name)(const char *)) {
-    int k = snprintf(buf, n, "%s %s (", dck_trace_phase_name(e->phase), name(t->names[e->module]));
-    if (k < 0 || (size_t)k >= n) return;
-    int j = snprintf(buf + k, n - (size_t)k, "%s, call %u)", e->kind == DCK_TRACE_OP ? name(t->names[e->op]) : "module",
-                     e->call);
-    if (j < 0 || (size_t)(k + j) >= n || !counts) return;
-    snprintf(buf + k + j, n - (size_t)(k + j), " with %u input%s and %u output%s", e->nin, e->nin == 1 ? "" : "s",
-             e->nout, e->nout == 1 ? "" : "s");
-}
-
-/* The verdict line of a difference, names through name (cli_safe for the
- * terminal, as they are for reports and JSON). */
-static void trace_line(char *buf, size_t n, const trace_first *f, const char *(*name)(const char *)) {
-    const dck_trace_diff *d = &f->d;
-    if (d->how == DCK_TRACE_EXECUTION) {
-        /* counts shown only when they are all that differs */
-        bool counts = d->a && d->b && (d->a->nin != d->b->nin || d->a->nout != d->b->nout);
-        char x[2][2048];
-        for (int k = 0; k < 2; k++) {
-            const dck_trace_event *e = k ? d->b : d->a;
-            if (e) event_desc(x[k], sizeof x[k], &f->t[k], e, counts, name);
-            else snprintf(x[k], sizeof x[k], "nothing more (its step ended after %zu events)", d->event);
-        }
-        buf[0] = 0;
-        catf(buf, n, "execution differs at event %zu of step %ld: run A ran %s, run B ran %s", d->event, d->step,
-             x[0], x[1]);
-        return;
-    }
-    const dck_trace *t = &f->t[0];
-    const dck_trace_event *e = d->a;
-    char where[2048], how[128];
-    if (e->kind == DCK_TRACE_OP)
-        snprintf(where, sizeof where, "%s (%s, call %u)", name(t->names[e->module]), name(t->names[e->op]), e->call);
-    else
-        snprintf(where, sizeof where, "%s (call %u)", name(t->names[e->module]), e->call);
-    if (d->input < 0) snprintf(how, sizeof how, "inputs equal, output differs (culprit)");
-    else snprintf(how, sizeof how, "input %d already differed (inherited)", d->input);
-    snprintf(buf, n, "first differing %s: step %ld, %s, %s, output %d: %s", e->kind == DCK_TRACE_OP ? "op" : "module",
-             d->step, dck_trace_phase_name(e->phase), where, d->output, how);
-}
-
-/* A path as one shell word (cli_shell_join), cut to the buffer. */
-static void shell_word(char *buf, size_t n, const char *s) {
-    char *w = cli_shell_join((char *const *)&s, 1);
-    snprintf(buf, n, "%s", w ? w : s);
-    free(w);
-}
-
-static bool regular_file(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* Compares the runs' trace.bin when both have one; non-zero (and a message
- * printed) on trouble. */
-static int trace_compare(const char *const runs[2], trace_first *f) {
-    memset(f, 0, sizeof *f);
-    char *p[2] = {dck_path_join(runs[0], DCK_TRACE_FILE), dck_path_join(runs[1], DCK_TRACE_FILE)};
-    int rc = 0;
-    if (!p[0] || !p[1]) {
-        rc = cli_fail(CMD, dck_oom(NULL));
-        goto out;
-    }
-    for (int k = 0; k < 2; k++) f->has[k] = present(p[k]);
-    f->both = f->has[0] && f->has[1];
-    if (f->has[0] != f->has[1]) {
-        cli_warn(CMD, "%s: traced in run %c only; the traces are not compared", p[f->has[0] ? 0 : 1],
-                 f->has[0] ? 'A' : 'B');
-        goto out;
-    }
-    if (!f->both) goto out;
-    dck_status s = dck_trace_load(p[0], &f->t[0]);
-    if (!s) s = dck_trace_load(p[1], &f->t[1]);
-    if (s) {
-        rc = cli_fail(CMD, s);
-        trace_release(f);
-        goto out;
-    }
-    f->found = dck_trace_compare(&f->t[0], &f->t[1], &f->d);
-    for (int k = 0; k < 2; k++)
-        if (f->d.truncated[k])
-            cli_info(CMD, "note: %s: %zu compared traced step%s truncated by the recorder (first: step %ld); "
-                     "events past the bound are not compared", p[k], f->d.truncated[k],
-                     f->d.truncated[k] == 1 ? "" : "s", f->d.first_truncated[k]);
-    if (!f->found) goto out;
-    trace_line(f->line, sizeof f->line, f, same_name);
-    trace_line(f->safe_line, sizeof f->safe_line, f, cli_safe);
-    if (f->d.how == DCK_TRACE_OUTPUT) {
-        /* magnitudes: the recorder dumps one traced step's outputs as
-         * safetensors, tensors named by the event's index in the step */
-        char w[2][4200];
-        snprintf(f->tensor, sizeof f->tensor, "%05zu.output.%d", f->d.event, f->d.output);
-        for (int k = 0; k < 2; k++) {
-            snprintf(f->dump[k], sizeof f->dump[k], "%s/dump_step_%ld/trace.safetensors", runs[k], f->d.step);
-            shell_word(w[k], sizeof w[k], f->dump[k]);
-        }
-        f->dumps = regular_file(f->dump[0]) && regular_file(f->dump[1]);
-        if (f->dumps)
-            snprintf(f->magnitudes, sizeof f->magnitudes, "dumps present: detcheck diff %s %s (tensor %s)", w[0], w[1],
-                     f->tensor);
-        else
-            snprintf(f->magnitudes, sizeof f->magnitudes,
-                     "magnitudes: rerun both runs with DETCHECK_DUMP_STEP=%ld (e.g. DETCHECK_DUMP_STEP=%ld <your "
-                     "training command>), then: detcheck diff %s %s (tensor %s)",
-                     f->d.step, f->d.step, w[0], w[1], f->tensor);
-    }
-out:
-    free(p[0]);
-    free(p[1]);
-    return rc;
-}
-
-static json_t *trace_event_json(const dck_trace *t, const dck_trace_event *e, bool *oom) {
-    if (!e) return json_null();
-    json_t *o = json_object();
-    cli_jset(o, "phase", json_string(dck_trace_phase_name(e->phase)), oom);
-    cli_jset(o, "kind", json_string(e->kind == DCK_TRACE_OP ? "op" : "module"), oom);
-    cli_jset(o, "module", cli_json_text(t->names[e->module]), oom);
-    cli_jset(o, "op", e->kind == DCK_TRACE_OP ? cli_json_text(t->names[e->op]) : json_null(), oom);
-    cli_jset(o, "call", json_integer(e->call), oom);
-    return o;
-}
-
-/* "first_event": {step, event, phase, kind, module, op, call, output,
- * input, culprit, how, tensor, magnitudes, run_b}; phase..call are run A's
- * event (null when its step ended: how "execution"), run_b run B's event
- * for how "execution" (else null). */
-static json_t *trace_json(const trace_first *f, bool *oom) {
-    if (!f->found) return json_null();
-    const dck_trace_diff *d = &f->d;
-    bool out = d->how == DCK_TRACE_OUTPUT;
-    json_t *o = json_object();
-    cli_jset(o, "step", json_integer(d->step), oom);
-    cli_jset(o, "event", cli_json_u64(d->event), oom);
-    json_t *a = trace_event_json(&f->t[0], d->a, oom);
-    static const char *const keys[] = {"phase", "kind", "module", "op", "call"};
-    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-        json_t *v = a && json_is_object(a) ? json_object_get(a, keys[k]) : NULL;
-        cli_jset(o, keys[k], v ? json_incref(v) : json_null(), oom);
-    }
-    json_decref(a);
-    cli_jset(o, "output", out ? json_integer(d->output) : json_null(), oom);
-    cli_jset(o, "input", out && d->input >= 0 ? json_integer(d->input) : json_null(), oom);
-    cli_jset(o, "culprit", json_boolean(out && d->input < 0), oom);
-    cli_jset(o, "how", json_string(out ? "output" : "execution"), oom);
-    cli_jset(o, "tensor", out ? json_string(f->tensor) : json_null(), oom);
-    cli_jset(o, "magnitudes", out ? cli_json_text(f->magnitudes) : json_null(), oom);
-    cli_jset(o, "run_b", out ? json_null() : trace_event_json(&f->t[1], d->b, oom), oom);
-    return o;
-}
-
-/* The report's case for the traces: failing, named after the first
- * differing event (classname detcheck.bisect.step_N.PHASE, name "MODULE
- * (OP, call N)"; type culprit, inherited or execution); a pass when every
- * traced step in both agrees; skipped when one run only was traced. */
-static void trace_report(cli_report *rep, const trace_first *f) {
-    char cls[128], name[4200], msg[4200];
-    if (f->found) {
-        const dck_trace_diff *d = &f->d;
-        const dck_trace_event *e = d->a ? d->a : d->b;
-        const dck_trace *t = &f->t[d->a ? 0 : 1];
-        snprintf(cls, sizeof cls, "detcheck.bisect.step_%ld.%s", d->step, dck_trace_phase_name(e->phase));
-        if (e->kind == DCK_TRACE_OP)
-            snprintf(name, sizeof name, "%s (%s, call %u)", t->names[e->module], t->names[e->op], e->call);
-        else
-            snprintf(name, sizeof name, "%s (call %u)", t->names[e->module], e->call);
-        const char *type = d->how == DCK_TRACE_EXECUTION ? "execution" : d->input < 0 ? "culprit" : "inherited";
-        msg[0] = 0;
-        catf(msg, sizeof msg, "%s%s%s", f->line, f->magnitudes[0] ? "; " : "", f->magnitudes);
-        cli_report_case(rep, cls, name, CLI_CASE_FAIL, type, msg, NULL);
-    } else if (f->both) {
-        snprintf(msg, sizeof msg, "%zu traced step%s in both agree event by event", f->d.common,
-                 f->d.common == 1 ? "" : "s");
-        cli_report_case(rep, "detcheck.bisect", "traced steps", CLI_CASE_PASS, NULL, msg, NULL);
-    } else if (f->has[0] || f->has[1]) {
-        snprintf(msg, sizeof msg, "%s in run %c only: the traces are not compared", DCK_TRACE_FILE,
-                 f->has[0] ? 'A' : 'B');
-        cli_report_case(rep, "detcheck.bisect", "traced steps", CLI_CASE_SKIPPED, NULL, msg, NULL);
     }
 }
 
@@ -496,8 +277,8 @@ int cmd_bisect(int argc, char **argv) {
         return DCK_EXIT_TROUBLE;
     }
     /* traced runs: per-event digests of traced steps */
-    trace_first trf;
-    if (trace_compare(runs, &trf)) {
+    cli_trace_first trf;
+    if (cli_trace_compare(CMD, runs, &trf)) {
         free(tr[0]);
         free(tr[1]);
         return DCK_EXIT_TROUBLE;
@@ -512,7 +293,7 @@ int cmd_bisect(int argc, char **argv) {
         dck_status s = dck_ckpt_list(runs[k], &cs[k], &nc[k], NULL, NULL);
         if (s) {
             free(cs[0]);
-            trace_release(&trf);
+            cli_trace_release(&trf);
             return cli_fail(CMD, s);
         }
     }
@@ -617,7 +398,7 @@ int cmd_bisect(int argc, char **argv) {
             cli_jappend(tc, cli_json_u64(trf.d.truncated[1]), &oom);
             cli_jset(o, "traced_steps_in_both", cli_json_u64(trf.d.common), &oom);
             cli_jset(o, "traced_steps_truncated", tc, &oom);
-            cli_jset(o, "first_event", trace_json(&trf, &oom), &oom);
+            cli_jset(o, "first_event", cli_trace_json(&trf, &oom), &oom);
         }
         dck_status s = cli_json_print(o, CLI_JSON_COMPACT, oom);
         if (s) {
@@ -689,7 +470,7 @@ int cmd_bisect(int argc, char **argv) {
         cli_report_case(&rep, "detcheck.bisect", "trajectory", traj_diff ? CLI_CASE_FAIL : CLI_CASE_PASS,
                         "trajectory", traj_diff ? msg : NULL, NULL);
         rec_report(&rep, &recf);
-        trace_report(&rep, &trf);
+        cli_trace_report(&rep, "detcheck.bisect", &trf);
         if (differ >= 0) {
             snprintf(pre, sizeof pre, "detcheck.bisect.step_%ld", differ);
             cli_report_compare(&rep, pre, ma, &diff, "run A", "run B");
@@ -701,7 +482,7 @@ int cmd_bisect(int argc, char **argv) {
     }
     rc = different ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
 out:
-    trace_release(&trf);
+    cli_trace_release(&trf);
     if (differ >= 0) dck_cmp_result_release(&diff);
     dck_manifest_free(ma);
     dck_manifest_free(mb);

@@ -247,134 +247,11 @@ typedef struct {
     long div_step;    /* first differing step, -1 unknown */
 } run_t;
 
-static volatile sig_atomic_t interrupted;
-static void on_signal(int sig) { interrupted = sig; }
-
 static int cpu_count(void) {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
-}
-
-/* Runs argv with stdin from /dev/null, stdout and stderr into files and
- * the variables of env (NAME, VALUE pairs) set, in its own process group;
- * returns its exit status (128+signal when killed), -1 when it could not
- * start, -2 past timeout (0: none), -3 interrupted (SIGINT, SIGTERM). The
- * group is killed at the end: nothing the command left behind writes on. */
-static int run_child(char *const *argv, const char *const *env, const char *out, const char *err,
-                     double timeout, double *seconds) {
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        setpgid(0, 0);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGHUP, SIG_DFL);
-        int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (in < 0 || fo < 0 || fe < 0 || dup2(in, 0) < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0) _exit(127);
-        for (size_t i = 0; env && env[i]; i += 2)
-            if (setenv(env[i], env[i + 1], 1)) _exit(127);
-        execvp(argv[0], argv);
-        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    setpgid(pid, pid);
-    int st, rc = -1;
-    bool killed = false;
-    double kill_at = 0;
-    for (;;) {
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        double el = (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9;
-        if (r == pid) {
-            *seconds = el;
-            if (rc == -1) rc = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
-            break;
-        }
-        if (r < 0 && errno != EINTR) break;
-        if (!killed && timeout > 0 && el > timeout) {
-            kill(-pid, SIGKILL);
-            killed = true;
-            rc = -2;
-        } else if (!killed && interrupted) {
-            /* SIGTERM first, so that the command may close its files */
-            kill(-pid, SIGTERM);
-            killed = true;
-            kill_at = el + 5;
-            rc = -3;
-        } else if (rc == -3 && el > kill_at) {
-            kill(-pid, SIGKILL);
-            kill_at = 1e300;
-        }
-        struct timespec nap = {0, 10 * 1000 * 1000};
-        nanosleep(&nap, NULL);
-    }
-    kill(-pid, SIGKILL); /* what the command left running in its group */
-    return rc;
-}
-
-static void describe_status(int st, double timeout, char *buf, size_t len) {
-    if (st == -1) snprintf(buf, len, "could not be started");
-    else if (st == -2) snprintf(buf, len, "did not finish within %g s (--timeout): its process group was killed", timeout);
-    else if (st == -3) snprintf(buf, len, "was interrupted");
-    else if (st > 128) snprintf(buf, len, "was killed by signal %d (%s)", st - 128, strsignal(st - 128));
-    else if (st == 127) snprintf(buf, len, "exited with status 127 (command not found?)");
-    else snprintf(buf, len, "exited with status %d", st);
-}
-
-/* The last TAIL_LINES lines of a file (its last 64 KiB), malloc'd, or NULL. */
-static char *file_tail(const char *path, int lines) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return NULL;
-    struct stat st;
-    char *buf = NULL;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-        off_t from = st.st_size > 65536 ? st.st_size - 65536 : 0;
-        size_t want = (size_t)(st.st_size - from);
-        buf = malloc(want + 1);
-        ssize_t got = buf ? pread(fd, buf, want, from) : -1;
-        if (got < 0) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf[got] = 0;
-            size_t n = (size_t)got;
-            while (n && buf[n - 1] == '\n') buf[--n] = 0;
-            char *p = buf + n;
-            int seen = 0;
-            while (p > buf) {
-                if (p[-1] == '\n' && ++seen == lines) break;
-                p--;
-            }
-            memmove(buf, p, strlen(p) + 1);
-        }
-    }
-    close(fd);
-    return buf;
-}
-
-static void print_tail(const char *path) {
-    char *t = file_tail(path, TAIL_LINES);
-    if (!t || !*t) {
-        cli_error(CMD, "its stderr (%s) is empty", path);
-        free(t);
-        return;
-    }
-    cli_error(CMD, "its stderr, last %d lines (%s):", TAIL_LINES, path);
-    cli_progress_clear();
-    for (char *s = t, *e; s; s = e ? e + 1 : NULL) {
-        e = strchr(s, '\n');
-        if (e) *e = 0;
-        fprintf(stderr, "  %s\n", cli_safe(s));
-    }
-    free(t);
 }
 
 /* Reads a small regular file whole (FIFOs and devices refused). */
@@ -613,7 +490,7 @@ static int bisect_child(const char *self, const char *work, const char *name, co
     snprintf(err, PATH_MAX, "%s/%s.err", work, name);
     char *argv[] = {(char *)self, (char *)"bisect", (char *)flag, a->dir, b->dir, NULL};
     double sec;
-    return run_child(argv, NULL, out, err, 0, &sec);
+    return cli_run_child(argv, NULL, out, err, 0, &sec);
 }
 
 static int compare_runs(const char *self, const char *work, run_t *runs, int i) {
@@ -621,7 +498,7 @@ static int compare_runs(const char *self, const char *work, run_t *runs, int i) 
     run_t *r = &runs[i];
     snprintf(name, sizeof name, "bisect_%d", i + 1);
     r->bisect = bisect_child(self, work, name, "--json", &runs[0], r, out, err);
-    char *e = file_tail(err, 1000);
+    char *e = cli_file_tail(err, 1000);
     if (e && *e && r->bisect >= 0 && r->bisect <= 1) {
         cli_progress_clear();
         if (!cli_quiet) fprintf(stderr, "%s\n", e); /* bisect's own warnings */
@@ -655,7 +532,7 @@ static int compare_runs(const char *self, const char *work, run_t *runs, int i) 
     /* and its lines as bisect prints them */
     snprintf(name, sizeof name, "bisect_%d_text", i + 1);
     int rc = bisect_child(self, work, name, "-q", &runs[0], r, out, err);
-    char *t = rc == 1 ? file_tail(out, 1000) : NULL;
+    char *t = rc == 1 ? cli_file_tail(out, 1000) : NULL;
     for (char *s = t, *nl; s && *s; s = nl ? nl + 1 : NULL) {
         nl = strchr(s, '\n');
         if (nl) *nl = 0;
@@ -824,12 +701,7 @@ int cmd_repro(int argc, char **argv) {
         char abs[PATH_MAX];
         if (realpath(work, abs) && strlen(abs) < PATH_MAX - 64) snprintf(work, sizeof work, "%s", abs);
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    cli_run_catch_signals();
 
     /* ---- the runs */
     int ncpu = cpu_count(), failed = -1;
@@ -874,13 +746,13 @@ int cmd_repro(int argc, char **argv) {
         }
         if (r->var[0]) cli_info(CMD, "run %d of %d: %s=%s", i + 1, nruns, r->var, cli_safe(r->value));
         else cli_info(CMD, "run %d of %d", i + 1, nruns);
-        r->status = run_child(o.cmd, env, r->out, r->err, o.timeout, &r->seconds);
+        r->status = cli_run_child(o.cmd, env, r->out, r->err, o.timeout, &r->seconds);
         char what[256];
-        describe_status(r->status, o.timeout, what, sizeof what);
+        cli_run_describe(r->status, o.timeout, what, sizeof what);
         if (r->status != 0) {
             cli_error(CMD, "run %d of %d %s: %s", i + 1, nruns, what, cli_safe(cmdline));
             snprintf(trouble, sizeof trouble, "run %d of %d %s", i + 1, nruns, what);
-            print_tail(r->err);
+            cli_print_tail(CMD, r->err, TAIL_LINES);
             failed = i;
             rc = DCK_EXIT_TROUBLE;
             break;
@@ -933,12 +805,12 @@ int cmd_repro(int argc, char **argv) {
         if (doc) {
             cli_jset(doc, "verdict", json_string("trouble"), &oom);
             cli_jset(doc, "error", cli_json_text(title), &oom);
-            char *tail = failed >= 0 ? file_tail(runs[failed].err, TAIL_LINES) : NULL;
+            char *tail = failed >= 0 ? cli_file_tail(runs[failed].err, TAIL_LINES) : NULL;
             cli_jset(doc, "stderr_tail", tail ? cli_json_text(tail) : json_null(), &oom);
             free(tail);
         }
         if (cli_report_wanted(&o.rep)) {
-            char *tail = failed >= 0 ? file_tail(runs[failed].err, TAIL_LINES) : NULL;
+            char *tail = failed >= 0 ? cli_file_tail(runs[failed].err, TAIL_LINES) : NULL;
             char nm[32];
             snprintf(nm, sizeof nm, "run_%d", failed + 1);
             cli_report_case(&o.rep, "detcheck.repro", nm, CLI_CASE_ERROR, "run", title, tail);
@@ -1183,7 +1055,7 @@ finish:
     } else {
         nftw(work, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     }
-    if (interrupted) rc = DCK_EXIT_TROUBLE;
+    if (cli_interrupted) rc = DCK_EXIT_TROUBLE;
 done:
     for (int i = 0; runs && i < nruns; i++) {
         free(runs[i].step_times);

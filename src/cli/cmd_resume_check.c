@@ -74,6 +74,8 @@ static const train_refused rc_refused[] = {
 static void usage(FILE *out) {
     fprintf(out,
             "usage: detcheck resume-check --steps N --at K[,K...] [OPTIONS] [TRAIN OPTIONS]\n"
+            "   or: detcheck resume-check [OPTIONS] -- CMD ARGS...  (your own training command:\n"
+            "       its options with `detcheck resume-check --help --`)\n"
             "\n"
             "Runs `detcheck train` N steps uninterrupted; then, for each K, a run killed\n"
             "(SIGKILL) right after its checkpoint at step K and a run killed while writing\n"
@@ -374,6 +376,10 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
 
 
 int cmd_resume_check(int argc, char **argv) {
+    /* `-- CMD ARGS...`: the user's own training (resume_user.c); without
+     * it, the built-in trainer */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--")) return resume_user(argc, argv);
     dck_train_config c;
     dck_train_config_init(&c);
     c.steps = 0;

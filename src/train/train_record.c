@@ -14,8 +14,14 @@ enum { REC_NAME = 1, REC_STEP = 2 };
 enum { HEADER_BYTES = 16, NAME_HEAD = 7, STEP_HEAD = 12, ENTRY_BYTES = 20 };
 
 const char *dck_rec_kind_name(dck_rec_kind k) {
-    static const char *const n[DCK_REC_KIND_COUNT] = {"gradient", "parameter", "optimizer state"};
+    static const char *const n[DCK_REC_KIND_COUNT] = {"gradient", "parameter", "optimizer state", "state"};
     return (unsigned)k < DCK_REC_KIND_COUNT ? n[k] : "?";
+}
+
+int dck_rec_kind_rank(int kind) {
+    /* state first: what the step started from explains what follows */
+    static const int rank[DCK_REC_KIND_COUNT] = {1, 2, 3, 0};
+    return (unsigned)kind < DCK_REC_KIND_COUNT ? rank[kind] : DCK_REC_KIND_COUNT;
 }
 
 void dck_recording_release(dck_recording *r) {
@@ -196,7 +202,7 @@ static const dck_recording *sort_rec;
 
 static int entry_cmp(const void *x, const void *y) {
     const dck_rec_entry *a = x, *b = y;
-    int ka = sort_rec->kinds[a->id], kb = sort_rec->kinds[b->id];
+    int ka = dck_rec_kind_rank(sort_rec->kinds[a->id]), kb = dck_rec_kind_rank(sort_rec->kinds[b->id]);
     if (ka != kb) return ka - kb;
     return dck_name_compare(sort_rec->names[a->id], sort_rec->names[b->id]);
 }
@@ -244,10 +250,19 @@ int dck_recording_compare(const dck_recording *a, const dck_recording *b, long *
             if (p == nx) c = 1;
             else if (q == ny) c = -1;
             else {
-                c = (int)a->kinds[x[p].id] - (int)b->kinds[y[q].id];
+                c = dck_rec_kind_rank(a->kinds[x[p].id]) - dck_rec_kind_rank(b->kinds[y[q].id]);
                 if (!c) c = strcmp(a->names[x[p].id], b->names[y[q].id]) ? dck_name_compare(a->names[x[p].id], b->names[y[q].id]) : 0;
             }
             const char *nm = NULL;
+            /* a state name one run only recorded is no difference */
+            if (c < 0 && a->kinds[x[p].id] == DCK_REC_STATE) {
+                p++;
+                continue;
+            }
+            if (c > 0 && b->kinds[y[q].id] == DCK_REC_STATE) {
+                q++;
+                continue;
+            }
             if (c < 0) {
                 nm = a->names[x[p].id];
                 *kind = a->kinds[x[p].id];

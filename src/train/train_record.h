@@ -4,15 +4,21 @@
  * little-endian):
  *   header  "DCKTDIG\0" | u32 version (1) | u32 flags (0)
  *   records u8 type, then
- *     1 NAME  u32 id | u8 kind (0 gradient, 1 parameter, 2 optimizer state)
- *             | u16 length | name (UTF-8); ids count up from 0
+ *     1 NAME  u32 id | u8 kind (0 gradient, 1 parameter, 2 optimizer state,
+ *             3 state) | u16 length | name (UTF-8); ids count up from 0
  *     2 STEP  i64 step | u32 count | count x (u32 id | u64 high64 | u64 low64)
  * A torn last record (a killed run: one that runs to the end of the file)
  * is ignored; anything else malformed is an error naming the file and the
  * byte offset. Bounds (man detcheck-bisect(1), LIMITS): a name is UTF-8
  * without NUL bytes; a step lists each named tensor at most once, so its
  * count is at most the names recorded before it; memory follows the
- * records read, which the file's size bounds. */
+ * records read, which the file's size bounds.
+ * Kind 3, "state", is what a resume must restore besides the weights and
+ * the optimizer: the batch (data.batch), RNG states (rng.*), learning rates
+ * (lr.N), the GradScaler (scaler.*), EMA weights (ema.*), and on the first
+ * step a process records the weights it started that step from (start.*).
+ * It is optional information: a state name one run recorded and the other
+ * did not is no difference (start.* exists in one process's first step). */
 #ifndef DCK_TRAIN_RECORD_H
 #define DCK_TRAIN_RECORD_H
 
@@ -21,7 +27,13 @@
 #define DCK_RECORD_FILE "tensor_digests.bin"
 #define DCK_RECORD_VERSION 1
 
-typedef enum { DCK_REC_GRADIENT = 0, DCK_REC_PARAMETER, DCK_REC_OPTIMIZER, DCK_REC_KIND_COUNT } dck_rec_kind;
+typedef enum {
+    DCK_REC_GRADIENT = 0,
+    DCK_REC_PARAMETER,
+    DCK_REC_OPTIMIZER,
+    DCK_REC_STATE,
+    DCK_REC_KIND_COUNT
+} dck_rec_kind;
 
 typedef struct {
     long step;
@@ -44,7 +56,7 @@ typedef struct {
     dck_rec_entry *entries;
 } dck_recording;
 
-/* "gradient", "parameter", "optimizer state". */
+/* "gradient", "parameter", "optimizer state", "state". */
 const char *dck_rec_kind_name(dck_rec_kind k);
 /* Reads a side file, streamed (never whole): DCK_ERR_IO for a file that is
  * not regular (a FIFO would block), DCK_ERR_FORMAT naming path and byte
@@ -57,9 +69,14 @@ dck_status dck_recording_load(const char *path, dck_recording *out);
 dck_status dck_recording_parse(const char *label, const uint8_t *data, size_t len, dck_recording *out);
 void dck_recording_release(dck_recording *r);
 
+/* Where a kind comes within a step (dck_recording_compare's order): state
+ * first (what the step started from), then gradients, parameters,
+ * optimizer state. */
+int dck_rec_kind_rank(int kind);
 /* The first recorded step present in both whose tensors differ, and the
- * first tensor there: kind order (gradients, parameters, optimizer state),
- * then model order (dck_name_compare). Returns 1 and fills step, kind, name
+ * first tensor there: kind order (dck_rec_kind_rank), then model order
+ * (dck_name_compare). A state entry present in one run only is skipped:
+ * state is optional information, not a difference. Returns 1 and fills step, kind, name
  * (into a buffer of nlen) and how ("digest", "only in A", "only in B"); 0
  * when every common step agrees. DCK_ERR_NOMEM is reported as -1. */
 int dck_recording_compare(const dck_recording *a, const dck_recording *b, long *step, int *kind,

@@ -240,4 +240,67 @@ expect_exit 0 $DETCHECK bisect ru ru
 mkrec rv dup=1
 expect_exit 2 $DETCHECK bisect ra rv
 expect_grep 'rv/tensor_digests.bin: tensor layers.0.weight (gradient) is named twice, as ids 0 and 1' err.txt
+# ---------------------------------------------------------------- state entries (kind 3, issue 21)
+# mkstate DIR [key=value...]: a recording with state entries (kind 3) beside
+# the tensors. rng=S: rng.torch differs from step S; grad=S: the gradient
+# differs from step S; start=0|1: start.layers.0.weight on step 0 (only the
+# first step a process records has it); extra=NAME: a state name on every
+# step of this run only
+cat > mkstate.py <<'PY2'
+import os, struct, sys
+d = sys.argv[1]
+o = dict(a.split("=", 1) for a in sys.argv[2:])
+os.makedirs(d, exist_ok=True)
+rng, grad = int(o.get("rng", -1)), int(o.get("grad", -1))
+names = [(3, b"rng.torch"), (3, b"data.batch"), (0, b"layers.0.weight"), (1, b"layers.0.weight"),
+         (2, b"layers.0.weight.exp_avg")]
+if o.get("start", "1") == "1":
+    names.append((3, b"start.layers.0.weight"))
+if "extra" in o:
+    names.append((3, o["extra"].encode()))
+with open(os.path.join(d, "trajectory.jsonl"), "w") as t:
+    for s in range(4):
+        t.write('{"step":%d,"loss":1,"loss_bits":"3f800000","grad_norm":1,"grad_norm_bits":"3f800000","lr":0.1}\n' % s)
+b = bytearray(b"DCKTDIG\0" + struct.pack("<II", 1, 0))
+for i, (k, n) in enumerate(names):
+    b += struct.pack("<BIBH", 1, i, k, len(n)) + n
+for s in range(4):
+    ids = [i for i, (k, n) in enumerate(names) if s == 0 or not n.startswith(b"start.")]
+    b += struct.pack("<BqI", 2, s, len(ids))
+    for i in ids:
+        k, n = names[i]
+        v = 7 + (n == b"rng.torch" and s >= rng >= 0) + (k == 0 and s >= grad >= 0)
+        b += struct.pack("<IQQ", i, 1000 * s + i, v)
+open(os.path.join(d, "tensor_digests.bin"), "wb").write(b)
+PY2
+python3 mkstate.py sa || fail "mkstate sa"
+# a state name recorded in one run only is no difference: start.* (the
+# first step of a process only) and any other
+python3 mkstate.py sb start=0 extra=ema.layers.0.weight || fail "mkstate sb"
+expect_exit 0 $DETCHECK bisect sa sb
+expect_grep '4 recorded steps agree tensor by tensor' out.txt
+# state comes first in a step: the RNG state before the gradient it made differ
+python3 mkstate.py sc rng=2 grad=2 || fail "mkstate sc"
+expect_exit 1 $DETCHECK bisect sa sc --junit s1.xml
+expect_grep '^first differing tensor: step 2, state rng.torch$' out.txt
+expect_grep 'classname="detcheck.bisect.step_2.state" name="rng.torch"' s1.xml
+expect_exit 1 $DETCHECK bisect --json sa sc
+python3 - <<'PY2' || fail "bisect --json, state entry"
+import json
+d = json.load(open("out.txt"))
+assert d["first_tensor"] == {"step": 2, "kind": "state", "name": "rng.torch", "how": "digest"}, d
+PY2
+ok
+# the gradient alone differs: named as before
+python3 mkstate.py sd grad=3 || fail "mkstate sd"
+expect_exit 1 $DETCHECK bisect sa sd
+expect_grep '^first differing tensor: step 3, gradient layers.0.weight$' out.txt
+# a kind past 3 is still refused, naming the kinds known
+python3 - <<'PY2' || fail "kind 4"
+import struct
+b = b"DCKTDIG\0" + struct.pack("<II", 1, 0) + struct.pack("<BIBH", 1, 0, 4, 1) + b"x"
+open("sd/tensor_digests.bin", "wb").write(b)
+PY2
+expect_exit 2 $DETCHECK bisect sa sd
+expect_grep 'sd/tensor_digests.bin: byte 16: name record with id 0 kind 4 (expected id 0, kind 0..3)' err.txt
 done_ok

@@ -11,6 +11,9 @@
   and :meth:`Recorder.from_env` / :func:`autorecord` for recording switched
   on from the environment (``DETCHECK_RECORD``, as ``detcheck repro`` does).
 - :func:`read_digests` / :func:`read_trace` -- read a recording back.
+- :func:`session` -- the resume contract ``detcheck resume-check`` sets
+  (``DETCHECK_STOP_AT``, ``DETCHECK_RESUME``, ``DETCHECK_CHECKPOINT_DIR``):
+  when to stop, whether to resume, where checkpoints go.
 
 The C library is libdetcheck (bound with ctypes); ``python -m detcheck``
 runs the bundled command-line tool.
@@ -22,9 +25,13 @@ from ._manifest import Manifest, VerifyResult, Difference, manifest, verify
 from ._recorder import Recorder, read_digests
 from ._trace import read_trace, first_difference, TraceEvent, TraceStep
 from ._env import settings as determinism_settings
+from ._session import Session, session
+from . import _state
+
+_state.baseline()  # NumPy's and Python's RNG states now: left out of recordings while untouched
 
 
-def autorecord(model, optimizer, **kwargs):
+def autorecord(model, optimizer, last_step=0, **kwargs):
     """One line for a plain training loop: records the run when
     ``DETCHECK_RECORD`` is set (``detcheck repro`` sets it), else does
     nothing and returns None.
@@ -35,11 +42,15 @@ def autorecord(model, optimizer, **kwargs):
     steps count from 1; each holds the gradient norm (the 2-norm of all
     gradients, computed there), the learning rate, the digests of the
     gradients, parameters, buffers and optimizer state, and the loss if the
-    loop hands it over with ``rec.loss(loss)`` (else null). The Recorder is
-    closed at interpreter exit (or by ``rec.close()``). Returns the
-    Recorder."""
+    loop hands it over with ``rec.loss(loss)`` (else null), and the step's
+    state entries: the RNG states at the step's start (the model's first
+    forward), the model's forward inputs of the step as ``data.batch``,
+    every group's lr. ``last_step``: the steps already taken (a resumed run:
+    the checkpoint's step K), so that the first one recorded is K+1. The
+    Recorder is closed at interpreter exit (or by ``rec.close()``). Returns
+    the Recorder."""
     from ._env import autorecord as _auto
-    return _auto(model, optimizer, **kwargs)
+    return _auto(model, optimizer, last_step=last_step, **kwargs)
 
 __version__ = "0.1.0"
 
@@ -52,4 +63,4 @@ def library_version():
 
 __all__ = ["digest", "digest_shard", "manifest", "verify", "Manifest", "VerifyResult", "Difference",
            "Recorder", "read_digests", "read_trace", "first_difference", "TraceEvent", "TraceStep",
-           "autorecord", "determinism_settings", "TensorDigest", "DetcheckError", "library_version", "LIB_PATH"]
+           "autorecord", "session", "Session", "determinism_settings", "TensorDigest", "DetcheckError", "library_version", "LIB_PATH"]

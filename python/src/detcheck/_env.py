@@ -12,6 +12,9 @@ Hugging Face and Lightning callbacks):
 - ``DETCHECK_TRACE_STEPS=1,3,5-8``: the traced steps (default every step).
 - ``DETCHECK_DUMP_STEP=K``: dump step K's traced outputs (``dump_step``).
 - ``DETCHECK_THREADS=N``: ``torch.set_num_threads(N)``.
+- ``DETCHECK_STOP_AT=K``, ``DETCHECK_RESUME=1``, ``DETCHECK_CHECKPOINT_DIR``,
+  ``DETCHECK_STOP_KILL=1``: the resume contract (``detcheck resume-check``),
+  read by :func:`detcheck.session` (``_session.py``).
 - ``DETCHECK_DETERMINISTIC=1``: ``torch.use_deterministic_algorithms(True)``,
   ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` when unset, cuDNN deterministic on and
   benchmark off, TF32 off for matmul and cuDNN. ``=0``: deterministic
@@ -182,9 +185,9 @@ def from_env(cls, model=None, optimizer=None, **kwargs):
 class _Auto:
     """The optimizer step post hook of :func:`autorecord`."""
 
-    def __init__(self, rec, model, optimizer):
+    def __init__(self, rec, model, optimizer, last_step=0):
         self.rec, self.model, self.optimizer = rec, model, optimizer
-        self.count = 0
+        self.count = last_step
         self.handle = optimizer.register_step_post_hook(self)
 
     def __call__(self, optimizer, args, kwargs):
@@ -207,12 +210,13 @@ class _Auto:
         self.rec.close()
 
 
-def autorecord(model, optimizer, **kwargs):
-    from ._recorder import Recorder
+def autorecord(model, optimizer, last_step=0, **kwargs):
+    from ._recorder import _step_number, Recorder
+    last_step = _step_number(last_step)
     rec = Recorder.from_env(model=model, optimizer=optimizer, **kwargs)
     if rec is None:
         return None
-    a = _Auto(rec, model, optimizer)
+    a = _Auto(rec, model, optimizer, last_step)
     rec._auto = a
     atexit.register(a.close)
     return rec

@@ -7,12 +7,30 @@ Side file ``tensor_digests.bin`` (all integers little-endian):
 
     header   8 bytes "DCKTDIG\\0", u32 version (1), u32 flags (0)
     records  u8 type, then
-      1 NAME  u32 id, u8 kind (0 gradient, 1 parameter, 2 optimizer state),
-              u16 length, the name (UTF-8); ids count up from 0, each named
-              once, before its first use
+      1 NAME  u32 id, u8 kind (0 gradient, 1 parameter, 2 optimizer state,
+              3 state), u16 length, the name (UTF-8); ids count up from 0,
+              each named once, before its first use
       2 STEP  i64 step, u32 count, count x (u32 id, u64 high64, u64 low64)
 
 A torn last record (a killed run) is ignored by readers.
+
+State entries (kind 3, :mod:`detcheck._state`) hold what a resume must
+restore besides weights and optimizer state: the step's batch
+(``data.batch``), the RNG states at the step's start (``rng.torch``,
+``rng.cuda``, ``rng.numpy``, ``rng.python``), each param group's lr
+(``lr.N``), the GradScaler's state (``scaler.*``), EMA weights (``ema.*``)
+and, on the first step a process records, the weights it started that step
+from (``start.NAME``). They are not part of the step's root digest (the
+trajectory's root covers kinds 0-2 only, as before), and come first in a
+step record, as ``detcheck bisect`` orders them: what the step started from
+explains what follows.
+
+"The step's start" is the first forward call of the model in training mode
+after the previous step was taken (a forward pre-hook on the model's root
+module, installed when the Recorder is given the model), or
+:meth:`Recorder.start_step`; without either, the time of :meth:`Recorder.step`.
+Under ``detcheck resume-check`` (DETCHECK_STOP_AT, DETCHECK_RESUME or
+DETCHECK_CHECKPOINT_DIR set) a traced step's events begin there too.
 
 One writer per run directory: a Recorder holds flock(LOCK_EX) on
 ``out_dir/.lock`` (the file and the lock ``detcheck train`` takes on its run
@@ -30,8 +48,10 @@ import socket
 import stat
 import struct
 import time
+import weakref
 
 from . import _lib
+from . import _state
 from . import _trace
 from ._digest import digest_struct
 from ._env import write_run_json
@@ -46,7 +66,13 @@ LOCK_FILE = ".lock"  # DCK_TRAIN_LOCK
 MAX_BYTES = 1 << 34
 MAX_NAME_BYTES = 0xFFFF  # the u16 length of a name record
 _STEP_MAX = (1 << 63) - 1
-KINDS = ("gradient", "parameter", "optimizer")
+KINDS = ("gradient", "parameter", "optimizer", "state")
+STATE = 3
+# the order of kinds in a step record: state first, as detcheck bisect sorts
+# them (src/train/train_record.c, dck_rec_kind_rank)
+KIND_RANK = (1, 2, 3, 0)
+# the Recorders writing now, for detcheck.session().stopped() to close
+_OPEN = weakref.WeakSet()
 _NAME, _STEP = 1, 2
 
 
@@ -195,10 +221,18 @@ class Recorder:
     to ``out_dir/dump_step_K/trace.safetensors`` (tensor names
     ``"%05d.output.%d"``), at most ``dump_limit_bytes`` of them (then a
     warning). ``out_dir/run.json`` (argv and the determinism settings) is
-    written now; each trajectory line has ``step_time_s``."""
+    written now; each trajectory line has ``step_time_s``.
+
+    Each recorded step also holds state entries (kind 3, not part of the
+    root; see the module): the RNG states at the step's start, the batch,
+    every param group's lr, and ``scaler`` (a GradScaler) and ``ema`` (a
+    module, an AveragedModel or a dict of tensors) when given. With a
+    model, a forward pre-hook on its root module marks the step's start and
+    collects its inputs as the batch (removed by :meth:`close`)."""
 
     def __init__(self, out_dir, every=1, model=None, optimizer=None, trace=None, trace_steps=None,
-                 trace_limit_events=_trace.DEFAULT_LIMIT_EVENTS, dump_step=None, dump_limit_bytes=1 << 30):
+                 trace_limit_events=_trace.DEFAULT_LIMIT_EVENTS, dump_step=None, dump_limit_bytes=1 << 30,
+                 scaler=None, ema=None):
         if isinstance(every, bool) or int(every) < 1:
             raise ValueError("detcheck.Recorder: every must be an integer >= 1, not %r" % (every,))
         if trace is None:
@@ -219,6 +253,7 @@ class Recorder:
         self.out_dir = None if out_dir is None else str(out_dir)
         self.every = int(every)
         self.model, self.optimizer = model, optimizer
+        self.scaler, self.ema = scaler, _state.check_ema(ema)
         self.trace = trace
         self.trace_steps = None if trace_steps is None else frozenset(_step_number(x) for x in trace_steps)
         self.trace_limit_events = int(trace_limit_events)
@@ -232,6 +267,15 @@ class Recorder:
         self._dumped = None
         self._loss = None
         self._auto = None
+        self._hook = None
+        self._start = None  # what the next step started from: (rng entries, start entries or None)
+        self._fwd = []  # digests of the model's forward inputs since the last step
+        self._started = False  # start.* written (the first step this process records)
+        self._in_step = False  # the model's first forward of this step was seen
+        # under resume-check a step's trace starts at the step's start: a resumed run skips data
+        # (ops before its first forward) that the uninterrupted one does not
+        self._trace_from_start = any(os.environ.get(v) for v in
+                                     ("DETCHECK_STOP_AT", "DETCHECK_RESUME", "DETCHECK_CHECKPOINT_DIR"))
         if self.out_dir is None:
             self._traj, self._side = _Null(), _Null()
         else:
@@ -261,6 +305,18 @@ class Recorder:
         self._ids = {}
         self._last = None
         self._pending = None
+        if model is not None and hasattr(model, "register_forward_pre_hook"):
+            # first among the model's pre-hooks: the RNG states before anything consumes them; a weak
+            # reference, so that the model does not keep the Recorder (and its lock) alive
+            ref = weakref.ref(self)
+
+            def pre(module, args, kwargs):
+                r = ref()
+                if r is not None:
+                    r._forward_pre(module, args, kwargs)
+            self._hook = model.register_forward_pre_hook(pre, with_kwargs=True, prepend=True)
+        if self.out_dir is not None:
+            _OPEN.add(self)
 
     @classmethod
     def from_env(cls, model=None, optimizer=None, **kwargs):
@@ -287,12 +343,91 @@ class Recorder:
         self._loss = value
         return value
 
+    def _next_recorded(self):
+        """Whether the next step writes digests (unknown before the first
+        step: then it may)."""
+        return self._last is None or (self._last + 1) % self.every == 0
+
+    def _capture_start(self, model, optimizer):
+        """The step's start: the RNG states now and, until the first step
+        this process records is written, the weights (start.NAME)."""
+        rng = [(STATE, n, d) for n, d in _state.rng_states()]
+        start = None
+        if not self._started and (model is not None or optimizer is not None):
+            start = [(STATE, "start." + n, d) for k, n, d in self._collect(model, optimizer, False, True) if k == 1]
+        return rng, start
+
+    def _mark_in_step(self):
+        if not self._in_step:
+            self._in_step = True
+            if self._trace_from_start and self._tracer is not None:
+                self._tracer.drop_collected()
+
+    def _forward_pre(self, module, args, kwargs):
+        # an evaluation forward between two steps is not part of either
+        if self.closed or not getattr(module, "training", True):
+            return
+        self._mark_in_step()
+        if not self._next_recorded():
+            return
+        tr = self._tracer
+        if tr is not None:
+            tr.paused += 1  # the Recorder's own work is not traced
+        try:
+            if self._start is None:
+                try:
+                    self._start = self._capture_start(self.model, self.optimizer)
+                except Exception:  # the step's take() meets it again and raises there, not in forward
+                    self._start = None
+            self._fwd.extend(_state.leaf_digests((args, kwargs), tensors_only=True))
+        finally:
+            if tr is not None:
+                tr.paused = max(0, tr.paused - 1)
+
+    def start_step(self, model=None, optimizer=None):
+        """Marks the next step's start now: its RNG states (and, on the
+        first step this process records, its starting weights) are taken
+        here rather than at the model's first forward call, and forward
+        inputs seen before are not its batch. For loops whose model is not
+        called through its root module (a LightningModule's training_step),
+        or that consume random numbers before the forward call that belong
+        to the step."""
+        model = self.model if model is None else model
+        optimizer = self.optimizer if optimizer is None else optimizer
+        self._fwd = []
+        self._in_step = False
+        self._mark_in_step()
+        self._start = self._capture_start(model, optimizer) if self._next_recorded() else None
+
+    def _state_entries(self, model, optimizer, batch, scaler, ema):
+        """The step's kind-3 entries, sorted by name."""
+        start = self._start if self._start is not None else self._capture_start(model, optimizer)
+        rng, st = start
+        out = list(rng)
+        if st is not None and not self._started:
+            out += st
+        ds = _state.leaf_digests(batch) if batch is not None else self._fwd
+        if ds:
+            out.append((STATE, "data.batch", _state.combine(ds)))
+        out += [(STATE, n, d) for n, d in _state.lr_states(optimizer)]
+        out += [(STATE, n, d) for n, d in _state.scaler_states(self.scaler if scaler is None else scaler)]
+        out += [(STATE, n, d) for n, d in _state.ema_states(self.ema if ema is None else _state.check_ema(ema))]
+        import functools
+        enc = {id(e): _name_bytes(STATE, e[1]) for e in out}
+        out.sort(key=functools.cmp_to_key(lambda a, b: _lib.name_compare(enc[id(a)], enc[id(b)])))
+        return out, st is not None
+
     def _traced(self, step):
         return self.trace_steps is None or step in self.trace_steps or step == self.dump_step
 
     def close(self):
         """Flushes and closes the files, removes the model's trace hooks and
-        releases the directory's lock (also at garbage collection)."""
+        step-start hook and releases the directory's lock (also at garbage
+        collection)."""
+        _OPEN.discard(self)
+        h, self._hook = getattr(self, "_hook", None), None
+        if h is not None:
+            h.remove()
         tr, self._tracer = getattr(self, "_tracer", None), None
         if tr is not None:
             tr.close()  # the model's hooks go
@@ -357,12 +492,13 @@ class Recorder:
 
         def cmp(a, b):
             if a[0] != b[0]:
-                return a[0] - b[0]
+                return KIND_RANK[a[0]] - KIND_RANK[b[0]]
             return _lib.name_compare(enc[id(a)], enc[id(b)])
         out.sort(key=functools.cmp_to_key(cmp))
         return out
 
-    def step(self, step, loss=None, grad_norm=None, lr=None, model=None, optimizer=None, grads=True):
+    def step(self, step, loss=None, grad_norm=None, lr=None, model=None, optimizer=None, grads=True, batch=None,
+             scaler=None, ema=None):
         """Records step ``step`` (an int, one more than the last one).
 
         Steps are integers in 0..2^63-1 (int, NumPy or 0-d torch integers):
@@ -378,7 +514,13 @@ class Recorder:
         optimizer's first group when not given. On a recorded step the
         digests of the model's gradients (``grads=True``), parameters and
         buffers, and the optimizer's state tensors are written and their root
-        digest goes into the trajectory line. Returns the root (hex) or None."""
+        digest goes into the trajectory line, with the step's state entries
+        (not part of the root): ``batch`` (any nest of dicts, lists and
+        tuples of tensors, arrays, numbers and strings) is digested as
+        ``data.batch`` (else the model's forward inputs of the step, when the
+        Recorder has the model); ``scaler`` (a GradScaler) and ``ema`` (a
+        module, an AveragedModel or a dict of tensors) win over the
+        constructor's. Returns the root (hex) or None."""
         if self._pending is not None:
             raise ValueError("detcheck.Recorder: step %d taken but not finished" % self._pending[0])
         kept = self._loss
@@ -389,7 +531,8 @@ class Recorder:
             self._tracer.active = False  # the Recorder's own work (loss.item()) is not traced
         try:
             loss, grad_norm = _scalar(loss, "loss"), _scalar(grad_norm, "grad_norm")  # before anything is written
-            rec = self.take(step, lr=lr, model=model, optimizer=optimizer, grads=grads)
+            rec = self.take(step, lr=lr, model=model, optimizer=optimizer, grads=grads, batch=batch,
+                            scaler=scaler, ema=ema)
             return self.finish(rec, loss=loss, grad_norm=grad_norm)
         except BaseException:
             self._restore(saved)  # the step is not counted: its digests go too
@@ -401,10 +544,12 @@ class Recorder:
                 self._traj.tell() if hasattr(self._traj, "tell") else 0,
                 self._tfile.tell() if self._tfile is not None else 0,
                 dict(self._ids), dict(self._tids), self._last, self._pending, self._t_prev, self._dumped,
-                self._tracer.snapshot() if self._tracer is not None else None)
+                self._tracer.snapshot() if self._tracer is not None else None,
+                self._start, list(self._fwd), self._started, self._in_step)
 
     def _restore(self, saved):
-        side, traj, tpos, self._ids, self._tids, self._last, self._pending, self._t_prev, dumped, tsnap = saved
+        (side, traj, tpos, self._ids, self._tids, self._last, self._pending, self._t_prev, dumped, tsnap,
+         self._start, self._fwd, self._started, self._in_step) = saved
         if self._tracer is not None and tsnap is not None:
             self._tracer.restore(tsnap)  # the step's events, to record it again
         if self._dumped is not None and self._dumped != dumped:  # a dump this step wrote goes too
@@ -431,13 +576,13 @@ class Recorder:
             self._restore(saved)
             raise
 
-    def take(self, step, lr=None, model=None, optimizer=None, grads=True):
+    def take(self, step, lr=None, model=None, optimizer=None, grads=True, batch=None, scaler=None, ema=None):
         """The first half of :meth:`step`, for callers that learn the loss
         after the gradients are gone (the transformers Trainer logs it after
         ``zero_grad()``): checks the step number, takes the step's digests
         now (on a recorded step) into the side file, and returns a pending
         record; :meth:`finish` then writes its trajectory line. Arguments as
-        :meth:`step`. One record at a time: the next ``take`` or ``step``
+        :meth:`step` (``batch``, ``scaler``, ``ema`` too). One record at a time: the next ``take`` or ``step``
         needs it finished."""
         if self._pending is not None:
             raise ValueError("detcheck.Recorder: step %d taken but not finished" % self._pending[0])
@@ -456,10 +601,11 @@ class Recorder:
         if tr is not None:
             tr.active = False  # the Recorder's own work is not traced
         try:
-            root = self._take(step, lr, model, optimizer, grads, saved)
+            root = self._take(step, lr, model, optimizer, grads, saved, batch, scaler, ema)
         except BaseException:
             self._restore(saved)
             raise
+        self._start, self._fwd, self._in_step = None, [], False  # the next step starts afresh
         if tr is not None:
             nxt = step + 1
             tr.reset(self._traced(nxt), nxt == self.dump_step)
@@ -468,27 +614,31 @@ class Recorder:
         self._t_prev = now
         return self._pending
 
-    def _take(self, step, lr, model, optimizer, grads, saved):
+    def _take(self, step, lr, model, optimizer, grads, saved, batch, scaler, ema):
         # everything is computed before anything is written: a step that
         # raises leaves the files and the Recorder as they were
         root = None
-        if step % self.every == 0 and (model is not None or optimizer is not None):
-            recs = self._collect(model, optimizer, grads, True)
+        has_model = model is not None or optimizer is not None
+        if step % self.every == 0 and (has_model or batch is not None):
+            recs = self._collect(model, optimizer, grads, True) if has_model else []
+            state, started = self._state_entries(model, optimizer, batch, scaler, ema)
             ids, new_names, out = {}, [], []
-            for k, n, d in recs:
+            for k, n, d in state + recs:
                 i = self._ids.get((k, n), ids.get((k, n)))
                 if i is None:
                     i = ids[(k, n)] = len(self._ids) + len(ids)
                     nb = _name_bytes(k, n)
                     new_names.append(struct.pack("<BIBH", _NAME, i, k, len(nb)) + nb)
                 out.append(struct.pack("<IQQ", i, d.high64, d.low64))
-            data = b"".join(new_names) + struct.pack("<BqI", _STEP, step, len(recs)) + b"".join(out)
-            names = (ctypes.c_char_p * max(1, len(recs)))(
-                *[("%s/%s" % (KINDS[k], n)).encode() for k, n, _ in recs])
-            digs = (_lib.Digest * max(1, len(recs)))(*[d for _, _, d in recs])
-            root = _lib.hex_of(_lib.root_digest(names, digs, len(recs)))
+            data = b"".join(new_names) + struct.pack("<BqI", _STEP, step, len(out)) + b"".join(out)
+            if has_model:  # the root covers kinds 0-2 only: state entries leave it as it was
+                names = (ctypes.c_char_p * max(1, len(recs)))(
+                    *[("%s/%s" % (KINDS[k], n)).encode() for k, n, _ in recs])
+                digs = (_lib.Digest * max(1, len(recs)))(*[d for _, _, d in recs])
+                root = _lib.hex_of(_lib.root_digest(names, digs, len(recs)))
             self._append(self._side, data, saved)
             self._ids.update(ids)
+            self._started = self._started or started
         tr = self._tracer
         if tr is not None and self._traced(step):
             data, new = _trace.step_record(step, tr.events, tr.truncated, self._tids)
@@ -546,7 +696,10 @@ def _read_regular(path):
 
 
 def read_digests(run_dir):
-    """Reads a run's tensor_digests.bin: {step: [(kind, name, hex), ...]}.
+    """Reads a run's tensor_digests.bin: {step: [(kind, name, hex), ...]}
+    in file order; kind is "gradient", "parameter", "optimizer" or "state"
+    (the step's state entries: data.batch, rng.*, lr.N, scaler.*, ema.*,
+    start.*).
 
     Checks what the CLI's reader checks (src/train/train_record.c), and
     raises ValueError naming the file and the byte offset: a missing or bad

@@ -102,10 +102,24 @@ class _SlotCache:
     def __init__(self):
         self.slots = {}  # layout key -> [weakref, version or None, slot]
         self.by_storage = {}  # storage ptr -> keys
+        self.unset = {}  # storage ptr -> weakref: memory an op allocated and nothing has written yet
 
     def clear(self):
         self.slots.clear()
         self.by_storage.clear()
+        self.unset.clear()
+
+    def allocated(self, tensors):
+        """These tensors are an allocating op's outputs (torch.empty_like:
+        whatever bytes the allocator hands out): until an op writes them
+        their slots are absent, never a digest of leftover memory, which
+        differs between runs that computed the same bits (a resumed
+        process allocates differently)."""
+        for t in tensors:
+            try:
+                self.unset[t.untyped_storage().data_ptr()] = weakref.ref(t)
+            except (TypeError, RuntimeError, NotImplementedError, AttributeError):
+                pass
 
     def slot(self, t, fresh=False):
         """t's slot; fresh: t was just made by the op (its version counter
@@ -114,6 +128,12 @@ class _SlotCache:
             return _ABSENT
         try:
             sp = t.untyped_storage().data_ptr()
+            if self.unset:
+                u = self.unset.get(sp)
+                if u is not None:
+                    if u() is not None:
+                        return _ABSENT
+                    del self.unset[sp]  # that allocation was freed: sp is other memory now
             key = (sp, t.get_device(), t.storage_offset(), t.dtype, t.shape, t.stride(), t.is_conj(), t.is_neg())
         except (TypeError, RuntimeError, NotImplementedError, AttributeError):
             return _slot(t)  # no storage (a DTensor, a sparse or meta tensor, a subclass)
@@ -150,6 +170,7 @@ class _SlotCache:
                 return
             for k in self.by_storage.pop(sp, ()):
                 self.slots.pop(k, None)
+            self.unset.pop(sp, None)  # written: its bytes mean something now
 
 
 def _next_seq():
@@ -212,6 +233,16 @@ class Tracer:
             self._arm()
         else:
             self._disarm()
+
+    def drop_collected(self):
+        """Forgets the events collected so far in this step (those before
+        its start), keeping whether it is traced."""
+        self.events = []
+        self.truncated = False
+        self.calls = {}
+        self.dump = []
+        self.dump_bytes = 0
+        self.dump_full = False
 
     _STATE = ("events", "truncated", "calls", "dump", "dump_bytes", "dump_full", "_fstack", "_seqs", "_seqnames",
               "active", "dumping")
@@ -400,6 +431,14 @@ def _op_mode(tracer):
     graph_task = torch._C._current_graph_task_id
 
     writes = {}  # op -> whether its schema writes an argument
+    # ops that return memory they do not initialise
+    allocating = set()
+    for name, overload in (("empty", "memory_format"), ("empty_like", "default"), ("new_empty", "default"),
+                           ("empty_strided", "default"), ("new_empty_strided", "default"),
+                           ("empty_permuted", "default")):
+        op = getattr(getattr(torch.ops.aten, name, None), overload, None)  # not every torch has every one
+        if op is not None:
+            allocating.add(op)
 
     def writer(func):
         w = writes.get(func)
@@ -424,6 +463,8 @@ def _op_mode(tracer):
                 tr.cache.written(ins)
             outs = [t if isinstance(t, Tensor) else None for t in _leaves(out)
                     if t is None or isinstance(t, Tensor)]
+            if func in allocating:
+                tr.cache.allocated([t for t in outs if t is not None])
             phase = BACKWARD if graph_task() != -1 else FORWARD
             tr.add_digested(phase, 1, tr.module_now(phase), str(func), min(len(ins), MAX_SLOTS), ib, outs,
                             tr.cache.fresh)

@@ -7,7 +7,37 @@
 With automatic optimization Lightning zeroes the gradients before the next
 training step, so at ``on_train_batch_end`` the step's gradients, the updated
 parameters and the optimizer state are all there: each batch that stepped
-the optimizer is recorded as step ``trainer.global_step`` with its loss."""
+the optimizer is recorded as step ``trainer.global_step`` with its loss.
+
+State entries: the step's start is ``on_train_batch_start`` of its first
+batch (a LightningModule's training_step need not call its forward), the
+batch is the one Lightning hands the hooks (a list of them when gradients
+accumulate over several), the lr of every param group, and the GradScaler
+of 16-bit mixed precision when Lightning made one.
+
+The callback also honours ``detcheck resume-check``'s contract
+(:func:`detcheck.session`): with ``DETCHECK_STOP_AT=K``, right after step
+K is recorded it saves ``trainer.save_checkpoint(DIR/step=K.ckpt)`` (DIR:
+``DETCHECK_CHECKPOINT_DIR``, else the callback's ``ckpt_dir``, else
+``default_root_dir/checkpoints``), sets ``trainer.should_stop`` and calls
+``session().stopped(K, path)``. Scripts resume with :func:`ckpt_path`::
+
+    trainer.fit(model, loader, ckpt_path=ckpt_path())
+
+Lightning 2.x saves neither the global RNG states nor, for a plain
+DataLoader, the position inside the epoch: resumed from a mid-epoch
+checkpoint it counts the steps on but restarts the epoch's data at its
+first batch (warning "You're resuming from a checkpoint that ended before
+the epoch ended and your dataloader is not resumable"). A reproducible
+resume needs either a stop at an epoch's end, or a stateful loader (a
+DataLoader with ``state_dict`` / ``load_state_dict``: Lightning saves it in
+the checkpoint and loads it before iterating) and the RNG states saved and
+restored by the LightningModule (``on_save_checkpoint`` /
+``on_load_checkpoint``)."""
+import glob
+import os
+import re
+
 try:
     from lightning.pytorch.callbacks import Callback
 except ImportError:  # the older package name
@@ -15,6 +45,36 @@ except ImportError:  # the older package name
 
 from .._recorder import Recorder
 from .._env import record_dir
+from .._session import session, ENV_CHECKPOINT_DIR, ENV_RESUME
+
+_CKPT = re.compile(r"^step=(\d+)\.ckpt$")
+
+
+def ckpt_name(step):
+    """The file name of step K's checkpoint: ``step=K.ckpt``."""
+    return "step=%d.ckpt" % step
+
+
+def ckpt_path(ckpt_dir=None):
+    """The value for ``trainer.fit(..., ckpt_path=...)``: with
+    ``DETCHECK_RESUME=1`` the ``step=K.ckpt`` of the highest K under
+    ``DETCHECK_CHECKPOINT_DIR`` (else under ``ckpt_dir``); without it None.
+    A resume with no such checkpoint raises ValueError naming the directory
+    (a run that silently started over would not be a resume)."""
+    s = session()
+    if not s.resume:
+        return None
+    d = s.checkpoint_dir(ckpt_dir)
+    if d is None:
+        raise ValueError("detcheck: %s=1 but %s is not set (and no ckpt_dir given)" % (ENV_RESUME, ENV_CHECKPOINT_DIR))
+    found = []
+    for p in glob.glob(os.path.join(glob.escape(d), "step=*.ckpt")):
+        m = _CKPT.match(os.path.basename(p))
+        if m:
+            found.append((int(m.group(1)), p))
+    if not found:
+        raise ValueError("detcheck: %s=1 but %s holds no step=K.ckpt" % (ENV_RESUME, d))
+    return max(found)[1]
 
 
 class DetcheckCallback(Callback):
@@ -27,13 +87,17 @@ class DetcheckCallback(Callback):
     default); when neither it nor ``out_dir`` is given the callback does
     nothing. A traced recording is made at ``on_train_start`` (the
     LightningModule is traced); an untraced one (``out_dir`` without
-    ``trace``) when the callback is made."""
+    ``trace``) when the callback is made. ``ckpt_dir``: where the stop
+    checkpoint goes when ``DETCHECK_CHECKPOINT_DIR`` is unset."""
 
-    def __init__(self, out_dir=None, every=1, grads=True, trace=None, **recorder_kwargs):
+    def __init__(self, out_dir=None, every=1, grads=True, trace=None, ckpt_dir=None, **recorder_kwargs):
         super().__init__()
         self.recorder = None
         self.grads = grads
-        self._last = 0
+        self.session = session()  # a bad DETCHECK_STOP_AT / DETCHECK_RESUME is refused now, not at step K
+        self.ckpt_dir = ckpt_dir
+        self._last = None
+        self._batches = None
         self._make = None
         if record_dir() is not None:
             self._make = lambda model: Recorder.from_env(model=model, every=every, **recorder_kwargs)
@@ -45,18 +109,44 @@ class DetcheckCallback(Callback):
                                                     **recorder_kwargs)
 
     def on_train_start(self, trainer, pl_module):
+        self._last = trainer.global_step  # a resumed run starts past the checkpoint's step
         if self.recorder is None and self._make is not None:
             self.recorder = self._make(pl_module)
 
+    def _open(self):
+        return self.recorder is not None and not self.recorder.closed
+
+    @staticmethod
+    def _optimizer(trainer):
+        opts = trainer.optimizers
+        return opts[0] if len(opts) == 1 else None
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if self._batches is None:  # the step's first batch (the previous one stepped the optimizer)
+            self._batches = []
+            if self._open():
+                self.recorder.start_step(pl_module, self._optimizer(trainer))
+        self._batches.append(batch)
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         step = trainer.global_step
-        if self.recorder is None or step == self._last:  # accumulating: no optimizer step this batch
+        if step == self._last:  # accumulating: no optimizer step this batch
             return
         self._last = step
-        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
-        opts = trainer.optimizers
-        self.recorder.step(step, loss=loss, model=pl_module, optimizer=opts[0] if len(opts) == 1 else None,
-                           grads=self.grads)
+        batches, self._batches = self._batches or [batch], None
+        if self._open():
+            loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+            scaler = getattr(getattr(trainer, "precision_plugin", None), "scaler", None)
+            self.recorder.step(step, loss=loss, model=pl_module, optimizer=self._optimizer(trainer),
+                               grads=self.grads, batch=batches[0] if len(batches) == 1 else batches,
+                               scaler=scaler)
+        k = self.session.stop_at
+        if k is not None and step == k:
+            d = self.session.checkpoint_dir(self.ckpt_dir) or os.path.join(trainer.default_root_dir, "checkpoints")
+            path = os.path.join(d, ckpt_name(step))
+            trainer.save_checkpoint(path)  # after step K's optimizer step: weights, optimizer, loops, loaders
+            trainer.should_stop = True
+            self.session.stopped(step, checkpoint=path)
 
     def on_train_end(self, trainer, pl_module):
         if self.recorder is not None:

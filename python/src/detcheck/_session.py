@@ -1,0 +1,178 @@
+"""The resume contract between a training script and ``detcheck
+resume-check``, read from the environment the command sets:
+
+- ``DETCHECK_RECORD=DIR``: record into DIR (:func:`detcheck.autorecord`,
+  :meth:`detcheck.Recorder.from_env`, the callbacks).
+- ``DETCHECK_STOP_AT=K``: stop after step K (an integer >= 1), once its
+  checkpoint is complete.
+- ``DETCHECK_RESUME=1``: resume from the last checkpoint under the
+  checkpoint directory.
+- ``DETCHECK_CHECKPOINT_DIR=DIR``: where the checkpoints go (each run of
+  resume-check gets its own).
+- ``DETCHECK_STOP_KILL=1``: after the checkpoint at K, the process SIGKILLs
+  itself instead of stopping cleanly (a crash right after the checkpoint).
+
+A stopped run leaves ``DIR/stop.json`` (written atomically: a temporary
+name, fsync, rename): ``{"detcheck_stop": 1, "step": K, "checkpoint":
+"<absolute path or null>", "pid": PID}``; resume-check refuses a stop run
+without it.
+"""
+import json
+import os
+import signal
+import sys
+
+from . import _lib
+from ._env import record_dir as _record_dir
+
+ENV_STOP_AT = "DETCHECK_STOP_AT"
+ENV_RESUME = "DETCHECK_RESUME"
+ENV_CHECKPOINT_DIR = "DETCHECK_CHECKPOINT_DIR"
+ENV_STOP_KILL = "DETCHECK_STOP_KILL"
+STOP_FILE = "stop.json"
+
+
+def _flag(name):
+    v = os.environ.get(name, "").strip()
+    if v not in ("", "0", "1"):
+        raise ValueError("detcheck: %s=%r (0 or 1)" % (name, v))
+    return v == "1"
+
+
+def _stop_at():
+    v = os.environ.get(ENV_STOP_AT, "").strip()
+    if not v:
+        return None
+    try:
+        n = int(v, 10)
+    except ValueError:
+        n = None
+    if n is None or n < 1:
+        raise ValueError("detcheck: %s=%r is not a step number (an integer >= 1)" % (ENV_STOP_AT, v))
+    return n
+
+
+def _fsync_tree(path):
+    """fsync a checkpoint (a file, or a directory's files and the directory)
+    so that it is on disk before stop.json says it is complete."""
+    paths = []
+    if os.path.isdir(path):
+        for root, dirs, files in os.walk(path):
+            paths += [os.path.join(root, f) for f in files]
+            paths.append(root)
+    elif os.path.exists(path):
+        paths = [path]
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(parent):
+        paths.append(parent)  # the checkpoint's own name
+    for p in paths:
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            os.fsync(fd)
+        except OSError:  # a directory fsync some filesystems refuse: the data is still written
+            pass
+        finally:
+            os.close(fd)
+
+
+class Session:
+    """What ``detcheck resume-check`` asks of this run (see the module).
+
+    ``record_dir``: DETCHECK_RECORD (None when unset, and on ranks other
+    than 0 when WORLD_SIZE > 1); ``stop_at``: DETCHECK_STOP_AT as an int or
+    None; ``resume``: DETCHECK_RESUME=1; ``kill``: DETCHECK_STOP_KILL=1."""
+
+    def __init__(self):
+        self.stop_at = _stop_at()
+        self.resume = _flag(ENV_RESUME)
+        self.kill = _flag(ENV_STOP_KILL)
+        self.record_dir = _record_dir()
+
+    def __repr__(self):
+        return "detcheck.Session(record_dir=%r, stop_at=%r, resume=%r, kill=%r, checkpoint_dir=%r)" % (
+            self.record_dir, self.stop_at, self.resume, self.kill, os.environ.get(ENV_CHECKPOINT_DIR) or None)
+
+    def checkpoint_dir(self, default=None):
+        """DETCHECK_CHECKPOINT_DIR when set (not empty), else ``default``:
+        where the script saves its checkpoints and, with ``resume``, loads
+        the last one from."""
+        v = os.environ.get(ENV_CHECKPOINT_DIR, "")
+        return v if v else default
+
+    def should_stop(self, step):
+        """True once the last completed step ``step`` reached stop_at
+        (never without DETCHECK_STOP_AT). Save the checkpoint of this step,
+        then call :meth:`stopped`."""
+        if isinstance(step, bool):
+            raise TypeError("detcheck.session().should_stop: step %r is a bool, not an integer" % (step,))
+        try:
+            import operator
+            step = operator.index(step)
+        except TypeError:
+            raise TypeError("detcheck.session().should_stop: step %r (%s) is not an integer"
+                            % (step, type(step).__name__)) from None
+        return self.stop_at is not None and step >= self.stop_at
+
+    def stopped(self, step, checkpoint=None):
+        """Called right after the checkpoint of step ``step`` is saved:
+        syncs ``checkpoint`` (a file or directory) to disk, flushes and
+        closes the Recorders writing into DETCHECK_RECORD (their last step
+        is on disk), writes ``stop.json`` there atomically, and with
+        DETCHECK_STOP_KILL=1 SIGKILLs this process (it does not return).
+        Returns the stop.json path (None when nothing is recorded)."""
+        import operator
+        step = operator.index(step)
+        ckpt = None
+        if checkpoint is not None:
+            ckpt = os.path.abspath(os.fspath(checkpoint))
+            _fsync_tree(ckpt)
+        path = None
+        if self.record_dir is not None:
+            _close_recorders(self.record_dir)
+            os.makedirs(self.record_dir, exist_ok=True)
+            doc = {"detcheck_stop": 1, "step": step, "checkpoint": ckpt, "pid": os.getpid()}
+            data = (json.dumps(doc) + "\n").encode()
+            path = os.path.join(self.record_dir, STOP_FILE)
+            _lib.check(_lib.write_file_atomic(path.encode(), data, len(data)))
+        if self.kill:
+            for f in (sys.stdout, sys.stderr):
+                try:
+                    f.flush()
+                except Exception:
+                    pass
+            os.kill(os.getpid(), signal.SIGKILL)
+        return path
+
+
+def _same_dir(a, b):
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _close_recorders(d):
+    """Finishes a step taken but not finished (its loss is then absent) and
+    closes every open Recorder writing into d."""
+    from ._recorder import _OPEN
+    for rec in list(_OPEN):
+        if rec.closed or rec.out_dir is None or not _same_dir(rec.out_dir, d):
+            continue
+        if rec.pending is not None:
+            rec.finish(rec.pending)
+        auto = getattr(rec, "_auto", None)
+        if auto is not None:
+            auto.close()  # its optimizer hook goes too
+        else:
+            rec.close()
+
+
+def session():
+    """The resume contract of this run, read from the environment now
+    (``DETCHECK_RECORD``, ``DETCHECK_STOP_AT``, ``DETCHECK_RESUME``,
+    ``DETCHECK_CHECKPOINT_DIR``, ``DETCHECK_STOP_KILL``); a bad value
+    raises ValueError naming the variable. See :class:`Session`."""
+    return Session()

@@ -1,0 +1,145 @@
+/* Running a user's command as a child (repro, resume-check): its own
+ * process group, stdin from /dev/null, stdout and stderr into files, a
+ * timeout, and SIGINT/SIGTERM/SIGHUP passed on to the group; then the tail
+ * of its stderr for the user when it failed. */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+volatile sig_atomic_t cli_interrupted;
+static void on_signal(int sig) { cli_interrupted = sig; }
+
+void cli_run_catch_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+int cli_run_child(char *const *argv, const char *const *env, const char *out, const char *err, double timeout,
+                  double *seconds) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        setpgid(0, 0);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (in < 0 || fo < 0 || fe < 0 || dup2(in, 0) < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0) _exit(127);
+        /* a NULL value unsets: a variable of the contract that this run
+         * must not see, though the caller's environment has it */
+        for (size_t i = 0; env && env[i]; i += 2)
+            if (env[i + 1] ? setenv(env[i], env[i + 1], 1) : unsetenv(env[i])) _exit(127);
+        execvp(argv[0], argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    int st, rc = -1;
+    bool killed = false;
+    double kill_at = 0;
+    *seconds = 0;
+    for (;;) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        double el = (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9;
+        if (r == pid) {
+            *seconds = el;
+            if (rc == -1) rc = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+            break;
+        }
+        if (r < 0 && errno != EINTR) break;
+        if (!killed && timeout > 0 && el > timeout) {
+            kill(-pid, SIGKILL);
+            killed = true;
+            rc = -2;
+        } else if (!killed && cli_interrupted) {
+            /* SIGTERM first, so that the command may close its files */
+            kill(-pid, SIGTERM);
+            killed = true;
+            kill_at = el + 5;
+            rc = -3;
+        } else if (rc == -3 && el > kill_at) {
+            kill(-pid, SIGKILL);
+            kill_at = 1e300;
+        }
+        struct timespec nap = {0, 10 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    kill(-pid, SIGKILL); /* what the command left running in its group */
+    return rc;
+}
+
+void cli_run_describe(int st, double timeout, char *buf, size_t len) {
+    if (st == -1) snprintf(buf, len, "could not be started");
+    else if (st == -2) snprintf(buf, len, "did not finish within %g s (--timeout): its process group was killed", timeout);
+    else if (st == -3) snprintf(buf, len, "was interrupted");
+    else if (st > 128) snprintf(buf, len, "was killed by signal %d (%s)", st - 128, strsignal(st - 128));
+    else if (st == 127) snprintf(buf, len, "exited with status 127 (command not found?)");
+    else snprintf(buf, len, "exited with status %d", st);
+}
+
+char *cli_file_tail(const char *path, int lines) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat st;
+    char *buf = NULL;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        off_t from = st.st_size > 65536 ? st.st_size - 65536 : 0;
+        size_t want = (size_t)(st.st_size - from);
+        buf = malloc(want + 1);
+        ssize_t got = buf ? pread(fd, buf, want, from) : -1;
+        if (got < 0) {
+            free(buf);
+            buf = NULL;
+        } else {
+            buf[got] = 0;
+            size_t n = (size_t)got;
+            while (n && buf[n - 1] == '\n') buf[--n] = 0;
+            char *p = buf + n;
+            int seen = 0;
+            while (p > buf) {
+                if (p[-1] == '\n' && ++seen == lines) break;
+                p--;
+            }
+            memmove(buf, p, strlen(p) + 1);
+        }
+    }
+    close(fd);
+    return buf;
+}
+
+void cli_print_tail(const char *cmd, const char *path, int lines) {
+    char *t = cli_file_tail(path, lines);
+    if (!t || !*t) {
+        cli_error(cmd, "its stderr (%s) is empty", path);
+        free(t);
+        return;
+    }
+    cli_error(cmd, "its stderr, last %d lines (%s):", lines, path);
+    cli_progress_clear();
+    for (char *s = t, *e; s; s = e ? e + 1 : NULL) {
+        e = strchr(s, '\n');
+        if (e) *e = 0;
+        fprintf(stderr, "  %s\n", cli_safe(s));
+    }
+    free(t);
+}

@@ -1,0 +1,223 @@
+/* The comparison of two runs' traces (trace.bin), shared by bisect and the
+ * user form of resume-check: the first differing event, its lines, JSON
+ * and report case. */
+#include "cli_trace.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Whether run dir holds path at all: a FIFO or a dangling link is there
+ * (and refused when read, naming it), only ENOENT is absence. */
+static bool present(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0 || errno != ENOENT;
+}
+
+
+void cli_trace_release(cli_trace_first *f) {
+    dck_trace_release(&f->t[0]);
+    dck_trace_release(&f->t[1]);
+}
+
+static const char *same_name(const char *s) { return s; }
+
+/* Appends to buf (cut at its size: names may be long, and a line stays a
+ * line). */
+static void catf(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void catf(char *buf, size_t n, const char *fmt, ...) {
+    size_t k = strnlen(buf, n);
+    if (k + 1 >= n) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + k, n - k, fmt, ap);
+    va_end(ap);
+}
+
+/* "forward model.fc (aten.mm.default, call 0)", "forward model.fc (module,
+ * call 0)"; with counts, " with 2 inputs and 1 output" after it. */
+static void event_desc(char *buf, size_t n, const dck_trace *t, const dck_trace_event *e, bool counts,
+                       const char *(*name)(const char *)) {
+    int k = snprintf(buf, n, "%s %s (", dck_trace_phase_name(e->phase), name(t->names[e->module]));
+    if (k < 0 || (size_t)k >= n) return;
+    int j = snprintf(buf + k, n - (size_t)k, "%s, call %u)", e->kind == DCK_TRACE_OP ? name(t->names[e->op]) : "module",
+                     e->call);
+    if (j < 0 || (size_t)(k + j) >= n || !counts) return;
+    snprintf(buf + k + j, n - (size_t)(k + j), " with %u input%s and %u output%s", e->nin, e->nin == 1 ? "" : "s",
+             e->nout, e->nout == 1 ? "" : "s");
+}
+
+/* The verdict line of a difference, names through name (cli_safe for the
+ * terminal, as they are for reports and JSON). */
+static void trace_line(char *buf, size_t n, const cli_trace_first *f, const char *(*name)(const char *)) {
+    const dck_trace_diff *d = &f->d;
+    if (d->how == DCK_TRACE_EXECUTION) {
+        /* counts shown only when they are all that differs */
+        bool counts = d->a && d->b && (d->a->nin != d->b->nin || d->a->nout != d->b->nout);
+        char x[2][2048];
+        for (int k = 0; k < 2; k++) {
+            const dck_trace_event *e = k ? d->b : d->a;
+            if (e) event_desc(x[k], sizeof x[k], &f->t[k], e, counts, name);
+            else snprintf(x[k], sizeof x[k], "nothing more (its step ended after %zu events)", d->event);
+        }
+        buf[0] = 0;
+        catf(buf, n, "execution differs at event %zu of step %ld: run A ran %s, run B ran %s", d->event, d->step,
+             x[0], x[1]);
+        return;
+    }
+    const dck_trace *t = &f->t[0];
+    const dck_trace_event *e = d->a;
+    char where[2048], how[128];
+    if (e->kind == DCK_TRACE_OP)
+        snprintf(where, sizeof where, "%s (%s, call %u)", name(t->names[e->module]), name(t->names[e->op]), e->call);
+    else
+        snprintf(where, sizeof where, "%s (call %u)", name(t->names[e->module]), e->call);
+    if (d->input < 0) snprintf(how, sizeof how, "inputs equal, output differs (culprit)");
+    else snprintf(how, sizeof how, "input %d already differed (inherited)", d->input);
+    snprintf(buf, n, "first differing %s: step %ld, %s, %s, output %d: %s", e->kind == DCK_TRACE_OP ? "op" : "module",
+             d->step, dck_trace_phase_name(e->phase), where, d->output, how);
+}
+
+/* A path as one shell word (cli_shell_join), cut to the buffer. */
+static void shell_word(char *buf, size_t n, const char *s) {
+    char *w = cli_shell_join((char *const *)&s, 1);
+    snprintf(buf, n, "%s", w ? w : s);
+    free(w);
+}
+
+static bool regular_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Compares the runs' trace.bin when both have one; non-zero (and a message
+ * printed) on trouble. */
+int cli_trace_compare(const char *cmd, const char *const runs[2], cli_trace_first *f) {
+    memset(f, 0, sizeof *f);
+    char *p[2] = {dck_path_join(runs[0], DCK_TRACE_FILE), dck_path_join(runs[1], DCK_TRACE_FILE)};
+    int rc = 0;
+    if (!p[0] || !p[1]) {
+        rc = cli_fail(cmd, dck_oom(NULL));
+        goto out;
+    }
+    for (int k = 0; k < 2; k++) f->has[k] = present(p[k]);
+    f->both = f->has[0] && f->has[1];
+    if (f->has[0] != f->has[1]) {
+        cli_warn(cmd, "%s: traced in run %c only; the traces are not compared", p[f->has[0] ? 0 : 1],
+                 f->has[0] ? 'A' : 'B');
+        goto out;
+    }
+    if (!f->both) goto out;
+    dck_status s = dck_trace_load(p[0], &f->t[0]);
+    if (!s) s = dck_trace_load(p[1], &f->t[1]);
+    if (s) {
+        rc = cli_fail(cmd, s);
+        cli_trace_release(f);
+        goto out;
+    }
+    f->found = dck_trace_compare(&f->t[0], &f->t[1], &f->d);
+    for (int k = 0; k < 2; k++)
+        if (f->d.truncated[k])
+            cli_info(cmd, "note: %s: %zu compared traced step%s truncated by the recorder (first: step %ld); "
+                     "events past the bound are not compared", p[k], f->d.truncated[k],
+                     f->d.truncated[k] == 1 ? "" : "s", f->d.first_truncated[k]);
+    if (!f->found) goto out;
+    trace_line(f->line, sizeof f->line, f, same_name);
+    trace_line(f->safe_line, sizeof f->safe_line, f, cli_safe);
+    if (f->d.how == DCK_TRACE_OUTPUT) {
+        /* magnitudes: the recorder dumps one traced step's outputs as
+         * safetensors, tensors named by the event's index in the step */
+        char w[2][4200];
+        snprintf(f->tensor, sizeof f->tensor, "%05zu.output.%d", f->d.event, f->d.output);
+        for (int k = 0; k < 2; k++) {
+            snprintf(f->dump[k], sizeof f->dump[k], "%s/dump_step_%ld/trace.safetensors", runs[k], f->d.step);
+            shell_word(w[k], sizeof w[k], f->dump[k]);
+        }
+        f->dumps = regular_file(f->dump[0]) && regular_file(f->dump[1]);
+        if (f->dumps)
+            snprintf(f->magnitudes, sizeof f->magnitudes, "dumps present: detcheck diff %s %s (tensor %s)", w[0], w[1],
+                     f->tensor);
+        else
+            snprintf(f->magnitudes, sizeof f->magnitudes,
+                     "magnitudes: rerun both runs with DETCHECK_DUMP_STEP=%ld (e.g. DETCHECK_DUMP_STEP=%ld <your "
+                     "training command>), then: detcheck diff %s %s (tensor %s)",
+                     f->d.step, f->d.step, w[0], w[1], f->tensor);
+    }
+out:
+    free(p[0]);
+    free(p[1]);
+    return rc;
+}
+
+static json_t *trace_event_json(const dck_trace *t, const dck_trace_event *e, bool *oom) {
+    if (!e) return json_null();
+    json_t *o = json_object();
+    cli_jset(o, "phase", json_string(dck_trace_phase_name(e->phase)), oom);
+    cli_jset(o, "kind", json_string(e->kind == DCK_TRACE_OP ? "op" : "module"), oom);
+    cli_jset(o, "module", cli_json_text(t->names[e->module]), oom);
+    cli_jset(o, "op", e->kind == DCK_TRACE_OP ? cli_json_text(t->names[e->op]) : json_null(), oom);
+    cli_jset(o, "call", json_integer(e->call), oom);
+    return o;
+}
+
+/* "first_event": {step, event, phase, kind, module, op, call, output,
+ * input, culprit, how, tensor, magnitudes, run_b}; phase..call are run A's
+ * event (null when its step ended: how "execution"), run_b run B's event
+ * for how "execution" (else null). */
+json_t *cli_trace_json(const cli_trace_first *f, bool *oom) {
+    if (!f->found) return json_null();
+    const dck_trace_diff *d = &f->d;
+    bool out = d->how == DCK_TRACE_OUTPUT;
+    json_t *o = json_object();
+    cli_jset(o, "step", json_integer(d->step), oom);
+    cli_jset(o, "event", cli_json_u64(d->event), oom);
+    json_t *a = trace_event_json(&f->t[0], d->a, oom);
+    static const char *const keys[] = {"phase", "kind", "module", "op", "call"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        json_t *v = a && json_is_object(a) ? json_object_get(a, keys[k]) : NULL;
+        cli_jset(o, keys[k], v ? json_incref(v) : json_null(), oom);
+    }
+    json_decref(a);
+    cli_jset(o, "output", out ? json_integer(d->output) : json_null(), oom);
+    cli_jset(o, "input", out && d->input >= 0 ? json_integer(d->input) : json_null(), oom);
+    cli_jset(o, "culprit", json_boolean(out && d->input < 0), oom);
+    cli_jset(o, "how", json_string(out ? "output" : "execution"), oom);
+    cli_jset(o, "tensor", out ? json_string(f->tensor) : json_null(), oom);
+    cli_jset(o, "magnitudes", out ? cli_json_text(f->magnitudes) : json_null(), oom);
+    cli_jset(o, "run_b", out ? json_null() : trace_event_json(&f->t[1], d->b, oom), oom);
+    return o;
+}
+
+/* The report's case for the traces: failing, named after the first
+ * differing event (classname CLASSNAME.step_N.PHASE, name "MODULE
+ * (OP, call N)"; type culprit, inherited or execution); a pass when every
+ * traced step in both agrees; skipped when one run only was traced. */
+void cli_trace_report(cli_report *rep, const char *classname, const cli_trace_first *f) {
+    char cls[128], name[4200], msg[4200];
+    if (f->found) {
+        const dck_trace_diff *d = &f->d;
+        const dck_trace_event *e = d->a ? d->a : d->b;
+        const dck_trace *t = &f->t[d->a ? 0 : 1];
+        snprintf(cls, sizeof cls, "%s.step_%ld.%s", classname, d->step, dck_trace_phase_name(e->phase));
+        if (e->kind == DCK_TRACE_OP)
+            snprintf(name, sizeof name, "%s (%s, call %u)", t->names[e->module], t->names[e->op], e->call);
+        else
+            snprintf(name, sizeof name, "%s (call %u)", t->names[e->module], e->call);
+        const char *type = d->how == DCK_TRACE_EXECUTION ? "execution" : d->input < 0 ? "culprit" : "inherited";
+        msg[0] = 0;
+        catf(msg, sizeof msg, "%s%s%s", f->line, f->magnitudes[0] ? "; " : "", f->magnitudes);
+        cli_report_case(rep, cls, name, CLI_CASE_FAIL, type, msg, NULL);
+    } else if (f->both) {
+        snprintf(msg, sizeof msg, "%zu traced step%s in both agree event by event", f->d.common,
+                 f->d.common == 1 ? "" : "s");
+        cli_report_case(rep, classname, "traced steps", CLI_CASE_PASS, NULL, msg, NULL);
+    } else if (f->has[0] || f->has[1]) {
+        snprintf(msg, sizeof msg, "%s in run %c only: the traces are not compared", DCK_TRACE_FILE,
+                 f->has[0] ? 'A' : 'B');
+        cli_report_case(rep, classname, "traced steps", CLI_CASE_SKIPPED, NULL, msg, NULL);
+    }
+}
+

@@ -1,0 +1,1091 @@
+/* detcheck resume-check -- CMD ARGS...: does a user's own training resume
+ * bit for bit? Runs the command uninterrupted, then per stop point K a run
+ * that stops at K through the detcheck package's contract (DETCHECK_STOP_AT,
+ * stop.json; with --kill it SIGKILLs itself right after the checkpoint) and
+ * a run that resumes from that checkpoint (DETCHECK_RESUME=1); reads the
+ * recordings (trajectory.jsonl, tensor_digests.bin) in-process and names
+ * the first differing resumed step and the state that was not restored
+ * (issue 21). See man/detcheck-resume-check.1, USER COMMANDS. */
+#include "cli.h"
+#include "cli_report.h"
+#include "cli_trace.h"
+#include "train/train.h"
+#include "train/train_record.h"
+
+#include <errno.h>
+#include <dirent.h>
+#include <ftw.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CMD "resume-check"
+enum { MAX_STOPS = 64, TAIL_LINES = 20, MAX_STOP_JSON = 1 << 16, MAX_TRAJ_LINE = 1 << 16 };
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: detcheck resume-check [OPTIONS] -- CMD ARGS...\n"
+            "\n"
+            "Runs your training command uninterrupted, then for each stop point K a run\n"
+            "that stops at step K (DETCHECK_STOP_AT=K: the detcheck package saves the\n"
+            "checkpoint, writes stop.json and stops) and a run that resumes from that\n"
+            "checkpoint (DETCHECK_RESUME=1); compares the resumed steps K+1.. with the\n"
+            "uninterrupted run bit for bit (trajectory and every recorded tensor) and\n"
+            "names the state that was not restored: weights, data, RNG, LR, GradScaler,\n"
+            "EMA or optimizer state.\n"
+            "\n"
+            "Options:\n"
+            "  --at K[,K...]            stop points (default: half of the uninterrupted\n"
+            "                           run's last step)\n"
+            "  --kill                   the stop run SIGKILLs itself right after the\n"
+            "                           checkpoint (DETCHECK_STOP_KILL=1) instead of\n"
+            "                           stopping cleanly\n"
+            "  --trace MODE             DETCHECK_TRACE for the runs: none (default),\n"
+            "                           modules or ops\n"
+            "  --launcher \"CMD ...\"     prefix of every run, e.g. \"torchrun --nproc_per_node 2\"\n"
+            "  --resume-launcher \"...\"  prefix of the resumed runs (default: --launcher)\n"
+            "  --timeout SECONDS        per run; its process group is killed after it\n"
+            "  --workdir DIR            keep the runs in DIR (default: a temporary directory\n"
+            "                           under $TMPDIR, removed when every stop reproduces)\n"
+            "  --keep                   keep the temporary directory\n"
+            "  --json                   machine-readable result (one document)\n"
+            "  --junit FILE             also a JUnit XML report (a test case per stop point)\n"
+            "  --markdown FILE          also a Markdown summary ('-': stdout)\n"
+            "  -q, --quiet              no progress lines\n"
+            "\n"
+            "Exit status: 0 every stop point reproduced, 1 one differs, 2 trouble (bad\n"
+            "options, a run that failed, recorded nothing or did not honour the contract).\n");
+}
+
+/* ------------------------------------------------------------------ options */
+
+/* Options of the built-in trainer form that mean nothing for a user's
+ * command (beside train's own, refused by their table). */
+static const struct {
+    const char *name, *why;
+} trainer_only[] = {{"--resume-device", "the resumed run's device is your command's business"},
+                    {"--resume-flip-bit", "a testing hook of the built-in trainer"}};
+
+typedef struct {
+    long at[MAX_STOPS];
+    int nat;
+    bool kill, keep, json;
+    const char *trace, *launcher, *resume_launcher, *workdir;
+    double timeout; /* 0: none */
+    char **cmd;
+    int ncmd;
+    cli_report rep;
+} uopts;
+
+/* "--steps" or "--steps=..." when NAME is one of train's options. */
+static const char *train_option(const char *a) {
+    if (strncmp(a, "--", 2)) return NULL;
+    for (size_t i = 0; dck_train_option_name(i); i++) {
+        const char *n = dck_train_option_name(i);
+        size_t len = strlen(n);
+        if (!strncmp(a + 2, n, len) && (a[2 + len] == 0 || a[2 + len] == '=')) return n;
+    }
+    return NULL;
+}
+
+static int parse_at(uopts *o, const char *val) {
+    const char *p = val;
+    o->nat = 0;
+    for (;;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        char w[32];
+        long k;
+        if (n == 0 || n >= sizeof w) return cli_usage_error(CMD, "--at '%s': wants steps K[,K...] (1 or more each)", val);
+        memcpy(w, p, n);
+        w[n] = 0;
+        if (!cli_parse_long(w, 1, LONG_MAX / 2, &k))
+            return cli_usage_error(CMD, "--at '%s': wants steps K[,K...] (1 or more each)", val);
+        if (o->nat == MAX_STOPS) return cli_usage_error(CMD, "--at: more than %d stop points", MAX_STOPS);
+        for (int i = 0; i < o->nat; i++)
+            if (o->at[i] == k) return cli_usage_error(CMD, "--at: step %ld given twice", k);
+        o->at[o->nat++] = k;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+/* Every option is checked here, before any run. */
+static int parse_args(int argc, char **argv, uopts *o, bool *help) {
+    static const char *valued[] = {"--at", "--trace", "--launcher", "--resume-launcher", "--timeout", "--workdir"};
+    int i, used, r;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        if (!strcmp(a, "--")) break;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            *help = true;
+            return 0;
+        }
+        if (!strcmp(a, "--json")) { o->json = true; continue; }
+        if (!strcmp(a, "--keep")) { o->keep = true; continue; }
+        if (!strcmp(a, "--kill")) { o->kill = true; continue; }
+        if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { cli_quiet = true; continue; }
+        if ((r = cli_report_arg(&o->rep, a, i + 1 < argc ? argv[i + 1] : NULL, &used))) {
+            if (r < 0) return DCK_EXIT_TROUBLE;
+            i += used;
+            continue;
+        }
+        size_t k, nv = sizeof valued / sizeof valued[0];
+        for (k = 0; k < nv; k++) {
+            size_t len = strlen(valued[k]);
+            if (!strcmp(a, valued[k])) {
+                if (i + 1 >= argc || !strcmp(argv[i + 1], "--")) return cli_usage_error(CMD, "%s needs a value", a);
+                val = argv[++i];
+                break;
+            }
+            if (!strncmp(a, valued[k], len) && a[len] == '=') {
+                val = a + len + 1;
+                break;
+            }
+        }
+        if (k == nv) {
+            const char *t = train_option(a);
+            if (t)
+                return cli_usage_error(CMD, "--%s is a `detcheck train` option, for the built-in trainer form; with "
+                                            "'-- CMD' your command trains as it is (its own options go after '--')",
+                                       t);
+            for (size_t j = 0; j < sizeof trainer_only / sizeof trainer_only[0]; j++)
+                if (!strncmp(a, trainer_only[j].name, strlen(trainer_only[j].name)))
+                    return cli_usage_error(CMD, "%s: not with '-- CMD': %s", trainer_only[j].name, trainer_only[j].why);
+            if (a[0] == '-') return cli_usage_error(CMD, "unknown option '%s'", a);
+            return cli_usage_error(CMD, "'%s': the command comes after '--' (detcheck resume-check [OPTIONS] -- CMD "
+                                        "ARGS...)", a);
+        }
+        switch (k) {
+        case 0:
+            if ((r = parse_at(o, val))) return r;
+            break;
+        case 1:
+            if (strcmp(val, "modules") && strcmp(val, "ops") && strcmp(val, "none"))
+                return cli_usage_error(CMD, "--trace '%s': none, modules or ops", val);
+            o->trace = val;
+            break;
+        case 2:
+        case 3:
+            if (!val[strspn(val, " \t")]) return cli_usage_error(CMD, "%s: empty", valued[k]);
+            if (k == 2) o->launcher = val;
+            else o->resume_launcher = val;
+            break;
+        case 4:
+            if (!cli_parse_double(val, &o->timeout) || !(o->timeout > 0) || o->timeout > 86400.0 * 30)
+                return cli_usage_error(CMD, "--timeout '%s': not a number of seconds", val);
+            break;
+        default:
+            if (!*val) return cli_usage_error(CMD, "--workdir: empty");
+            o->workdir = val;
+            break;
+        }
+    }
+    if (i >= argc) return cli_usage_error(CMD, "no '--': detcheck resume-check [OPTIONS] -- CMD ARGS...");
+    o->cmd = argv + i + 1;
+    o->ncmd = argc - i - 1;
+    if (o->ncmd == 0) return cli_usage_error(CMD, "no command after '--'");
+    if (cli_report_check(&o->rep, o->json, NULL, 0)) return DCK_EXIT_TROUBLE;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ runs */
+
+typedef struct {
+    char label[64];                                  /* "the uninterrupted run", "the stop run at 5" */
+    char dir[PATH_MAX], ckpt[PATH_MAX], out[PATH_MAX], err[PATH_MAX];
+    int status;
+    double seconds;
+    dck_traj_rec *traj;
+    size_t ntraj;
+    bool has_rec;
+    dck_recording rec;
+} urun;
+
+static void run_release(urun *r) {
+    free(r->traj);
+    r->traj = NULL;
+    r->ntraj = 0;
+    if (r->has_rec) dck_recording_release(&r->rec);
+    r->has_rec = false;
+}
+
+static long first_step(const urun *r) { return r->ntraj ? r->traj[0].step : -1; }
+static long last_step(const urun *r) { return r->ntraj ? r->traj[r->ntraj - 1].step : -1; }
+
+/* The outcome of the whole command; trouble stops it. */
+typedef struct {
+    int rc;              /* 0, 1, 2 */
+    char error[4096];    /* the trouble, one line */
+    const char *err;     /* stderr of the run that failed, or NULL */
+} verdict;
+
+static void trouble(verdict *v, const char *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void trouble(verdict *v, const char *err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v->error, sizeof v->error, fmt, ap);
+    va_end(ap);
+    cli_error(CMD, "%s", cli_safe(v->error));
+    v->rc = DCK_EXIT_TROUBLE;
+    v->err = err;
+}
+
+/* Splits a launcher on blanks (no quoting: a launcher is a plain command
+ * line such as "torchrun --nproc_per_node 2"), as the trainer form does,
+ * then the command: a NULL-terminated argv, malloc'd (the words too). */
+static char **command_of(const char *launcher, char **cmd, int ncmd) {
+    size_t n = 0, cap = (size_t)ncmd + 1 + (launcher ? strlen(launcher) / 2 + 1 : 0);
+    char **v = calloc(cap, sizeof *v);
+    if (!v) return NULL;
+    if (launcher) {
+        char *copy = strdup(launcher), *save = NULL;
+        if (!copy) {
+            free(v);
+            return NULL;
+        }
+        for (char *w = strtok_r(copy, " \t", &save); w; w = strtok_r(NULL, " \t", &save))
+            if (!(v[n++] = strdup(w))) break;
+        free(copy);
+    }
+    for (int i = 0; i < ncmd; i++) v[n++] = strdup(cmd[i]);
+    for (size_t i = 0; i < n; i++)
+        if (!v[i]) {
+            for (size_t j = 0; j < n; j++) free(v[j]);
+            free(v);
+            return NULL;
+        }
+    return v;
+}
+
+static void free_argv(char **v) {
+    for (size_t i = 0; v && v[i]; i++) free(v[i]);
+    free(v);
+}
+
+static bool absent(const char *path) {
+    struct stat st;
+    return lstat(path, &st) != 0 && errno == ENOENT;
+}
+
+/* Runs one run and reads what it recorded. Returns 0; on trouble sets v.
+ * expect_kill: the run must end by SIGKILL (--kill's stop run). */
+static void run_one(const uopts *o, urun *r, const char *launcher, const char *const *env, bool expect_kill,
+                    verdict *v) {
+    if (mkdir(r->dir, 0777) != 0) {
+        trouble(v, NULL, "%s: cannot create: %s", r->dir, strerror(errno));
+        return;
+    }
+    if (mkdir(r->ckpt, 0777) != 0 && errno != EEXIST) {
+        trouble(v, NULL, "%s: cannot create: %s", r->ckpt, strerror(errno));
+        return;
+    }
+    char **argv = command_of(launcher, o->cmd, o->ncmd);
+    if (!argv) {
+        trouble(v, NULL, "out of memory");
+        return;
+    }
+    int n = 0;
+    while (argv[n]) n++;
+    char *line = cli_shell_join(argv, n);
+    r->status = cli_run_child(argv, env, r->out, r->err, o->timeout, &r->seconds);
+    free_argv(argv);
+    bool killed = r->status == 128 + SIGKILL;
+    if (r->status != 0 && !(expect_kill && killed)) {
+        char what[256];
+        cli_run_describe(r->status, o->timeout, what, sizeof what);
+        trouble(v, r->err, "%s %s: %s", r->label, what, line ? line : "");
+        free(line);
+        if (r->status != -3) cli_print_tail(CMD, r->err, TAIL_LINES);
+        return;
+    }
+    free(line);
+    char *traj = dck_path_join(r->dir, DCK_TRAJECTORY), *side = dck_path_join(r->dir, DCK_RECORD_FILE);
+    if (!traj || !side) {
+        free(traj);
+        free(side);
+        trouble(v, NULL, "out of memory");
+        return;
+    }
+    if (absent(traj)) {
+        trouble(v, r->err, "%s recorded nothing: %s is absent, so the command did not honour DETCHECK_RECORD", r->label,
+                traj);
+        cli_error(CMD, "hint: record with detcheck.autorecord(model, optimizer), detcheck.Recorder.from_env() or the "
+                       "HF / Lightning callbacks, and follow detcheck.session() (man detcheck-resume-check)");
+    } else {
+        dck_status s = dck_traj_load(traj, &r->traj, &r->ntraj);
+        if (s) trouble(v, NULL, "%s", dck_last_error());
+        else if (!r->ntraj) trouble(v, r->err, "%s recorded nothing: %s has no records", r->label, traj);
+        else if (!absent(side)) {
+            if ((s = dck_recording_load(side, &r->rec))) trouble(v, NULL, "%s", dck_last_error());
+            else r->has_rec = true;
+        }
+    }
+    free(traj);
+    free(side);
+    if (!v->rc) cli_info(CMD, "%s: steps %ld..%ld in %.1f s", r->label, first_step(r), last_step(r), r->seconds);
+}
+
+/* stop.json of a stop run: {"detcheck_stop": 1, "step": K, ...}. */
+static void check_stop_json(const urun *r, long K, verdict *v) {
+    char *p = dck_path_join(r->dir, "stop.json");
+    if (!p) {
+        trouble(v, NULL, "out of memory");
+        return;
+    }
+    if (absent(p)) {
+        trouble(v, r->err,
+                "%s wrote no stop.json (%s): the script must call detcheck.session().stopped(%ld) once the checkpoint "
+                "of step %ld is complete (DETCHECK_STOP_AT)",
+                r->label, p, K, K);
+        free(p);
+        return;
+    }
+    int fd;
+    struct stat st;
+    dck_status s = dck_open_regular(p, &fd, &st);
+    if (s) {
+        trouble(v, NULL, "%s", dck_last_error());
+        free(p);
+        return;
+    }
+    char *b = st.st_size <= MAX_STOP_JSON ? malloc((size_t)st.st_size + 1) : NULL;
+    ssize_t got = b ? pread(fd, b, (size_t)st.st_size, 0) : -1;
+    close(fd);
+    json_t *doc = got >= 0 ? json_loadb(b, (size_t)got, 0, NULL) : NULL;
+    json_t *mark = json_object_get(doc, "detcheck_stop"), *step = json_object_get(doc, "step");
+    if (!json_is_integer(mark) || json_integer_value(mark) != 1 || !json_is_integer(step))
+        trouble(v, NULL, "%s: not a stop record ({\"detcheck_stop\": 1, \"step\": K, \"checkpoint\": ..., \"pid\": ...})",
+                p);
+    else if (json_integer_value(step) != K)
+        trouble(v, r->err, "%s says step %lld, not %ld (DETCHECK_STOP_AT=%ld not honoured)", p,
+                (long long)json_integer_value(step), K, K);
+    json_decref(doc);
+    free(b);
+    free(p);
+}
+
+/* ------------------------------------------------------------------ lookups */
+
+/* One recorded step's entries sorted by kind and name, for lookups by name. */
+typedef struct {
+    const dck_recording *r;
+    dck_rec_entry *v;
+    size_t n;
+} sview;
+
+static int view_cmp(const void *x, const void *y, void *ctx) {
+    const dck_recording *r = ctx;
+    const dck_rec_entry *a = x, *b = y;
+    int c = (int)r->kinds[a->id] - (int)r->kinds[b->id];
+    return c ? c : strcmp(r->names[a->id], r->names[b->id]);
+}
+
+static const dck_rec_step *find_step(const dck_recording *r, long step) {
+    size_t lo = 0, hi = r->nsteps;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->steps[mid].step < step) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < r->nsteps && r->steps[lo].step == step ? &r->steps[lo] : NULL;
+}
+
+/* The view of step (empty when not recorded); false when out of memory. */
+static bool view_of(const urun *u, long step, sview *sv) {
+    memset(sv, 0, sizeof *sv);
+    const dck_rec_step *st = u->has_rec ? find_step(&u->rec, step) : NULL;
+    if (!st) return true;
+    sv->r = &u->rec;
+    if (!(sv->v = malloc((st->n ? st->n : 1) * sizeof *sv->v))) return false;
+    memcpy(sv->v, u->rec.entries + st->first, st->n * sizeof *sv->v);
+    sv->n = st->n;
+    qsort_r(sv->v, sv->n, sizeof *sv->v, view_cmp, (void *)sv->r);
+    return true;
+}
+
+static const dck_rec_entry *view_get(const sview *sv, int kind, const char *name) {
+    size_t lo = 0, hi = sv->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const dck_rec_entry *e = &sv->v[mid];
+        int c = (int)sv->r->kinds[e->id] - kind;
+        if (!c) c = strcmp(sv->r->names[e->id], name);
+        if (!c) return e;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+static const char *ename(const sview *sv, const dck_rec_entry *e) { return sv->r->names[e->id]; }
+static int ekind(const sview *sv, const dck_rec_entry *e) { return sv->r->kinds[e->id]; }
+
+/* Both have NAME of KIND and their digests differ. */
+static bool differs(const sview *a, const sview *b, int kind, const char *name) {
+    const dck_rec_entry *x = view_get(a, kind, name), *y = view_get(b, kind, name);
+    return x && y && !dck_digest_equal(x->digest, y->digest);
+}
+
+/* The first entry of KIND (and names starting with prefix, when given), in
+ * model order, whose digests differ between the views; NULL when none. */
+static const char *first_differing(const sview *a, const sview *b, int kind, const char *prefix) {
+    const char *best = NULL;
+    for (size_t i = 0; i < b->n; i++) {
+        const char *n = ename(b, &b->v[i]);
+        if (ekind(b, &b->v[i]) != kind || (prefix && strncmp(n, prefix, strlen(prefix)))) continue;
+        if (differs(a, b, kind, n) && (!best || dck_name_compare(n, best) < 0)) best = n;
+    }
+    return best;
+}
+
+/* The lr of the trajectory record of step (a number; NaN when null or
+ * absent). Read again from the file: dck_traj_rec holds it as a float. */
+static double traj_lr(const urun *r, long step) {
+    char *p = dck_path_join(r->dir, DCK_TRAJECTORY);
+    FILE *f = p ? fopen(p, "r") : NULL;
+    double lr = NAN;
+    char *line = f ? malloc(MAX_TRAJ_LINE + 2) : NULL;
+    while (line && fgets(line, MAX_TRAJ_LINE + 2, f)) {
+        json_t *o = json_loads(line, 0, NULL), *s = json_object_get(o, "step");
+        if (json_is_integer(s) && json_integer_value(s) == step) {
+            json_t *l = json_object_get(o, "lr");
+            if (json_is_number(l)) lr = json_number_value(l);
+            json_decref(o);
+            break;
+        }
+        json_decref(o);
+    }
+    free(line);
+    if (f) fclose(f);
+    free(p);
+    return lr;
+}
+
+static void lr_text(double v, char *buf, size_t n) {
+    if (isnan(v)) snprintf(buf, n, "none");
+    else snprintf(buf, n, "%.9g", v);
+}
+
+/* ------------------------------------------------------------------ the verdict of one stop point */
+
+typedef struct {
+    long at;
+    bool kill, done;
+    int result;        /* 0 identical, 1 different, 2 trouble */
+    long first_step;   /* -1: none */
+    long index;        /* resumed_index, -1: none */
+    const char *cause; /* NULL: none */
+    char state[1024];  /* the state entry the cause names, "" none */
+    char line[8192];   /* "at K (...): ..." */
+    char trace[4096];  /* with --trace: the first differing module or op of the resumed steps, "" none */
+    json_t *event;     /* its JSON (bisect's "first_event"), or NULL */
+} ustop;
+
+static const char *mode_text(const ustop *s) { return s->kill ? "SIGKILL after the checkpoint" : "clean stop"; }
+
+static void stop_line(ustop *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void stop_line(ustop *s, const char *fmt, ...) {
+    int k = snprintf(s->line, sizeof s->line, "at %ld (%s): ", s->at, mode_text(s));
+    va_list ap;
+    va_start(ap, fmt);
+    if (k > 0 && (size_t)k < sizeof s->line) vsnprintf(s->line + k, sizeof s->line - (size_t)k, fmt, ap);
+    va_end(ap);
+}
+
+/* The first step where b parts from a (trajectory, or any recorded entry;
+ * a state name in one only is none): -1 when none. *tstep, *rstep: the
+ * trajectory's and the recording's own; what: the trajectory's fields. */
+typedef struct {
+    long step, tstep, rstep;
+    char what[1024];
+    int kind;
+    char name[1024];
+    const char *how;
+} parting;
+
+static int first_parting(const urun *a, const urun *b, parting *p, verdict *v) {
+    memset(p, 0, sizeof *p);
+    p->step = p->tstep = p->rstep = -1;
+    if (!dck_traj_compare(a->traj, a->ntraj, b->traj, b->ntraj, &p->tstep, p->what, sizeof p->what)) p->tstep = -1;
+    if (a->has_rec && b->has_rec) {
+        int c = dck_recording_compare(&a->rec, &b->rec, &p->rstep, &p->kind, p->name, sizeof p->name, &p->how);
+        if (c < 0) {
+            cli_fail(CMD, dck_oom("comparing the recorded tensors"));
+            trouble(v, NULL, "out of memory comparing the recorded tensors");
+            return -1;
+        }
+        if (!c) p->rstep = -1;
+    }
+    p->step = p->tstep;
+    if (p->rstep >= 0 && (p->step < 0 || p->rstep < p->step)) p->step = p->rstep;
+    return 0;
+}
+
+/* RNG states: their names, in the order they are looked at, and why. */
+static const struct {
+    const char *name, *why;
+} rngs[] = {{"rng.torch", "torch's CPU RNG state was not restored"},
+            {"rng.cuda", "the CUDA RNG states were not restored"},
+            {"rng.numpy", "NumPy's global RNG state was not restored"},
+            {"rng.python", "Python's random state was not restored"}};
+
+/* The cause at the first differing step D of resumed run res against the
+ * uninterrupted run full, stop point K: the first that matches, in the
+ * order of the spec (weights, data, rng, lr, scaler, ema, optimizer,
+ * tensor, trajectory). Writes s->cause, s->state and the text into buf. */
+static bool diagnose(const urun *full, const urun *res, long K, const parting *p, ustop *s, char *buf, size_t n) {
+    long D = p->step;
+    sview a, b, ak;
+    memset(&ak, 0, sizeof ak);
+    bool okv = view_of(full, D, &a) & view_of(res, D, &b);
+    const char *nm;
+    buf[0] = 0;
+    if (!okv) goto oom;
+    /* 1 weights: the weights the resumed process started step K+1 from
+     * (start.NAME) against the uninterrupted run's after step K */
+    if (D == K + 1 && res->has_rec && res->rec.nsteps && res->rec.steps[0].step == K + 1) {
+        if (!view_of(full, K, &ak)) goto oom;
+        const char *best = NULL;
+        for (size_t i = 0; i < b.n; i++) {
+            const char *sn = ename(&b, &b.v[i]);
+            if (ekind(&b, &b.v[i]) != DCK_REC_STATE || strncmp(sn, "start.", 6)) continue;
+            const dck_rec_entry *w = view_get(&ak, DCK_REC_PARAMETER, sn + 6);
+            if (w && !dck_digest_equal(w->digest, b.v[i].digest) && (!best || dck_name_compare(sn + 6, best) < 0))
+                best = sn + 6;
+        }
+        if (best) {
+            s->cause = "weights";
+            snprintf(s->state, sizeof s->state, "start.%s", best);
+            snprintf(buf, n,
+                     "weights: the resumed run started from other weights than those after step %ld: parameter %s "
+                     "(the checkpoint does not hold the weights after step %ld's update)",
+                     K, best, K);
+            goto done;
+        }
+    }
+    /* 2 data: the batch, and which of the uninterrupted run's it is */
+    if (differs(&a, &b, DCK_REC_STATE, "data.batch")) {
+        const dck_rec_entry *x = view_get(&b, DCK_REC_STATE, "data.batch");
+        long J = -1;
+        for (size_t i = 0; i < full->rec.nsteps && J < 0; i++) {
+            const dck_rec_step *st = &full->rec.steps[i];
+            for (size_t k = 0; k < st->n; k++) {
+                const dck_rec_entry *e = &full->rec.entries[st->first + k];
+                if (full->rec.kinds[e->id] == DCK_REC_STATE && !strcmp(full->rec.names[e->id], "data.batch") &&
+                    dck_digest_equal(e->digest, x->digest)) {
+                    J = st->step;
+                    break;
+                }
+            }
+        }
+        s->cause = "data";
+        snprintf(s->state, sizeof s->state, "data.batch");
+        if (J < 0) snprintf(buf, n, "data: the batch differs (it equals no batch of the uninterrupted run)");
+        else if (J < D) snprintf(buf, n, "data: the batch differs (the loader restarted: the batch equals that of step %ld)", J);
+        else snprintf(buf, n, "data: the batch differs (the batch equals that of step %ld)", J);
+        goto done;
+    }
+    /* 3 rng */
+    for (size_t i = 0; i < sizeof rngs / sizeof rngs[0]; i++)
+        if (differs(&a, &b, DCK_REC_STATE, rngs[i].name)) {
+            s->cause = "rng";
+            snprintf(s->state, sizeof s->state, "%s", rngs[i].name);
+            snprintf(buf, n, "%s differs before any tensor (%s)", rngs[i].name, rngs[i].why);
+            goto done;
+        }
+    /* 4 lr: the trajectory's values when they differ, else the group's */
+    {
+        const char *g = first_differing(&a, &b, DCK_REC_STATE, "lr.");
+        double la = traj_lr(full, D), lb = traj_lr(res, D);
+        bool traj = isnan(la) != isnan(lb) || (!isnan(la) && la != lb);
+        if (traj || g) {
+            s->cause = "lr";
+            snprintf(s->state, sizeof s->state, "%s", g ? g : "");
+            if (traj) {
+                char ta[64], tb[64];
+                lr_text(la, ta, sizeof ta);
+                lr_text(lb, tb, sizeof tb);
+                snprintf(buf, n, "lr differs: %s vs %s (the LR scheduler's state: not restored, or stepped once more)",
+                         ta, tb);
+            } else {
+                snprintf(buf, n, "%s differs (the LR scheduler's state: not restored, or stepped once more)", g);
+            }
+            goto done;
+        }
+    }
+    /* 5 scaler, 6 ema */
+    if ((nm = first_differing(&a, &b, DCK_REC_STATE, "scaler."))) {
+        s->cause = "scaler";
+        snprintf(s->state, sizeof s->state, "%s", nm);
+        snprintf(buf, n, "%s differs (the GradScaler state was not restored)", nm);
+        goto done;
+    }
+    if ((nm = first_differing(&a, &b, DCK_REC_STATE, "ema."))) {
+        s->cause = "ema";
+        snprintf(s->state, sizeof s->state, "%s", nm);
+        snprintf(buf, n, "%s differs (the EMA weights were not restored)", nm);
+        goto done;
+    }
+    /* 7 optimizer: its state differs while every gradient agrees */
+    if ((nm = first_differing(&a, &b, DCK_REC_OPTIMIZER, NULL))) {
+        bool grads_equal = true;
+        for (int side = 0; side < 2 && grads_equal; side++) {
+            const sview *x = side ? &b : &a, *y = side ? &a : &b;
+            for (size_t i = 0; i < x->n && grads_equal; i++) {
+                if (ekind(x, &x->v[i]) != DCK_REC_GRADIENT) continue;
+                const dck_rec_entry *e = view_get(y, DCK_REC_GRADIENT, ename(x, &x->v[i]));
+                grads_equal = e && dck_digest_equal(e->digest, x->v[i].digest);
+            }
+        }
+        if (grads_equal) {
+            s->cause = "optimizer";
+            snprintf(buf, n, "optimizer: %s differs with equal gradients (the optimizer state was not restored)", nm);
+            goto done;
+        }
+    }
+    /* 8 the first differing tensor, as bisect names it */
+    if (p->rstep == D) {
+        static const struct {
+            const char *how, *suffix;
+        } hows[] = {{"only in A", " (recorded in the uninterrupted run only)"},
+                    {"only in B", " (recorded in the resumed run only)"}};
+        const char *suffix = "";
+        for (size_t i = 0; i < sizeof hows / sizeof hows[0]; i++)
+            if (!strcmp(p->how, hows[i].how)) suffix = hows[i].suffix;
+        s->cause = "tensor";
+        if (p->kind == DCK_REC_STATE) snprintf(s->state, sizeof s->state, "%s", p->name);
+        snprintf(buf, n, "first differing tensor: %s %s%s", dck_rec_kind_name((dck_rec_kind)p->kind), p->name, suffix);
+        goto done;
+    }
+    /* 9 the trajectory: loss or gradient-norm bits (or its root) */
+    s->cause = "trajectory";
+    snprintf(buf, n, "trajectory: %s", p->tstep == D ? p->what : "differs");
+done:
+    free(a.v);
+    free(b.v);
+    free(ak.v);
+    return true;
+oom:
+    free(a.v);
+    free(b.v);
+    free(ak.v);
+    return false;
+}
+
+static void ordinal(long i, char *buf, size_t n) {
+    if (i == 1) {
+        snprintf(buf, n, "first");
+        return;
+    }
+    const char *suf = "th";
+    if (i % 100 < 11 || i % 100 > 13) suf = i % 10 == 1 ? "st" : i % 10 == 2 ? "nd" : i % 10 == 3 ? "rd" : "th";
+    snprintf(buf, n, "%ld%s", i, suf);
+}
+
+/* ------------------------------------------------------------------ work dir */
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+/* The names of the runs' entries in the work dir: one left by an earlier
+ * check would be read as this one's. */
+static bool run_entry(const char *n) {
+    static const char *const exact[] = {"full", "full.ckpt", "full.out", "full.err"};
+    static const char *const prefix[] = {"stop_", "resume_", "ckpt_"};
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
+        if (!strcmp(n, exact[i])) return true;
+    for (size_t i = 0; i < sizeof prefix / sizeof prefix[0]; i++)
+        if (!strncmp(n, prefix[i], strlen(prefix[i]))) return true;
+    return false;
+}
+
+/* --workdir: created when absent; empty run dirs go, others are refused. */
+static int prepare_workdir(const char *work) {
+    struct stat st;
+    if (mkdir(work, 0777) != 0 && (errno != EEXIST || stat(work, &st) != 0 || !S_ISDIR(st.st_mode))) {
+        cli_error(CMD, "--workdir %s: cannot create it: %s", work, errno == EEXIST ? "not a directory" : strerror(errno));
+        return DCK_EXIT_TROUBLE;
+    }
+    DIR *d = opendir(work);
+    if (!d) {
+        cli_error(CMD, "--workdir %s: cannot read it: %s", work, strerror(errno));
+        return DCK_EXIT_TROUBLE;
+    }
+    int rc = 0;
+    for (struct dirent *e; !rc && (e = readdir(d));) {
+        if (!run_entry(e->d_name)) continue;
+        char p[PATH_MAX];
+        snprintf(p, sizeof p, "%s/%s", work, e->d_name);
+        if (rmdir(p) != 0 && unlink(p) != 0) {
+            cli_error(CMD, "%s exists and is not empty (an earlier check?): remove it or choose another --workdir", p);
+            rc = DCK_EXIT_TROUBLE;
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ main */
+
+static void run_paths(urun *r, const char *work, const char *name, const char *ckpt, const char *label) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->label, sizeof r->label, "%s", label);
+    snprintf(r->dir, sizeof r->dir, "%s/%s", work, name);
+    snprintf(r->ckpt, sizeof r->ckpt, "%s/%s", work, ckpt);
+    snprintf(r->out, sizeof r->out, "%s/%s.out", work, name);
+    snprintf(r->err, sizeof r->err, "%s/%s.err", work, name);
+}
+
+/* One stop point: the stop run, its checks, the resume run, the verdict. */
+/* With --trace: the uninterrupted run's and the resumed run's traces over
+ * the steps both traced (the resumed ones), as bisect compares them: the
+ * first differing module or op, into s->trace and s->event. Non-zero on
+ * trouble. */
+static int compare_traces(const urun *full, const urun *res, ustop *s, long *step, verdict *v) {
+    cli_trace_first *tf = calloc(1, sizeof *tf);
+    *step = -1;
+    if (!tf) {
+        cli_fail(CMD, dck_oom(NULL));
+        trouble(v, NULL, "out of memory comparing the traces");
+        return -1;
+    }
+    const char *runs[2] = {full->dir, res->dir};
+    int rc = cli_trace_compare(CMD, runs, tf);
+    if (rc) {
+        trouble(v, NULL, "the traces of %s and %s could not be compared", full->dir, res->dir);
+    } else if (tf->found) {
+        bool oom = false;
+        snprintf(s->trace, sizeof s->trace, "%s", tf->line);
+        s->event = cli_trace_json(tf, &oom);
+        *step = tf->d.step;
+        if (oom) {
+            cli_fail(CMD, dck_oom(NULL));
+            trouble(v, NULL, "out of memory comparing the traces");
+            rc = -1;
+        }
+    }
+    cli_trace_release(tf);
+    free(tf);
+    return rc;
+}
+
+static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, verdict *v) {
+    long K = s->at;
+    char name[64], ck[64], label[64], at[32];
+    urun stop, res;
+    memset(&res, 0, sizeof res);
+    snprintf(name, sizeof name, "stop_%ld", K);
+    snprintf(ck, sizeof ck, "ckpt_%ld", K);
+    snprintf(label, sizeof label, "the stop run at %ld", K);
+    run_paths(&stop, work, name, ck, label);
+    snprintf(at, sizeof at, "%ld", K);
+    const char *trace = o->trace ? o->trace : "none";
+    /* each run sees the variables of its part of the contract, and not
+     * those of the others even when the caller's environment has them */
+    const char *env_stop[] = {"DETCHECK_RECORD", stop.dir,  "DETCHECK_CHECKPOINT_DIR", stop.ckpt,
+                              "DETCHECK_STOP_AT", at,       "DETCHECK_TRACE",          trace,
+                              "DETCHECK_RESUME", NULL,      "DETCHECK_STOP_KILL",      o->kill ? "1" : NULL,
+                              NULL};
+    cli_info(CMD, "stop run at %ld (%s)", K, mode_text(s));
+    run_one(o, &stop, o->launcher, env_stop, o->kill, v);
+    if (v->rc) goto out;
+    /* the contract: stopped at K (recorded no step past it), said so in
+     * stop.json, and with --kill died by SIGKILL after it */
+    if (last_step(&stop) > K) {
+        trouble(v, stop.err, "%s did not stop at step %ld: it recorded steps %ld..%ld (DETCHECK_STOP_AT not honoured)",
+                stop.label, K, first_step(&stop), last_step(&stop));
+        goto out;
+    }
+    check_stop_json(&stop, K, v);
+    if (v->rc) goto out;
+    if (last_step(&stop) < K) {
+        trouble(v, stop.err, "%s recorded steps %ld..%ld, but its stop.json says step %ld", stop.label,
+                first_step(&stop), last_step(&stop), K);
+        goto out;
+    }
+    if (o->kill && stop.status == 0) {
+        trouble(v, stop.err,
+                "%s exited with status 0: with --kill it must SIGKILL itself right after writing stop.json "
+                "(DETCHECK_STOP_KILL=1 not honoured)",
+                stop.label);
+        goto out;
+    }
+    /* the stop run must be the uninterrupted run up to K */
+    parting p;
+    if (first_parting(full, &stop, &p, v)) goto out;
+    if (p.step >= 0 && p.step <= K) {
+        s->done = true;
+        s->result = DCK_EXIT_DIFFERENT;
+        s->cause = "before_stop";
+        s->first_step = p.step;
+        stop_line(s, "the stopped run already differs at step %ld before the stop (the command is not reproducible: "
+                     "try detcheck repro)",
+                  p.step);
+        goto out;
+    }
+
+    snprintf(name, sizeof name, "resume_%ld", K);
+    snprintf(label, sizeof label, "the resume run from %ld", K);
+    run_paths(&res, work, name, ck, label);
+    const char *env_res[] = {"DETCHECK_RECORD", res.dir, "DETCHECK_CHECKPOINT_DIR", res.ckpt,
+                             "DETCHECK_RESUME", "1",     "DETCHECK_TRACE",          trace,
+                             "DETCHECK_STOP_AT", NULL,   "DETCHECK_STOP_KILL",      NULL,
+                             NULL};
+    cli_info(CMD, "resume run from %ld", K);
+    run_one(o, &res, o->resume_launcher ? o->resume_launcher : o->launcher, env_res, false, v);
+    if (v->rc) goto out;
+    s->done = true;
+    long F = first_step(&res), L = last_step(&res), S = last_step(full);
+    if (F != K + 1) {
+        s->result = DCK_EXIT_DIFFERENT;
+        s->cause = "steps";
+        s->first_step = K + 1;
+        s->index = 1;
+        if (F <= first_step(full))
+            stop_line(s, "the resumed run recorded steps %ld..%ld: it started over at step %ld (no checkpoint loaded?)",
+                      F, L, F);
+        else
+            stop_line(s, "the resumed run recorded steps %ld..%ld: it started at step %ld, not at step %ld (the step "
+                         "after the stop)",
+                      F, L, F, K + 1);
+        goto out;
+    }
+    if (first_parting(full, &res, &p, v)) goto out;
+    long tstep = -1;
+    if (strcmp(trace, "none") && compare_traces(full, &res, s, &tstep, v)) goto out;
+    if (p.step < 0 && tstep >= 0) {
+        /* every recorded tensor agrees, an intermediate does not */
+        char nth[32];
+        s->result = DCK_EXIT_DIFFERENT;
+        s->cause = "trace";
+        s->first_step = tstep;
+        s->index = tstep - K;
+        ordinal(s->index, nth, sizeof nth);
+        stop_line(s, "first difference at step %ld (the %s resumed step): %s", tstep, nth, s->trace);
+        s->trace[0] = 0;
+        goto out;
+    }
+    if (p.step < 0 && L != S) {
+        long D = (L < S ? L : S) + 1;
+        s->result = DCK_EXIT_DIFFERENT;
+        s->cause = "steps";
+        s->first_step = D;
+        s->index = D - K;
+        stop_line(s, "the resumed run recorded steps %ld..%ld, the uninterrupted run steps %ld..%ld", F, L,
+                  first_step(full), S);
+        goto out;
+    }
+    if (p.step < 0) {
+        s->result = DCK_EXIT_SAME;
+        stop_line(s, "resumed steps %ld..%ld identical to the uninterrupted run", K + 1, S);
+        goto out;
+    }
+    char cause[4096], nth[32];
+    s->result = DCK_EXIT_DIFFERENT;
+    s->first_step = p.step;
+    s->index = p.step - K;
+    if (!diagnose(full, &res, K, &p, s, cause, sizeof cause)) {
+        cli_fail(CMD, dck_oom("naming the cause"));
+        trouble(v, NULL, "out of memory naming the cause");
+        goto out;
+    }
+    ordinal(s->index, nth, sizeof nth);
+    stop_line(s, "first difference at step %ld (the %s resumed step): %s", p.step, nth, cause);
+out:
+    run_release(&stop);
+    run_release(&res);
+}
+
+int resume_user(int argc, char **argv) {
+    uopts o;
+    memset(&o, 0, sizeof o);
+    cli_report_init(&o.rep, CMD);
+    bool help = false, temp = false, oom = false;
+    ustop *stops = calloc(MAX_STOPS, sizeof *stops); /* ~9 KiB each: not on the stack */
+    int nstops = 0;
+    urun full;
+    memset(&full, 0, sizeof full);
+    verdict v;
+    memset(&v, 0, sizeof v);
+    char work[PATH_MAX - 128] = "", *cmdline = NULL, title[8192] = "";
+    int rc = stops ? parse_args(argc, argv, &o, &help) : cli_fail(CMD, dck_oom(NULL));
+    if (rc) goto done;
+    if (help) {
+        usage(stdout);
+        goto done;
+    }
+    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK")) {
+        rc = cli_usage_error(CMD, "run resume-check itself without a launcher; pass --launcher \"CMD ...\" instead");
+        goto done;
+    }
+    if (!(cmdline = cli_shell_join(o.cmd, o.ncmd))) {
+        rc = cli_fail(CMD, dck_oom(NULL));
+        goto done;
+    }
+    if (o.workdir) {
+        if (strlen(o.workdir) >= sizeof work - 64) {
+            rc = cli_usage_error(CMD, "--workdir: path too long");
+            goto done;
+        }
+        snprintf(work, sizeof work, "%s", o.workdir);
+        if ((rc = prepare_workdir(work))) goto done;
+    } else {
+        const char *t = getenv("TMPDIR");
+        snprintf(work, sizeof work, "%.*s/detcheck-resume-check.XXXXXX", (int)(sizeof work - 64),
+                 t && *t ? t : "/tmp");
+        if (!mkdtemp(work)) {
+            cli_error(CMD, "cannot create a temporary directory %s: %s", work, strerror(errno));
+            rc = DCK_EXIT_TROUBLE;
+            goto done;
+        }
+        temp = true;
+    }
+    {
+        /* absolute: the command may change its directory before recording */
+        char abs[PATH_MAX];
+        if (realpath(work, abs) && strlen(abs) < sizeof work - 64) snprintf(work, sizeof work, "%s", abs);
+    }
+    cli_run_catch_signals();
+
+    /* ---- the uninterrupted run */
+    run_paths(&full, work, "full", "full.ckpt", "the uninterrupted run");
+    const char *trace = o.trace ? o.trace : "none";
+    const char *env_full[] = {"DETCHECK_RECORD", full.dir, "DETCHECK_CHECKPOINT_DIR", full.ckpt,
+                              "DETCHECK_TRACE",  trace,    "DETCHECK_STOP_AT",        NULL,
+                              "DETCHECK_RESUME", NULL,     "DETCHECK_STOP_KILL",      NULL,
+                              NULL};
+    cli_info(CMD, "uninterrupted run: %s", cli_safe(cmdline));
+    run_one(&o, &full, o.launcher, env_full, false, &v);
+    if (!v.rc && full.has_rec == false)
+        cli_warn(CMD, "%s/%s absent: only the trajectories are compared", full.dir, DCK_RECORD_FILE);
+    long S = v.rc ? -1 : last_step(&full), F0 = v.rc ? -1 : first_step(&full);
+    if (!v.rc && !o.nat) {
+        o.at[o.nat++] = S / 2 >= 1 ? S / 2 : 1;
+    }
+    for (int i = 0; !v.rc && i < o.nat; i++)
+        if (o.at[i] >= S || o.at[i] < F0)
+            trouble(&v, NULL, "stop point %ld: the uninterrupted run recorded steps %ld..%ld, so a stop point is a "
+                              "step from %ld to %ld (a resumed run must have steps left)",
+                    o.at[i], F0, S, F0, S - 1);
+
+    /* ---- the stop points */
+    for (int i = 0; !v.rc && i < o.nat && !cli_interrupted; i++) {
+        ustop *s = &stops[nstops++];
+        memset(s, 0, sizeof *s);
+        s->at = o.at[i];
+        s->kill = o.kill;
+        s->first_step = s->index = -1;
+        check_stop(&o, work, &full, s, &v);
+        if (v.rc) {
+            s->result = DCK_EXIT_TROUBLE;
+            stop_line(s, "trouble: %s", v.error);
+        } else if (!o.json) {
+            printf("%s\n", cli_safe(s->line));
+            if (s->trace[0]) printf("%s\n", cli_safe(s->trace));
+        }
+    }
+    if (!v.rc && cli_interrupted) trouble(&v, NULL, "interrupted");
+
+    /* ---- the verdict */
+    int ndiff = 0;
+    for (int i = 0; i < nstops; i++) ndiff += stops[i].result == DCK_EXIT_DIFFERENT;
+    rc = v.rc ? DCK_EXIT_TROUBLE : ndiff ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
+    if (rc == DCK_EXIT_TROUBLE)
+        snprintf(title, sizeof title, "trouble: %s", v.error);
+    else if (ndiff)
+        snprintf(title, sizeof title, "not reproduced: %d of %d stop point%s differ%s", ndiff, nstops,
+                 nstops == 1 ? "" : "s", nstops == 1 ? "s" : "");
+    else
+        snprintf(title, sizeof title,
+                 "reproduced: %d stop point%s, every resumed step bitwise identical to the uninterrupted run (%ld "
+                 "steps)",
+                 nstops, nstops == 1 ? "" : "s", S);
+    if (rc != DCK_EXIT_TROUBLE && !o.json) printf("%s\n", title);
+    bool keep = rc || !temp || o.keep;
+
+    if (cli_report_wanted(&o.rep)) {
+        cli_report_property(&o.rep, "command", cmdline);
+        cli_report_property(&o.rep, "mode", o.kill ? "kill" : "clean");
+        if (keep) cli_report_property(&o.rep, "workdir", work);
+        cli_report_title(&o.rep, "%s", title);
+        char *tail = v.err ? cli_file_tail(v.err, TAIL_LINES) : NULL;
+        if (rc == DCK_EXIT_TROUBLE && (!nstops || stops[nstops - 1].result != DCK_EXIT_TROUBLE))
+            cli_report_case(&o.rep, "detcheck.resume_check", S < 0 ? "uninterrupted" : "stop_points", CLI_CASE_ERROR,
+                            "run", v.error, tail);
+        for (int i = 0; i < nstops; i++) {
+            ustop *s = &stops[i];
+            char nm[64];
+            snprintf(nm, sizeof nm, "at_%ld", s->at);
+            if (s->result == DCK_EXIT_TROUBLE)
+                cli_report_case(&o.rep, "detcheck.resume_check", nm, CLI_CASE_ERROR, "contract", s->line, tail);
+            else
+            {
+                char msg[12300];
+                snprintf(msg, sizeof msg, "%s%s%s", s->line, s->trace[0] ? "; " : "", s->trace);
+                cli_report_case(&o.rep, "detcheck.resume_check", nm, s->result ? CLI_CASE_FAIL : CLI_CASE_PASS,
+                                s->result ? s->cause : NULL, msg, NULL);
+            }
+        }
+        free(tail);
+        if (cli_report_finish(&o.rep, rc)) rc = DCK_EXIT_TROUBLE, keep = true;
+    }
+    if (o.json) {
+        json_t *doc = json_object(), *c = json_array(), *arr = json_array();
+        static const char *const verdicts[] = {"reproduced", "different", "trouble"};
+        cli_jset(doc, "verdict", json_string(verdicts[rc]), &oom);
+        for (int i = 0; i < o.ncmd; i++) cli_jappend(c, cli_json_text(o.cmd[i]), &oom);
+        cli_jset(doc, "command", c, &oom);
+        cli_jset(doc, "steps", S >= 0 ? json_integer(S) : json_null(), &oom);
+        for (int i = 0; i < nstops; i++) {
+            ustop *s = &stops[i];
+            json_t *e = json_object();
+            cli_jset(e, "at", json_integer(s->at), &oom);
+            cli_jset(e, "mode", json_string(s->kill ? "kill" : "clean"), &oom);
+            cli_jset(e, "identical", s->done ? json_boolean(s->result == 0) : json_null(), &oom);
+            cli_jset(e, "first_step", s->first_step >= 0 ? json_integer(s->first_step) : json_null(), &oom);
+            cli_jset(e, "resumed_index", s->index >= 0 ? json_integer(s->index) : json_null(), &oom);
+            cli_jset(e, "cause", s->cause ? json_string(s->cause) : json_null(), &oom);
+            cli_jset(e, "state", s->state[0] ? cli_json_text(s->state) : json_null(), &oom);
+            cli_jset(e, "line", cli_json_text(s->line), &oom);
+            cli_jset(e, "trace", s->trace[0] ? cli_json_text(s->trace) : json_null(), &oom);
+            cli_jset(e, "event", s->event ? json_incref(s->event) : json_null(), &oom);
+            cli_jappend(arr, e, &oom);
+        }
+        cli_jset(doc, "stops", arr, &oom);
+        if (rc == DCK_EXIT_TROUBLE) {
+            char *tail = v.err ? cli_file_tail(v.err, TAIL_LINES) : NULL;
+            cli_jset(doc, "error", cli_json_text(v.error[0] ? v.error : "trouble"), &oom);
+            cli_jset(doc, "stderr_tail", tail ? cli_json_text(tail) : json_null(), &oom);
+            free(tail);
+        }
+        cli_jset(doc, "workdir", cli_json_text(work), &oom);
+        cli_jset(doc, "kept", json_boolean(keep), &oom);
+        dck_status s = cli_json_print(doc, CLI_JSON_COMPACT, oom);
+        if (s) rc = cli_fail(CMD, s), keep = true;
+    }
+    if (keep) {
+        if (rc == DCK_EXIT_DIFFERENT && !o.json) printf("runs kept in %s\n", work);
+        else if (temp) cli_info(CMD, "runs kept in %s", work);
+    } else {
+        nftw(work, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    }
+    if (cli_interrupted) rc = DCK_EXIT_TROUBLE;
+done:
+    run_release(&full);
+    for (int i = 0; stops && i < nstops; i++) json_decref(stops[i].event);
+    free(stops);
+    free(cmdline);
+    cli_report_release(&o.rep);
+    return rc;
+}

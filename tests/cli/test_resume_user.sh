@@ -1,0 +1,322 @@
+# detcheck resume-check -- CMD (issue 21): a user's own training, stopped at
+# K and resumed, against its uninterrupted run. The command here is
+# fake.py, which honours the contract of the detcheck Python package
+# (DETCHECK_RECORD, DETCHECK_STOP_AT, DETCHECK_RESUME, DETCHECK_CHECKPOINT_DIR,
+# DETCHECK_STOP_KILL, stop.json) and writes what its recorder writes
+# (trajectory.jsonl, tensor_digests.bin with kind-3 state entries), with a
+# mode per resume bug, so no PyTorch is needed; the real-PyTorch, HF and
+# Lightning tests are the Python package's.
+. "$DCK_TOP/tests/cli/lib.sh"
+command -v python3 > /dev/null 2>&1 || skip "python3 absent"
+mkdir tmp
+export TMPDIR="$PWD/tmp"
+
+# fake.py [MODE]: ok (default); resume bugs: forget_rng, loader_restart,
+# sched_twice, no_optim, weights (the checkpoint holds the weights before
+# step K's update), no_ema, no_scaler, drift (a gradient differs at K+2),
+# loss (loss bits at K+1), short (the resume ends 2 steps early), restart
+# (the resume records from step 1); contract failures: never_stops,
+# no_stop_json, wrong_step, ignore_kill; unrepro (every run differs); fail
+# (30 lines on stderr, exit 3). STEPS: the steps (default 10).
+cat > fake.py <<'PY'
+import hashlib, json, os, signal, struct, sys
+mode = sys.argv[1] if len(sys.argv) > 1 else "ok"
+if mode == "fail":
+    print("training...", flush=True)
+    for i in range(30):
+        print("line %d of the failure" % i, file=sys.stderr)
+    sys.exit(3)
+rec = os.environ["DETCHECK_RECORD"]
+stop_at = os.environ.get("DETCHECK_STOP_AT")
+stop_at = int(stop_at) if stop_at else None
+resume = os.environ.get("DETCHECK_RESUME") == "1"
+kill = os.environ.get("DETCHECK_STOP_KILL") == "1"
+ckdir = os.environ["DETCHECK_CHECKPOINT_DIR"]
+steps = int(os.environ.get("STEPS", "10"))
+with open(os.path.join(rec, "env.txt"), "w") as f:
+    for k in ("DETCHECK_RECORD", "DETCHECK_STOP_AT", "DETCHECK_RESUME", "DETCHECK_CHECKPOINT_DIR",
+              "DETCHECK_STOP_KILL", "DETCHECK_TRACE"):
+        f.write("%s=%s\n" % (k, os.environ.get(k, "")))
+    f.write("argv=%s\n" % " ".join(sys.argv))
+
+def H(*a):
+    return int.from_bytes(hashlib.sha256(repr(a).encode()).digest()[:16], "big")
+
+salt = rec if mode == "unrepro" else ""
+st = {"w": H("w0"), "m": 0, "rng": H("seed"), "sched": 0, "pos": 0, "ema": H("ema0"), "scale": 65536, "step": 0}
+ck = os.path.join(ckdir, "ckpt.json")
+if resume and mode != "restart":
+    st = json.load(open(ck))
+    if mode == "forget_rng": st["rng"] = H("seed")
+    if mode == "loader_restart": st["pos"] = 0
+    if mode == "sched_twice": st["sched"] += 1
+    if mode == "no_optim": st["m"] = 0
+    if mode == "weights": st["w"] = st["w_before"]
+    if mode == "no_ema": st["ema"] = H("ema0")
+    if mode == "no_scaler": st["scale"] = 65536
+
+names, out = {}, bytearray(b"DCKTDIG\0" + struct.pack("<II", 1, 0))
+traj = open(os.path.join(rec, "trajectory.jsonl"), "w")
+first = True
+for s in range(st["step"] + 1, steps + 1):
+    if mode == "short" and resume and s > steps - 2:
+        break
+    if stop_at is not None and mode != "never_stops" and st["step"] >= stop_at:
+        break
+    batch = H("batch", st["pos"])
+    lr = 0.5 ** st["sched"]
+    ents = [(3, "data.batch", batch), (3, "rng.torch", st["rng"]), (3, "lr.0", H(lr)),
+            (3, "scaler.scale", H(st["scale"])), (3, "ema.layers.0.weight", st["ema"])]
+    if first:
+        ents.append((3, "start.layers.0.weight", st["w"]))
+        first = False
+    g = H("grad", st["w"], batch, st["rng"], salt)
+    if mode == "drift" and resume and s == st.get("resumed_from", 0) + 2:
+        g += 1
+    st["w_before"] = st["w"]
+    st["m"] = H("m", st["m"], g)
+    st["w"] = H("w", st["w"], st["m"], lr)
+    st["ema"] = H("ema", st["ema"], st["w"])
+    st["rng"] = H("rng", st["rng"])
+    st["pos"] += 1
+    st["sched"] += 1
+    st["scale"] += 1
+    st["step"] = s
+    ents += [(0, "layers.0.weight", g), (1, "layers.0.weight", st["w"]), (2, "layers.0.weight.exp_avg", st["m"])]
+    for k, n, _ in ents:
+        if (k, n) not in names:
+            names[(k, n)] = len(names)
+            nb = n.encode()
+            out += struct.pack("<BIBH", 1, names[(k, n)], k, len(nb)) + nb
+    out += struct.pack("<BqI", 2, s, len(ents))
+    for k, n, d in ents:
+        out += struct.pack("<IQQ", names[(k, n)], d >> 64, d & ((1 << 64) - 1))
+    lb = st["w"] & 0xffffffff
+    if mode == "loss" and resume and s == st.get("resumed_from", 0) + 1:
+        lb ^= 1
+    traj.write(json.dumps({"step": s, "loss": 1.0, "loss_bits": "%08x" % lb, "grad_norm": 1.0,
+                           "grad_norm_bits": "%08x" % (g & 0xffffffff), "lr": lr}) + "\n")
+traj.flush()
+open(os.path.join(rec, "tensor_digests.bin"), "wb").write(out)
+if stop_at is not None and mode != "never_stops" and st["step"] >= stop_at:
+    st["resumed_from"] = st["step"]
+    json.dump(st, open(ck, "w"))
+    if mode != "no_stop_json":
+        json.dump({"detcheck_stop": 1, "step": st["step"] + (1 if mode == "wrong_step" else 0), "checkpoint": ck,
+                   "pid": os.getpid()}, open(os.path.join(rec, "stop.json"), "w"))
+    if kill and mode != "ignore_kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+print("trained to step %d" % st["step"])
+PY
+nothing_left() { [ -z "$(ls tmp)" ] || { ls -l tmp; fail "$1: tmp holds $(ls tmp)"; }; ok; }
+RC="$DETCHECK resume-check"
+
+# ---------------------------------------------------------------- bad flags: exit 2 before any run
+bad() {
+    expect_exit 2 $RC "$@"
+    [ ! -e ran ] || fail "resume-check $*: the command ran"
+    nothing_left "resume-check $*"
+}
+bad -- 
+expect_grep "no command after '--'" err.txt
+bad --steps 10 -- touch ran
+expect_grep "--steps is a \`detcheck train\` option, for the built-in trainer form" err.txt
+bad --seed=3 -- touch ran
+expect_grep "--seed is a \`detcheck train\` option" err.txt
+bad --resume-device cpu -- touch ran
+expect_grep "--resume-device: not with '-- CMD'" err.txt
+bad --at 0 -- touch ran
+expect_grep "--at '0': wants steps" err.txt
+bad --at 3,x -- touch ran
+bad --at 3,3 -- touch ran
+expect_grep "--at: step 3 given twice" err.txt
+bad --at -- touch ran
+expect_grep "--at needs a value" err.txt
+bad --trace all -- touch ran
+expect_grep "--trace 'all': none, modules or ops" err.txt
+bad --timeout soon -- touch ran
+bad --launcher " " -- touch ran
+bad --frobnicate -- touch ran
+expect_grep "unknown option '--frobnicate'" err.txt
+bad --json --junit - -- touch ran
+bad --markdown fake.py -- touch ran
+bad stray -- touch ran
+expect_grep "'stray': the command comes after '--'" err.txt
+mkdir -p wd/stop_5 && touch wd/stop_5/trajectory.jsonl
+bad --workdir wd -- touch ran
+expect_grep 'wd/stop_5 exists and is not empty' err.txt
+rm -rf wd
+expect_exit 0 $RC --help --
+expect_grep '^usage: detcheck resume-check \[OPTIONS\] -- CMD ARGS' out.txt
+expect_grep 'DETCHECK_STOP_KILL=1' out.txt
+# the trainer form's help names the user form
+expect_exit 0 $RC --help
+expect_grep '^   or: detcheck resume-check \[OPTIONS\] -- CMD ARGS' out.txt
+
+# ---------------------------------------------------------------- reproduced
+expect_exit 0 $RC -- python3 fake.py
+expect_grep '^at 5 (clean stop): resumed steps 6..10 identical to the uninterrupted run$' out.txt
+expect_grep '^reproduced: 1 stop point, every resumed step bitwise identical to the uninterrupted run (10 steps)$' out.txt
+nothing_left "a reproduced check"
+expect_exit 0 $RC --kill --at 3,7 -q -- python3 fake.py
+expect_grep '^at 3 (SIGKILL after the checkpoint): resumed steps 4..10 identical to the uninterrupted run$' out.txt
+expect_grep '^at 7 (SIGKILL after the checkpoint): resumed steps 8..10 identical to the uninterrupted run$' out.txt
+expect_grep '^reproduced: 2 stop points, every resumed step bitwise identical to the uninterrupted run (10 steps)$' out.txt
+[ ! -s err.txt ] || { cat err.txt; fail "-q: stderr not empty"; }
+ok
+nothing_left "--kill"
+# the environment of each run, and the layout of the work dir
+expect_exit 0 $RC --workdir w --at 4 --trace ops -- python3 fake.py
+W="$PWD/w"
+expect_grep "^DETCHECK_RECORD=$W/full$" w/full/env.txt
+expect_grep "^DETCHECK_CHECKPOINT_DIR=$W/full.ckpt$" w/full/env.txt
+expect_grep '^DETCHECK_STOP_AT=$' w/full/env.txt
+expect_grep '^DETCHECK_RESUME=$' w/full/env.txt
+expect_grep '^DETCHECK_TRACE=ops$' w/full/env.txt
+expect_grep "^DETCHECK_RECORD=$W/stop_4$" w/stop_4/env.txt
+expect_grep "^DETCHECK_CHECKPOINT_DIR=$W/ckpt_4$" w/stop_4/env.txt
+expect_grep '^DETCHECK_STOP_AT=4$' w/stop_4/env.txt
+expect_grep '^DETCHECK_STOP_KILL=$' w/stop_4/env.txt
+expect_grep "^DETCHECK_RECORD=$W/resume_4$" w/resume_4/env.txt
+expect_grep "^DETCHECK_CHECKPOINT_DIR=$W/ckpt_4$" w/resume_4/env.txt
+expect_grep '^DETCHECK_RESUME=1$' w/resume_4/env.txt
+expect_grep '^DETCHECK_STOP_AT=$' w/resume_4/env.txt
+expect_grep '"detcheck_stop": 1, "step": 4' w/stop_4/stop.json
+expect_grep '^trained to step 10$' w/resume_4.out
+# the contract's variables from the caller's environment reach no run they are not for
+expect_exit 0 env DETCHECK_STOP_AT=2 DETCHECK_RESUME=1 DETCHECK_STOP_KILL=1 $RC --workdir w2 -- python3 fake.py
+expect_grep '^DETCHECK_STOP_AT=$' w2/full/env.txt
+expect_grep '^DETCHECK_RESUME=$' w2/stop_5/env.txt
+expect_grep '^DETCHECK_STOP_KILL=$' w2/stop_5/env.txt
+expect_grep '^DETCHECK_TRACE=none$' w2/full/env.txt
+# launchers: words split on blanks; the resumed run's own
+expect_exit 0 $RC --workdir w3 --launcher "env LAUNCHED=a" --resume-launcher "env  LAUNCHED=b" -- sh -c 'echo $LAUNCHED > "$DETCHECK_RECORD/launched"; exec python3 fake.py'
+expect_grep '^a$' w3/full/launched
+expect_grep '^a$' w3/stop_5/launched
+expect_grep '^b$' w3/resume_5/launched
+rm -rf w w2 w3
+
+# ---------------------------------------------------------------- the state that was not restored
+# diff MODE CAUSE LINE [OPTIONS]: exit 1, the stop line, the verdict, runs kept
+diff_is() {
+    mode=$1 cause=$2 line=$3; shift 3
+    expect_exit 1 $RC "$@" -- python3 fake.py $mode
+    expect_grep "^$line\$" out.txt
+    expect_grep '^not reproduced: 1 of 1 stop point differs$' out.txt
+    expect_grep '^runs kept in ' out.txt
+    rm -rf tmp/*
+}
+diff_is forget_rng rng 'at 5 (clean stop): first difference at step 6 (the first resumed step): rng.torch differs before any tensor (torch.s CPU RNG state was not restored)'
+diff_is forget_rng rng 'at 5 (SIGKILL after the checkpoint): first difference at step 6 (the first resumed step): rng.torch differs before any tensor (torch.s CPU RNG state was not restored)' --kill
+diff_is loader_restart data 'at 5 (clean stop): first difference at step 6 (the first resumed step): data: the batch differs (the loader restarted: the batch equals that of step 1)'
+diff_is sched_twice lr "at 5 (clean stop): first difference at step 6 (the first resumed step): lr differs: 0.03125 vs 0.015625 (the LR scheduler.s state: not restored, or stepped once more)"
+diff_is no_optim optimizer 'at 5 (clean stop): first difference at step 6 (the first resumed step): optimizer: layers.0.weight.exp_avg differs with equal gradients (the optimizer state was not restored)'
+diff_is weights weights "at 5 (clean stop): first difference at step 6 (the first resumed step): weights: the resumed run started from other weights than those after step 5: parameter layers.0.weight (the checkpoint does not hold the weights after step 5.s update)"
+diff_is no_ema ema 'at 5 (clean stop): first difference at step 6 (the first resumed step): ema.layers.0.weight differs (the EMA weights were not restored)'
+diff_is no_scaler scaler 'at 5 (clean stop): first difference at step 6 (the first resumed step): scaler.scale differs (the GradScaler state was not restored)'
+diff_is drift tensor 'at 3 (clean stop): first difference at step 5 (the 2nd resumed step): first differing tensor: gradient layers.0.weight' --at 3
+diff_is loss trajectory 'at 5 (clean stop): first difference at step 6 (the first resumed step): trajectory: loss_bits [0-9a-f]* vs [0-9a-f]*'
+diff_is short steps 'at 5 (clean stop): the resumed run recorded steps 6..8, the uninterrupted run steps 1..10'
+diff_is restart steps 'at 5 (clean stop): the resumed run recorded steps 1..10: it started over at step 1 (no checkpoint loaded?)'
+diff_is unrepro before_stop 'at 5 (clean stop): the stopped run already differs at step 1 before the stop (the command is not reproducible: try detcheck repro)'
+# two stop points, one differs
+cat > half.sh <<'SH'
+case $DETCHECK_RECORD in *_7) exec python3 fake.py forget_rng ;; esac
+exec python3 fake.py
+SH
+expect_exit 1 $RC --at 3,7 -- sh half.sh
+expect_grep '^at 3 (clean stop): resumed steps 4..10 identical' out.txt
+expect_grep '^at 7 (clean stop): first difference at step 8 (the first resumed step): rng.torch differs' out.txt
+expect_grep '^not reproduced: 1 of 2 stop points differ$' out.txt
+rm -rf tmp/*
+
+# ---------------------------------------------------------------- contract failures: exit 2
+expect_exit 2 $RC -- python3 fake.py never_stops
+expect_grep 'the stop run at 5 did not stop at step 5: it recorded steps 1..10 (DETCHECK_STOP_AT not honoured)' err.txt
+rm -rf tmp/*
+expect_exit 2 $RC -- python3 fake.py no_stop_json
+expect_grep 'the stop run at 5 wrote no stop.json (.*/stop_5/stop.json): the script must call detcheck.session().stopped(5)' err.txt
+rm -rf tmp/*
+expect_exit 2 $RC -- python3 fake.py wrong_step
+expect_grep 'stop_5/stop.json says step 6, not 5 (DETCHECK_STOP_AT=5 not honoured)' err.txt
+rm -rf tmp/*
+expect_exit 2 $RC --kill -- python3 fake.py ignore_kill
+expect_grep 'the stop run at 5 exited with status 0: with --kill it must SIGKILL itself right after writing stop.json (DETCHECK_STOP_KILL=1 not honoured)' err.txt
+rm -rf tmp/*
+expect_exit 2 $RC -- python3 fake.py fail
+expect_grep 'the uninterrupted run exited with status 3: python3 fake.py fail' err.txt
+expect_grep 'its stderr, last 20 lines' err.txt
+expect_grep '^  line 29 of the failure$' err.txt
+expect_no_grep 'line 9 of the failure' err.txt
+rm -rf tmp/*
+expect_exit 2 $RC -- true
+expect_grep 'the uninterrupted run recorded nothing: .*/full/trajectory.jsonl is absent, so the command did not honour DETCHECK_RECORD' err.txt
+rm -rf tmp/*
+expect_exit 2 $RC --at 10 -- python3 fake.py
+expect_grep 'stop point 10: the uninterrupted run recorded steps 1..10, so a stop point is a step from 1 to 9' err.txt
+rm -rf tmp/*
+start=$(date +%s)
+expect_exit 2 $RC --timeout 1 -- sh -c 'sleep 30 & sleep 30'
+[ $(( $(date +%s) - start )) -lt 15 ] || fail "--timeout 1 took $(( $(date +%s) - start )) s"
+ok
+expect_grep 'did not finish within 1 s (--timeout): its process group was killed' err.txt
+rm -rf tmp/*
+
+# ---------------------------------------------------------------- --json, --junit, --markdown
+expect_exit 0 $RC --json --at 3,6 -- python3 fake.py
+python3 - <<'PY' || fail "--json, reproduced"
+import json
+d = json.load(open("out.txt"))
+assert d["verdict"] == "reproduced" and d["steps"] == 10 and d["kept"] is False, d
+assert d["command"] == ["python3", "fake.py"], d
+assert [s["at"] for s in d["stops"]] == [3, 6], d
+s = d["stops"][0]
+assert s == {"at": 3, "mode": "clean", "identical": True, "first_step": None, "resumed_index": None, "cause": None,
+             "state": None, "line": "at 3 (clean stop): resumed steps 4..10 identical to the uninterrupted run",
+             "trace": None, "event": None}, s
+PY
+ok
+nothing_left "--json"
+expect_exit 1 $RC --json --kill --junit r.xml --markdown r.md -- python3 fake.py loader_restart
+python3 - <<'PY' || fail "--json, different"
+import json, os
+d = json.load(open("out.txt"))
+assert d["verdict"] == "different" and d["kept"] is True and os.path.isdir(d["workdir"]), d
+s = d["stops"][0]
+assert s["at"] == 5 and s["mode"] == "kill" and s["identical"] is False and s["first_step"] == 6, s
+assert s["resumed_index"] == 1 and s["cause"] == "data" and s["state"] == "data.batch", s
+assert s["line"].endswith("data: the batch differs (the loader restarted: the batch equals that of step 1)"), s
+PY
+ok
+expect_grep 'classname="detcheck.resume_check" name="at_5"' r.xml
+expect_grep 'type="data"' r.xml
+expect_grep 'failures="1"' r.xml
+expect_grep '^### :x: detcheck resume-check: DIFFERENT' r.md
+expect_grep 'not reproduced: 1 of 1 stop point differs' r.md
+rm -rf tmp/*
+expect_exit 2 $RC --json --junit bad.xml -- python3 fake.py never_stops
+python3 - <<'PY' || fail "--json, trouble"
+import json
+d = json.load(open("out.txt"))
+assert d["verdict"] == "trouble" and d["kept"] is True, d
+assert "did not stop at step 5: it recorded steps 1..10 (DETCHECK_STOP_AT not honoured)" in d["error"], d
+assert d["stops"][0]["identical"] is None and d["stops"][0]["cause"] is None, d
+PY
+ok
+expect_grep 'errors="1"' bad.xml
+expect_grep 'DETCHECK_STOP_AT not honoured' bad.xml
+rm -rf tmp/*
+expect_exit 2 $RC --json -- python3 fake.py fail
+python3 - <<'PY' || fail "--json, failed run"
+import json
+d = json.load(open("out.txt"))
+assert d["verdict"] == "trouble" and d["stops"] == [] and "line 29 of the failure" in d["stderr_tail"], d
+PY
+ok
+rm -rf tmp/*
+expect_exit 0 $RC --junit ok.xml --markdown ok.md -- python3 fake.py
+expect_grep 'failures="0"' ok.xml
+expect_grep 'errors="0"' ok.xml
+expect_grep '^### :white_check_mark: detcheck resume-check: OK' ok.md
+nothing_left "reports"
+done_ok
