@@ -805,6 +805,9 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
     if (last_step(&stop) > K) {
         trouble(v, stop.err, "%s did not stop at step %ld: it recorded steps %ld..%ld (DETCHECK_STOP_AT not honoured)",
                 stop.label, K, first_step(&stop), last_step(&stop));
+        cli_error(CMD, "hint: after step K's checkpoint, stop when detcheck.session().should_stop(step) says so and "
+                       "call .stopped(step, path); the Hugging Face and Lightning callbacks do both (man "
+                       "detcheck-resume-check, USER COMMANDS)");
         goto out;
     }
     check_stop_json(&stop, K, v);
