@@ -544,7 +544,8 @@ static bool diagnose(const urun *full, const urun *res, long K, const parting *p
     long D = p->step;
     sview a, b, ak;
     memset(&ak, 0, sizeof ak);
-    bool okv = view_of(full, D, &a) & view_of(res, D, &b);
+    bool oka = view_of(full, D, &a), okb = view_of(res, D, &b); /* both, whatever the first gives: both are freed */
+    bool okv = oka && okb;
     const char *nm;
     buf[0] = 0;
     if (!okv) goto oom;
