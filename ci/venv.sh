@@ -8,18 +8,24 @@
 #                           pytest (all pinned) and numpy: the tests that read
 #                           files torch.save itself wrote, the fixtures of real
 #                           layouts and the Python package's tests (.ci/run)
+#   sh ci/venv.sh megatron  megatron-core 0.15.3 and deepspeed 0.19 (CPU) on the
+#                           torch pin above, psutil, numpy<2: the fixtures that
+#                           the real libraries write (tests/fixtures/mcore,
+#                           tests/fixtures/make_mcore_fixtures.py)
 #
 # The environment lives outside the clone, keyed by purpose and pinned
 # requirement, so a second run on the same machine reuses it:
 # ${DCK_VENV_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/detcheck}/venv-PURPOSE-KEY.
 # Messages go to stderr; exit 2 when no such python3 can be had.
 set -e
-purpose=${1:?usage: ci/venv.sh bench|torch}
+purpose=${1:?usage: ci/venv.sh bench|torch|megatron}
 case $purpose in
 bench) reqs="numpy>=1.24,<3" probe="import numpy" ;;
 torch) reqs="torch==2.15.0 numpy>=1.24,<3 transformers==5.24.0 accelerate==1.15.0 lightning==2.6.6 pytest==9.2.0"
        probe="import torch, numpy, transformers, accelerate, lightning, pytest" ;;
-*) echo "ci/venv.sh: unknown purpose '$purpose' (bench, torch)" >&2; exit 2 ;;
+megatron) reqs="torch==2.15.0 megatron-core==0.15.3 deepspeed==0.19.8 numpy>=1.24,<2 psutil==7.2.2 packaging>=24.2 safetensors==0.8.0"
+          probe="import torch, numpy, psutil, safetensors, deepspeed, importlib.metadata as m; assert m.version('megatron-core') == '0.15.3'" ;;
+*) echo "ci/venv.sh: unknown purpose '$purpose' (bench, torch, megatron)" >&2; exit 2 ;;
 esac
 py=$(command -v python3 || true)
 [ -n "$py" ] || { echo "ci/venv.sh: no python3 on PATH" >&2; exit 2; }
