@@ -431,7 +431,8 @@ typedef struct {
     const char *name;
     dck_diff_status status;
     dck_group group;
-    const char *layer;       /* "layers.12", "h.3"; NULL when the name has no numeric part */
+    const char *layer;       /* "layers.12", "h.3"; NULL when the name has no numeric part
+                              * and for a stacked tensor (its slices say) */
     int in_a, in_b;
     dck_dtype dtype_a, dtype_b;
     int ndim_a, ndim_b;
@@ -452,11 +453,33 @@ typedef struct {
      * that side (a tied weight torch.save wrote twice): that tensor's name;
      * NULL otherwise or when the reader cannot tell (manifests, safetensors). */
     const char *alias_of;
+    /* A stacked tensor (Megatron-Core's torch_dist: every layer of a stack in
+     * one tensor whose leading dimension is the layer, named with a "layers"
+     * component followed by no number, "decoder.layers.mlp.linear_fc1.weight"):
+     * one slice per leading index, "decoder.layers.0", "decoder.layers.1", ...
+     * (layer above is then NULL). 0 / NULL for other tensors and when a
+     * manifest is involved (a digest covers the whole tensor). */
+    size_t nslices;
+    struct dck_diff_slice *slices;
 } dck_diff_tensor;
+
+/* One layer of a stacked tensor: its elements [i, ...] along the leading
+ * dimension. */
+typedef struct dck_diff_slice {
+    const char *layer;       /* "decoder.layers.1": the name's component before
+                              * "layers", "layers", the index */
+    dck_diff_status status;  /* from the slice's statistics when the tensor has
+                              * them; otherwise the tensor's status (missing,
+                              * mismatched: every layer of it differs) */
+    dck_diff_stats stats;    /* valid when the tensor's has_stats; first_flat
+                              * is an index into the whole tensor */
+    double rel_l2;
+    uint64_t numeric_diff_count; /* as dck_diff_tensor's */
+} dck_diff_slice;
 
 typedef struct {
     const char *layer;
-    size_t tensors;
+    size_t tensors;          /* a stacked tensor's slice counts as one */
     size_t differing;        /* tensors not equal (within_tolerance included) */
     size_t first_differing;  /* index into tensors of its first differing one */
     uint64_t max_ulp;        /* over the tensors with a numeric difference */

@@ -633,6 +633,7 @@ START_TEST(test_layer_names) {
         {"0.weight", "0"},
         {"optimizer.state.3.exp_avg", NULL},
         {"optimizer.param_groups.0.lr", NULL},
+        {"optimizer.param_state.12.step", NULL}, /* Megatron-Core: a parameter index */
         {"optimizer.state.7.model.layers.2.w", "layers.2"},
         {"encoder/block/7/kernel", "block/7"},
         {"model.embed_tokens.weight", NULL},

@@ -165,6 +165,12 @@ const char *cli_safe(const char *s);
 /* argv as one shell command line (each word quoted when it needs it), so
  * that a printed command runs as it reads; malloc'd, NULL when out of memory. */
 char *cli_shell_join(char *const *argv, int n);
+/* argv[*i] as one of the options named in valued, "--name VALUE" or
+ * "--name=VALUE": its index in valued, *val its value (*i moved past a
+ * separate one); -1 when it is none of them; -2 when its value is missing
+ * (a usage error printed under cmd's name). */
+int cli_valued_option(const char *cmd, int argc, char **argv, int *i, const char *const *valued, size_t nv,
+                      const char **val);
 
 /* Terminal colour for stdout (isatty and NO_COLOR unset). */
 bool cli_color(void);

@@ -117,6 +117,27 @@ char *cli_shell_join(char *const *argv, int n) {
     return s;
 }
 
+int cli_valued_option(const char *cmd, int argc, char **argv, int *i, const char *const *valued, size_t nv,
+                      const char **val) {
+    const char *a = argv[*i];
+    for (size_t k = 0; k < nv; k++) {
+        size_t len = strlen(valued[k]);
+        if (!strcmp(a, valued[k])) {
+            if (*i + 1 >= argc || !strcmp(argv[*i + 1], "--")) {
+                cli_usage_error(cmd, "%s needs a value", a);
+                return -2;
+            }
+            *val = argv[++*i];
+            return (int)k;
+        }
+        if (!strncmp(a, valued[k], len) && a[len] == '=') {
+            *val = a + len + 1;
+            return (int)k;
+        }
+    }
+    return -1;
+}
+
 const char *cli_safe(const char *s) {
     static char bufs[4][1024];
     static int k;

@@ -136,6 +136,21 @@ static char *dupf(const char *fmt, ...) {
     return p;
 }
 
+/* Under a stacked tensor's row: which of its layers differ (the first few;
+ * the layer summary has them all). */
+static void print_slices(const dck_diff_tensor *t, int indent) {
+    enum { SHOWN = 8 };
+    size_t nd = 0;
+    for (size_t l = 0; l < t->nslices; l++) nd += t->slices[l].status != DCK_DIFF_EQUAL;
+    if (!nd) return;
+    printf("%*s  differing layers (%zu of %zu):", indent, "", nd, t->nslices);
+    size_t k = 0;
+    for (size_t l = 0; l < t->nslices && k < SHOWN; l++)
+        if (t->slices[l].status != DCK_DIFF_EQUAL)
+            printf("%s %s", k++ ? "," : "", cli_safe(t->slices[l].layer));
+    printf("%s\n", nd > SHOWN ? ", ..." : "");
+}
+
 /* One table row per listed tensor; widths from the cells, so long names and
  * shapes never break the alignment. */
 static void print_rows(const dck_diff_result *r, int verbose, size_t *name_w) {
@@ -243,6 +258,7 @@ static void print_rows(const dck_diff_result *r, int verbose, size_t *name_w) {
                    (unsigned long long)st->inf_a, (unsigned long long)st->inf_b,
                    (unsigned long long)st->nan_vs_number, (unsigned long long)st->nan_payload);
         }
+        print_slices(rw->t, (int)w[0]);
         for (int c = 0; c < NCOL; c++) free(rw->cell[c]);
     }
     free(rows);
@@ -364,6 +380,35 @@ static json_t *json_name(const dck_diff_result *r, long i) {
     return i >= 0 ? cli_json_text(r->tensors[i].name) : json_null();
 }
 
+/* A stacked tensor's layers: status, and with element statistics the
+ * per-tensor figures of each layer (null where a NaN-only difference
+ * leaves no pair to measure). */
+static json_t *json_slices(const dck_diff_tensor *x, bool *oom) {
+    json_t *a = json_array();
+    for (size_t l = 0; l < x->nslices; l++) {
+        const dck_diff_slice *sl = &x->slices[l];
+        const dck_diff_stats *st = &sl->stats;
+        json_t *o = json_object();
+        cli_jset(o, "layer", cli_json_text(sl->layer), oom);
+        cli_jset(o, "index", cli_json_u64(l), oom);
+        cli_jset(o, "status", json_string(dck_diff_status_name(sl->status)), oom);
+        if (x->has_stats) {
+            int fig = !(st->diff_count && !sl->numeric_diff_count);
+            cli_jset(o, "count", cli_json_u64(st->count), oom);
+            cli_jset(o, "diff_count", cli_json_u64(st->diff_count), oom);
+            cli_jset(o, "beyond_tolerance", cli_json_u64(st->beyond_count), oom);
+            cli_jset(o, "max_abs", fig ? json_num(st->max_abs) : json_null(), oom);
+            cli_jset(o, "max_rel", fig ? json_num(st->max_rel) : json_null(), oom);
+            cli_jset(o, "max_ulp", fig ? cli_json_u64(st->max_ulp) : json_null(), oom);
+            cli_jset(o, "rel_l2", fig ? json_num(sl->rel_l2) : json_null(), oom);
+            cli_jset(o, "nan_vs_number", cli_json_u64(st->nan_vs_number), oom);
+            cli_jset(o, "nan_payload", cli_json_u64(st->nan_payload), oom);
+        }
+        cli_jappend(a, o, oom);
+    }
+    return a;
+}
+
 static int print_json(const dck_diff_result *r, const char *pa, const char *pb,
                       const dck_diff_tolerance *tol, long top) {
     bool oom = false;
@@ -480,6 +525,7 @@ static int print_json(const dck_diff_result *r, const char *pa, const char *pb,
             cli_jset(o, "nan_vs_number", cli_json_u64(st->nan_vs_number), &oom);
             cli_jset(o, "nan_payload", cli_json_u64(st->nan_payload), &oom);
         }
+        if (x->nslices) cli_jset(o, "layers", json_slices(x, &oom), &oom);
         cli_jappend(tensors, o, &oom);
     }
     cli_jset(doc, "tensors", tensors, &oom);

@@ -149,23 +149,13 @@ static int parse_args(int argc, char **argv, repro_opts *o, bool *help) {
             i += used;
             continue;
         }
-        size_t k, nv = sizeof valued / sizeof valued[0];
-        for (k = 0; k < nv; k++) {
-            size_t len = strlen(valued[k]);
-            if (!strcmp(a, valued[k])) {
-                if (i + 1 >= argc || !strcmp(argv[i + 1], "--"))
-                    return cli_usage_error(CMD, "%s needs a value", a);
-                val = argv[++i];
-                break;
-            }
-            if (!strncmp(a, valued[k], len) && a[len] == '=' && k > 0) {
-                val = a + len + 1;
-                break;
-            }
-            if (k == 0 && !strncmp(a, "-n", 2) && a[2]) { /* -n3 */
-                val = a + 2;
-                break;
-            }
+        size_t nv = sizeof valued / sizeof valued[0];
+        int vk = cli_valued_option(CMD, argc, argv, &i, valued, nv, &val);
+        if (vk == -2) return DCK_EXIT_TROUBLE;
+        size_t k = vk < 0 ? nv : (size_t)vk;
+        if (vk < 0 && !strncmp(a, "-n", 2) && a[2]) { /* -n3 */
+            k = 0;
+            val = a + 2;
         }
         if (k == nv) {
             if (a[0] == '-') return cli_usage_error(CMD, "unknown option '%s'", a);

@@ -136,19 +136,10 @@ static int parse_args(int argc, char **argv, uopts *o, bool *help) {
             i += used;
             continue;
         }
-        size_t k, nv = sizeof valued / sizeof valued[0];
-        for (k = 0; k < nv; k++) {
-            size_t len = strlen(valued[k]);
-            if (!strcmp(a, valued[k])) {
-                if (i + 1 >= argc || !strcmp(argv[i + 1], "--")) return cli_usage_error(CMD, "%s needs a value", a);
-                val = argv[++i];
-                break;
-            }
-            if (!strncmp(a, valued[k], len) && a[len] == '=') {
-                val = a + len + 1;
-                break;
-            }
-        }
+        size_t nv = sizeof valued / sizeof valued[0];
+        int vk = cli_valued_option(CMD, argc, argv, &i, valued, nv, &val);
+        if (vk == -2) return DCK_EXIT_TROUBLE;
+        size_t k = vk < 0 ? nv : (size_t)vk;
         if (k == nv) {
             const char *t = train_option(a);
             if (t)

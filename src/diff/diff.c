@@ -43,6 +43,14 @@
 #define WINDOW_ITEMS 1024u  /* chunks per window (per-chunk results held at once) */
 #define WINDOW_MAPPED 32u   /* with mapped files: their pages are let go after each */
 #define DIFF_MAX_THREADS 32 /* 32 workers x 2 MiB buffers: 64 MiB, the memory bound */
+/* A stacked tensor is split into at most this many layers (real models have
+ * a few hundred; a longer leading dimension is no layer stack, and the
+ * per-layer results must stay small). */
+#define DIFF_MAX_SLICES 4096u
+/* Per-layer statistics of the chunks of one window (each chunk of a stacked
+ * tensor holds one entry per layer it spans): a window ends before it needs
+ * more, so memory does not grow with the number of stacked tensors. */
+#define WINDOW_SLICES (4 * DIFF_MAX_SLICES)
 
 /* ------------------------------------------------------------------ names */
 
@@ -80,16 +88,24 @@ static int comp_is(const char *s, size_t n, const char *word) {
     return s && strlen(word) == n && !memcmp(s, word, n);
 }
 
+/* Components after which a number is a parameter index, not a layer:
+ * PyTorch's optimizer state dict ("state", "param_groups") and Megatron-
+ * Core's per-parameter optimizer state ("param_state"). */
+static const char *const param_index_words[] = {"state", "param_groups", "param_state"};
+
+static int numbers_a_parameter(const char *prev, size_t prev_n) {
+    for (size_t i = 0; i < sizeof param_index_words / sizeof param_index_words[0]; i++)
+        if (comp_is(prev, prev_n, param_index_words[i])) return 1;
+    return 0;
+}
+
 char *dck_layer_of_name(const char *name) {
-    /* Components are separated by '.', '/' or ':' (as dck_group_of_name).
-     * The number after "state" or "param_groups" in a PyTorch optimizer
-     * state dict is a parameter index, not a layer. */
+    /* Components are separated by '.', '/' or ':' (as dck_group_of_name). */
     const char *prev = NULL, *s = name;
     size_t prev_n = 0;
     while (*s) {
         size_t n = strcspn(s, "./:");
-        if (is_digits(s, n) && !comp_is(prev, prev_n, "state") &&
-            !comp_is(prev, prev_n, "param_groups")) {
+        if (is_digits(s, n) && !numbers_a_parameter(prev, prev_n)) {
             const char *start = prev ? prev : s;
             return dck_strndup(start, (size_t)(s + n - start));
         }
@@ -101,6 +117,64 @@ char *dck_layer_of_name(const char *name) {
         if (*s) s++;
     }
     return NULL;
+}
+
+/* Megatron-Core's torch_dist format stacks a transformer's layers into one
+ * tensor whose leading dimension is the layer: "decoder.layers.mlp.fc1.weight"
+ * [L, ...] holds what "decoder.layers.1.mlp.fc1.weight" would for layer 1.
+ * Such a name has a component "layers" followed by a component that is no
+ * number. Its layers are named by the component before "layers", "layers"
+ * and the index ("decoder.layers.1"), for the weight and its optimizer state
+ * ("optimizer.state.exp_avg.decoder.layers.mlp.fc1.weight") alike, so a
+ * layer's weights and state group together. Returns the length of that stem
+ * ("decoder.layers") at *stem, with the separator that follows it in *sep;
+ * 0 when the name is no stack. */
+static size_t stacked_stem(const char *name, const char **stem, char *sep) {
+    const char *prev = NULL, *s = name;
+    while (*s) {
+        size_t n = strcspn(s, "./:");
+        if (comp_is(s, n, "layers")) {
+            const char *next = s[n] ? s + n + 1 : NULL;
+            if (!next || is_digits(next, strcspn(next, "./:"))) return 0;
+            *stem = prev ? prev : s;
+            *sep = s[n];
+            return (size_t)(s + n - *stem);
+        }
+        if (n) prev = s;
+        s += n;
+        if (*s) s++;
+    }
+    return 0;
+}
+
+/* Sets up the slices of a stacked tensor (the layer count: the longer
+ * leading dimension of the two sides); no-op for other tensors. One block
+ * holds the slices and their names (released with one free). */
+static dck_status stack_slices(dck_diff_tensor *t) {
+    const char *stem;
+    char sep;
+    size_t sl = stacked_stem(t->name, &stem, &sep);
+    if (!sl) return DCK_OK;
+    uint64_t L = 0;
+    if (t->in_a && t->ndim_a >= 1) L = t->shape_a[0];
+    if (t->in_b && t->ndim_b >= 1 && t->shape_b[0] > L) L = t->shape_b[0];
+    if (!L || L > DIFF_MAX_SLICES) return DCK_OK;
+    size_t name_cap = sl + 1 + 21; /* stem, separator, index and NUL */
+    dck_diff_slice *v = dck_xmalloc((size_t)L * (sizeof *v + name_cap));
+    if (!v) return dck_oom(NULL);
+    char *names = (char *)(v + L);
+    for (size_t i = 0; i < (size_t)L; i++) {
+        char *nm = names + i * name_cap;
+        snprintf(nm, name_cap, "%.*s%c%zu", (int)sl, stem, sep, i);
+        memset(&v[i], 0, sizeof v[i]);
+        v[i].layer = nm;
+        dck_diff_stats_init(&v[i].stats);
+    }
+    t->slices = v;
+    t->nslices = (size_t)L;
+    free((char *)t->layer); /* a number later in the name is no layer */
+    t->layer = NULL;
+    return DCK_OK;
 }
 
 void dck_diff_stats_init(dck_diff_stats *s) {
@@ -379,6 +453,10 @@ typedef struct {
     uint32_t kind;
     size_t tensor; /* index into the result */
     uint64_t offset, len;
+    /* JOB_STATS of a stacked tensor: the layers [l0, l0+nl) the chunk spans,
+     * their statistics at engine.slice_pool[pool] (0 / unused otherwise) */
+    uint64_t l0;
+    size_t nl, pool;
 } work_item;
 
 typedef struct {
@@ -396,6 +474,9 @@ typedef struct {
     work_item *items;
     work_out *out;
     size_t window;                /* chunks per window */
+    const uint64_t *slice_elems;  /* per result tensor: elements per layer of a
+                                   * stacked tensor being compared, else 0 */
+    dck_diff_stats *slice_pool;   /* WINDOW_SLICES entries, when needed */
 } engine;
 
 static dck_status read_side(side *sd, const side_tensor *st, uint64_t off, void *buf, size_t len) {
@@ -427,6 +508,30 @@ static dck_status side_bytes(side *sd, const side_tensor *st, uint64_t off, size
 #define FUSED_BLOCK ((size_t)32 << 10)
 
 static dck_status work_task_body(void *ctx, size_t i, int worker);
+
+/* Element statistics of n elements from flat index flat (b NULL: the same
+ * bytes as a) into st; for a stacked tensor into the statistics of each
+ * layer the elements belong to instead. */
+static void chunk_elements(const engine *e, const work_item *it, dck_dtype t, const uint8_t *a,
+                           const uint8_t *b, uint64_t flat, size_t n, dck_diff_stats *st) {
+    uint64_t per = it->nl ? e->slice_elems[it->tensor] : 0;
+    size_t esz = dck_dtype_size(t);
+    while (n) {
+        size_t k = n;
+        dck_diff_stats *acc = st;
+        if (per) {
+            uint64_t layer = flat / per, left = (layer + 1) * per - flat;
+            if (left < k) k = (size_t)left;
+            acc = &e->slice_pool[it->pool + (size_t)(layer - it->l0)];
+        }
+        if (b) dck_diff_elements(t, a, b, k, flat, e->tol, acc);
+        else diff_equal_elements(t, a, k, acc);
+        a += k * esz;
+        if (b) b += k * esz;
+        flat += k;
+        n -= k;
+    }
+}
 
 /* A failing chunk stops the diff; dck_parallel_for_status reports the
  * lowest failing chunk, so the message does not depend on the threads.
@@ -492,23 +597,24 @@ static dck_status work_task_body(void *ctx, size_t i, int worker) {
         uint64_t seg = it->offset / DCK_SEGMENT;
         size_t esz = dck_dtype_size(ta->dtype);
         dck_diff_stats_init(&o->st);
+        for (size_t k = 0; k < it->nl; k++) dck_diff_stats_init(&e->slice_pool[it->pool + k]);
         if (memcmp(xa, xb, len) == 0) {
             /* the same bytes: the same segment sums */
             o->la = o->lb = dck_segments_sum(xa, len, seg);
-            diff_equal_elements(ta->dtype, xa, len / esz, &o->st);
-            release_direct(ta, it->offset, len);
-            release_direct(tb, it->offset, len);
-            return DCK_OK;
+            chunk_elements(e, it, ta->dtype, xa, NULL, it->offset / esz, len / esz, &o->st);
+        } else {
+            memset(&o->la, 0, sizeof o->la);
+            memset(&o->lb, 0, sizeof o->lb);
+            for (size_t at = 0; at < len; at += FUSED_BLOCK) {
+                size_t n = len - at < FUSED_BLOCK ? len - at : FUSED_BLOCK;
+                dck_lanes_add(&o->la, dck_segments_sum(xa + at, n, seg + at / DCK_SEGMENT));
+                dck_lanes_add(&o->lb, dck_segments_sum(xb + at, n, seg + at / DCK_SEGMENT));
+                chunk_elements(e, it, ta->dtype, xa + at, xb + at, (it->offset + at) / esz, n / esz,
+                               &o->st);
+            }
         }
-        memset(&o->la, 0, sizeof o->la);
-        memset(&o->lb, 0, sizeof o->lb);
-        for (size_t at = 0; at < len; at += FUSED_BLOCK) {
-            size_t n = len - at < FUSED_BLOCK ? len - at : FUSED_BLOCK;
-            dck_lanes_add(&o->la, dck_segments_sum(xa + at, n, seg + at / DCK_SEGMENT));
-            dck_lanes_add(&o->lb, dck_segments_sum(xb + at, n, seg + at / DCK_SEGMENT));
-            dck_diff_elements(ta->dtype, xa + at, xb + at, n / esz, (it->offset + at) / esz,
-                              e->tol, &o->st);
-        }
+        /* a stacked tensor's chunk: its statistics are its layers' in order */
+        for (size_t k = 0; k < it->nl; k++) dck_diff_stats_merge(&o->st, &e->slice_pool[it->pool + k]);
         release_direct(ta, it->offset, len);
         release_direct(tb, it->offset, len);
         return DCK_OK;
@@ -550,7 +656,7 @@ static dck_status engine_run(engine *e, const job *jobs, size_t njobs, dck_lanes
     size_t j = 0;
     uint64_t off = 0;
     while (j < njobs) {
-        size_t n = 0;
+        size_t n = 0, pool = 0;
         while (j < njobs && n < e->window) {
             const job *jb = &jobs[j];
             if (off >= jb->nbytes) {
@@ -560,7 +666,18 @@ static dck_status engine_run(engine *e, const job *jobs, size_t njobs, dck_lanes
             }
             uint64_t len = jb->nbytes - off;
             if (len > DIFF_CHUNK) len = DIFF_CHUNK;
-            e->items[n++] = (work_item){jb->kind, jb->tensor, off, len};
+            work_item w = {jb->kind, jb->tensor, off, len, 0, 0, 0};
+            uint64_t per = e->slice_elems ? e->slice_elems[jb->tensor] : 0;
+            if (jb->kind == JOB_STATS && per) {
+                size_t esz = dck_dtype_size(e->ta[jb->tensor]->dtype);
+                uint64_t first = off / esz, last = (off + len) / esz - 1;
+                w.l0 = first / per;
+                w.nl = (size_t)(last / per - w.l0 + 1);
+                if (pool + w.nl > WINDOW_SLICES) break; /* the next window takes it */
+                w.pool = pool;
+                pool += w.nl;
+            }
+            e->items[n++] = w;
             off += len;
         }
         if (!n) break;
@@ -574,6 +691,8 @@ static dck_status engine_run(engine *e, const job *jobs, size_t njobs, dck_lanes
                 dck_lanes_add(&lanes_a[it->tensor], o->la);
                 dck_lanes_add(&lanes_b[it->tensor], o->lb);
                 dck_diff_stats_merge(&dt->stats, &o->st);
+                for (size_t k = 0; k < it->nl; k++)
+                    dck_diff_stats_merge(&dt->slices[it->l0 + k].stats, &e->slice_pool[it->pool + k]);
                 break;
             case JOB_DIGEST_A: dck_lanes_add(&lanes_a[it->tensor], o->la); break;
             case JOB_DIGEST_B: dck_lanes_add(&lanes_b[it->tensor], o->lb); break;
@@ -596,6 +715,7 @@ void dck_diff_result_release(dck_diff_result *r) {
         free((char *)r->tensors[i].name);
         free((char *)r->tensors[i].layer);
         free((char *)r->tensors[i].alias_of);
+        free(r->tensors[i].slices); /* with their names */
     }
     free(r->tensors);
     free(r->layers); /* layer names point into tensors */
@@ -619,6 +739,7 @@ static void flat_to_index(uint64_t flat, const uint64_t *shape, int ndim, uint64
 typedef struct {
     const char *layer;
     size_t tensor;
+    const dck_diff_slice *slice; /* the tensor's slice of that layer, or NULL */
 } layer_ref;
 
 static int cmp_layer_ref(const void *x, const void *y) {
@@ -641,6 +762,7 @@ static dck_status summarise(dck_diff_result *r) {
             if (r->first_tensor < 0) r->first_tensor = (long)i;
         }
         nl += t->layer != NULL;
+        nl += t->nslices;
     }
     layer_ref *refs = dck_xcalloc(nl ? nl : 1, sizeof *refs);
     r->layers = dck_xcalloc(nl ? nl : 1, sizeof *r->layers);
@@ -649,8 +771,11 @@ static dck_status summarise(dck_diff_result *r) {
         return dck_oom(NULL);
     }
     size_t k = 0;
-    for (size_t i = 0; i < r->ntensors; i++)
-        if (r->tensors[i].layer) refs[k++] = (layer_ref){r->tensors[i].layer, i};
+    for (size_t i = 0; i < r->ntensors; i++) {
+        const dck_diff_tensor *t = &r->tensors[i];
+        if (t->layer) refs[k++] = (layer_ref){t->layer, i, NULL};
+        for (size_t l = 0; l < t->nslices; l++) refs[k++] = (layer_ref){t->slices[l].layer, i, &t->slices[l]};
+    }
     qsort(refs, nl, sizeof *refs, cmp_layer_ref);
     r->nlayers = 0;
     for (size_t i = 0; i < nl; i++) {
@@ -658,14 +783,18 @@ static dck_status summarise(dck_diff_result *r) {
             r->layers[r->nlayers++] = (dck_diff_layer){refs[i].layer, 0, 0, 0, 0, 0, 0};
         dck_diff_layer *L = &r->layers[r->nlayers - 1];
         const dck_diff_tensor *t = &r->tensors[refs[i].tensor];
+        const dck_diff_slice *sl = refs[i].slice; /* a stacked tensor: its layer's part */
+        dck_diff_status status = sl ? sl->status : t->status;
+        const dck_diff_stats *st = sl ? &sl->stats : &t->stats;
+        uint64_t numeric = sl ? sl->numeric_diff_count : t->numeric_diff_count;
         L->tensors++;
-        if (t->status != DCK_DIFF_EQUAL) {
+        if (status != DCK_DIFF_EQUAL) {
             if (!L->differing || refs[i].tensor < L->first_differing)
                 L->first_differing = refs[i].tensor;
             L->differing++;
-            if (t->has_stats && t->stats.max_ulp > L->max_ulp) L->max_ulp = t->stats.max_ulp;
-            if (t->has_stats && t->numeric_diff_count) L->numeric_differing++;
-            else if (t->has_stats && t->stats.diff_count) L->nan_only++;
+            if (t->has_stats && st->max_ulp > L->max_ulp) L->max_ulp = st->max_ulp;
+            if (t->has_stats && numeric) L->numeric_differing++;
+            else if (t->has_stats && st->diff_count) L->nan_only++;
         }
     }
     free(refs);
@@ -767,6 +896,37 @@ static int same_shape(const side_tensor *x, const side_tensor *y) {
     return 1;
 }
 
+/* A stacked tensor whose bytes differ: its elements per layer for the
+ * workers, and the per-window pool of per-layer statistics (both allocated
+ * when first needed). */
+static dck_status plan_slices(engine *e, size_t t, const side_tensor *st, size_t cap) {
+    if (!e->slice_elems && !(e->slice_elems = dck_xcalloc(cap ? cap : 1, sizeof *e->slice_elems)))
+        return dck_oom(NULL);
+    if (!e->slice_pool && !(e->slice_pool = dck_xcalloc(WINDOW_SLICES, sizeof *e->slice_pool)))
+        return dck_oom(NULL);
+    uint64_t per = 1;
+    for (int d = 1; d < st->ndim; d++) per *= st->shape[d];
+    ((uint64_t *)e->slice_elems)[t] = per; /* 0 for an empty layer: nothing to split */
+    return DCK_OK;
+}
+
+/* Each layer's status from its statistics, as the tensor's; a tensor not
+ * compared element by element passes its status to every layer. */
+static void finish_slices(dck_diff_tensor *dt) {
+    for (size_t l = 0; l < dt->nslices; l++) {
+        dck_diff_slice *sl = &dt->slices[l];
+        if (!dt->has_stats) {
+            sl->status = dt->status;
+            continue;
+        }
+        const dck_diff_stats *st = &sl->stats;
+        sl->status = !st->diff_count ? DCK_DIFF_EQUAL
+                     : !st->beyond_count ? DCK_DIFF_WITHIN_TOLERANCE : DCK_DIFF_DIFFER;
+        sl->rel_l2 = dck_diff_rel_l2(st);
+        sl->numeric_diff_count = st->diff_count - st->nan_vs_number - st->nan_payload;
+    }
+}
+
 static dck_status diff_sides(side *a, side *b, const dck_diff_options *opt,
                              dck_diff_result *out) {
     dck_diff_options defaults;
@@ -860,6 +1020,9 @@ static dck_status diff_sides(side *a, side *b, const dck_diff_options *opt,
         else if (t->dtype_a != t->dtype_b) t->status = DCK_DIFF_DTYPE_MISMATCH;
         else if (!same_shape(ta[n - 1], tb[n - 1])) t->status = DCK_DIFF_SHAPE_MISMATCH;
         else t->status = DCK_DIFF_EQUAL; /* until shown otherwise */
+        /* digests cover whole tensors: with a manifest, no layer of a stack
+         * can be told from another */
+        if (!r->digest_only && (s = stack_slices(t))) goto done;
     }
 
     /* Buffers and windows, only when a checkpoint is read. */
@@ -934,6 +1097,7 @@ static dck_status diff_sides(side *a, side *b, const dck_diff_options *opt,
                     jobs[njobs++] = (job){JOB_STATS, t, ta[t]->nbytes};
                     ps.total += 2 * ta[t]->nbytes;
                     dt->has_stats = 1;
+                    if (dt->nslices && (s = plan_slices(&e, t, ta[t], cap))) goto done;
                 }
             } else if (dt->in_b) {
                 jobs[njobs++] = (job){JOB_DIGEST_B, t, tb[t]->nbytes};
@@ -970,6 +1134,7 @@ static dck_status diff_sides(side *a, side *b, const dck_diff_options *opt,
                                                                       : DCK_DIFF_DIFFER;
         }
     }
+    for (size_t t = 0; t < r->ntensors; t++) finish_slices(&r->tensors[t]);
     s = compare_values(a, b, opt, r);
     if (!s) s = summarise(r);
 
@@ -984,6 +1149,8 @@ done:
     free(e.buf_b);
     free(e.items);
     free(e.out);
+    free((void *)e.slice_elems);
+    free(e.slice_pool);
     free(ta);
     free(tb);
     free(lanes_a);

@@ -6,7 +6,9 @@
  * the tensor's name in the safetensors blob that starts at that offset. Chunks become pieces placed at their global offsets, so a tensor's
  * digest is the same whatever number of ranks wrote it. Non-tensor items
  * (BytesStorageMetadata) are torch.save'd objects: their scalars become
- * values named by their fully qualified name. */
+ * values named by their fully qualified name. Megatron-Core's torch_dist
+ * adds mcore_data to the Metadata: flattened-range tensors are reported in
+ * their parameter's shape and master weights under one name (mcore_flat.c). */
 #include "formats/readers.h"
 
 #include <jansson.h>
@@ -158,7 +160,8 @@ static const char *dtype_name_of_props(const pk_node *props) {
     return d && d->kind == PK_GLOBAL ? d->u.global.name : "?";
 }
 
-static dck_status load_chunk(dcp_ctx *c, const char *fqn, const sd_entry *e, int dtype, int gnd,
+/* fqn: the stored key (safetensors entry); name: the tensor it is added to. */
+static dck_status load_chunk(dcp_ctx *c, const char *fqn, const char *name, const sd_entry *e, int dtype, int gnd,
                              const uint64_t *gshape, const uint64_t *coff, const uint64_t *csz) {
     dcp_file *f;
     dck_status s = get_file(c, e->path, &f);
@@ -172,13 +175,13 @@ static dck_status load_chunk(dcp_ctx *c, const char *fqn, const sd_entry *e, int
         return dck_set_error(DCK_ERR_LIMIT, "%s: chunk of %s: size overflows", c->dir, fqn);
     const char *label = c->ck->files[f->file]->path;
     if (dck_is_zip(d, e->length)) {
-        dck_pt_opts o = {"", fqn, gshape, coff, gnd, false};
+        dck_pt_opts o = {"", name, gshape, coff, gnd, false};
         size_t before = c->ck->ntensors;
-        long idx = dck_checkpoint_find(c->ck, fqn);
+        long idx = dck_checkpoint_find(c->ck, name);
         size_t np = idx >= 0 ? c->ck->tensors[idx].npieces : 0;
         s = dck_pt_load_zip(c->ck, f->file, d, e->length, e->offset, label, &o, &c->mem);
         if (s) return s;
-        idx = dck_checkpoint_find(c->ck, fqn);
+        idx = dck_checkpoint_find(c->ck, name);
         if (idx < 0 || c->ck->tensors[idx].npieces != np + 1 || c->ck->ntensors > before + 1)
             return dck_set_error(DCK_ERR_FORMAT, "%s: chunk of %s at byte %llu does not hold one tensor", label,
                                  fqn, (unsigned long long)e->offset);
@@ -221,11 +224,11 @@ static dck_status load_chunk(dcp_ctx *c, const char *fqn, const sd_entry *e, int
     json_decref(h);
     if (s) return s;
     dck_piece pc;
-    s = dck_rd_piece(label, fqn, (dck_dtype)dtype, gnd, csz, NULL, 0, e->offset + 8 + hl + (uint64_t)a, nbytes,
+    s = dck_rd_piece(label, name, (dck_dtype)dtype, gnd, csz, NULL, 0, e->offset + 8 + hl + (uint64_t)a, nbytes,
                      f->file, false, &pc);
     if (s) return s;
     for (int i = 0; i < gnd; i++) pc.offset[i] = coff[i];
-    return dck_ck_add_piece(c->ck, fqn, (dck_dtype)dtype, gshape, gnd, &pc);
+    return dck_ck_add_piece(c->ck, name, (dck_dtype)dtype, gshape, gnd, &pc);
 }
 
 static const sd_entry *find_sd(const sd_entry *v, size_t n, const char *fqn, int nd, const uint64_t *off) {
@@ -248,6 +251,8 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
     sd_entry *sd = NULL;
     size_t nsd = 0;
     pk_ctx *pc = NULL;
+    dck_mcore *mc = NULL;
+    char *nbuf = NULL;
     dcp_file *mf;
     dck_status s = get_file(&c, ".metadata", &mf);
     if (s) goto done;
@@ -263,8 +268,11 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
         s = dck_set_error(DCK_ERR_FORMAT, "%s: not a torch.distributed.checkpoint Metadata", c.label);
         goto done;
     }
+    /* Megatron-Core (torch_dist): flattened ranges and master-weight names */
+    if ((s = dck_mcore_create(root, sdm, c.label, &mc))) goto done;
     sd = calloc(sdat->u.dict.n + 1, sizeof *sd);
-    if (!sd) {
+    nbuf = malloc(DCK_MAX_NAME + 64);
+    if (!sd || !nbuf) {
         s = dck_oom(NULL);
         goto done;
     }
@@ -345,6 +353,14 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
             s = dck_set_error(DCK_ERR_FORMAT, "%s: bad size of %s", c.label, fqn);
             break;
         }
+        const char *name = dck_mcore_name(mc, fqn, nbuf, DCK_MAX_NAME + 64);
+        int ond = 0;
+        const uint64_t *oshape = NULL;
+        bool flat = dck_mcore_flat_shape(mc, fqn, &ond, &oshape);
+        if (flat && dck_checkpoint_find(ck, name) >= 0) {
+            s = dck_set_error(DCK_ERR_FORMAT, "%s: flattened-range tensor %s is stored twice", c.label, name);
+            break;
+        }
         size_t nch;
         pk_node **ch = dck_pk_items(dck_pk_get(md, "chunks"), &nch);
         if (!ch && nch == 0) {
@@ -364,10 +380,13 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
                 s = dck_set_error(DCK_ERR_FORMAT, "%s: no storage for a chunk of %s", c.label, fqn);
                 break;
             }
-            s = load_chunk(&c, fqn, e, dtype, gnd, gshape, co, cs);
+            s = load_chunk(&c, fqn, name, e, dtype, gnd, gshape, co, cs);
         }
+        if (!s && flat) s = dck_mcore_unflatten(ck, c.label, name, ond, oshape);
     }
 done:
+    dck_mcore_free(mc);
+    free(nbuf);
     dck_pk_ctx_free(pc);
     free(sd);
     for (size_t i = 0; i < c.nfiles; i++) free(c.files[i].rel);

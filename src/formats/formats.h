@@ -50,4 +50,26 @@ dck_status dck_safetensors_open_file(dck_checkpoint *ck, const char *path, const
 dck_status dck_safetensors_parse_header(dck_checkpoint *ck, uint32_t file, const char *json,
                                         size_t json_len, uint64_t data_size, const char *label);
 
+/* mcore_flat.c: Megatron-Core's additions to a torch_dist `.metadata`
+ * (MCoreMetadata.mcore_data; see detcheck-formats(7), "Megatron-Core
+ * optimizer state"). dck_mcore_create: *out NULL when root (the unpickled
+ * Metadata) has no mcore_data; sdm: its state_dict_metadata dict. */
+struct pk_node;
+typedef struct dck_mcore dck_mcore;
+dck_status dck_mcore_create(const struct pk_node *root, const struct pk_node *sdm, const char *label,
+                            dck_mcore **out);
+void dck_mcore_free(dck_mcore *m);
+/* The name a stored key is reported under: master weights get one name,
+ * `optimizer.state.param.KEY` -> `optimizer.state.fp32_param.KEY` (unless
+ * both are stored). Returns fqn or buf (n bytes). m NULL: fqn. */
+const char *dck_mcore_name(const dck_mcore *m, const char *fqn, char *buf, size_t n);
+/* A flattened-range tensor (nd_reformulated_orig_global_shape): true and
+ * the parameter's shape (*nd dims). */
+bool dck_mcore_flat_shape(const dck_mcore *m, const char *fqn, int *nd, const uint64_t **shape);
+/* Rewrites the pieces of tensor name, loaded in its stored shape
+ * [chunks per dim..., chunk numel], into pieces of the parameter's shape;
+ * DCK_ERR_FORMAT naming label when the shapes do not fit together. */
+dck_status dck_mcore_unflatten(dck_checkpoint *ck, const char *label, const char *name, int nd,
+                               const uint64_t *oshape);
+
 #endif
