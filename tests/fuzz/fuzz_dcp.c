@@ -1,0 +1,46 @@
+/* libFuzzer target: the torch.distributed.checkpoint reader (its .metadata:
+ * the pickled plan, storage entries, chunk offsets, and Megatron-Core's
+ * mcore_data with the flattened-range rules), through the public open
+ * path: the input is a directory's .metadata, beside one data file of fixed
+ * bytes (__0_0.distcp) that its storage entries may point into. Whatever
+ * the plan says, reading must stay inside that file and end in a status. */
+#include "detcheck.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *dir_path(void) {
+    static char dir[256];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/dck-fuzz-dcp-%d", (int)getpid());
+        mkdir(dir, 0700);
+        char p[300];
+        snprintf(p, sizeof p, "%s/__0_0.distcp", dir);
+        FILE *f = fopen(p, "wb");
+        if (f) {
+            /* 1 MiB of varied bytes: float patterns, zeros and NaNs all occur */
+            for (unsigned i = 0; i < (1u << 20); i++) fputc((int)((i * 2654435761u) >> 13) & 0xff, f);
+            fclose(f);
+        }
+    }
+    return dir;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    const char *dir = dir_path();
+    char p[300];
+    snprintf(p, sizeof p, "%s/.metadata", dir);
+    FILE *f = fopen(p, "wb");
+    if (!f) return 0;
+    fwrite(data, 1, size, f);
+    fclose(f);
+    const char *ps[] = {dir};
+    dck_options o;
+    dck_options_init(&o);
+    o.threads = 1;
+    dck_manifest *m = NULL;
+    if (dck_hash_paths(ps, 1, &o, &m) == DCK_OK) dck_manifest_free(m);
+    return 0;
+}
