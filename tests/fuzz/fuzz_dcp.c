@@ -5,6 +5,7 @@
  * bytes (__0_0.distcp) that its storage entries may point into. Whatever
  * the plan says, reading must stay inside that file and end in a status. */
 #include "detcheck.h"
+#include "fuzz_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,15 +33,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *dir = dir_path();
     char p[300];
     snprintf(p, sizeof p, "%s/.metadata", dir);
-    FILE *f = fopen(p, "wb");
-    if (!f) return 0;
-    fwrite(data, 1, size, f);
-    fclose(f);
-    const char *ps[] = {dir};
-    dck_options o;
-    dck_options_init(&o);
-    o.threads = 1;
-    dck_manifest *m = NULL;
-    if (dck_hash_paths(ps, 1, &o, &m) == DCK_OK) dck_manifest_free(m);
+    if (fuzz_write(p, data, size)) fuzz_hash_path(dir);
     return 0;
 }
