@@ -330,6 +330,24 @@ DCK_API dck_status dck_manifest_compare(const dck_manifest *golden, const dck_ma
 DCK_API void dck_cmp_result_release(dck_cmp_result *r);
 DCK_API const char *dck_cmp_kind_name(dck_cmp_kind k);
 
+/* Layout state (detcheck-formats(7), "Layout state"): what describes or
+ * belongs to one rank of a parallel layout, by name (a table: the
+ * tensor/pipeline/data-parallel sizes of Megatron's args, Megatron-Core's
+ * per-rank ShardedObjects such as rng_state/shard_O_G, rank 0's own
+ * optimizer.param_state.N). It cannot be equal across a change of layout.
+ * When the two manifests' layouts differ (a layout value differs, or a
+ * per-rank object's grid G), the entries of r that are layout state move to
+ * *aside (n, entries; release it as r) and *why names the first difference
+ * ("args.tensor_model_parallel_size: 1 vs 2"); else why is "". Same
+ * layouts: per-rank state stays, so it is compared. Writer bookkeeping that
+ * one version records and another does not (the table's writer rows) moves
+ * to *aside whenever it is on one side only. */
+DCK_API dck_status dck_cmp_set_aside_layout_state(const dck_manifest *golden, const dck_manifest *actual,
+                                                  dck_cmp_result *r, dck_cmp_result *aside, char *why,
+                                                  size_t why_len);
+/* 1 when name is layout state (the table above), else 0. */
+DCK_API int dck_is_layout_state(const char *name);
+
 /* ------------------------------------------------------------------ diff
  * See man detcheck-diff(1). Two checkpoints are compared tensor by tensor (as logical tensors, by
  * name): bytes first (equal bytes, equal digests: reported equal with no
@@ -423,6 +441,9 @@ typedef struct {
     /* 1: a tensor on one side only that shares storage with another tensor
      * of its side (dck_diff_tensor.alias_of) is left out (--ignore-aliases). */
     int ignore_aliases;
+    /* 1: layout state (dck_cmp_set_aside_layout_state) is compared even when
+     * the two layouts differ (--require-rank-state); 0: it is set aside. */
+    int require_rank_state;
 } dck_diff_options;
 
 DCK_API void dck_diff_options_init(dck_diff_options *o);
@@ -510,6 +531,15 @@ typedef struct {
     size_t nvalues;
     dck_diff_value *values;  /* recorded values that differ */
     uint64_t bytes_compared; /* bytes read element by element, each side */
+    /* The two layouts differ (layouts_differ says how, "" when they do not):
+     * their layout state (dck_cmp_set_aside_layout_state) is listed here, not
+     * in tensors/values, and counts in none of the figures above; so is writer
+     * bookkeeping recorded on one side only, whatever the layouts. */
+    char layouts_differ[256];
+    size_t naside_tensors;
+    dck_diff_tensor *aside_tensors;
+    size_t naside_values;
+    dck_diff_value *aside_values;
 } dck_diff_result;
 
 DCK_API dck_status dck_diff_checkpoints(dck_checkpoint *a, dck_checkpoint *b,

@@ -639,6 +639,10 @@ START_TEST(test_layer_names) {
         {"model.embed_tokens.weight", NULL},
         {"lm_head.weight", NULL},
         {"layer3x.weight", NULL},
+        /* Megatron-Core ShardedObjects: a grid position, never a layer */
+        {"rng_state/shard_0.1_1.2.0.cuda_rng_state", NULL},
+        {"decoder.layers.mlp.linear_fc1._extra_state/shard_1_2", NULL},
+        {"model.layers.3.rng_state/shard_0_2.0.x", "layers.3"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *l = dck_layer_of_name(cases[i].name);

@@ -62,6 +62,86 @@ static void roundtrip(dck_format fmt) {
     dck_manifest_free(back);
 }
 
+/* A Megatron-like manifest: weight w, per-rank RNG objects of a 1 x tp grid
+ * (digest rng_seed + rank), args.tensor_model_parallel_size = tp. */
+static dck_manifest *layout_sample(int tp, uint64_t rng_seed) {
+    dck_manifest *m;
+    ck_assert_int_eq(dck_manifest_create(&m), DCK_OK);
+    dck_manifest_tensor t;
+    memset(&t, 0, sizeof t);
+    t.name = "decoder.final_layernorm.weight";
+    t.dtype = DCK_F32;
+    t.ndim = 1;
+    t.shape[0] = 32;
+    t.digest.low64 = 42;
+    ck_assert_int_eq(dck_manifest_add_tensor(m, &t), DCK_OK);
+    for (int r = 0; r < tp; r++) {
+        char name[96];
+        snprintf(name, sizeof name, "rng_state/shard_0.%d_1.%d.0.cuda_rng_state", r, tp);
+        t.name = name;
+        t.dtype = DCK_U8;
+        t.shape[0] = 5056;
+        t.digest.low64 = rng_seed + (uint64_t)r;
+        ck_assert_int_eq(dck_manifest_add_tensor(m, &t), DCK_OK);
+    }
+    char v[8];
+    snprintf(v, sizeof v, "%d", tp);
+    ck_assert_int_eq(dck_manifest_add_value(m, "args.tensor_model_parallel_size", v), DCK_OK);
+    ck_assert_int_eq(dck_manifest_add_value(m, "iteration", "5"), DCK_OK);
+    ck_assert_int_eq(dck_manifest_finalize(m), DCK_OK);
+    return m;
+}
+
+/* Layout state: set aside only when the layouts differ; compared otherwise. */
+START_TEST(test_layout_state) {
+    dck_manifest *tp1 = layout_sample(1, 100), *tp2 = layout_sample(2, 100), *tp2b = layout_sample(2, 200);
+    dck_cmp_result r, aside;
+    char why[256];
+    /* TP1 golden, TP2 checkpoint: 1 missing + 2 extra RNG, the TP value */
+    ck_assert_int_eq(dck_manifest_compare(tp1, tp2, 0, &r), DCK_OK);
+    ck_assert_uint_eq(r.n, 4);
+    ck_assert_int_eq(dck_cmp_set_aside_layout_state(tp1, tp2, &r, &aside, why, sizeof why), DCK_OK);
+    ck_assert_uint_eq(r.n, 0);
+    ck_assert_uint_eq(aside.n, 4);
+    ck_assert_str_eq(why, "args.tensor_model_parallel_size: 1 vs 2");
+    ck_assert_uint_eq(r.tensors_equal, 1);
+    dck_cmp_result_release(&r);
+    dck_cmp_result_release(&aside);
+    /* same layout, different RNG bits: compared, both differ */
+    ck_assert_int_eq(dck_manifest_compare(tp2, tp2b, 0, &r), DCK_OK);
+    ck_assert_uint_eq(r.n, 2);
+    ck_assert_int_eq(dck_cmp_set_aside_layout_state(tp2, tp2b, &r, &aside, why, sizeof why), DCK_OK);
+    ck_assert_uint_eq(r.n, 2);
+    ck_assert_uint_eq(aside.n, 0);
+    ck_assert_str_eq(why, "");
+    ck_assert_int_eq(r.entries[0].kind, DCK_CMP_DIGEST);
+    dck_cmp_result_release(&r);
+    dck_cmp_result_release(&aside);
+    /* a grid that differs with no layout value recorded is a layout change */
+    dck_manifest *g = layout_sample(1, 100), *a;
+    ck_assert_int_eq(dck_manifest_create(&a), DCK_OK);
+    for (size_t i = 0; i < dck_manifest_tensor_count(tp2); i++)
+        ck_assert_int_eq(dck_manifest_add_tensor(a, dck_manifest_tensor_at(tp2, i)), DCK_OK);
+    ck_assert_int_eq(dck_manifest_add_value(a, "args.tensor_model_parallel_size", "1"), DCK_OK);
+    ck_assert_int_eq(dck_manifest_add_value(a, "iteration", "5"), DCK_OK);
+    ck_assert_int_eq(dck_manifest_finalize(a), DCK_OK);
+    ck_assert_int_eq(dck_manifest_compare(g, a, 0, &r), DCK_OK);
+    ck_assert_int_eq(dck_cmp_set_aside_layout_state(g, a, &r, &aside, why, sizeof why), DCK_OK);
+    ck_assert_uint_eq(r.n, 0);
+    ck_assert_uint_eq(aside.n, 3);
+    ck_assert_msg(strstr(why, "rng_state: grid 1.1 only in the golden"), "%s", why);
+    dck_cmp_result_release(&r);
+    dck_cmp_result_release(&aside);
+    ck_assert(dck_is_layout_state("optimizer.param_state.3.step"));
+    ck_assert(!dck_is_layout_state("optimizer.state.exp_avg.decoder.layers.mlp.linear_fc1.weight"));
+    dck_manifest_free(tp1);
+    dck_manifest_free(tp2);
+    dck_manifest_free(tp2b);
+    dck_manifest_free(g);
+    dck_manifest_free(a);
+}
+END_TEST
+
 START_TEST(test_yaml_roundtrip) { roundtrip(DCK_FORMAT_YAML); }
 END_TEST
 START_TEST(test_json_roundtrip) { roundtrip(DCK_FORMAT_JSON); }
@@ -653,6 +733,7 @@ int main(void) {
     tcase_add_test(tc, test_yaml_roundtrip);
     tcase_add_test(tc, test_json_roundtrip);
     tcase_add_test(tc, test_compare);
+    tcase_add_test(tc, test_layout_state);
     tcase_add_test(tc, test_bad_manifests);
     tcase_add_test(tc, test_save_atomic);
     tcase_add_test(tc, test_direct_text_as_libraries);

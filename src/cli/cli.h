@@ -75,14 +75,15 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 
 /* ------------------------------------------------------------------ cli_options.c
  * The options hash, verify and diff share, in one table: -t/--threads N,
- * -q/--quiet, -h/--help, --json, --iteration N, --megatron-merge and
- * --tp-split GLOB=DIM. A command fills a cli_shared and calls cli_getopt in
+ * -q/--quiet, -h/--help, --json, --iteration N, --megatron-merge,
+ * --megatron-per-rank and --tp-split GLOB=DIM. A command fills a cli_shared and calls cli_getopt in
  * place of getopt_long: it handles the shared options itself and returns the
  * command's own codes (and getopt's '?' and ':'), -1 after the last option,
  * or CLI_STOP when the command must return sh.exit now (the help printed, or
  * a misuse reported). */
 enum { CLI_OPT_JSON = 0x1000, CLI_OPT_ITERATION, CLI_OPT_MEGATRON_MERGE, CLI_OPT_TP_SPLIT,
-       CLI_OPT_EXCLUDE, CLI_OPT_IGNORE_ALIASES, CLI_STOP = -2 };
+       CLI_OPT_EXCLUDE, CLI_OPT_IGNORE_ALIASES, CLI_OPT_REQUIRE_RANK_STATE, CLI_OPT_MEGATRON_PER_RANK,
+       CLI_STOP = -2 };
 typedef struct {
     const char *cmd;
     const char *help_text;   /* printed by -h/--help */
@@ -92,9 +93,9 @@ typedef struct {
     const char *threads_want;/* "--threads wants %s, not 'ARG'" */
     bool json, help;         /* results */
     int exit;                /* with CLI_STOP: the exit status */
-    /* --exclude GLOB (repeatable) and --ignore-aliases: only where filters
-     * is set (verify, diff); other commands refuse them */
-    bool filters, ignore_aliases;
+    /* --exclude GLOB (repeatable), --ignore-aliases and --require-rank-state:
+     * only where filters is set (verify, diff); other commands refuse them */
+    bool filters, ignore_aliases, require_rank_state;
     const char **exclude;    /* argv strings */
     size_t nexclude;
 } cli_shared;
@@ -104,8 +105,9 @@ int cli_getopt(int argc, char **argv, const char *own_short, const struct option
  * 0 not a shared option, -1 misuse (usage message printed). */
 int cli_shared_option(cli_shared *sh, int code, const char *arg);
 /* --tp-split: appends a rule (argv strings outlive the command) to o;
- * cli_check_megatron, after the options, refuses rules without
- * --megatron-merge. Each returns 0, or exit status 2 after a usage message. */
+ * cli_check_megatron, after the options, refuses rules with
+ * --megatron-per-rank (the commands set o->megatron_merge: merging is the
+ * CLI's default). Each returns 0, or exit status 2 after a usage message. */
 int cli_add_tp_split(const char *cmd, dck_options *o, const char *rule);
 int cli_check_megatron(const char *cmd, const dck_options *o);
 

@@ -13,9 +13,11 @@ static const struct option shared[] = {
     {"json", no_argument, NULL, CLI_OPT_JSON},
     {"iteration", required_argument, NULL, CLI_OPT_ITERATION},
     {"megatron-merge", no_argument, NULL, CLI_OPT_MEGATRON_MERGE},
+    {"megatron-per-rank", no_argument, NULL, CLI_OPT_MEGATRON_PER_RANK},
     {"tp-split", required_argument, NULL, CLI_OPT_TP_SPLIT},
     {"exclude", required_argument, NULL, CLI_OPT_EXCLUDE},
     {"ignore-aliases", no_argument, NULL, CLI_OPT_IGNORE_ALIASES},
+    {"require-rank-state", no_argument, NULL, CLI_OPT_REQUIRE_RANK_STATE},
 };
 #define NSHARED (sizeof shared / sizeof shared[0])
 static const char shared_short[] = "t:qh";
@@ -43,7 +45,7 @@ int cli_add_tp_split(const char *cmd, dck_options *o, const char *rule) {
 
 int cli_check_megatron(const char *cmd, const dck_options *o) {
     if (o->ntp_split_rules && !o->megatron_merge)
-        return cli_usage_error(cmd, "--tp-split needs --megatron-merge");
+        return cli_usage_error(cmd, "--tp-split applies to merged rank directories: not with --megatron-per-rank");
     return 0;
 }
 
@@ -67,16 +69,25 @@ int cli_shared_option(cli_shared *sh, int code, const char *arg) {
         }
         sh->read->iteration = v;
         return 1;
+    /* the default: a Megatron user compares models, not rank directories */
     case CLI_OPT_MEGATRON_MERGE: sh->read->megatron_merge = 1; return 1;
+    case CLI_OPT_MEGATRON_PER_RANK: sh->read->megatron_merge = 0; return 1;
     case CLI_OPT_TP_SPLIT: return cli_add_tp_split(sh->cmd, sh->read, arg) ? -1 : 1;
     case CLI_OPT_EXCLUDE:
     case CLI_OPT_IGNORE_ALIASES:
+    case CLI_OPT_REQUIRE_RANK_STATE:
         if (!sh->filters) {
-            cli_usage_error(sh->cmd, "--%s is for verify and diff", code == CLI_OPT_EXCLUDE ? "exclude" : "ignore-aliases");
+            cli_usage_error(sh->cmd, "--%s is for verify and diff",
+                            code == CLI_OPT_EXCLUDE ? "exclude"
+                            : code == CLI_OPT_IGNORE_ALIASES ? "ignore-aliases" : "require-rank-state");
             return -1;
         }
         if (code == CLI_OPT_IGNORE_ALIASES) {
             sh->ignore_aliases = true;
+            return 1;
+        }
+        if (code == CLI_OPT_REQUIRE_RANK_STATE) {
+            sh->require_rank_state = true;
             return 1;
         }
         if (!*arg) {

@@ -34,6 +34,9 @@ static const char diff_help[] =
     "                  (fnmatch(3); repeatable)\n"
     "  --ignore-aliases  leave out a tensor on one side only that shares storage\n"
     "                  with another of its side (a tied weight torch.save wrote)\n"
+    "  --require-rank-state  compare layout state (per-rank RNG, layout sizes)\n"
+    "                  even when the layouts differ; by default it is listed\n"
+    "                  and not compared then (see detcheck-formats(7))\n"
     "  --top K         also list the K worst tensors by max ULP\n"
     "  -v, --verbose   list equal tensors too\n"
     "  --json          print a JSON document instead of the table\n"
@@ -44,10 +47,12 @@ static const char diff_help[] =
     "                  depends on it\n"
     "  --iteration N   Megatron-LM checkpoint roots: read iter_N instead of\n"
     "                  the latest iteration (both sides)\n"
-    "  --megatron-merge  legacy Megatron-LM trees: merge the ranks' weights into\n"
-    "                  the unsplit model's tensors (see detcheck-formats(7))\n"
-    "  --tp-split GLOB=DIM  with --megatron-merge: split rule for tensor-parallel\n"
-    "                  ranks ('none': replicated); repeatable\n"
+    "  --tp-split GLOB=DIM  legacy Megatron-LM trees (merged into the unsplit\n"
+    "                  model's tensors): split rule for tensor-parallel ranks\n"
+    "                  ('none': replicated); repeatable (see detcheck-formats(7))\n"
+    "  --megatron-per-rank  legacy Megatron-LM trees: name tensors by rank\n"
+    "                  directory, as saved\n"
+    "  --megatron-merge  merge them (the default)\n"
     "  -q, --quiet     no progress bar\n"
     "  -h, --help      this help\n"
     "\n"
@@ -348,6 +353,21 @@ static void print_table(const dck_diff_result *r, const char *pa, const char *pb
         printf("Value %s: A %s, B %s\n", cli_safe(r->values[i].name),
                r->values[i].a ? cli_safe(r->values[i].a) : "(absent)",
                r->values[i].b ? cli_safe(r->values[i].b) : "(absent)");
+    if (r->naside_tensors || r->naside_values) {
+        if (r->layouts_differ[0])
+            printf("Layouts differ (%s): %zu tensor%s and %zu value%s of per-rank layout state not compared "
+                   "(--require-rank-state compares them)\n", cli_safe(r->layouts_differ), r->naside_tensors,
+                   r->naside_tensors == 1 ? "" : "s", r->naside_values, r->naside_values == 1 ? "" : "s");
+        else
+            printf("Writer bookkeeping on one side only (%zu value%s, first %s), not compared "
+                   "(--require-rank-state compares it)\n", r->naside_values + r->naside_tensors,
+                   r->naside_values + r->naside_tensors == 1 ? "" : "s",
+                   cli_safe(r->naside_values ? r->aside_values[0].name : r->aside_tensors[0].name));
+        for (size_t i = 0; i < r->naside_tensors && i < 10; i++)
+            printf("  layout  %s (%s)\n", cli_safe(r->aside_tensors[i].name),
+                   !r->aside_tensors[i].in_b ? "in A only" : !r->aside_tensors[i].in_a ? "in B only" : "in both");
+        if (r->naside_tensors > 10) printf("  ... and %zu more (--json lists them all)\n", r->naside_tensors - 10);
+    }
     if (r->digest_only && dck_diff_tolerance_given(tol) && !r->equal)
         printf("(tolerances need element statistics; digests that differ are differences)\n");
 
@@ -478,6 +498,15 @@ static int print_json(const dck_diff_result *r, const char *pa, const char *pb,
         cli_jappend(values, o, &oom);
     }
     cli_jset(doc, "values", values, &oom);
+    if (r->naside_tensors || r->naside_values) {
+        json_t *ls = json_object(), *names = json_array(), *vnames = json_array();
+        cli_jset(ls, "layouts_differ", cli_json_text(r->layouts_differ), &oom);
+        for (size_t i = 0; i < r->naside_tensors; i++) cli_jappend(names, cli_json_text(r->aside_tensors[i].name), &oom);
+        for (size_t i = 0; i < r->naside_values; i++) cli_jappend(vnames, cli_json_text(r->aside_values[i].name), &oom);
+        cli_jset(ls, "tensors_not_compared", names, &oom);
+        cli_jset(ls, "values_not_compared", vnames, &oom);
+        cli_jset(doc, "layout_state", ls, &oom);
+    }
 
     json_t *tensors = json_array();
     for (size_t i = 0; i < r->ntensors; i++) {
@@ -562,6 +591,7 @@ int cmd_diff(int argc, char **argv) {
     dck_diff_options_init(&opt);
     dck_options ropt; /* how checkpoints are read (Megatron) */
     dck_options_init(&ropt);
+    ropt.megatron_merge = 1; /* legacy Megatron trees as one model unless --megatron-per-rank */
     opt.open_options = &ropt;
     cli_shared sh = {.cmd = CMD, .help_text = diff_help, .read = &ropt, .threads = &opt.threads,
                      .threads_max = 4096, .threads_want = "a count >= 1", .filters = true};
@@ -624,6 +654,7 @@ int cmd_diff(int argc, char **argv) {
     opt.exclude = sh.exclude;
     opt.nexclude = sh.nexclude;
     opt.ignore_aliases = sh.ignore_aliases;
+    opt.require_rank_state = sh.require_rank_state;
     ropt.notice = cli_notice; /* files skipped, safetensors preferred, names namespaced */
     ropt.notice_ctx = (void *)CMD;
     const char *pa = argv[optind], *pb = argv[optind + 1];

@@ -10,7 +10,7 @@
 static const char hash_help[] =
     "usage: detcheck hash PATH... [-o MANIFEST] [--json] [--threads N] [-q]\n"
     "                    [--device cpu|cuda|auto] [--distributed] [--iteration N]\n"
-    "                    [--megatron-merge [--tp-split GLOB=DIM]...]\n"
+    "                    [--tp-split GLOB=DIM]... [--megatron-per-rank]\n"
     "\n"
     "Digests every tensor (weights, optimizer state, RNG state) of a checkpoint\n"
     "with tensor digest v1 and writes a manifest: YAML, or JSON with --json.\n"
@@ -33,13 +33,15 @@ static const char hash_help[] =
     "                     the same manifest as a single process\n"
     "      --iteration N  Megatron-LM checkpoint root: read iter_N instead of the\n"
     "                     latest iteration\n"
-    "      --megatron-merge  legacy Megatron-LM trees (mp_rank_XX[_YYY]): merge the\n"
-    "                     ranks' weights into the unsplit model's tensors instead of\n"
-    "                     naming them per rank directory (see detcheck-formats(7))\n"
-    "      --tp-split GLOB=DIM  with --megatron-merge: tensors whose merged name\n"
-    "                     matches GLOB are split along DIM across tensor-parallel\n"
-    "                     ranks ('none': replicated); repeatable, tried in order\n"
-    "                     before the built-in rules\n"
+    "      --tp-split GLOB=DIM  legacy Megatron-LM trees (mp_rank_XX[_YYY]), whose\n"
+    "                     ranks' weights are merged into the unsplit model's\n"
+    "                     tensors: those whose merged name matches GLOB are split\n"
+    "                     along DIM across tensor-parallel ranks ('none':\n"
+    "                     replicated); repeatable, tried in order before the\n"
+    "                     built-in rules (see detcheck-formats(7))\n"
+    "      --megatron-per-rank  legacy Megatron-LM trees: do not merge; name every\n"
+    "                     tensor by its rank directory, as saved\n"
+    "      --megatron-merge  merge them (the default)\n"
     "  -q, --quiet        no progress or notes on stderr\n"
     "  -h, --help         this help\n"
     "\n"
@@ -58,6 +60,7 @@ int cmd_hash(int argc, char **argv) {
     dck_format fmt = DCK_FORMAT_YAML;
     dck_options o;
     dck_options_init(&o);
+    o.megatron_merge = 1; /* legacy Megatron trees as one model unless --megatron-per-rank */
     dck_device device = DCK_DEVICE_CPU;
     int distributed = 0;
     cli_shared sh = {.cmd = "hash", .help_text = hash_help, .read = &o, .threads = &o.threads,

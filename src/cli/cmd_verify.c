@@ -31,13 +31,18 @@ static const char verify_help[] =
     "                     (fnmatch(3); repeatable)\n"
     "      --ignore-aliases  an extra tensor that shares storage with another of the\n"
     "                     checkpoint (a tied weight torch.save wrote) is no difference\n"
+    "      --require-rank-state  compare layout state (per-rank RNG, layout sizes)\n"
+    "                     even when the layouts differ; by default it is listed\n"
+    "                     and not compared then (see detcheck-formats(7))\n"
     "  -t, --threads N    worker threads for hashing\n"
     "      --iteration N  Megatron-LM checkpoint root: read iter_N instead of the\n"
     "                     latest iteration\n"
-    "      --megatron-merge  legacy Megatron-LM trees: merge the ranks' weights into\n"
-    "                     the unsplit model's tensors (see detcheck-formats(7))\n"
-    "      --tp-split GLOB=DIM  with --megatron-merge: split rule for tensor-parallel\n"
-    "                     ranks ('none': replicated); repeatable\n"
+    "      --tp-split GLOB=DIM  legacy Megatron-LM trees (merged into the unsplit\n"
+    "                     model's tensors): split rule for tensor-parallel ranks\n"
+    "                     ('none': replicated); repeatable (see detcheck-formats(7))\n"
+    "      --megatron-per-rank  legacy Megatron-LM trees: name tensors by rank\n"
+    "                     directory, as saved\n"
+    "      --megatron-merge  merge them (the default)\n"
     "  -q, --quiet        print nothing; the exit status says it all\n"
     "  -h, --help         this help\n"
     "\n"
@@ -125,6 +130,47 @@ static dck_status filter_entries(dck_cmp_result *r, const cli_shared *sh, const 
     return DCK_OK;
 }
 
+/* Legacy Megatron-LM trees keep per-rank state (optimizer, RNG) under the
+ * rank directory's name (mp_rank_01.optimizer..., detcheck-formats(7)):
+ * the length of that first component, or 0. */
+static size_t legacy_rank_len(const char *name) {
+    if (strncmp(name, "mp_rank_", 8)) return 0;
+    const char *c = name + 8;
+    for (int part = 0; part < 2; part++) {
+        if (part && *c != '_') break;
+        if (part) c++;
+        if (*c < '0' || *c > '9') return 0;
+        while (*c >= '0' && *c <= '9') c++;
+    }
+    return *c == '.' ? (size_t)(c - name) : 0;
+}
+
+/* "mp_rank_00.optimizer (58), mp_rank_01.rng_state (9)": what of the legacy
+ * per-rank state was set aside, by rank directory and top-level key, in
+ * order of first appearance. The groups are few (ranks x keys): a list. */
+static void print_legacy_summary(const dck_cmp_result *aside) {
+    struct group {
+        const char *name;
+        size_t len, count;
+    } g[64];
+    size_t ng = 0, more = 0;
+    for (size_t i = 0; i < aside->n; i++) {
+        const char *x = aside->entries[i].name;
+        size_t l = legacy_rank_len(x);
+        if (!l) continue;
+        l += 1 + strcspn(x + l + 1, ".");
+        size_t j = 0;
+        while (j < ng && !(g[j].len == l && !strncmp(g[j].name, x, l))) j++;
+        if (j < ng) g[j].count++;
+        else if (ng < sizeof g / sizeof g[0]) g[ng++] = (struct group){x, l, 1};
+        else more++;
+    }
+    for (size_t j = 0; j < ng; j++)
+        printf("%s%.*s (%zu)", j ? ", " : "  per rank directory: ", (int)g[j].len, cli_safe(g[j].name), g[j].count);
+    if (more) printf(", %zu more entries", more);
+    if (ng) printf("\n");
+}
+
 int cmd_verify(int argc, char **argv) {
     static const struct option opts[] = {
         {"golden", required_argument, NULL, 'g'}, {"files", no_argument, NULL, 'F'},
@@ -135,6 +181,7 @@ int cmd_verify(int argc, char **argv) {
     int files = 0;
     dck_options o;
     dck_options_init(&o);
+    o.megatron_merge = 1; /* legacy Megatron trees as one model unless --megatron-per-rank */
     cli_shared sh = {.cmd = "verify", .help_text = verify_help, .read = &o, .threads = &o.threads,
                      .threads_max = 1024, .threads_want = "an integer 1..1024", .filters = true};
     optind = 1;
@@ -190,9 +237,13 @@ int cmd_verify(int argc, char **argv) {
         dck_manifest_free(golden);
         return cli_fail("verify", s);
     }
-    dck_cmp_result r;
+    dck_cmp_result r, aside = {0};
+    char layout_why[512] = "";
     s = dck_manifest_compare(golden, actual, files, &r);
     char **alias = NULL;
+    /* per-rank state of two different layouts: listed, not failed */
+    if (!s && !sh.require_rank_state)
+        s = dck_cmp_set_aside_layout_state(golden, actual, &r, &aside, layout_why, sizeof layout_why);
     if (!s) s = filter_entries(&r, &sh, actual_from_manifest ? NULL : (const char *const *)argv + optind,
                                (size_t)(argc - optind), &o, &alias);
     if (s) {
@@ -219,6 +270,13 @@ int cmd_verify(int argc, char **argv) {
         cli_jset(doc, "tensors_actual", cli_json_u64(dck_manifest_tensor_count(actual)), &oom);
         cli_jset(doc, "tensors_equal", cli_json_u64(r.tensors_equal), &oom);
         cli_jset(doc, "first_difference", cli_json_str_or_null(first), &oom);
+        if (aside.n) {
+            json_t *ls = json_object(), *names = json_array();
+            cli_jset(ls, "layouts_differ", cli_json_text(layout_why), &oom);
+            for (size_t i = 0; i < aside.n; i++) cli_jappend(names, cli_json_text(aside.entries[i].name), &oom);
+            cli_jset(ls, "not_compared", names, &oom);
+            cli_jset(doc, "layout_state", ls, &oom);
+        }
         for (size_t i = 0; i < r.n; i++) {
             const dck_cmp_entry *ce = &r.entries[i];
             json_t *e = json_object();
@@ -291,6 +349,24 @@ int cmd_verify(int argc, char **argv) {
             }
             printf("%zu of %zu golden tensors identical\n", r.tensors_equal, dck_manifest_tensor_count(golden));
         }
+        if (aside.n && layout_why[0]) {
+            printf("layouts differ (%s): %zu entr%s of per-rank layout state not compared "
+                   "(--require-rank-state compares them):\n", cli_safe(layout_why), aside.n, aside.n == 1 ? "y" : "ies");
+        } else if (aside.n) {
+            printf("writer bookkeeping on one side only: %zu entr%s not compared "
+                   "(--require-rank-state compares them):\n", aside.n, aside.n == 1 ? "y" : "ies");
+        }
+        if (aside.n) {
+            for (size_t i = 0; i < aside.n && i < 10; i++)
+                printf("  layout   %s (%s)\n", cli_safe(aside.entries[i].name),
+                       aside.entries[i].kind == DCK_CMP_MISSING || (aside.entries[i].kind == DCK_CMP_VALUE && !aside.entries[i].actual_value)
+                           ? "in golden only"
+                       : aside.entries[i].kind == DCK_CMP_EXTRA || (aside.entries[i].kind == DCK_CMP_VALUE && !aside.entries[i].golden_value)
+                           ? "in checkpoint only"
+                           : "differs");
+            if (aside.n > 10) printf("  ... and %zu more (--json lists them all)\n", aside.n - 10);
+            print_legacy_summary(&aside);
+        }
     }
     if (cli_report_wanted(&rep)) {
         cli_report_property(&rep, "golden", golden_path);
@@ -301,6 +377,11 @@ int cmd_verify(int argc, char **argv) {
         else
             cli_report_title(&rep, "%zu tensors identical to %s (root %s)", r.tensors_equal, golden_path, ha);
         cli_report_exclude(&rep, sh.exclude, sh.nexclude);
+        if (aside.n) {
+            char note[640];
+            snprintf(note, sizeof note, "%zu entries not compared (layouts differ: %s)", aside.n, layout_why);
+            cli_report_property(&rep, "layout_state", note);
+        }
         cli_report_aliases(&rep, alias);
         cli_report_compare(&rep, "detcheck.verify", golden, &r, "golden", "checkpoint");
         int e = cli_report_finish(&rep, rc);
@@ -309,6 +390,7 @@ int cmd_verify(int argc, char **argv) {
     for (size_t i = 0; alias && i < r.n; i++) free(alias[i]);
     free(alias);
     dck_cmp_result_release(&r);
+    dck_cmp_result_release(&aside);
     dck_manifest_free(golden);
     dck_manifest_free(actual);
     return rc;

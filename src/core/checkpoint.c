@@ -370,6 +370,26 @@ int dck_file_role_group(const char *path) {
 
 /* ------------------------------------------------------------------ moving, aliases */
 
+void dck_ck_remove_tensors(dck_checkpoint *ck, const unsigned char *drop) {
+    name_index *ix = &priv_of(ck)->idx;
+    size_t k = 0;
+    for (size_t i = 0; i < ck->ntensors; i++) {
+        dck_tensor_entry *t = &ck->tensors[i];
+        if (!drop[i]) {
+            ck->tensors[k] = *t;
+            ix->hashes[k++] = ix->hashes[i];
+            continue;
+        }
+        for (size_t p = 0; p < t->npieces; p++) free(t->pieces[p].strides);
+        if (t->cap_pieces) free(t->pieces); /* else in the arena, as the name */
+    }
+    if (k == ck->ntensors) return;
+    ck->ntensors = k;
+    /* the table only shrinks: same capacity, slots renumbered */
+    memset(ix->slots, 0, ix->cap * sizeof *ix->slots);
+    for (size_t i = 0; i < k; i++) ix_put(ix->slots, ix->cap, ix->hashes[i], i);
+}
+
 void dck_ck_reset(dck_checkpoint *ck) {
     for (size_t i = 0; i < ck->nfiles; i++) dck_file_close(ck->files[i]);
     for (size_t i = 0; i < ck->ntensors; i++) {
@@ -615,6 +635,94 @@ static dck_status check_values(const dck_checkpoint *ck) {
     return s;
 }
 
+/* One tensor's pieces: inside bounds and their files, disjoint, covering
+ * it; fills info.nbytes. */
+static dck_status check_pieces(dck_checkpoint *ck, dck_tensor_entry *t) {
+    int nd = t->info.ndim;
+    uint64_t nbytes;
+    if (dck_shape_bytes(t->info.dtype, t->info.shape, nd, &nbytes) != DCK_OK)
+        return dck_set_error(DCK_ERR_LIMIT, "%s: tensor %s: shape product overflows",
+                             t->info.source, t->info.name);
+    t->info.nbytes = nbytes;
+    uint64_t total = 1, covered = 0;
+    for (int i = 0; i < nd; i++) total *= t->info.shape[i];
+    if (nbytes == 0) total = 0;
+    /* The pairwise search below reports the first piece (in piece
+     * order) that overlaps an earlier one. It starts at the shortest
+     * prefix of pieces that overlaps (a binary search over prefixes
+     * with the sweep: O(n log^2 n)), so a single bad chunk among
+     * 200,000 costs a sweep, not n^2/2 comparisons; and it is skipped
+     * when the sweep finds none. */
+    size_t first_pair = t->npieces;
+    if (pieces_may_overlap(t, nd, t->npieces)) {
+        size_t lo = 2, hi = t->npieces; /* the shortest overlapping prefix is in [lo, hi] */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (pieces_may_overlap(t, nd, mid)) hi = mid;
+            else lo = mid + 1;
+        }
+        first_pair = hi - 1;
+    }
+    for (size_t pi = 0; pi < t->npieces; pi++) {
+        dck_piece *p = &t->pieces[pi];
+        const char *fp = ck->files[p->file]->path;
+        for (int i = 0; i < nd; i++)
+            if (p->offset[i] > t->info.shape[i] || p->shape[i] > t->info.shape[i] - p->offset[i])
+                return dck_set_error(DCK_ERR_LAYOUT,
+                                     "%s: tensor %s: slice along dim %d [%llu, +%llu) outside "
+                                     "global size %llu",
+                                     fp, t->info.name, i, (unsigned long long)p->offset[i],
+                                     (unsigned long long)p->shape[i],
+                                     (unsigned long long)t->info.shape[i]);
+        if (p->strides && t->npieces != 1)
+            return dck_set_error(DCK_ERR_UNSUPPORTED,
+                                 "%s: tensor %s: strided storage of a sharded tensor", fp,
+                                 t->info.name);
+        uint64_t end;
+        dck_status s = dck_piece_extent(t, p, &end);
+        if (s) return dck_set_error(s, "%s: tensor %s: storage extent overflows or negative stride",
+                                    fp, t->info.name);
+        if (p->strides) {
+            uint64_t stored = end - p->file_offset;
+            uint64_t cap = stored > (UINT64_MAX - (1ull << 30)) / DCK_MAX_VIEW_EXPANSION
+                               ? UINT64_MAX
+                               : stored * DCK_MAX_VIEW_EXPANSION + (1ull << 30);
+            if (nbytes > cap)
+                return dck_set_error(DCK_ERR_LIMIT,
+                                     "%s: tensor %s: a view of %llu bytes over %llu stored bytes "
+                                     "(over the %ux expansion limit)",
+                                     fp, t->info.name, (unsigned long long)nbytes,
+                                     (unsigned long long)stored, DCK_MAX_VIEW_EXPANSION);
+        }
+        uint64_t ds = ck->files[p->file]->data_size;
+        if (ds != UINT64_MAX && end > ds)
+            return dck_set_error(DCK_ERR_TRUNCATED,
+                                 "%s: truncated or out of bounds: tensor %s needs bytes up to "
+                                 "%llu, file has %llu",
+                                 fp, t->info.name, (unsigned long long)end, (unsigned long long)ds);
+        covered += piece_elems(p, nd);
+        for (size_t pj = 0; pi >= first_pair && pj < pi; pj++) {
+            if (!boxes_overlap(p, &t->pieces[pj], nd) || piece_elems(&t->pieces[pj], nd) == 0 ||
+                piece_elems(p, nd) == 0)
+                continue;
+            const char *fq = ck->files[t->pieces[pj].file]->path;
+            if (piece_elems(p, nd) == total && piece_elems(&t->pieces[pj], nd) == total)
+                return dck_set_error(DCK_ERR_LAYOUT, "duplicate tensor name %s in %s and %s",
+                                     t->info.name, fq, fp);
+            return dck_set_error(DCK_ERR_LAYOUT, "tensor %s: slices in %s and %s overlap",
+                                 t->info.name, fq, fp);
+        }
+    }
+    if (covered != total)
+        return dck_set_error(DCK_ERR_LAYOUT,
+                             "tensor %s: shards cover %llu of its %llu elements (gap; first shard %s)",
+                             t->info.name, (unsigned long long)covered, (unsigned long long)total,
+                             t->info.source);
+    return DCK_OK;
+}
+
+dck_status dck_ck_check_tensor(dck_checkpoint *ck, size_t i) { return check_pieces(ck, &ck->tensors[i]); }
+
 dck_status dck_ck_validate(dck_checkpoint *ck) {
     DCK_TRY(check_values(ck));
     /* the group of each file's role, once per file (-1: the names decide) */
@@ -627,89 +735,7 @@ dck_status dck_ck_validate(dck_checkpoint *ck) {
         t->info.group = r >= 0 ? (dck_group)r : dck_group_of_name(t->info.name);
     }
     free(role);
-    for (size_t ti = 0; ti < ck->ntensors; ti++) {
-        dck_tensor_entry *t = &ck->tensors[ti];
-        int nd = t->info.ndim;
-        uint64_t nbytes;
-        if (dck_shape_bytes(t->info.dtype, t->info.shape, nd, &nbytes) != DCK_OK)
-            return dck_set_error(DCK_ERR_LIMIT, "%s: tensor %s: shape product overflows",
-                                 t->info.source, t->info.name);
-        t->info.nbytes = nbytes;
-        uint64_t total = 1, covered = 0;
-        for (int i = 0; i < nd; i++) total *= t->info.shape[i];
-        if (nbytes == 0) total = 0;
-        /* The pairwise search below reports the first piece (in piece
-         * order) that overlaps an earlier one. It starts at the shortest
-         * prefix of pieces that overlaps (a binary search over prefixes
-         * with the sweep: O(n log^2 n)), so a single bad chunk among
-         * 200,000 costs a sweep, not n^2/2 comparisons; and it is skipped
-         * when the sweep finds none. */
-        size_t first_pair = t->npieces;
-        if (pieces_may_overlap(t, nd, t->npieces)) {
-            size_t lo = 2, hi = t->npieces; /* the shortest overlapping prefix is in [lo, hi] */
-            while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (pieces_may_overlap(t, nd, mid)) hi = mid;
-                else lo = mid + 1;
-            }
-            first_pair = hi - 1;
-        }
-        for (size_t pi = 0; pi < t->npieces; pi++) {
-            dck_piece *p = &t->pieces[pi];
-            const char *fp = ck->files[p->file]->path;
-            for (int i = 0; i < nd; i++)
-                if (p->offset[i] > t->info.shape[i] || p->shape[i] > t->info.shape[i] - p->offset[i])
-                    return dck_set_error(DCK_ERR_LAYOUT,
-                                         "%s: tensor %s: slice along dim %d [%llu, +%llu) outside "
-                                         "global size %llu",
-                                         fp, t->info.name, i, (unsigned long long)p->offset[i],
-                                         (unsigned long long)p->shape[i],
-                                         (unsigned long long)t->info.shape[i]);
-            if (p->strides && t->npieces != 1)
-                return dck_set_error(DCK_ERR_UNSUPPORTED,
-                                     "%s: tensor %s: strided storage of a sharded tensor", fp,
-                                     t->info.name);
-            uint64_t end;
-            dck_status s = dck_piece_extent(t, p, &end);
-            if (s) return dck_set_error(s, "%s: tensor %s: storage extent overflows or negative stride",
-                                        fp, t->info.name);
-            if (p->strides) {
-                uint64_t stored = end - p->file_offset;
-                uint64_t cap = stored > (UINT64_MAX - (1ull << 30)) / DCK_MAX_VIEW_EXPANSION
-                                   ? UINT64_MAX
-                                   : stored * DCK_MAX_VIEW_EXPANSION + (1ull << 30);
-                if (nbytes > cap)
-                    return dck_set_error(DCK_ERR_LIMIT,
-                                         "%s: tensor %s: a view of %llu bytes over %llu stored bytes "
-                                         "(over the %ux expansion limit)",
-                                         fp, t->info.name, (unsigned long long)nbytes,
-                                         (unsigned long long)stored, DCK_MAX_VIEW_EXPANSION);
-            }
-            uint64_t ds = ck->files[p->file]->data_size;
-            if (ds != UINT64_MAX && end > ds)
-                return dck_set_error(DCK_ERR_TRUNCATED,
-                                     "%s: truncated or out of bounds: tensor %s needs bytes up to "
-                                     "%llu, file has %llu",
-                                     fp, t->info.name, (unsigned long long)end, (unsigned long long)ds);
-            covered += piece_elems(p, nd);
-            for (size_t pj = 0; pi >= first_pair && pj < pi; pj++) {
-                if (!boxes_overlap(p, &t->pieces[pj], nd) || piece_elems(&t->pieces[pj], nd) == 0 ||
-                    piece_elems(p, nd) == 0)
-                    continue;
-                const char *fq = ck->files[t->pieces[pj].file]->path;
-                if (piece_elems(p, nd) == total && piece_elems(&t->pieces[pj], nd) == total)
-                    return dck_set_error(DCK_ERR_LAYOUT, "duplicate tensor name %s in %s and %s",
-                                         t->info.name, fq, fp);
-                return dck_set_error(DCK_ERR_LAYOUT, "tensor %s: slices in %s and %s overlap",
-                                     t->info.name, fq, fp);
-            }
-        }
-        if (covered != total)
-            return dck_set_error(DCK_ERR_LAYOUT,
-                                 "tensor %s: shards cover %llu of its %llu elements (gap; first shard %s)",
-                                 t->info.name, (unsigned long long)covered, (unsigned long long)total,
-                                 t->info.source);
-    }
+    for (size_t ti = 0; ti < ck->ntensors; ti++) DCK_TRY(check_pieces(ck, &ck->tensors[ti]));
     /* model order; files often list their tensors in it already. The name
      * index follows (it holds every tensor: dck_ck_add_piece keeps it). */
     size_t sorted = 1;

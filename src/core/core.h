@@ -70,6 +70,15 @@ dck_status dck_ck_reserve(dck_checkpoint *ck, size_t more);
  * that no value name repeats (the message names both files). Sorts
  * tensors in model order and fills info (group, nbytes, source). */
 dck_status dck_ck_validate(dck_checkpoint *ck);
+/* Drops the tensors i with drop[i] set (ntensors entries; unvalidated
+ * checkpoint), keeping the others in their order; their files stay. For a
+ * reader that turns stored tensors into others (pieces of the new ones may
+ * point into the same bytes). */
+void dck_ck_remove_tensors(dck_checkpoint *ck, const unsigned char *drop);
+/* dck_ck_validate's check of tensor i's pieces alone (inside its shape and
+ * its files, disjoint, covering it; fills info.nbytes), with the same
+ * message: for a reader that reads a tensor's bytes before validation. */
+dck_status dck_ck_check_tensor(dck_checkpoint *ck, size_t i);
 /* Empties ck (files closed, tensors and values dropped); opt and root stay. */
 void dck_ck_reset(dck_checkpoint *ck);
 /* Moves everything src holds into dst (files, tensors, values), each name
@@ -166,6 +175,22 @@ void dck_piece_gather(const dck_tensor_entry *t, const dck_piece *p, const uint8
 #define DCK_LAYOUT_KEY "detcheck.layout"
 #define DCK_LAYOUT_VALUE "sharded-v1"
 #define DCK_SLICE_PREFIX "detcheck.slice."
+
+/* ------------------------------------------------------------------ layout state (manifest.c)
+ * See dck_cmp_set_aside_layout_state. A value that describes the layout
+ * (args.tensor_model_parallel_size...): 1. */
+int dck_is_layout_value(const char *name);
+/* Bookkeeping one writer version records and another does not (set aside
+ * when on one side only, whatever the layouts). */
+int dck_is_writer_state(const char *name);
+/* State whose key depends on the layout (Megatron's param groups): set
+ * aside when the layouts differ and it is on one side only. */
+int dck_is_location_state(const char *name);
+/* Names of two sides (name_at(ctx, i) for i < n): true when a per-rank
+ * object's grid (KEY/shard_O_G) is on one side only; why says which. */
+typedef const char *(*dck_name_at_fn)(const void *ctx, size_t i);
+bool dck_layout_grids_differ(dck_name_at_fn name_at, const void *ca, size_t na, const void *cb, size_t nb,
+                             char *why, size_t why_len);
 
 /* ------------------------------------------------------------------ hashing internals (digest.c) */
 /* Hex helpers */

@@ -22,6 +22,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2057,6 +2058,201 @@ dck_status dck_manifest_compare(const dck_manifest *g, const dck_manifest *a, in
         }
     if (s) dck_cmp_result_release(r);
     return s;
+}
+
+/* ------------------------------------------------------------ layout state
+ *
+ * A table, so that an auditor reads in one place what may be set aside.
+ * LAYOUT_VALUE: a value that describes the layout (its difference is what
+ * makes two layouts differ). PER_RANK: state of one rank (or written by one
+ * rank) of the layout; with a ShardedObject grid (KEY/shard_O_G) the grid G
+ * is part of the layout too. Globs are fnmatch(3) without FNM_PATHNAME. */
+typedef enum { LS_NONE, LS_LAYOUT_VALUE, LS_PER_RANK, LS_WRITER, LS_LOCATION } layout_kind;
+static const struct {
+    const char *glob;
+    layout_kind kind;
+} layout_state[] = {
+    /* Megatron-LM's args (common.pt / the common state) */
+    {"args.tensor_model_parallel_size", LS_LAYOUT_VALUE},
+    {"args.pipeline_model_parallel_size", LS_LAYOUT_VALUE},
+    {"args.virtual_pipeline_model_parallel_size", LS_LAYOUT_VALUE},
+    {"args.context_parallel_size", LS_LAYOUT_VALUE},
+    {"args.expert_model_parallel_size", LS_LAYOUT_VALUE},
+    {"args.expert_tensor_parallel_size", LS_LAYOUT_VALUE},
+    {"args.data_parallel_size", LS_LAYOUT_VALUE},
+    {"args.world_size", LS_LAYOUT_VALUE},
+    {"args.use_distributed_optimizer", LS_LAYOUT_VALUE},
+    {"args.dist_ckpt_optim_fully_reshardable", LS_LAYOUT_VALUE},
+    {"args.ckpt_format", LS_LAYOUT_VALUE},
+    /* how Megatron-Core sharded the distributed optimizer's state */
+    {"content_metadata.distrib_optim_sharding_type", LS_LAYOUT_VALUE},
+    {"optimizer.param_state_sharding_type", LS_LAYOUT_VALUE},
+    /* DeepSpeed: ranks, ZeRO stage and config, partition counts, samples
+     * of all ranks (formats/deepspeed.c names them so) */
+    {"deepspeed.layout.*", LS_LAYOUT_VALUE},
+    /* per-rank ShardedObjects: RNG of (pipeline, tensor) rank */
+    {"rng_state/shard_*", LS_PER_RANK},
+    {"*.rng_state/shard_*", LS_PER_RANK},
+    /* common.pt holds rank 0's optimizer.param_state, numbered by rank 0's
+     * own parameters (the per-parameter step of torch's AdamW) */
+    {"optimizer.param_state.*", LS_PER_RANK},
+    /* WRITER: bookkeeping that one version of the writer records and another
+     * does not (megatron-core 0.19 marks each param group default_config;
+     * 0.15 does not): set aside when on one side only, whatever the layouts;
+     * compared when both sides record it */
+    {"*param_groups.*.default_config", LS_WRITER},
+    /* legacy Megatron-LM trees (mp_rank_XX[_YYY]/): merged, the model's
+     * weights are named without the rank directory; what keeps it is per
+     * rank (optimizer, RNG, distrib_optim.pt, Transformer Engine's FP8
+     * _extra_state), except the weights themselves read per rank
+     * (--megatron-per-rank), which must differ loudly, hence the NONE row */
+    {"mp_rank_*.model.*._extra_state", LS_PER_RANK},
+    {"mp_rank_*.model.*._extra_state.*", LS_PER_RANK},
+    {"mp_rank_*.model.*", LS_NONE},
+    {"mp_rank_[0-9]*", LS_PER_RANK},
+    /* LOCATION: the optimizer's param groups, which Megatron-Core stores in
+     * the common state (fully_reshardable, fully_sharded_model_space) or
+     * per model-parallel rank (dp_reshardable): set aside when the layouts
+     * differ and it is on one side only; compared when on both */
+    {"optimizer.optimizer.param_groups.*", LS_LOCATION},
+    {"optimizer.distributed.dp_group_idx_[0-9]*.optimizer.*", LS_LOCATION},
+    /* dp_reshardable's other per model-parallel rank state (per_bucket_numel) */
+    {"optimizer.distributed.dp_group_idx_[0-9]*", LS_PER_RANK},
+};
+
+static layout_kind layout_kind_of(const char *name) {
+    if (!name) return LS_NONE;
+    /* first match rules: a NONE row exempts what a later row would take */
+    for (size_t i = 0; i < sizeof layout_state / sizeof layout_state[0]; i++)
+        if (fnmatch(layout_state[i].glob, name, 0) == 0) return layout_state[i].kind;
+    return LS_NONE;
+}
+
+int dck_is_layout_state(const char *name) { return name && layout_kind_of(name) != LS_NONE; }
+
+/* Names that start with a rank's own key: a legacy rank directory
+ * (mp_rank_01_000.), Megatron-Core dp_reshardable's per model-parallel rank
+ * optimizer state (optimizer.distributed.dp_group_idx_1.). */
+static const char *const rank_prefixes[] = {"mp_rank_", "optimizer.distributed.dp_group_idx_"};
+
+/* The grid a per-rank name belongs to: KEY/shard_O_G gives the KEY and G
+ * spans ("rng_state", "1.2"); a legacy rank directory's name
+ * (mp_rank_01_000.optimizer...) the directory as key, no grid. False when
+ * the name has neither. */
+static bool grid_of(const char *name, const char **key, size_t *kl, const char **grid, size_t *gl) {
+    for (size_t i = 0; i < sizeof rank_prefixes / sizeof rank_prefixes[0]; i++) {
+        size_t p = strlen(rank_prefixes[i]), l = p;
+        if (strncmp(name, rank_prefixes[i], p)) continue;
+        while (isdigit((unsigned char)name[l]) || (name[l] == '_' && isdigit((unsigned char)name[l + 1]))) l++;
+        if (l == p || name[l] != '.') return false;
+        *key = name;
+        *kl = l;
+        *grid = name + l;
+        *gl = 0;
+        return true;
+    }
+    const char *sh = strstr(name, "/shard_");
+    if (!sh) return false;
+    const char *o = sh + 7, *us = strchr(o, '_');
+    if (!us) return false;
+    /* G has as many integers as O ("0.1_1.2.0.x": O 0.1, G 1.2; the ".0"
+     * after G is the object's own item) */
+    size_t nint = 1;
+    for (const char *c = o; c < us; c++) nint += *c == '.';
+    const char *g = us + 1, *e = g;
+    for (size_t k = 0; k < nint; k++) {
+        if (k) {
+            if (*e != '.') return false;
+            e++;
+        }
+        if (!isdigit((unsigned char)*e)) return false;
+        while (isdigit((unsigned char)*e)) e++;
+    }
+    *key = name;
+    *kl = (size_t)(sh - name);
+    *grid = g;
+    *gl = (size_t)(e - g);
+    return true;
+}
+
+int dck_is_layout_value(const char *name) { return name && layout_kind_of(name) == LS_LAYOUT_VALUE; }
+
+int dck_is_writer_state(const char *name) { return name && layout_kind_of(name) == LS_WRITER; }
+
+int dck_is_location_state(const char *name) { return name && layout_kind_of(name) == LS_LOCATION; }
+
+/* The first per-rank grid of side a not on side b ("rng_state: grid 1.1
+ * only in the golden"), into why. Quadratic in the per-rank names, which
+ * are few (one RNG object per rank). */
+static bool grid_missing(dck_name_at_fn at, const void *ca, size_t na, const void *cb, size_t nb, char *why,
+                         size_t n, const char *side) {
+    for (size_t i = 0; i < na; i++) {
+        const char *name = at(ca, i), *k, *g;
+        size_t kl, gl;
+        if (layout_kind_of(name) != LS_PER_RANK || !grid_of(name, &k, &kl, &g, &gl)) continue;
+        bool found = false;
+        for (size_t j = 0; j < nb && !found; j++) {
+            const char *k2, *g2;
+            size_t kl2, gl2;
+            found = grid_of(at(cb, j), &k2, &kl2, &g2, &gl2) && kl2 == kl && gl2 == gl && !memcmp(k, k2, kl) &&
+                    !memcmp(g, g2, gl);
+        }
+        if (!found) {
+            if (gl) snprintf(why, n, "%.*s: grid %.*s only in %s", (int)kl, k, (int)gl, g, side);
+            else snprintf(why, n, "%.*s only in %s", (int)kl, k, side);
+            return true;
+        }
+    }
+    return false;
+}
+
+bool dck_layout_grids_differ(dck_name_at_fn at, const void *ca, size_t na, const void *cb, size_t nb, char *why,
+                             size_t why_len) {
+    return grid_missing(at, ca, na, cb, nb, why, why_len, "the first") ||
+           grid_missing(at, cb, nb, ca, na, why, why_len, "the second");
+}
+
+static const char *manifest_name_at(const void *ctx, size_t i) {
+    const dck_manifest *m = ctx;
+    return i < m->nt ? m->t[i].name : m->v[i - m->nt].name;
+}
+
+dck_status dck_cmp_set_aside_layout_state(const dck_manifest *g, const dck_manifest *a, dck_cmp_result *r,
+                                          dck_cmp_result *aside, char *why, size_t why_len) {
+    memset(aside, 0, sizeof *aside);
+    char buf[512] = "";
+    bool differ = false;
+    /* a layout value that differs (or is on one side only) */
+    for (size_t i = 0; i < r->n && !differ; i++) {
+        const dck_cmp_entry *e = &r->entries[i];
+        if (e->kind != DCK_CMP_VALUE || layout_kind_of(e->name) != LS_LAYOUT_VALUE) continue;
+        differ = true;
+        snprintf(buf, sizeof buf, "%s: %s vs %s", e->name, e->golden_value ? e->golden_value->value : "(none)",
+                 e->actual_value ? e->actual_value->value : "(none)");
+    }
+    if (!differ)
+        differ = grid_missing(manifest_name_at, g, g->nt + g->nv, a, a->nt + a->nv, buf, sizeof buf, "the golden") ||
+                 grid_missing(manifest_name_at, a, a->nt + a->nv, g, g->nt + g->nv, buf, sizeof buf, "the checkpoint");
+    if (why && why_len) snprintf(why, why_len, "%s", differ ? buf : "");
+    size_t k = 0, cap = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        const dck_cmp_entry *e = &r->entries[i];
+        layout_kind lk = e->kind == DCK_CMP_FILE ? LS_NONE : layout_kind_of(e->name);
+        bool one_side = e->kind == DCK_CMP_MISSING || e->kind == DCK_CMP_EXTRA ||
+                        (e->kind == DCK_CMP_VALUE && (!e->golden_value || !e->actual_value));
+        if ((lk == LS_WRITER && one_side) || (differ && lk == LS_LOCATION && one_side) ||
+            (differ && (lk == LS_LAYOUT_VALUE || lk == LS_PER_RANK))) {
+            dck_status s = dck_grow((void **)&aside->entries, &cap, aside->n + 1, sizeof *aside->entries);
+            if (s) {
+                dck_cmp_result_release(aside);
+                return s;
+            }
+            aside->entries[aside->n++] = *e;
+        } else
+            r->entries[k++] = *e;
+    }
+    r->n = k;
+    return DCK_OK;
 }
 
 void dck_cmp_result_release(dck_cmp_result *r) {

@@ -100,10 +100,13 @@ static int numbers_a_parameter(const char *prev, size_t prev_n) {
 }
 
 char *dck_layer_of_name(const char *name) {
-    /* Components are separated by '.', '/' or ':' (as dck_group_of_name). */
-    const char *prev = NULL, *s = name;
+    /* Components are separated by '.', '/' or ':' (as dck_group_of_name).
+     * A Megatron-Core ShardedObject's "KEY/shard_O_G" and what follows it
+     * are the object's position in a grid of ranks or layers and its items
+     * ("rng_state/shard_0.1_1.2.0.cuda_rng_state"): no layer of the name. */
+    const char *prev = NULL, *s = name, *end = strstr(name, "/shard_");
     size_t prev_n = 0;
-    while (*s) {
+    while (*s && (!end || s < end)) {
         size_t n = strcspn(s, "./:");
         if (is_digits(s, n) && !numbers_a_parameter(prev, prev_n)) {
             const char *start = prev ? prev : s;
@@ -725,7 +728,76 @@ void dck_diff_result_release(dck_diff_result *r) {
         free((char *)r->values[i].b);
     }
     free(r->values);
+    for (size_t i = 0; i < r->naside_tensors; i++) {
+        free((char *)r->aside_tensors[i].name);
+        free((char *)r->aside_tensors[i].layer);
+        free((char *)r->aside_tensors[i].alias_of);
+        free(r->aside_tensors[i].slices);
+    }
+    free(r->aside_tensors);
+    for (size_t i = 0; i < r->naside_values; i++) {
+        free((char *)r->aside_values[i].name);
+        free((char *)r->aside_values[i].a);
+        free((char *)r->aside_values[i].b);
+    }
+    free(r->aside_values);
     memset(r, 0, sizeof *r);
+}
+
+/* ------------------------------------------------------------ layout state
+ * Two different layouts (a layout value differs, or a per-rank object's
+ * grid): their per-rank state cannot be equal, so it moves out of the
+ * comparison into aside_tensors/aside_values (listed, not counted). */
+typedef struct {
+    const dck_diff_result *r;
+    int side_b;
+} side_names;
+
+static const char *side_name_at(const void *ctx, size_t i) {
+    const side_names *sn = ctx;
+    const dck_diff_tensor *t = &sn->r->tensors[i];
+    return (sn->side_b ? t->in_b : t->in_a) ? t->name : "";
+}
+
+static dck_status set_aside_layout_state(dck_diff_result *r) {
+    r->layouts_differ[0] = 0;
+    for (size_t i = 0; i < r->nvalues && !r->layouts_differ[0]; i++)
+        if (dck_is_layout_value(r->values[i].name))
+            snprintf(r->layouts_differ, sizeof r->layouts_differ, "%s: %s vs %s", r->values[i].name,
+                     r->values[i].a ? r->values[i].a : "(none)", r->values[i].b ? r->values[i].b : "(none)");
+    if (!r->layouts_differ[0]) {
+        side_names a = {r, 0}, b = {r, 1};
+        dck_layout_grids_differ(side_name_at, &a, r->ntensors, &b, r->ntensors, r->layouts_differ,
+                                sizeof r->layouts_differ);
+    }
+    bool differ = r->layouts_differ[0] != 0;
+    size_t nt = 0, nv = 0;
+#define ASIDE(name, one_side) \
+    (dck_is_writer_state(name)     ? (one_side)                                                          \
+     : dck_is_location_state(name) ? differ && (one_side)                                                \
+                                   : differ && dck_is_layout_state(name))
+    for (size_t i = 0; i < r->ntensors; i++)
+        nt += ASIDE(r->tensors[i].name, !r->tensors[i].in_a || !r->tensors[i].in_b);
+    for (size_t i = 0; i < r->nvalues; i++) nv += ASIDE(r->values[i].name, !r->values[i].a || !r->values[i].b);
+    if ((nt && !(r->aside_tensors = dck_xcalloc(nt, sizeof *r->aside_tensors))) ||
+        (nv && !(r->aside_values = dck_xcalloc(nv, sizeof *r->aside_values))))
+        return dck_oom(NULL);
+    size_t k = 0;
+    for (size_t i = 0; i < r->ntensors; i++) {
+        if (ASIDE(r->tensors[i].name, !r->tensors[i].in_a || !r->tensors[i].in_b))
+            r->aside_tensors[r->naside_tensors++] = r->tensors[i];
+        else r->tensors[k++] = r->tensors[i];
+    }
+    r->ntensors = k;
+    k = 0;
+    for (size_t i = 0; i < r->nvalues; i++) {
+        if (ASIDE(r->values[i].name, !r->values[i].a || !r->values[i].b))
+            r->aside_values[r->naside_values++] = r->values[i];
+        else r->values[k++] = r->values[i];
+    }
+#undef ASIDE
+    r->nvalues = k;
+    return DCK_OK;
 }
 
 static void flat_to_index(uint64_t flat, const uint64_t *shape, int ndim, uint64_t *idx) {
@@ -1136,6 +1208,7 @@ static dck_status diff_sides(side *a, side *b, const dck_diff_options *opt,
     }
     for (size_t t = 0; t < r->ntensors; t++) finish_slices(&r->tensors[t]);
     s = compare_values(a, b, opt, r);
+    if (!s && !opt->require_rank_state) s = set_aside_layout_state(r);
     if (!s) s = summarise(r);
 
 done:

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include <dirent.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,7 +176,7 @@ static dck_status load_chunk(dcp_ctx *c, const char *fqn, const char *name, cons
         return dck_set_error(DCK_ERR_LIMIT, "%s: chunk of %s: size overflows", c->dir, fqn);
     const char *label = c->ck->files[f->file]->path;
     if (dck_is_zip(d, e->length)) {
-        dck_pt_opts o = {"", name, gshape, coff, gnd, false};
+        dck_pt_opts o = {"", name, gshape, coff, gnd, false, false};
         size_t before = c->ck->ntensors;
         long idx = dck_checkpoint_find(c->ck, name);
         size_t np = idx >= 0 ? c->ck->tensors[idx].npieces : 0;
@@ -240,6 +241,91 @@ static const sd_entry *find_sd(const sd_entry *v, size_t n, const char *fqn, int
     return bsearch(&key, v, n, sizeof *v, cmp_sd);
 }
 
+/* Megatron-Core ShardedObjects are bytes items keyed KEY/shard_O_G: the
+ * object's offset O and the global shape G of the grid of such objects, each
+ * a dot-joined list of integers (rng_state/shard_0.1_1.2: pipeline rank 0,
+ * tensor rank 1 of a 1x2 grid). Each is torch.save'd as a one-element list.
+ * What the grid means depends on the key, hence a table (see
+ * detcheck-formats(7), "Megatron-Core ShardedObjects"):
+ *   root       the common state (megatron-core 0.17 on; common.pt before):
+ *              its items named as common.pt's are, so that a golden of one
+ *              version verifies the other;
+ *   per_rank   state of one rank of a layout (RNG): keeps KEY/shard_O_G, so
+ *              that it is compared where the layouts match and set aside as
+ *              layout state where they do not (dck_layout_state_of_name);
+ * any other key: a grid of one object is named KEY, a larger grid (stacked
+ * layers' _extra_state) keeps KEY/shard_O_G. The list wrapper is dropped. */
+typedef enum { SO_KEYED, SO_ROOT, SO_PER_RANK } so_kind;
+static const struct {
+    const char *key_glob;
+    so_kind kind;
+} sharded_objects[] = {
+    {"common_state", SO_ROOT},
+    {"rng_state", SO_PER_RANK},
+    {"*.rng_state", SO_PER_RANK},
+};
+
+/* "I.I.I" (1 to DCK_MAX_DIMS integers) at s, up to the stop byte: the
+ * count, the product in *prod (saturating); 0 when malformed. */
+static int int_list(const char *s, const char *end, uint64_t *prod, uint64_t *vals) {
+    int k = 0;
+    *prod = 1;
+    while (s < end) {
+        uint64_t v = 0;
+        const char *d = s;
+        while (s < end && *s >= '0' && *s <= '9' && s - d < 12) v = v * 10 + (uint64_t)(*s++ - '0');
+        if (s == d || k == DCK_MAX_DIMS) return 0;
+        vals[k++] = v;
+        *prod = *prod > UINT32_MAX || v > UINT32_MAX ? UINT64_MAX : *prod * v;
+        if (s < end && *s++ != '.') return 0;
+        if (s == end && s[-1] == '.') return 0;
+    }
+    return k;
+}
+
+/* The name prefix of a bytes item (see above): fqn itself, or a prefix
+ * written into buf; *sharded_object when fqn is a ShardedObject's key. */
+static const char *bytes_item_prefix(const char *fqn, char *buf, size_t n, bool *sharded_object) {
+    *sharded_object = false;
+    const char *sh = NULL;
+    for (const char *p = strstr(fqn, "/shard_"); p; p = strstr(p + 1, "/shard_")) sh = p;
+    if (!sh || sh == fqn) return fqn;
+    const char *o = sh + 7, *end = o + strlen(o), *us = memchr(o, '_', (size_t)(end - o));
+    uint64_t po, pg, ov[DCK_MAX_DIMS], gv[DCK_MAX_DIMS];
+    int no = us ? int_list(o, us, &po, ov) : 0, ng = us ? int_list(us + 1, end, &pg, gv) : 0;
+    if (!no || no != ng) return fqn;
+    for (int i = 0; i < no; i++)
+        if (ov[i] >= gv[i]) return fqn;
+    *sharded_object = true;
+    size_t kl = (size_t)(sh - fqn);
+    if (kl >= n) return fqn;
+    memcpy(buf, fqn, kl);
+    buf[kl] = 0;
+    so_kind kind = SO_KEYED;
+    for (size_t i = 0; i < sizeof sharded_objects / sizeof sharded_objects[0]; i++)
+        if (fnmatch(sharded_objects[i].key_glob, buf, 0) == 0) {
+            kind = sharded_objects[i].kind;
+            break;
+        }
+    if (kind == SO_PER_RANK || pg != 1) return fqn;
+    if (kind == SO_ROOT) buf[0] = 0;
+    return buf;
+}
+
+/* Megatron-Core's dist_checkpointing writes metadata.json beside .metadata:
+ * {"sharded_backend": "torch_dist", ...}. From megatron-core 0.16 on it is
+ * the only mark of Megatron (.metadata is torch's plain Metadata). */
+static bool megatron_dir(const char *dir) {
+    char *p = dck_path_join(dir, "metadata.json");
+    json_error_t jerr;
+    json_t *j = p ? json_load_file(p, 0, &jerr) : NULL;
+    const char *b = json_string_value(json_object_get(j, "sharded_backend"));
+    bool yes = b && !strncmp(b, "torch_dist", 10);
+    json_decref(j);
+    free(p);
+    return yes;
+}
+
 /* Loads a DCP directory (its .metadata) into ck. relroot: dir's path
  * relative to the hashed root. */
 
@@ -269,7 +355,7 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
         goto done;
     }
     /* Megatron-Core (torch_dist): flattened ranges and master-weight names */
-    if ((s = dck_mcore_create(root, sdm, c.label, &mc))) goto done;
+    if ((s = dck_mcore_create(root, sdm, c.label, megatron_dir(dir), &mc))) goto done;
     sd = calloc(sdat->u.dict.n + 1, sizeof *sd);
     nbuf = malloc(DCK_MAX_NAME + 64);
     if (!sd || !nbuf) {
@@ -333,7 +419,9 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
                 s = dck_ck_add_value(ck, fqn, t);
                 continue;
             }
-            dck_pt_opts o = {fqn, NULL, NULL, NULL, 0, true};
+            bool so;
+            const char *prefix = bytes_item_prefix(fqn, nbuf, DCK_MAX_NAME + 64, &so);
+            dck_pt_opts o = {prefix, NULL, NULL, NULL, 0, true, so};
             s = dck_pt_load_zip(ck, f->file, b, e->length, e->offset, ck->files[f->file]->path, &o, &c.mem);
             continue;
         }
@@ -384,6 +472,7 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
         }
         if (!s && flat) s = dck_mcore_unflatten(ck, c.label, name, ond, oshape);
     }
+    if (!s) s = dck_mcore_buckets(ck, sdm, c.label); /* dp_reshardable buckets -> per parameter */
 done:
     dck_mcore_free(mc);
     free(nbuf);

@@ -53,11 +53,14 @@ dck_status dck_safetensors_parse_header(dck_checkpoint *ck, uint32_t file, const
 /* mcore_flat.c: Megatron-Core's additions to a torch_dist `.metadata`
  * (MCoreMetadata.mcore_data; see detcheck-formats(7), "Megatron-Core
  * optimizer state"). dck_mcore_create: *out NULL when root (the unpickled
- * Metadata) has no mcore_data; sdm: its state_dict_metadata dict. */
+ * Metadata) has no mcore_data and megatron is false; sdm: its
+ * state_dict_metadata dict. megatron: the directory is Megatron-Core's
+ * (its metadata.json names the torch_dist backend): from 0.16 on it pickles
+ * torch's plain Metadata, without mcore_data, and the names still apply. */
 struct pk_node;
 typedef struct dck_mcore dck_mcore;
 dck_status dck_mcore_create(const struct pk_node *root, const struct pk_node *sdm, const char *label,
-                            dck_mcore **out);
+                            bool megatron, dck_mcore **out);
 void dck_mcore_free(dck_mcore *m);
 /* The name a stored key is reported under: master weights get one name,
  * `optimizer.state.param.KEY` -> `optimizer.state.fp32_param.KEY` (unless
@@ -71,5 +74,31 @@ bool dck_mcore_flat_shape(const dck_mcore *m, const char *fqn, int *nd, const ui
  * DCK_ERR_FORMAT naming label when the shapes do not fit together. */
 dck_status dck_mcore_unflatten(dck_checkpoint *ck, const char *label, const char *name, int nd,
                                const uint64_t *oshape);
+/* Pieces that grow (dck_grow); v malloc'd, n used, cap allocated. */
+typedef struct {
+    dck_piece *v;
+    size_t n, cap;
+} dck_piece_vec;
+/* Elements [s, e) (row-major) of a chunk of shape b (nd >= 1 dims, inner[d]
+ * = prod(b[d+1..])) whose first element is the tensor's element at base,
+ * stored contiguously from byte fo (element size es): appends at most
+ * 2nd-1 pieces, each a hyperrectangle contiguous in the file, copying
+ * tmpl's file and byteswap. */
+dck_status dck_mcore_split_range(dck_piece_vec *pv, const dck_piece *tmpl, int nd, const uint64_t *b,
+                                 const uint64_t *inner, const uint64_t *base, uint64_t s, uint64_t e,
+                                 uint64_t fo, size_t es);
+
+/* mcore_buckets.c: the distributed optimizer's dp_reshardable state (one
+ * 1-D buffer per bucket, `optimizer.distributed.dp_group_idx_G.gbuf_idx_B.
+ * dtype_(P, G).bucket_idx_K.STATE`; see detcheck-formats(7)). Called once
+ * the DCP directory's tensors are loaded (sdm: the .metadata's
+ * state_dict_metadata, whose order is the model's parameter order; label:
+ * the .metadata's path). When the parameter-to-bucket map is recovered and
+ * checked (every master weight equals its model weight, every bucket
+ * consumed exactly), the buckets become optimizer.state.{fp32_param,
+ * exp_avg,...}.KEY in the parameter's shape, padding left out; otherwise
+ * the buckets are dropped and each is recorded as a value saying it is not
+ * compared and why (and opt.notice says so). Nothing to do: DCK_OK. */
+dck_status dck_mcore_buckets(dck_checkpoint *ck, const struct pk_node *sdm, const char *label);
 
 #endif

@@ -62,16 +62,18 @@ void dck_mcore_free(dck_mcore *m) {
     free(m);
 }
 
-dck_status dck_mcore_create(const pk_node *root, const pk_node *sdm, const char *label, dck_mcore **out) {
+dck_status dck_mcore_create(const pk_node *root, const pk_node *sdm, const char *label, bool megatron,
+                            dck_mcore **out) {
     *out = NULL;
     const pk_node *md = dck_pk_get(root, "mcore_data");
-    if (!md || md->kind == PK_NONE) return DCK_OK; /* plain torch DCP */
-    if (md->kind != PK_DICT)
+    if ((!md || md->kind == PK_NONE) && !megatron) return DCK_OK; /* plain torch DCP */
+    if (md && md->kind == PK_NONE) md = NULL;
+    if (md && md->kind != PK_DICT)
         return dck_set_error(DCK_ERR_FORMAT, "%s: mcore_data is not a dict", label);
     dck_mcore *m = calloc(1, sizeof *m);
     if (!m) return dck_oom(NULL);
     dck_status s = DCK_OK;
-    size_t n = md->u.dict.n;
+    size_t n = md ? md->u.dict.n : 0;
     if (!(m->flat = calloc(n + 1, sizeof *m->flat)) ||
         !(m->names = calloc(sdm->u.dict.n + 1, sizeof *m->names))) {
         dck_mcore_free(m);
@@ -166,24 +168,17 @@ static void fmt_shape(char *b, size_t n, const uint64_t *s, int nd) {
     if (o < n) snprintf(b + o, n - o, "]");
 }
 
-typedef struct {
-    dck_piece *v;
-    size_t n, cap;
-} piece_vec;
-
-static dck_status push(piece_vec *pv, const dck_piece *p) {
+static dck_status push(dck_piece_vec *pv, const dck_piece *p) {
     if (pv->n == pv->cap && dck_grow((void **)&pv->v, &pv->cap, pv->n + 1, sizeof *pv->v)) return dck_oom(NULL);
     pv->v[pv->n++] = *p;
     return DCK_OK;
 }
 
-/* Elements [s, e) (row-major) of the chunk of shape b (nd dims) whose
- * first element is the parameter's element at base, stored contiguously
- * from byte fo: one piece per hyperrectangle, fixed indices before dim d, a
- * range along d, whole after it. */
-static dck_status split_range(piece_vec *pv, const dck_piece *tmpl, int nd, const uint64_t *b,
-                              const uint64_t *inner, const uint64_t *base, uint64_t s, uint64_t e,
-                              uint64_t fo, size_t es) {
+/* One piece per hyperrectangle: fixed indices before dim d, a range along
+ * d, whole after it (declared in formats.h). */
+dck_status dck_mcore_split_range(dck_piece_vec *pv, const dck_piece *tmpl, int nd, const uint64_t *b,
+                                 const uint64_t *inner, const uint64_t *base, uint64_t s, uint64_t e,
+                                 uint64_t fo, size_t es) {
     uint64_t pos = s;
     while (pos < e) {
         int d = nd - 1;
@@ -251,7 +246,7 @@ dck_status dck_mcore_unflatten(dck_checkpoint *ck, const char *label, const char
     inner[nd - 1] = 1;
     for (int d = nd - 2; d >= 0; d--) inner[d] = inner[d + 1] * blk[d + 1];
     size_t es = dck_dtype_size(t->info.dtype);
-    piece_vec pv = {0};
+    dck_piece_vec pv = {0};
     dck_status s = DCK_OK;
     for (size_t pi = 0; pi < t->npieces && !s; pi++) {
         const dck_piece *p = &t->pieces[pi];
@@ -276,7 +271,7 @@ dck_status dck_mcore_unflatten(dck_checkpoint *ck, const char *label, const char
         for (int d = 0; d < nd; d++) ci[d] = p->offset[d];
         for (;;) {
             for (int d = 0; d < nd; d++) base[d] = ci[d] * blk[d];
-            s = split_range(&pv, p, nd, blk, inner, base, p->offset[nd], p->offset[nd] + len,
+            s = dck_mcore_split_range(&pv, p, nd, blk, inner, base, p->offset[nd], p->offset[nd] + len,
                             p->file_offset + run * len * es, es);
             if (s) break;
             run++;

@@ -11,12 +11,14 @@
  *
  * Given the root, the iteration named in latest_checkpointed_iteration.txt
  * is read (or options.iteration when >= 0); an iter_N directory can also be
- * given directly. By default legacy rank directories are not merged: their
- * tensors are named RANKDIR.path (mp_rank_01.model.language_model...), and
- * other .pt files of a rank directory RANKDIR.STEM.path
- * (mp_rank_00.distrib_optim...). With options.megatron_merge the model
- * weights are merged into the tensors of the unsplit model (see "merging"
- * below and man detcheck-formats(7)). */
+ * given directly. Without options.megatron_merge (the library's default;
+ * the CLI merges unless --megatron-per-rank) legacy rank directories are
+ * not merged: their tensors are named RANKDIR.path
+ * (mp_rank_01.model.language_model...), and other .pt files of a rank
+ * directory RANKDIR.STEM.path (mp_rank_00.distrib_optim...). With it the
+ * model weights are merged into the tensors of the unsplit model and the
+ * common state is named once (see "merging" below and man
+ * detcheck-formats(7)). */
 #include "formats/readers.h"
 
 #include <ctype.h>
@@ -134,7 +136,7 @@ static dck_status load_rank_dir(dck_checkpoint *ck, const char *dir, const char 
                 snprintf(prefix, strlen(rank) + stem + 2, "%s", rank);
             else
                 snprintf(prefix, strlen(rank) + stem + 2, "%s.%.*s", rank, (int)stem, nm);
-            dck_pt_opts o = {prefix, NULL, NULL, NULL, 0, true};
+            dck_pt_opts o = {prefix, NULL, NULL, NULL, 0, true, false};
             s = dck_pt_open_path(ck, p, r, &o);
             loaded++;
         }
@@ -158,7 +160,7 @@ static dck_status load_iter_dir(dck_checkpoint *ck, const char *dir, const char 
         for (int i = 0; i < 2 && !s; i++)
             if (exists(dir, extra[i], false)) {
                 char *p = dck_path_join(dir, extra[i]), *r = rel_join(rel, extra[i]);
-                dck_pt_opts o = {"", NULL, NULL, NULL, 0, true};
+                dck_pt_opts o = {"", NULL, NULL, NULL, 0, true, false};
                 s = p && r ? dck_pt_open_path(ck, p, r, &o) : dck_oom(NULL);
                 free(p);
                 free(r);
@@ -282,9 +284,20 @@ static dck_status mg_open(dck_checkpoint *ck, const char *path, const char *relr
  *     along DIM of the global tensor, so the usual stitching digests the
  *     concatenated tensor; any other tensor is replicated: every TP rank
  *     must hold the same bytes (checked here), and rank 0's copy is used.
- * Everything else (optimizer state, RNG state, other files of the rank
- * directory, values) keeps its per-rank name: it cannot be merged
- * meaningfully, or legitimately differs between ranks. */
+ * SwiGLU (args.swiglu True): each rank's linear_fc1 / dense_h_to_4h holds
+ * its own [gate; up] rows, so a built-in rule for them places rank r's
+ * halves at r * h and T * h + r * h (h = half the local rows), which is
+ * the unsplit [gate; up] (megatron's apply_swiglu_sharded_factory).
+ * Values: those under "model." (e.g. _extra_state None) merge like
+ * replicated tensors, the common state of model_optim_rng.pt (args,
+ * iteration, checkpoint_version, opt_param_scheduler...) loses the rank
+ * prefix, each when every rank that holds it holds the same text;
+ * otherwise they keep their per-rank names.
+ * Everything else (optimizer state, RNG state, TE's per-rank _extra_state
+ * tensors, other files of the rank directory) keeps its per-rank name: it
+ * cannot be merged meaningfully, or legitimately differs between ranks.
+ * A name that starts with a rank directory is per-rank state: verify sets
+ * it aside when the two layouts differ (cmd_verify.c). */
 
 #define MAX_RULE_GLOB 1024
 #define MAX_RANK_NUM 999999
@@ -294,18 +307,30 @@ static dck_status mg_open(dck_checkpoint *ck, const char *path, const char *relr
  * VocabParallelEmbedding split their output rows (dim 0), RowParallelLinear
  * its input columns (dim 1; its bias is replicated). Legacy names
  * (language_model.encoder.layers.N...) and Megatron-core names
- * (decoder.layers.N...). Documented in detcheck-formats(7). */
-static const char *const default_rules[] = {
-    "*.self_attention.query_key_value.weight=0", "*.self_attention.query_key_value.bias=0",
-    "*.mlp.dense_h_to_4h.weight=0",              "*.mlp.dense_h_to_4h.bias=0",
-    "*.self_attention.dense.weight=1",           "*.mlp.dense_4h_to_h.weight=1",
-    "*.self_attention.linear_qkv.weight=0",      "*.self_attention.linear_qkv.bias=0",
-    "*.mlp.linear_fc1.weight=0",                 "*.mlp.linear_fc1.bias=0",
-    "*.self_attention.linear_proj.weight=1",     "*.mlp.linear_fc2.weight=1",
-    "*word_embeddings.weight=0",                 "*word_embeddings_for_head.weight=0",
-    "*output_layer.weight=0",
+ * (decoder.layers.N...). glu: the MLP's first layer, whose rank tensors
+ * are [gate; up] each when the model is SwiGLU. Documented in
+ * detcheck-formats(7). */
+static const struct {
+    const char *text;
+    bool glu;
+} default_rules[] = {
+    {"*.self_attention.query_key_value.weight=0", false}, {"*.self_attention.query_key_value.bias=0", false},
+    {"*.mlp.dense_h_to_4h.weight=0", true},               {"*.mlp.dense_h_to_4h.bias=0", true},
+    {"*.self_attention.dense.weight=1", false},           {"*.mlp.dense_4h_to_h.weight=1", false},
+    {"*.self_attention.linear_qkv.weight=0", false},      {"*.self_attention.linear_qkv.bias=0", false},
+    {"*.mlp.linear_fc1.weight=0", true},                  {"*.mlp.linear_fc1.bias=0", true},
+    {"*.self_attention.linear_proj.weight=1", false},     {"*.mlp.linear_fc2.weight=1", false},
+    {"*word_embeddings.weight=0", false},                 {"*word_embeddings_for_head.weight=0", false},
+    {"*output_layer.weight=0", false},
 };
 #define NDEFAULT_RULES (sizeof default_rules / sizeof default_rules[0])
+
+/* Is rule (as dck_megatron_split_dim returns it) a built-in GLU rule? */
+static bool glu_rule(const char *rule) {
+    for (size_t i = 0; i < NDEFAULT_RULES; i++)
+        if (rule == default_rules[i].text) return default_rules[i].glu;
+    return false;
+}
 
 /* "GLOB=DIM": the glob (copied into glob, NUL-terminated) and the
  * dimension (-1 for "none"). */
@@ -344,7 +369,7 @@ static dck_status mg_check_options(const dck_options *opt) {
         return dck_set_error(DCK_ERR_INVALID, "tensor-parallel split rules: NULL array");
     if (!opt->megatron_merge)
         return dck_set_error(DCK_ERR_INVALID, "tensor-parallel split rules are used only when "
-                             "merging Megatron rank directories, which is off");
+                             "merging Megatron rank directories, which is off (--megatron-per-rank)");
     char glob[MAX_RULE_GLOB + 1];
     for (size_t i = 0; i < opt->ntp_split_rules; i++) {
         int dim;
@@ -361,7 +386,7 @@ dck_status dck_megatron_split_dim(const dck_options *opt, const char *name, int 
     *dim = -1;
     *rule = NULL;
     for (size_t i = 0; i < nuser + NDEFAULT_RULES; i++) {
-        const char *text = i < nuser ? opt->tp_split_rules[i] : default_rules[i - nuser];
+        const char *text = i < nuser ? opt->tp_split_rules[i] : default_rules[i - nuser].text;
         int d = -1;
         dck_status s = parse_rule(text, glob, sizeof glob, &d);
         if (s) return s;
@@ -400,7 +425,7 @@ static bool parse_rank(const char *name, int *tp, int *pp) {
 typedef struct {
     size_t ti;      /* index in the scratch checkpoint */
     size_t rank;    /* index in the rank list */
-    int tp, pp;
+    int tp, pp;     /* pp -1: mp_rank_XX, no pipeline rank */
     char *merged;   /* merged name */
 } model_tensor;
 
@@ -492,12 +517,41 @@ static dck_status move_tensor(dck_checkpoint *ck, dck_checkpoint *scr, size_t ti
     return DCK_OK;
 }
 
+/* Moves TP rank r's SwiGLU tensor ti of scr (one contiguous piece: h gate
+ * rows, then h up rows) into ck as name: the halves at r * h and
+ * T * h + r * h of the merged [gate; up]. */
+static dck_status move_glu(dck_checkpoint *ck, dck_checkpoint *scr, size_t ti, const char *name,
+                           const uint64_t *gshape, int r, int T, const uint32_t *fmap) {
+    const dck_tensor_entry *t = &scr->tensors[ti];
+    uint64_t h = t->info.shape[0] / 2, row = t->info.nbytes / t->info.shape[0];
+    for (uint64_t half = 0; half < 2; half++) {
+        dck_piece q = t->pieces[0];
+        q.file = fmap[q.file];
+        q.shape[0] = h;
+        q.offset[0] = half * (uint64_t)T * h + (uint64_t)r * h;
+        q.file_offset += half * h * row;
+        dck_status s = dck_ck_add_piece(ck, name, t->info.dtype, gshape, t->info.ndim, &q);
+        if (s) return s;
+    }
+    return DCK_OK;
+}
+
+/* A tensor stored as one contiguous little-endian piece covering it (what
+ * splitting it into GLU halves needs). */
+static bool one_plain_piece(const dck_tensor_entry *e) {
+    if (e->npieces != 1 || e->pieces[0].strides || e->pieces[0].byteswap) return false;
+    for (int d = 0; d < e->info.ndim; d++)
+        if (e->pieces[0].offset[d] || e->pieces[0].shape[d] != e->info.shape[d]) return false;
+    return true;
+}
+
 /* One merged tensor, members m[0..k) sorted by stage and TP rank: checks
  * (place false: the first pass, which reads replicated tensors), or moves
- * it into ck (place true: the second pass). */
+ * it into ck (place true: the second pass). swiglu: the checkpoint's
+ * args.swiglu is True (the built-in GLU rules then split by halves). */
 static dck_status merge_one(dck_checkpoint *ck, dck_checkpoint *scr, const char *dir,
                             const model_tensor *m, size_t k, int T, const uint32_t *fmap,
-                            uint8_t *ba, uint8_t *bb, size_t cap, bool place) {
+                            uint8_t *ba, uint8_t *bb, size_t cap, bool place, bool swiglu) {
     const char *name = m[0].merged;
     char ra[64], rb[64], sa[600], sb[600];
     /* sorted by stage, then TP rank: one stage, every TP rank once */
@@ -553,7 +607,8 @@ static dck_status merge_one(dck_checkpoint *ck, dck_checkpoint *scr, const char 
                 rank_name(rb, sizeof rb, m[i].tp, m[i].pp);
                 return dck_set_error(DCK_ERR_MISMATCH, "%s: replicated tensor %s differs between "
                                      "tensor-parallel ranks %s and %s (if tensor parallelism "
-                                     "splits it, give it a split rule)", dir, name, ra, rb);
+                                     "splits it, give it a split rule with --tp-split; "
+                                     "--megatron-per-rank reads every rank as saved)", dir, name, ra, rb);
             }
         }
         return DCK_OK;
@@ -561,8 +616,24 @@ static dck_status merge_one(dck_checkpoint *ck, dck_checkpoint *scr, const char 
     if (gshape[dim] > UINT64_MAX / (uint64_t)T)
         return dck_set_error(DCK_ERR_LIMIT, "%s: tensor %s: merged size overflows", dir, name);
     gshape[dim] *= (uint64_t)T;
+    bool glu = swiglu && T > 1 && glu_rule(rule);
+    if (glu && (dim != 0 || !t0->shape[0] || t0->shape[0] % 2))
+        return dck_set_error(DCK_ERR_LAYOUT, "%s: tensor %s (in %s): args.swiglu is True but its "
+                             "dimension 0 (%llu) does not hold a gate and an up half (give it "
+                             "a --tp-split rule)", dir, name, ra,
+                             (unsigned long long)(t0->ndim ? t0->shape[0] : 0));
     for (size_t i = 0; i < k; i++) {
         const dck_tensor_entry *e = &scr->tensors[m[i].ti];
+        if (glu) {
+            if (!one_plain_piece(e)) {
+                rank_name(rb, sizeof rb, m[i].tp, m[i].pp);
+                return dck_set_error(DCK_ERR_UNSUPPORTED, "%s: SwiGLU tensor %s in %s is stored as a "
+                                     "view or big-endian; splitting it into gate and up halves needs "
+                                     "a contiguous little-endian tensor", dir, name, rb);
+            }
+            if (place && (s = move_glu(ck, scr, m[i].ti, name, gshape, (int)i, T, fmap))) return s;
+            continue;
+        }
         for (size_t pi = 0; pi < e->npieces && T > 1; pi++)
             if (e->pieces[pi].strides || e->pieces[pi].byteswap) {
                 rank_name(rb, sizeof rb, m[i].tp, m[i].pp);
@@ -574,6 +645,61 @@ static dck_status merge_one(dck_checkpoint *ck, dck_checkpoint *scr, const char 
             return s;
     }
     return DCK_OK;
+}
+
+/* A model weight to merge: under "model.", except Transformer Engine's
+ * _extra_state (per-rank runtime state such as FP8 scaling factors, which
+ * legitimately differs between ranks). */
+static bool merged_weight(const char *local) {
+    if (strncmp(local, "model.", 6)) return false;
+    const char *x = strstr(local, "._extra_state");
+    return !(x && (x[13] == 0 || x[13] == '.'));
+}
+
+/* The merged name (malloc'd) of local, a "model." name of stage pp: the
+ * number after its first "layers" made global. */
+static char *merged_name(const char *local, int pp, const layer_count *lc, size_t nlc) {
+    size_t pl, ne;
+    uint64_t num, before = 0;
+    if (find_layer(local, &pl, &num, &ne))
+        for (size_t j = 0; j < nlc; j++)
+            if (lc[j].pp < pp && lc[j].len == pl && !memcmp(lc[j].prefix, local, pl)) before += lc[j].count;
+    if (!before) return dck_strdup(local);
+    size_t len = strlen(local) + 24;
+    char *m = malloc(len);
+    if (m) snprintf(m, len, "%.*s.%llu%s", (int)pl, local, (unsigned long long)(num + before), local + ne);
+    return m;
+}
+
+/* Top-level keys of model_optim_rng.pt that hold one rank's own state
+ * (Megatron-LM's save_checkpoint): never named without the rank. */
+static const char *const per_rank_keys[] = {"optimizer", "rng_state"};
+
+static bool per_rank_key(const char *local) {
+    size_t l = strcspn(local, ".");
+    for (size_t i = 0; i < sizeof per_rank_keys / sizeof per_rank_keys[0]; i++)
+        if (strlen(per_rank_keys[i]) == l && !strncmp(local, per_rank_keys[i], l)) return true;
+    return false;
+}
+
+/* A value of a rank directory on its way to a merged name. */
+typedef struct {
+    size_t vi;     /* index in the scratch checkpoint */
+    char *merged;  /* NULL: keeps its per-rank name */
+    size_t want;   /* copies that make the group: the TP ranks (model), every rank (common) */
+    int pp, tp;
+} rank_value;
+
+/* Groups by merged name (stage, TP rank within); a total order, so that
+ * the values come out the same whatever the sort. */
+static int cmp_rank_value(const void *a, const void *b) {
+    const rank_value *x = a, *y = b;
+    if (!x->merged != !y->merged) return x->merged ? -1 : 1;
+    int c = x->merged ? strcmp(x->merged, y->merged) : 0;
+    if (c) return c;
+    if (x->pp != y->pp) return x->pp < y->pp ? -1 : 1;
+    if (x->tp != y->tp) return x->tp < y->tp ? -1 : 1;
+    return (x->vi > y->vi) - (x->vi < y->vi);
 }
 
 /* Finds the rank directory a scratch tensor name starts with (sorted list). */
@@ -588,6 +714,68 @@ static long find_rank(const rank_dir *r, size_t n, const char *name, size_t len)
         else hi = mid;
     }
     return -1;
+}
+
+/* Adds scr's values to ck (after the files moved: fmap): model values and
+ * the common state of model_optim_rng.pt once under their merged names
+ * when every rank that must hold one holds the same text, everything else
+ * under its per-rank name. */
+static dck_status merge_values(dck_checkpoint *ck, const dck_checkpoint *scr, const rank_dir *ranks,
+                               size_t nr, int T, const layer_count *lc, size_t nlc, const uint32_t *fmap) {
+    rank_value *rv = calloc(scr->nvalues ? scr->nvalues : 1, sizeof *rv);
+    if (!rv) return dck_oom(NULL);
+    dck_status s = DCK_OK;
+    size_t n = 0;
+    for (size_t vi = 0; vi < scr->nvalues && !s; vi++) {
+        const char *nm = scr->values[vi].name, *dot = strchr(nm, '.');
+        long ri = dot ? find_rank(ranks, nr, nm, (size_t)(dot - nm)) : -1;
+        uint32_t f = scr->value_files ? scr->value_files[vi] : UINT32_MAX;
+        rank_value v = {vi, NULL, 0, 0, 0};
+        /* only model_optim_rng.pt holds the model and the common state (a
+         * file the pickle reader added, such as a numpy array's, has no
+         * relpath: its path is the .pt's) */
+        const char *from = f != UINT32_MAX ? ck->files[fmap[f]]->path : NULL;
+        if (ri >= 0 && from && !strncmp(base_of(from), "model_optim_rng.pt", 18)) {
+            const char *local = dot + 1;
+            v.pp = ranks[ri].pp;
+            v.tp = ranks[ri].tp;
+            if (!strncmp(local, "model.", 6)) {
+                v.merged = merged_name(local, v.pp, lc, nlc);
+                v.want = (size_t)T;
+            } else if (!per_rank_key(local)) {
+                v.merged = dck_strdup(local);
+                v.want = nr;
+            }
+            if (v.want && !v.merged) s = dck_oom(NULL);
+        }
+        rv[n++] = v;
+    }
+    if (!s) dck_qsort(rv, n, sizeof *rv, cmp_rank_value);
+    for (size_t i = 0; i < n && !s;) {
+        size_t k = 1;
+        while (rv[i].merged && i + k < n && rv[i + k].merged && !strcmp(rv[i + k].merged, rv[i].merged)) k++;
+        bool one = rv[i].merged && k == rv[i].want;
+        for (size_t j = 1; j < k && one; j++)
+            one = !strcmp(scr->values[rv[i + j].vi].value, scr->values[rv[i].vi].value);
+        if (one) s = dck_ck_add_value(ck, rv[i].merged, scr->values[rv[i].vi].value);
+        for (size_t j = 0; j < k && !one && !s; j++)
+            s = dck_ck_add_value(ck, scr->values[rv[i + j].vi].name, scr->values[rv[i + j].vi].value);
+        i += k;
+    }
+    for (size_t i = 0; i < n; i++) free(rv[i].merged);
+    free(rv);
+    return s;
+}
+
+/* args.swiglu of the first rank directory is "True". */
+static bool swiglu_of(const dck_checkpoint *scr, const char *rank) {
+    size_t rl = strlen(rank);
+    for (size_t vi = 0; vi < scr->nvalues; vi++) {
+        const char *nm = scr->values[vi].name;
+        if (!strncmp(nm, rank, rl) && !strcmp(nm + rl, ".args.swiglu"))
+            return !strcmp(scr->values[vi].value, "True");
+    }
+    return false;
 }
 
 static dck_status merge_rank_dirs(dck_checkpoint *ck, const char *dir, const char *rel,
@@ -682,8 +870,9 @@ static dck_status merge_rank_dirs(dck_checkpoint *ck, const char *dir, const cha
                               ranks[ri].name, (int)strcspn(local, "."), local);
             goto done;
         }
-        if (strncmp(local, "model.", 6)) continue; /* optimizer, RNG, other files: per rank */
-        mt[nmt++] = (model_tensor){ti, (size_t)ri, ranks[ri].tp, ranks[ri].pp < 0 ? 0 : ranks[ri].pp, NULL};
+        if (!merged_weight(local)) continue; /* optimizer, RNG, other files: per rank */
+        /* pp -1 (no stages) stays: messages then name mp_rank_XX */
+        mt[nmt++] = (model_tensor){ti, (size_t)ri, ranks[ri].tp, ranks[ri].pp, NULL};
         size_t pl, ne;
         uint64_t num;
         if (!find_layer(local, &pl, &num, &ne)) continue;
@@ -697,25 +886,13 @@ static dck_status merge_rank_dirs(dck_checkpoint *ck, const char *dir, const cha
     }
     for (size_t i = 0; i < nmt; i++) {
         const char *local = strchr(scr->tensors[mt[i].ti].info.name, '.') + 1;
-        size_t pl, ne;
-        uint64_t num, before = 0;
-        if (find_layer(local, &pl, &num, &ne))
-            for (size_t j = 0; j < nlc; j++)
-                if (lc[j].pp < mt[i].pp && lc[j].len == pl && !memcmp(lc[j].prefix, local, pl))
-                    before += lc[j].count;
-        if (before) {
-            size_t len = strlen(local) + 24;
-            if ((mt[i].merged = malloc(len)))
-                snprintf(mt[i].merged, len, "%.*s.%llu%s", (int)pl, local,
-                         (unsigned long long)(num + before), local + ne);
-        } else
-            mt[i].merged = dck_strdup(local);
-        if (!mt[i].merged) {
+        if (!(mt[i].merged = merged_name(local, mt[i].pp, lc, nlc))) {
             s = dck_oom(NULL);
             goto done;
         }
     }
     dck_qsort(mt, nmt, sizeof *mt, cmp_model_tensor);
+    bool swiglu = swiglu_of(scr, ranks[0].name);
 
     /* check everything before moving anything */
     if (!(ba = malloc(cap)) || !(bb = malloc(cap)) ||
@@ -732,17 +909,16 @@ static dck_status merge_rank_dirs(dck_checkpoint *ck, const char *dir, const cha
             }
             for (size_t ti = 0; ti < scr->ntensors && !s; ti++) {
                 const char *nm = scr->tensors[ti].info.name, *dot = strchr(nm, '.');
-                if (dot && find_rank(ranks, nr, nm, (size_t)(dot - nm)) >= 0 && !strncmp(dot + 1, "model.", 6))
+                if (dot && find_rank(ranks, nr, nm, (size_t)(dot - nm)) >= 0 && merged_weight(dot + 1))
                     continue;
                 s = move_tensor(ck, scr, ti, nm, NULL, -1, 0, fmap);
             }
-            for (size_t vi = 0; vi < scr->nvalues && !s; vi++)
-                s = dck_ck_add_value(ck, scr->values[vi].name, scr->values[vi].value);
+            if (!s) s = merge_values(ck, scr, ranks, nr, T, lc, nlc, fmap);
         }
         for (size_t i = 0; i < nmt && !s;) {
             size_t k = 1;
             while (i + k < nmt && !strcmp(mt[i + k].merged, mt[i].merged)) k++;
-            s = merge_one(ck, scr, dir, mt + i, k, T, fmap, ba, bb, cap, place != 0);
+            s = merge_one(ck, scr, dir, mt + i, k, T, fmap, ba, bb, cap, place != 0, swiglu);
             i += k;
         }
     }

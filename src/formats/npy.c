@@ -67,7 +67,7 @@ static int npz_probe(const char *path, bool is_dir, const uint8_t *head, size_t 
 }
 
 static dck_status npz_open(dck_checkpoint *ck, const char *path, const char *relpath) {
-    dck_pt_opts o = {"", NULL, NULL, NULL, 0, true};
+    dck_pt_opts o = {"", NULL, NULL, NULL, 0, true, false};
     return dck_pt_open_path(ck, path, relpath, &o);
 }
 

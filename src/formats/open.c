@@ -21,6 +21,8 @@
 #define DCK_READERS(X)                                                                             \
     X(index)       /* *.index.json: shards by content (below) */                                  \
     X(safetensors) /* safetensors, detcheck's sharded layout */                                   \
+    X(deepspeed)   /* DeepSpeed ZeRO and universal checkpoints (before megatron: */             \
+                   /* Megatron-DeepSpeed roots also hold its latest file) */                      \
     X(megatron)    /* Megatron-LM checkpoint roots and iter_N dirs */                             \
     X(dcp)         /* torch.distributed.checkpoint directories */                                 \
     X(npz)         /* NumPy .npz */                                                               \

@@ -480,6 +480,11 @@ static dck_status cb_other(void *ctx, const char *name, const pk_node *n) {
 
 static dck_status walk_root(pt_src *p, const pk_ctx *c, const pk_node *root) {
     pk_walker w = {p, cb_tensor, cb_ndarray, cb_value, cb_other, dck_pk_walk_budget(c)};
+    size_t n;
+    pk_node **it;
+    if (p->o && p->o->unwrap_single && root && (root->kind == PK_LIST || root->kind == PK_TUPLE) &&
+        (it = dck_pk_items(root, &n)) && n == 1)
+        root = it[0];
     return dck_pk_walk(root, p->o && p->o->prefix ? p->o->prefix : "", &w, p->label);
 }
 
@@ -1002,7 +1007,7 @@ static int pt_probe(const char *path, bool is_dir, const uint8_t *head, size_t n
 }
 
 static dck_status pt_open(dck_checkpoint *ck, const char *path, const char *relpath) {
-    dck_pt_opts o = {"", NULL, NULL, NULL, 0, true};
+    dck_pt_opts o = {"", NULL, NULL, NULL, 0, true, false};
     return dck_pt_open_path(ck, path, relpath, &o);
 }
 

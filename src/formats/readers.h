@@ -47,6 +47,8 @@ typedef struct {
     const uint64_t *goffset;     /* DCP: chunk offset in it */
     int gndim;
     bool values;                 /* record values */
+    bool unwrap_single;          /* a root that is a one-element list or
+                                    tuple is walked as its element */
 } dck_pt_opts;
 
 dck_status dck_pt_load_zip(dck_checkpoint *ck, uint32_t file, const uint8_t *data, uint64_t len,

@@ -40,7 +40,7 @@ got=$(comp "" | tr ' ' '\n' | grep -v '^-' | grep -v '^help$' | tr '\n' ' ' | se
 [ "$got" = "$W" ] || fail "commands offered: '$got', table: '$W'"
 ok
 W="--junit"; want verify --ju
-W="--markdown --megatron-merge"; want diff --m
+W="--markdown --megatron-merge --megatron-per-rank"; want diff --m
 W="--junit"; want bisect --ju
 W="--vocab"; want resume-check --voc    # train's options, passed on
 # ... less those the command refuses: its table, shown in its help on the

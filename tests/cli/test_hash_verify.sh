@@ -197,8 +197,8 @@ for c in hash verify diff; do
     expect_grep "^detcheck $c: --iteration wants an integer 0..999999999, not 'x'" err.txt
     expect_exit 2 "$DETCHECK" $c --tp-split nope $args
     expect_grep "^detcheck $c: --tp-split wants GLOB=DIM" err.txt
-    expect_exit 2 "$DETCHECK" $c --tp-split 'x*=0' $args
-    expect_grep "^detcheck $c: --tp-split needs --megatron-merge" err.txt
+    expect_exit 2 "$DETCHECK" $c --megatron-per-rank --tp-split 'x*=0' $args
+    expect_grep "^detcheck $c: --tp-split applies to merged rank directories: not with --megatron-per-rank" err.txt
     expect_exit 0 "$DETCHECK" $c --json -h
     expect_grep "^usage: detcheck $c" out.txt
     expect_exit 2 "$DETCHECK" $c --threads 0 --help

@@ -2,8 +2,9 @@
 # tests/fixtures/layouts/ (written by tests/fixtures/make_fixtures.py with
 # transformers, Accelerate and PyTorch): .bin shards behind
 # pytorch_model.bin.index.json, groups by file role (Trainer checkpoint-N/,
-# Accelerate save_state), folders whose files share names (DeepSpeed
-# global_stepN/, model.pt + optim.pt), a snapshot with both safetensors and
+# Accelerate save_state), folders whose files share names (per-rank optimizer
+# files, model.pt + optim.pt; a hand-written DeepSpeed global_stepN/ without
+# param_shapes is refused by the DeepSpeed reader), a snapshot with both safetensors and
 # .bin weights, complex tensors in every reader, NaN-only differences, tied
 # weights and --ignore-aliases / --exclude.
 . "$DCK_TOP/tests/cli/lib.sh"
@@ -56,11 +57,18 @@ expect_eq "$(group torch_manual_seed acc.yaml) $(group state.3.exp_avg_sq acc.ya
     "rng optimizer optimizer weights" "Accelerate groups"
 
 # ---- 3. folders whose files share names: a namespace per file, only then
-expect_exit 0 "$DETCHECK" hash -o ds.yaml "$L/deepspeed/global_step2"
-expect_grep "zero_pp_rank_0_mp_rank_00_optim_states.pt: its names are read as zero_pp_rank_0_mp_rank_00_optim_states\.\*" err.txt
-expect_grep "name: zero_pp_rank_1_mp_rank_00_optim_states.optimizer_state_dict.base_optimizer_state.state.0.step," ds.yaml
+# A DeepSpeed global_stepN/ is read by its own reader (test_deepspeed_fixtures.sh),
+# which needs the param_shapes this hand-written one lacks: exit 2, naming it.
+expect_exit 2 "$DETCHECK" hash "$L/deepspeed/global_step2"
+expect_grep "global_step2/mp_rank_00_model_states.pt: no param_shapes" err.txt
+# The same files under other names: a folder of torch.save files that share names.
+mkdir ds && cp "$L/deepspeed/global_step2/mp_rank_00_model_states.pt" ds/model_states.pt
+for r in 0 1; do cp "$L/deepspeed/global_step2/zero_pp_rank_${r}_mp_rank_00_optim_states.pt" ds/optim_rank$r.pt; done
+expect_exit 0 "$DETCHECK" hash -o ds.yaml ds
+expect_grep "optim_rank0.pt: its names are read as optim_rank0\.\*" err.txt
+expect_grep "name: optim_rank1.optimizer_state_dict.base_optimizer_state.state.0.step," ds.yaml
 expect_grep "name: module.transformer.wte.weight," ds.yaml   # no collision: no prefix
-expect_no_grep "name: mp_rank_00_model_states\." ds.yaml
+expect_no_grep "name: model_states\." ds.yaml
 expect_exit 0 "$DETCHECK" hash -o mo.yaml "$L/model_optim"
 expect_grep "model.step" mo.yaml
 expect_grep "optim.step" mo.yaml

@@ -69,26 +69,147 @@ expect_grep '{name: optimizer.state.exp_avg.decoder.final_layernorm.bias, group:
 expect_grep '{name: optimizer.state.fp32_param.decoder.layers.self_attention.linear_qkv.weight, group: optimizer, dtype: F32, shape: \[2, 96, 32\]' fr.yaml
 expect_no_grep 'optimizer.state.param\.' fr.yaml
 
-# verify and diff across the layouts. Left out: what differs by design and is
-# not part 1 (per-rank RNG state, per-local-parameter optimizer.param_state.N.step
-# of the no-Apex path, the args and sharding type recorded as values).
-X="--exclude rng_state/* --exclude optimizer.param_state.* --exclude args.* --exclude content_metadata.* --exclude optimizer.param_state_sharding_type"
+# verify and diff across the layouts (issue 22 part 3): the per-rank RNG
+# state, rank 0's own optimizer.param_state.N.step (the no-Apex path) and the
+# values that describe the layout are layout state, set aside when the
+# layouts differ; nothing else is left out.
 for g in fr_tp1dp1 fsms_tp1dp1 fsms_tp2dp2; do
     "$DETCHECK" hash -q -o "$g.yaml" "$MC/$g" || fail "hash $g"
     for f in fr_tp1dp1 fsms_tp1dp1 fsms_tp2dp2; do
-        # shellcheck disable=SC2086
-        expect_exit 0 "$DETCHECK" verify --golden "$g.yaml" "$MC/$f" $X
-        expect_grep '72 of 72 golden tensors identical\|identical' out.txt
+        expect_exit 0 "$DETCHECK" verify --golden "$g.yaml" "$MC/$f"
+        expect_grep '^OK: [0-9]* tensors identical' out.txt
+        if [ "$g" = "$f" ]; then expect_no_grep 'layouts differ' out.txt
+        else expect_grep 'layouts differ (' out.txt; fi
     done
 done
-# shellcheck disable=SC2086
-expect_exit 0 "$DETCHECK" diff -q --group optimizer,weights $X "$MC/fsms_tp1dp1" "$MC/fsms_tp2dp2"
+expect_exit 0 "$DETCHECK" verify --golden fsms_tp1dp1.yaml "$MC/fsms_tp2dp2"
+expect_grep '^layouts differ (args.tensor_model_parallel_size: 1 vs 2): 44 entries of per-rank layout state not compared' out.txt
+expect_grep '^  layout   optimizer.param_state.16.step (in golden only)$' out.txt
+expect_grep '^  ... and 34 more (--json lists them all)$' out.txt
+expect_exit 0 "$DETCHECK" verify --json --golden fsms_tp1dp1.yaml "$MC/fsms_tp2dp2"
+python3 - out.txt <<'EOF' || fail "verify --json layout_state"
+import json, sys
+d = json.load(open(sys.argv[1]))
+ls = d['layout_state']
+assert d['equal'] and ls['layouts_differ'] == 'args.tensor_model_parallel_size: 1 vs 2', ls['layouts_differ']
+names = ls['not_compared']
+assert len(names) == 44 and 'rng_state/shard_0.1_1.2.0.torch_rng_state' in names, names[:5]
+assert all(n.startswith(('rng_state/', 'optimizer.param_state.', 'args.')) for n in names), names
+EOF
+ok
+# required: the same comparison fails on the RNG and the sizes
+expect_exit 1 "$DETCHECK" verify --require-rank-state --golden fsms_tp1dp1.yaml "$MC/fsms_tp2dp2"
+expect_grep 'DIFFERENT: 44 differences' out.txt
+expect_grep 'extra    rng_state/shard_0.1_1.2.0.cuda_rng_state' out.txt
+expect_no_grep 'layouts differ' out.txt
+# diff: equal, with the layout line; with --require-rank-state different
+expect_exit 0 "$DETCHECK" diff -q "$MC/fsms_tp1dp1" "$MC/fsms_tp2dp2"
+expect_grep '^Layouts differ (args.tensor_model_parallel_size: 1 vs 2): 41 tensors and 19 values of per-rank layout state not compared' out.txt
 expect_grep 'optimizer 0/51 differ' out.txt
-# shellcheck disable=SC2086
-expect_exit 0 "$DETCHECK" diff -q --group optimizer,weights $X "$MC/fsms_tp2dp2" "$MC/fr_tp1dp1"
-expect_grep 'optimizer 0/51 differ' out.txt
-# without the exclusions the checkpoints still differ (RNG, args): not hidden
-expect_exit 1 "$DETCHECK" verify --golden fr_tp1dp1.yaml "$MC/fsms_tp2dp2"
+expect_grep '^Result: equal' out.txt
+expect_exit 1 "$DETCHECK" diff -q --require-rank-state "$MC/fsms_tp1dp1" "$MC/fsms_tp2dp2"
+expect_exit 0 "$DETCHECK" diff -q --json "$MC/fsms_tp2dp2" "$MC/fr_tp1dp1"
+python3 - out.txt <<'EOF' || fail "diff --json layout_state"
+import json, sys
+d = json.load(open(sys.argv[1]))
+ls = d['layout_state']
+assert 'rng_state' in ls['layouts_differ'] or 'args.' in ls['layouts_differ'], ls
+assert any(n.startswith('rng_state/shard_0.1_1.2.') for n in ls['tensors_not_compared'])
+assert not any(t['name'].startswith('rng_state') for t in d['tensors'])
+EOF
+ok
+# The same layout: per-rank state is compared. A copy whose RNG state of
+# TP rank 1 has one byte flipped (its zip member's CRC-32 fixed) fails,
+# naming it, and the grid position is no layer.
+rm -rf rng_changed
+cp -r "$MC/fsms_tp2dp2" rng_changed
+python3 - rng_changed/iter_0000005/__1_0.distcp <<'EOF' || fail "flipping an RNG byte"
+# Flips one byte of the first 5056-byte tensor (an RNG state) stored in a
+# torch.save zip inside a .distcp, fixing the member's CRC-32 in both headers.
+import struct, sys, zlib
+p = sys.argv[1]
+d = bytearray(open(p, 'rb').read())
+j = 0
+while True:
+    j = d.find(b'PK\x01\x02', j)
+    assert j >= 0, 'no 5056-byte member'
+    crc, csize, usize, nlen = struct.unpack_from('<IIIH', d, j + 16)
+    name = bytes(d[j + 46:j + 46 + nlen])
+    if usize == 5056 and b'/data/' in name:
+        break
+    j += 4
+i = d.rfind(b'PK\x03\x04' + bytes(d[j + 6:j + 8]), 0, j)
+while bytes(d[i + 30:i + 30 + nlen]) != name:
+    i = d.rfind(b'PK\x03\x04', 0, i)
+nl, xl = struct.unpack_from('<HH', d, i + 26)
+start = i + 30 + nl + xl
+d[start + 100] ^= 0x01
+crc2 = zlib.crc32(bytes(d[start:start + usize])) & 0xffffffff
+struct.pack_into('<I', d, j + 16, crc2)
+if struct.unpack_from('<I', d, i + 14)[0] == crc:
+    struct.pack_into('<I', d, i + 14, crc2)
+open(p, 'wb').write(bytes(d))
+print(name.decode())
+EOF
+expect_exit 1 "$DETCHECK" verify --golden fsms_tp2dp2.yaml rng_changed
+expect_grep 'DIFFERENT: 1 difference against fsms_tp2dp2.yaml; first: rng_state/shard_0.1_1.2.0.torch_rng_state' out.txt
+expect_no_grep 'layouts differ' out.txt
+expect_exit 1 "$DETCHECK" diff -q --json "$MC/fsms_tp2dp2" rng_changed
+python3 - out.txt <<'EOF' || fail "diff: the RNG tensor has no layer"
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = [t for t in d['tensors'] if t['name'] == 'rng_state/shard_0.1_1.2.0.torch_rng_state']
+assert t and t[0]['status'] == 'differ' and t[0]['layer'] is None, t
+assert 'layout_state' not in d
+EOF
+ok
+# ShardedObjects: the one-element list is unwrapped; a grid of one is named
+# by its key; per-rank objects keep their grid.
+"$DETCHECK" hash -q "$MC/dpr_tp1dp2" > dpr.yaml || fail "hash dpr_tp1dp2"
+expect_grep '{name: optimizer.distributed.dp_group_idx_0.optimizer.param_groups.0.lr, value: "0.001"}' dpr.yaml
+expect_grep 'name: rng_state/shard_0.0_1.1.0.cuda_rng_state, group: rng' dpr.yaml
+expect_no_grep 'shard_0_1' dpr.yaml
+
+# Versions (issue 22 part 3): megatron-core 0.19 stores the common state as
+# the ShardedObject common_state (no common.pt) and pickles torch's plain
+# Metadata (no mcore_data; metadata.json marks the directory as Megatron's).
+# One naming: a 0.15 golden verifies the 0.19 checkpoint of the same layout;
+# the param groups' default_config that 0.19 adds is writer bookkeeping.
+[ -d "$MC/m019_fr_tp1dp1" ] || fail "fixture m019_fr_tp1dp1 absent"
+[ -e "$MC/m019_fr_tp1dp1/iter_0000005/common.pt" ] && fail "m019_fr_tp1dp1 has a common.pt"
+"$DETCHECK" hash -q "$MC/m019_fr_tp1dp1" > m019.yaml || fail "hash m019_fr_tp1dp1"
+expect_grep '{name: iteration, value: "5"}' m019.yaml
+expect_grep '{name: args.hidden_size, value: "32"}' m019.yaml
+expect_grep '{name: opt_param_scheduler.num_steps, value: "5"}' m019.yaml
+expect_no_grep 'common_state' m019.yaml
+expect_no_grep 'optimizer.state.param\.' m019.yaml
+expect_grep 'name: optimizer.state.fp32_param.decoder.layers.mlp.linear_fc1.weight, group: optimizer, dtype: F32, shape: \[2, 48, 32\]' m019.yaml
+expect_exit 0 "$DETCHECK" verify --golden fr_tp1dp1.yaml "$MC/m019_fr_tp1dp1"
+expect_grep '^OK: 72 tensors identical' out.txt
+expect_grep '^writer bookkeeping on one side only: 2 entries not compared' out.txt
+expect_grep 'layout   optimizer.optimizer.param_groups.0.default_config (in checkpoint only)' out.txt
+expect_exit 0 "$DETCHECK" verify --golden fsms_tp2dp2.yaml "$MC/m019_fr_tp2dp2"
+expect_grep '^OK: ' out.txt
+expect_exit 1 "$DETCHECK" verify --require-rank-state --golden fr_tp1dp1.yaml "$MC/m019_fr_tp1dp1"
+expect_grep 'value    optimizer.optimizer.param_groups.0.default_config: extra (True)' out.txt
+# the other way round, and diff
+"$DETCHECK" hash -q -o m019.gold.yaml "$MC/m019_fr_tp1dp1" || fail "hash m019"
+expect_exit 0 "$DETCHECK" verify --golden m019.gold.yaml "$MC/fr_tp1dp1"
+expect_exit 0 "$DETCHECK" diff -q "$MC/fr_tp1dp1" "$MC/m019_fr_tp1dp1"
+expect_grep '^Writer bookkeeping on one side only (2 values, first optimizer.optimizer.param_groups.0.default_config)' out.txt
+expect_grep '^Result: equal (72 tensors, 72 equal)' out.txt
+same_as_reference m019_fr_tp1dp1
+same_as_reference m019_fr_tp2dp2
+
+# dp_reshardable against the model-space layouts: the per-parameter state
+# recovered from its buckets is identical; its param groups and
+# per_bucket_numel (stored per model-parallel rank) are layout state.
+expect_exit 0 "$DETCHECK" verify --golden fsms_tp1dp1.yaml "$MC/dpr_tp1dp2"
+expect_grep '^OK: 72 tensors identical' out.txt
+expect_grep '^layouts differ (optimizer.distributed.dp_group_idx_0 only in the checkpoint)' out.txt
+"$DETCHECK" hash -q -o dpr.gold.yaml "$MC/dpr_tp1dp2" || fail "hash dpr_tp1dp2"
+expect_exit 0 "$DETCHECK" verify --golden dpr.gold.yaml "$MC/m019_dpr_tp1dp2"
+expect_grep '^writer bookkeeping on one side only: 2 entries not compared' out.txt
 
 # Hostile mcore_data: the original shape of a flattened-range tensor patched
 # (in the pickle, same length) so that it no longer fits the stored shape.

@@ -1,15 +1,15 @@
 # CLI: hash, verify and diff on PyTorch (.pt zip, legacy), DCP, Megatron and
 # NumPy checkpoints from tests/fixtures (written by real PyTorch), against the
 # same tensors as safetensors; zstd copies; --iteration; values; Megatron
-# merging (--megatron-merge, --tp-split); damaged files.
+# merging (the default; --tp-split, --megatron-per-rank); damaged files.
 . "$DCK_TOP/tests/cli/lib.sh"
 FX="$DCK_TOP/tests/fixtures"
 
 # tensor lines "name dtype shape digest", sorted (no file lines, no groups)
 tensors() { sed -n 's/^- {name: \([^,]*\), group: [a-z]*, \(dtype: .*\)}$/\1 \2/p' "$1" | sort; }
 
-same_as_safetensors() { # same_as_safetensors PATH BASE
-    "$DETCHECK" hash -q "$1" > a.yaml || fail "hash $1"
+same_as_safetensors() { # same_as_safetensors PATH BASE [HASH OPTION]
+    "$DETCHECK" hash -q ${3:+"$3"} "$1" > a.yaml || fail "hash $1"
     "$DETCHECK" hash -q "$FX/$2.safetensors" > b.yaml || fail "hash $2.safetensors"
     tensors a.yaml > a.t
     tensors b.yaml > b.t
@@ -30,7 +30,8 @@ same_as_safetensors "$FX/arrays_deflated.npz" arrays
 same_as_safetensors "$FX/array.npy" array
 same_as_safetensors "$FX/dcp1" dcp
 same_as_safetensors "$FX/dcp2" dcp
-same_as_safetensors "$FX/megatron" megatron
+# megatron.safetensors holds the rank directories' tensors as saved
+same_as_safetensors "$FX/megatron" megatron --megatron-per-rank
 same_as_safetensors "$FX/megatron_dist" megatron_dist
 
 # groups and values in the manifest
@@ -73,7 +74,7 @@ expect_exit 0 "$DETCHECK" verify --golden golden.yaml training.pt.zst
 "$DETCHECK" hash -q -o mg.yaml "$FX/megatron"
 expect_grep '{name: megatron.iteration, value: "20"}' mg.yaml
 expect_exit 0 "$DETCHECK" hash -q --iteration 10 -o mg10.yaml "$FX/megatron"
-expect_grep '{name: mp_rank_00.iteration, value: "10"}' mg10.yaml
+expect_grep '{name: iteration, value: "10"}' mg10.yaml
 expect_exit 2 "$DETCHECK" hash -q --iteration 30 "$FX/megatron"
 expect_grep 'iter_0000030' err.txt
 expect_exit 2 "$DETCHECK" hash --iteration x "$FX/megatron"
@@ -96,7 +97,7 @@ else
     skip_part "no mpirun: hash --distributed of training.pt is not tested"
 fi
 
-# Megatron TP=2 x PP=2 merged (--megatron-merge): the model built whole
+# Megatron TP=2 x PP=2 merged (--megatron-merge, the default): the model built whole
 MG="$FX/megatron_tp2pp2"
 "$DETCHECK" hash -q --megatron-merge "$MG" > tp.yaml || fail "hash --megatron-merge"
 tensors tp.yaml > tp.t
@@ -106,9 +107,16 @@ tensors whole.yaml > whole.t
 cmp -s tp.t whole.t || { diff tp.t whole.t; fail "merged tree and megatron_tp2pp2.safetensors differ"; }
 ok
 expect_grep 'name: model.language_model.encoder.layers.2.mlp.dense_4h_to_h.weight, group: weights, dtype: F32, shape: \[4, 8\]' tp.yaml
-expect_grep '{name: mp_rank_01_001.iteration, value: "7"}' tp.yaml
-# without the option: per rank directory, local layer numbers and shapes
-"$DETCHECK" hash -q "$MG" > ranks.yaml
+# the common state once (every rank holds the same), optimizer state per rank
+expect_grep '{name: iteration, value: "7"}' tp.yaml
+expect_no_grep 'name: mp_rank_01_001.iteration' tp.yaml
+"$DETCHECK" hash -q "$MG" > tpdefault.yaml
+tensors tpdefault.yaml > tpdefault.t
+cmp -s tp.t tpdefault.t || fail "merging is not the default"
+ok
+# --megatron-per-rank: per rank directory, local layer numbers and shapes
+"$DETCHECK" hash -q --megatron-per-rank "$MG" > ranks.yaml
+expect_grep '{name: mp_rank_01_001.iteration, value: "7"}' ranks.yaml
 expect_grep 'name: mp_rank_01_001.model.language_model.encoder.layers.0.mlp.dense_4h_to_h.weight, group: weights, dtype: F32, shape: \[4, 4\]' ranks.yaml
 expect_no_grep 'name: model\.' ranks.yaml
 # zstd-compressed rank files merge the same
@@ -118,15 +126,26 @@ find tpz -name '*.pt' -exec zstd -q --rm {} \;
 tensors tpz.yaml > tpz.t
 cmp -s tpz.t whole.t || { diff tpz.t whole.t | head; fail "zstd merged tree differs"; }
 ok
-# verify: a golden of the merged tree, with and without the option
+# verify: a golden of the merged tree, merged and per rank
 "$DETCHECK" hash -q --megatron-merge -o tpgold.yaml "$MG"
 expect_exit 0 "$DETCHECK" verify --golden tpgold.yaml --megatron-merge "$MG"
-expect_exit 1 "$DETCHECK" verify --golden tpgold.yaml "$MG"
+expect_exit 0 "$DETCHECK" verify --golden tpgold.yaml "$MG"
+expect_exit 1 "$DETCHECK" verify --golden tpgold.yaml --megatron-per-rank "$MG"
 expect_grep 'missing  model.language_model.embedding.word_embeddings.weight' out.txt
 # diff: merged tree vs the whole model: every tensor equal (values exist
-# only in the tree, so the exit status is 1)
+# only in the tree, so the exit status is 1); the tree's per-rank optimizer
+# and RNG state is layout state (a layout that the safetensors file lacks),
+# set aside: 24 tensors
 expect_exit 1 "$DETCHECK" diff --json --megatron-merge "$MG" "$FX/megatron_tp2pp2.safetensors"
-expect_grep '"tensors": 62, "equal": 62,' out.txt
+expect_grep '"tensors": 38, "equal": 38,' out.txt
+expect_grep '"layouts_differ": "args.pipeline_model_parallel_size: 2 vs (none)"' out.txt
+python3 - out.txt <<'PYEOF' || fail "diff: 24 per-rank tensors set aside"
+import json, sys
+d = json.load(open(sys.argv[1]))
+n = d['layout_state']['tensors_not_compared']
+assert len(n) == 24 and all(x.startswith('mp_rank_0') for x in n), n
+PYEOF
+ok
 expect_exit 0 "$DETCHECK" diff --megatron-merge "$MG" tpz
 # a replicated tensor that differs between TP ranks: exit 2, named
 cp -r "$MG" tprep
@@ -135,7 +154,8 @@ expect_exit 2 "$DETCHECK" hash --megatron-merge tprep
 expect_grep 'replicated tensor model.language_model.encoder.layers.1.input_norm.weight differs between tensor-parallel ranks mp_rank_00_000 and mp_rank_01_000' err.txt
 expect_exit 2 "$DETCHECK" diff --megatron-merge "$MG" tprep
 expect_grep 'layers.1.input_norm.weight differs' err.txt
-expect_exit 1 "$DETCHECK" diff "$MG" tprep
+expect_exit 2 "$DETCHECK" diff "$MG" tprep
+expect_exit 1 "$DETCHECK" diff --megatron-per-rank "$MG" tprep
 expect_grep 'mp_rank_01_000.model.language_model.encoder.layers.1.input_norm.weight' out.txt
 # shards of different shapes
 cp -r "$MG" tpshape
@@ -155,10 +175,15 @@ expect_exit 2 "$DETCHECK" hash --megatron-merge --tp-split '*.weight=16' "$MG"
 expect_grep 'out of range' err.txt
 expect_exit 2 "$DETCHECK" hash --megatron-merge --tp-split '*norm.weight=1' "$MG"
 expect_grep "split rule '\*norm.weight=1' splits dimension 1 but tensor" err.txt
-expect_exit 2 "$DETCHECK" hash --tp-split '*.weight=0' "$MG"
-expect_grep 'needs --megatron-merge' err.txt
-expect_exit 2 "$DETCHECK" diff --tp-split '*.weight=0' "$MG" "$MG"
-expect_grep 'needs --megatron-merge' err.txt
+expect_exit 2 "$DETCHECK" hash --megatron-per-rank --tp-split '*.weight=0' "$MG"
+expect_grep 'not with --megatron-per-rank' err.txt
+expect_exit 2 "$DETCHECK" diff --tp-split '*.weight=0' --megatron-per-rank "$MG" "$MG"
+expect_grep 'not with --megatron-per-rank' err.txt
+# the last of --megatron-merge / --megatron-per-rank wins
+expect_exit 0 "$DETCHECK" hash -q --megatron-per-rank --megatron-merge -o last.yaml "$MG"
+tensors last.yaml > last.t
+cmp -s tp.t last.t || fail "--megatron-merge after --megatron-per-rank does not merge"
+ok
 expect_exit 2 "$DETCHECK" verify --golden tpgold.yaml --megatron-merge --tp-split '=0' "$MG"
 expect_grep "split rule '=0'" err.txt
 # an incomplete rank grid

@@ -155,6 +155,8 @@ manifest_load = _fn("dck_manifest_load", c_int, c_char_p, ctypes.POINTER(c_void_
 manifest_compare = _fn("dck_manifest_compare", c_int, c_void_p, c_void_p, c_int,
                        ctypes.POINTER(CmpResult))
 cmp_result_release = _fn("dck_cmp_result_release", None, ctypes.POINTER(CmpResult))
+cmp_set_aside_layout_state = _fn("dck_cmp_set_aside_layout_state", c_int, c_void_p, c_void_p,
+                                 ctypes.POINTER(CmpResult), ctypes.POINTER(CmpResult), c_char_p, c_size)
 safetensors_write = _fn("dck_safetensors_write", c_int, c_char_p, ctypes.POINTER(StTensor), c_size,
                         ctypes.POINTER(KV), c_size, c_int)
 write_file_atomic = _fn("dck_write_file_atomic", c_int, c_char_p, c_void_p, c_size)

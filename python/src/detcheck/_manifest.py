@@ -366,11 +366,15 @@ class VerifyResult:
     """``ok`` (True when every tensor and value has the golden bits),
     ``differences`` (a list of :class:`Difference`, model order: the CLI's
     list), ``first`` (the first, or None), ``tensors_compared``,
-    ``tensors_equal``, ``actual`` (the :class:`Manifest` computed)."""
+    ``tensors_equal``, ``actual`` (the :class:`Manifest` computed);
+    ``layouts_differ`` (how the golden's parallel layout and the checkpoint's
+    differ, "" when they do not) and ``layout_state`` (the differences of
+    per-rank layout state set aside then: see detcheck-formats(7))."""
 
-    def __init__(self, ok, differences, compared, equal, actual):
+    def __init__(self, ok, differences, compared, equal, actual, layouts_differ="", layout_state=()):
         self.ok, self.differences = ok, differences
         self.tensors_compared, self.tensors_equal, self.actual = compared, equal, actual
+        self.layouts_differ, self.layout_state = layouts_differ, list(layout_state)
 
     @property
     def first(self):
@@ -399,28 +403,40 @@ def _side(t, kind):
     return _lib.hex_of(t.digest)
 
 
-def verify(obj, golden):
+def _differences(r):
+    diffs = []
+    for i in range(r.n):
+        e = r.entries[i]
+        kind = _lib.CMP_KINDS[e.kind]
+        if kind == "value":
+            a = e.actual_value.contents.value.decode() if e.actual_value else None
+            g = e.golden_value.contents.value.decode() if e.golden_value else None
+        else:
+            a, g = _side(e.actual, kind), _side(e.golden, kind)
+        diffs.append(Difference(e.name.decode("utf-8", "replace"), kind, a, g))
+    return diffs
+
+
+def verify(obj, golden, require_rank_state=False):
     """Compares obj (anything :func:`manifest` takes, or a :class:`Manifest`)
     with a golden manifest (a path to a YAML/JSON manifest, or a Manifest),
-    tensors and values, as ``detcheck verify`` does. Returns a
+    tensors and values, as ``detcheck verify`` does: per-rank layout state of
+    two different parallel layouts is set aside (``layout_state``) unless
+    require_rank_state (``--require-rank-state``). Returns a
     :class:`VerifyResult`."""
     actual = obj if isinstance(obj, Manifest) else manifest(obj)
     gold = golden if isinstance(golden, Manifest) else Manifest.load(golden)
-    r = _lib.CmpResult()
+    r, aside = _lib.CmpResult(), _lib.CmpResult()
+    why = ctypes.create_string_buffer(512)
     _lib.check(_lib.manifest_compare(gold._h, actual._h, 0, ctypes.byref(r)))
     try:
-        diffs = []
-        for i in range(r.n):
-            e = r.entries[i]
-            kind = _lib.CMP_KINDS[e.kind]
-            if kind == "value":
-                a = e.actual_value.contents.value.decode() if e.actual_value else None
-                g = e.golden_value.contents.value.decode() if e.golden_value else None
-            else:
-                a, g = _side(e.actual, kind), _side(e.golden, kind)
-            diffs.append(Difference(e.name.decode("utf-8", "replace"), kind, a, g))
-        res = VerifyResult(r.n == 0, diffs, r.tensors_compared, r.tensors_equal, actual)
+        if not require_rank_state:
+            _lib.check(_lib.cmp_set_aside_layout_state(gold._h, actual._h, ctypes.byref(r), ctypes.byref(aside),
+                                                       why, len(why)))
+        res = VerifyResult(r.n == 0, _differences(r), r.tensors_compared, r.tensors_equal, actual,
+                           why.value.decode("utf-8", "replace"), _differences(aside))
     finally:
+        _lib.cmp_result_release(ctypes.byref(aside))
         _lib.cmp_result_release(ctypes.byref(r))
     res._golden = gold
     return res

@@ -1,0 +1,256 @@
+# CLI: checkpoints written by the real deepspeed 0.19.8 (tests/fixtures/mcore,
+# see its README.md): ZeRO-1 DP1, ZeRO-2 DP2 and ZeRO-3 DP2 reassembled into
+# the model's weights (module.NAME), fp32 master weights and Adam state
+# (optimizer.state.{fp32_param,exp_avg,exp_avg_sq,step}.NAME) in the
+# parameters' shapes, the same digests at every DP size and stage 1/2 and in
+# deepspeed's own universal checkpoint (ds_zero2_dp2_universal, written by
+# tests/fixtures/make_ds_universal.py). References, independent of detcheck:
+# the sha256 of zero_to_fp32's output in every manifest.json (the bytes of
+# ds_logical.safetensors / ds_zero3_logical.safetensors are checked against
+# them), and the universal folder's tensors read here from its zip members by
+# a stdlib unpickler. Damaged inputs exit 2 naming the file. Python:
+# standard library only.
+. "$DCK_TOP/tests/cli/lib.sh"
+MC="$DCK_TOP/tests/fixtures/mcore"
+[ -d "$MC/ds_zero2_dp2" ] || fail "fixtures $MC absent"
+[ -d "$MC/ds_zero2_dp2_universal" ] || fail "fixture $MC/ds_zero2_dp2_universal absent"
+command -v python3 > /dev/null || skip "python3 absent"
+
+# ---- the references: the safetensors files hold zero_to_fp32's output
+for f in ds_zero1_dp1:ds_logical ds_zero2_dp2:ds_logical ds_zero3_dp2:ds_zero3_logical; do
+    python3 - "$MC/${f#*:}.safetensors" "$MC/${f%%:*}/manifest.json" <<'EOF' || fail "$f: safetensors vs manifest.json"
+import hashlib, json, struct, sys
+data = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', data[:8])[0]
+hdr = json.loads(data[8:8 + n])
+body = data[8 + n:]
+logical = json.load(open(sys.argv[2]))['logical']
+got = {k: (v['dtype'], v['shape'], hashlib.sha256(body[v['data_offsets'][0]:v['data_offsets'][1]]).hexdigest())
+       for k, v in hdr.items() if k != '__metadata__'}
+want = {k: (v['dtype'], v['shape'], v['sha256']) for k, v in logical.items()}
+bad = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+if bad or len(want) != 8:
+    print(len(want), 'logical tensors; differ:', bad[:5]); sys.exit(1)
+EOF
+    ok
+done
+
+# The universal folder's tensors, read from the zip members of each
+# zero/PARAM/KIND.pt (a stdlib unpickler that knows torch's rebuild calls by
+# name only), checked against its manifest.json and written as uni_ref.safetensors
+# under optimizer.state.{fp32_param,exp_avg,exp_avg_sq,step}.PARAM.
+python3 - "$MC/ds_zero2_dp2_universal" uni_ref.safetensors <<'EOF' || fail "universal reference"
+import glob, hashlib, json, os, pickle, struct, sys, zipfile
+root, out = sys.argv[1], sys.argv[2]
+folder = os.path.join(root, open(os.path.join(root, 'latest_universal')).read().strip())
+man = json.load(open(os.path.join(root, 'manifest.json')))['logical']
+DT = {'FloatStorage': ('F32', 4)}
+class T:
+    def __init__(self, st, off, size): self.st, self.off, self.size = st, off, size
+def rebuild(storage, offset, size, stride, *rest):
+    return T(storage, offset, tuple(size))
+class U(pickle.Unpickler):
+    def find_class(self, mod, name):
+        if name == '_rebuild_tensor_v2': return rebuild
+        if mod == 'collections' and name == 'OrderedDict': return dict
+        return type(name, (), {})
+    def persistent_load(self, pid):
+        return (pid[1].__name__, pid[2])   # ('storage', cls, key, location, numel)
+kinds = {'fp32': 'fp32_param', 'exp_avg': 'exp_avg', 'exp_avg_sq': 'exp_avg_sq', 'step': 'step'}
+tensors = {}
+for p in sorted(glob.glob(os.path.join(folder, 'zero', '*', '*.pt'))):
+    z = zipfile.ZipFile(p)
+    pkl = [n for n in z.namelist() if n.endswith('/data.pkl')][0]
+    obj = U(z.open(pkl)).load()
+    t = obj['param'] if isinstance(obj, dict) else obj
+    dt, es = DT[t.st[0]]
+    numel = 1
+    for d in t.size: numel *= d
+    raw = z.read(pkl[:-len('data.pkl')] + 'data/' + t.st[1])[t.off * es:(t.off + numel) * es]
+    name = 'optimizer.state.%s.%s' % (kinds[os.path.basename(p)[:-3]], os.path.basename(os.path.dirname(p)))
+    want = man[name]
+    assert (dt, list(t.size), hashlib.sha256(raw).hexdigest()) == (want['dtype'], want['shape'], want['sha256']), name
+    tensors[name] = (dt, list(t.size), raw)
+assert len(tensors) == 32 == len(man), len(tensors)
+hdr, body = {}, b''
+for k in sorted(tensors):
+    dt, shape, raw = tensors[k]
+    hdr[k] = {'dtype': dt, 'shape': shape, 'data_offsets': [len(body), len(body) + len(raw)]}
+    body += raw
+h = json.dumps(hdr).encode()
+h += b' ' * (-len(h) % 8)
+open(out, 'wb').write(struct.pack('<Q', len(h)) + h + body)
+EOF
+ok
+
+# reference digests: uni_ref (32 optimizer tensors), and zero_to_fp32's weights
+# both as module.NAME and optimizer.state.fp32_param.NAME
+"$DETCHECK" hash -q --json uni_ref.safetensors > uni_ref.json || fail "hash uni_ref"
+"$DETCHECK" hash -q --json "$MC/ds_logical.safetensors" > l12.json || fail "hash ds_logical"
+"$DETCHECK" hash -q --json "$MC/ds_zero3_logical.safetensors" > l3.json || fail "hash ds_zero3_logical"
+ok
+
+# same_as REF_JSON PREFIX FIXTURE_JSON: every tensor of REF, as PREFIX+name,
+# with the same dtype, shape and digest
+same_as() {
+    python3 - "$1" "$2" "$3" <<'EOF' || fail "$3 differs from $1 (prefix '$2')"
+import json, sys
+def load(p):
+    return {t['name']: (t['dtype'], t['shape'], t['digest']) for t in json.load(open(p))['tensors']}
+ref, pre, got = load(sys.argv[1]), sys.argv[2], load(sys.argv[3])
+bad = [(k, ref[k], got.get(pre + k)) for k in sorted(ref) if got.get(pre + k) != ref[k]]
+for b in bad[:5]: print(sys.argv[3], 'differs:', b)
+sys.exit(1 if bad or not ref else 0)
+EOF
+    ok
+}
+for f in ds_zero1_dp1 ds_zero2_dp2 ds_zero2_dp2_universal ds_zero3_dp2; do
+    "$DETCHECK" hash -q --json "$MC/$f" > "$f.json" || fail "hash $f"
+    "$DETCHECK" hash -q -o "$f.yaml" "$MC/$f" || fail "hash $f (yaml)"
+    ok
+done
+for f in ds_zero1_dp1 ds_zero2_dp2 ds_zero2_dp2_universal; do
+    same_as l12.json optimizer.state.fp32_param. "$f.json"
+    same_as l12.json module. "$f.json"
+    same_as uni_ref.json "" "$f.json"     # exp_avg, exp_avg_sq, step: deepspeed's own reassembly
+done
+same_as l3.json optimizer.state.fp32_param. ds_zero3_dp2.json
+same_as l3.json module. ds_zero3_dp2.json    # ZeRO-3: the weights from the partitions
+
+# ZeRO-3's Adam state: no deepspeed tool writes it whole, so rebuilt here from
+# the zip members by ZeRO-3's rule (each parameter cut into 2 parts of
+# ceil(numel/2), part r at the same offset of rank r's flat group).
+python3 - "$MC/ds_zero3_dp2" z3_ref.safetensors <<'EOF' || fail "ZeRO-3 reference"
+import json, os, pickle, struct, sys, zipfile
+root, out = sys.argv[1], sys.argv[2]
+tag = os.path.join(root, open(os.path.join(root, 'latest')).read().strip())
+class T:
+    def __init__(self, st, off, size): self.st, self.off, self.size = st, off, size
+def rebuild(storage, offset, size, stride, *rest): return T(storage, offset, tuple(size))
+class Obj:
+    def __init__(self, *a): self.args = a
+    def __setstate__(self, st): self.state = st
+class OD(dict):
+    def __setstate__(self, st): pass
+class U(pickle.Unpickler):
+    def find_class(self, mod, name):
+        if name == '_rebuild_tensor_v2': return rebuild
+        if mod == 'collections' and name == 'OrderedDict': return OD
+        if mod == 'torch' and name == 'Size': return tuple
+        return type(name, (Obj,), {})
+    def persistent_load(self, pid): return pid[2]
+def load(name):
+    z = zipfile.ZipFile(os.path.join(tag, name))
+    pkl = [n for n in z.namelist() if n.endswith('/data.pkl')][0]
+    return z, pkl[:-8], U(z.open(pkl)).load()
+def raw(z, pre, t, lo, hi):
+    return z.read(pre + 'data/' + t.st)[(t.off + lo) * 4:(t.off + hi) * 4]
+_, _, model = load('zero_pp_rank_0_mp_rank_00_model_states.pt')
+params = [(k, v) for g in model['param_shapes'] for k, v in g.items()]
+ranks = [load('zero_pp_rank_%d_mp_rank_00_optim_states.pt' % r) for r in range(2)]
+out_t = {}
+for key in ('exp_avg', 'exp_avg_sq'):
+    off = 0
+    for name, shape in params:
+        numel = 1
+        for d in shape: numel *= d
+        part = (numel + 1) // 2
+        data = b''
+        for z, pre, sd in ranks:
+            t = sd['optimizer_state_dict']['optimizer_state_dict']['state'][0][key]
+            data += raw(z, pre, t, off, off + part)
+        out_t['optimizer.state.%s.%s' % (key, name)] = (list(shape), data[:numel * 4])
+        off += part
+hdr, body = {}, b''
+for k in sorted(out_t):
+    shape, d = out_t[k]
+    hdr[k] = {'dtype': 'F32', 'shape': shape, 'data_offsets': [len(body), len(body) + len(d)]}
+    body += d
+h = json.dumps(hdr).encode()
+h += b' ' * (-len(h) % 8)
+open(out, 'wb').write(struct.pack('<Q', len(h)) + h + body)
+EOF
+"$DETCHECK" hash -q --json z3_ref.safetensors > z3_ref.json || fail "hash z3_ref"
+same_as z3_ref.json "" ds_zero3_dp2.json
+
+# names and groups at a glance; nothing in storage form, no per-file names
+for f in ds_zero1_dp1 ds_zero2_dp2 ds_zero3_dp2 ds_zero2_dp2_universal; do
+    expect_grep '{name: module.0.weight, group: weights, dtype: F32, shape: \[48, 32\]' "$f.yaml"
+    expect_grep '{name: optimizer.state.exp_avg.4.weight, group: optimizer, dtype: F32, shape: \[64, 32\]' "$f.yaml"
+    expect_grep '{name: optimizer.state.step.0.bias, group: optimizer, dtype: F32, shape: \[\]' "$f.yaml"
+    expect_grep '{name: deepspeed.layout.partition_count' "$f.yaml"
+    expect_no_grep '{name: [^,]*\(zero_pp_rank\|single_partition\|fp32_flat_groups\|param_shapes\)' "$f.yaml"
+    [ "$(grep -c '^- {name: .*group: ' "$f.yaml")" -eq 40 ] || fail "$f: not 40 tensors"
+    ok
+done
+# the tag directory itself reads the same
+"$DETCHECK" hash -q --json "$MC/ds_zero2_dp2/global_step3" > tag.json || fail "hash tag dir"
+same_as ds_zero2_dp2.json "" tag.json
+
+# ---- verify and diff across DP sizes, stages 1/2 and the universal form:
+# identical; the values that describe the layout (deepspeed.layout.*: layout
+# state, detcheck-formats(7)) are set aside when they differ, and they alone
+# differ under --require-rank-state
+for g in ds_zero1_dp1 ds_zero2_dp2 ds_zero2_dp2_universal; do
+    for f in ds_zero1_dp1 ds_zero2_dp2 ds_zero2_dp2_universal; do
+        expect_exit 0 "$DETCHECK" verify --golden "$g.yaml" "$MC/$f"
+    done
+done
+expect_exit 0 "$DETCHECK" verify --golden ds_zero1_dp1.yaml "$MC/ds_zero2_dp2"
+expect_grep "OK: 40 tensors identical" out.txt
+expect_grep "layouts differ (deepspeed.layout.dp_world_size: 1 vs 2): 5 entries" out.txt
+expect_exit 1 "$DETCHECK" verify --golden ds_zero1_dp1.yaml "$MC/ds_zero2_dp2" --require-rank-state
+expect_grep "40 of 40 golden tensors identical" out.txt
+expect_grep "value    deepspeed.layout.dp_world_size: 2, golden 1" out.txt
+expect_no_grep "value    [^d]" out.txt
+expect_exit 0 "$DETCHECK" verify --golden ds_zero2_dp2.yaml "$MC/ds_zero2_dp2" --require-rank-state
+expect_exit 0 "$DETCHECK" diff "$MC/ds_zero1_dp1" "$MC/ds_zero2_dp2_universal"
+expect_grep "Result: equal (40 tensors, 40 equal)" out.txt
+# ZeRO-3 trained differently in the last bits (fixtures README): no false "identical"
+expect_exit 1 "$DETCHECK" verify --golden ds_zero2_dp2.yaml "$MC/ds_zero3_dp2"
+expect_grep "differs  module.0.bias" out.txt
+
+# ---- damaged inputs: exit 2, the message naming the file
+mk() { rm -rf "$1" && cp -r "$MC/$2" "$1" && chmod -R u+w "$1"; }
+mk trunc ds_zero2_dp2
+f=trunc/global_step3/zero_pp_rank_1_mp_rank_00_optim_states.pt
+head -c 20000 "$f" > t && mv t "$f"
+expect_exit 2 "$DETCHECK" hash trunc
+expect_grep "zero_pp_rank_1_mp_rank_00_optim_states.pt" err.txt
+
+mk missing ds_zero2_dp2
+rm missing/global_step3/zero_pp_rank_1_mp_rank_00_optim_states.pt
+expect_exit 2 "$DETCHECK" hash missing
+expect_grep "zero_pp_rank_1_mp_rank_00_optim_states.pt is missing (partition_count 2 in .*zero_pp_rank_0_mp_rank_00_optim_states.pt)" err.txt
+
+mk missing3 ds_zero3_dp2
+rm missing3/global_step3/zero_pp_rank_1_mp_rank_00_model_states.pt
+expect_exit 2 "$DETCHECK" hash missing3
+expect_grep "zero_pp_rank_1_mp_rank_00_model_states.pt is missing" err.txt
+
+# rank 1's file from the DP1 checkpoint: a partition of 5328 elements where
+# the others hold 2664
+mk sizes ds_zero2_dp2
+cp "$MC/ds_zero1_dp1/global_step3/zero_pp_rank_0_mp_rank_00_optim_states.pt" \
+    sizes/global_step3/zero_pp_rank_1_mp_rank_00_optim_states.pt
+expect_exit 2 "$DETCHECK" hash sizes
+expect_grep "zero_pp_rank_0_mp_rank_00_optim_states.pt: group 0: the parameters take 5328 elements of the 7992 the 2 ranks' partitions hold (inconsistent partition sizes)" err.txt
+
+# an extra rank beyond partition_count
+mk extra ds_zero2_dp2
+cp extra/global_step3/zero_pp_rank_1_mp_rank_00_optim_states.pt extra/global_step3/zero_pp_rank_2_mp_rank_00_optim_states.pt
+expect_exit 2 "$DETCHECK" hash extra
+expect_grep "partition_count 2, but there are files of rank 2" err.txt
+
+mk badtag ds_zero2_dp2
+echo global_step9 > badtag/latest
+expect_exit 2 "$DETCHECK" hash badtag
+expect_grep "badtag/latest names global_step9" err.txt
+
+# tensor parallelism and pipeline stages are refused, not misread
+mk tp ds_zero2_dp2
+cp tp/global_step3/mp_rank_00_model_states.pt tp/global_step3/mp_rank_01_model_states.pt
+expect_exit 2 "$DETCHECK" hash tp
+expect_grep "mp_rank_01_model_states.pt: model-parallel rank 1" err.txt
+
+done_ok
