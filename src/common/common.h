@@ -62,6 +62,16 @@ void *dck_xrealloc(void *p, size_t n);
 char *dck_strdup(const char *s);
 char *dck_strndup(const char *s, size_t n);
 char *dck_path_join(const char *dir, const char *name);
+/* a joined with b (a relative path), or a copy of b when a is NULL or "". */
+char *dck_rel_join(const char *a, const char *b);
+/* dir/name exists (stat, links followed) as a directory (want_dir) or a
+ * regular file. */
+bool dck_path_exists_in(const char *dir, const char *name, bool want_dir);
+/* The entries of a directory, sorted by strcmp: "." and ".." left out, and
+ * with skip_hidden every name that starts with '.'. Release with
+ * dck_strv_free. */
+dck_status dck_list_dir(const char *path, bool skip_hidden, char ***out, size_t *n);
+void dck_strv_free(char **v, size_t n);
 int dck_default_threads(void);
 /* Growable array helper: ensures capacity for need elements of size sz. */
 dck_status dck_grow(void **ptr, size_t *cap, size_t need, size_t sz);

@@ -2,11 +2,14 @@
 #include "common/common.h"
 
 #include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 /* ------------------------------------------------------------------ errors */
 
@@ -423,4 +426,54 @@ dck_group dck_group_of_name(const char *name) {
         n = 0;
     }
     return found_rng ? DCK_GROUP_RNG : found_other ? DCK_GROUP_OTHER : DCK_GROUP_WEIGHTS;
+}
+
+char *dck_rel_join(const char *a, const char *b) {
+    if (!a || !*a) return dck_strdup(b);
+    return dck_path_join(a, b);
+}
+
+bool dck_path_exists_in(const char *dir, const char *name, bool want_dir) {
+    char *p = dck_path_join(dir, name);
+    struct stat st;
+    bool ok = p && stat(p, &st) == 0 && (want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode));
+    free(p);
+    return ok;
+}
+
+static int cmp_entry_name(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void dck_strv_free(char **v, size_t n) {
+    for (size_t i = 0; v && i < n; i++) free(v[i]);
+    free(v);
+}
+
+dck_status dck_list_dir(const char *path, bool skip_hidden, char ***out, size_t *n) {
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir(path);
+    if (!d) return dck_set_error(DCK_ERR_IO, "%s: cannot open directory: %s", path, strerror(errno));
+    size_t cap = 0;
+    dck_status s = DCK_OK;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || (skip_hidden && e->d_name[0] == '.')) continue;
+        if ((s = dck_grow((void **)out, &cap, *n + 1, sizeof **out))) break;
+        if (!((*out)[*n] = dck_strdup(e->d_name))) {
+            s = dck_oom(NULL);
+            break;
+        }
+        (*n)++;
+    }
+    closedir(d);
+    if (s) {
+        dck_strv_free(*out, *n);
+        *out = NULL;
+        *n = 0;
+        return s;
+    }
+    qsort(*out, *n, sizeof **out, cmp_entry_name);
+    return DCK_OK;
 }

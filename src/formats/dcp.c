@@ -65,11 +65,6 @@ static bool safe_rel(const char *p) {
     return true;
 }
 
-static char *join_rel(const char *root, const char *name) {
-    if (!root || !*root) return dck_strdup(name);
-    return dck_path_join(root, name);
-}
-
 /* Opens (once) a file of the checkpoint directory; tries NAME then NAME.zst. */
 static dck_status get_file(dcp_ctx *c, const char *rel, dcp_file **out) {
     for (size_t i = 0; i < c->nfiles; i++)
@@ -80,7 +75,7 @@ static dck_status get_file(dcp_ctx *c, const char *rel, dcp_file **out) {
     if (!safe_rel(rel))
         return dck_set_error(DCK_ERR_FORMAT, "%s: .metadata names the file %s outside the checkpoint", c->dir, rel);
     char *p = dck_path_join(c->dir, rel);
-    char *r = join_rel(c->relroot, rel);
+    char *r = dck_rel_join(c->relroot, rel);
     if (!p || !r) {
         free(p);
         free(r);
@@ -483,18 +478,10 @@ done:
     return s;
 }
 
-static bool file_exists(const char *dir, const char *name) {
-    char *p = dck_path_join(dir, name);
-    struct stat st;
-    bool ok = p && stat(p, &st) == 0 && S_ISREG(st.st_mode);
-    free(p);
-    return ok;
-}
-
 static int dcp_probe(const char *path, bool is_dir, const uint8_t *head, size_t n) {
     (void)head;
     (void)n;
-    return is_dir && (file_exists(path, ".metadata") || file_exists(path, ".metadata.zst"));
+    return is_dir && (dck_path_exists_in(path, ".metadata", false) || dck_path_exists_in(path, ".metadata.zst", false));
 }
 
 static dck_status dcp_open(dck_checkpoint *ck, const char *path, const char *relroot) {

@@ -56,48 +56,6 @@
 
 /* ------------------------------------------------------------------ names */
 
-static bool exists(const char *dir, const char *name, bool want_dir) {
-    char *p = dck_path_join(dir, name);
-    struct stat st;
-    bool ok = p && stat(p, &st) == 0 && (want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode));
-    free(p);
-    return ok;
-}
-
-static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static dck_status list_dir(const char *path, char ***out, size_t *n) {
-    DIR *d = opendir(path);
-    *out = NULL;
-    *n = 0;
-    if (!d) return dck_set_error(DCK_ERR_IO, "%s: cannot open directory: %s", path, strerror(errno));
-    size_t cap = 0;
-    dck_status s = DCK_OK;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        if ((s = dck_grow((void **)out, &cap, *n + 1, sizeof **out))) break;
-        if (!((*out)[*n] = dck_strdup(e->d_name))) {
-            s = dck_oom(NULL);
-            break;
-        }
-        (*n)++;
-    }
-    closedir(d);
-    if (!s) qsort(*out, *n, sizeof **out, cmp_name);
-    return s;
-}
-
-static void free_list(char **v, size_t n) {
-    for (size_t i = 0; i < n; i++) free(v[i]);
-    free(v);
-}
-
-static char *rel_join(const char *a, const char *b) {
-    if (!a || !*a) return dck_strdup(b);
-    return dck_path_join(a, b);
-}
-
 /* Digits at s (at most 9): the number and the end, or NULL. */
 static const char *number(const char *s, unsigned long *v) {
     size_t k = 0;
@@ -137,7 +95,7 @@ static ds_kind file_kind(const char *nm, unsigned long *rank, unsigned long *mp)
 static int tag_kind(const char *path) {
     char **names;
     size_t n;
-    if (list_dir(path, &names, &n)) {
+    if (dck_list_dir(path, true, &names, &n)) {
         dck_clear_error();
         return 0;
     }
@@ -148,9 +106,9 @@ static int tag_kind(const char *path) {
         optim |= k == F_OPTIM;
         model |= k == F_MODEL;
     }
-    free_list(names, n);
+    dck_strv_free(names, n);
     if (optim) return 1;
-    return model && exists(path, "zero", true) ? 2 : 0;
+    return model && dck_path_exists_in(path, "zero", true) ? 2 : 0;
 }
 
 /* The tag a root's latest (or latest_universal) file names, into buf. */
@@ -182,7 +140,7 @@ static int ds_probe(const char *path, bool is_dir, const uint8_t *head, size_t n
     const char *which;
     if (!root_tag(path, tag, sizeof tag, &which)) return 0;
     /* a tag of deepspeed's default name that is missing: this reader says so */
-    if (!exists(path, tag, true)) return !strncmp(tag, "global_step", 11);
+    if (!dck_path_exists_in(path, tag, true)) return !strncmp(tag, "global_step", 11);
     char *p = dck_path_join(path, tag);
     int k = p ? tag_kind(p) : 0;
     free(p);
@@ -267,7 +225,7 @@ static dck_status add_file(ds_ctx *c, const char *name) {
         return dck_oom(NULL);
     }
     c->nfiles++;
-    char *p = dck_path_join(c->dir, name), *r = rel_join(c->rel, name);
+    char *p = dck_path_join(c->dir, name), *r = dck_rel_join(c->rel, name);
     dck_file *df = NULL;
     if (!p || !r) s = dck_oom(NULL);
     else s = dck_file_open(p, r, &df);
@@ -953,7 +911,7 @@ static dck_status rest_tensors(ds_ctx *c, bool drop_zmodels) {
 static dck_status open_zero(ds_ctx *c) {
     char **names = NULL;
     size_t n = 0;
-    dck_status s = list_dir(c->dir, &names, &n);
+    dck_status s = dck_list_dir(c->dir, true, &names, &n);
     if (s) return s;
     size_t model = SIZE_MAX;
     unsigned long maxr = 0;
@@ -993,7 +951,7 @@ static dck_status open_zero(ds_ctx *c) {
         *slot = c->nfiles;
         s = add_file(c, names[i]);
     }
-    free_list(names, n);
+    dck_strv_free(names, n);
     if (s) return s;
     c->world = maxr;
     if (c->optim[0] == SIZE_MAX)
@@ -1108,7 +1066,7 @@ static const struct {
 static dck_status open_universal(ds_ctx *c) {
     char **names = NULL, **params = NULL;
     size_t n = 0, np = 0;
-    dck_status s = list_dir(c->dir, &names, &n);
+    dck_status s = dck_list_dir(c->dir, true, &names, &n);
     size_t model = SIZE_MAX;
     for (size_t i = 0; i < n && !s; i++) {
         unsigned long r, mp;
@@ -1124,11 +1082,11 @@ static dck_status open_universal(ds_ctx *c) {
             s = add_file(c, names[i]);
         }
     }
-    free_list(names, n);
+    dck_strv_free(names, n);
     if (!s && model == SIZE_MAX) s = dck_set_error(DCK_ERR_FORMAT, "%s: mp_rank_00_model_states.pt is missing", c->dir);
     char *zdir = s ? NULL : dck_path_join(c->dir, "zero");
     if (!s && !zdir) s = dck_oom(NULL);
-    if (!s) s = list_dir(zdir, &params, &np);
+    if (!s) s = dck_list_dir(zdir, true, &params, &np);
     size_t ostate = SIZE_MAX;
     /* each parameter's files, named zero/PARAM/KIND in the scratch */
     for (size_t i = 0; i < np && !s; i++) {
@@ -1150,7 +1108,7 @@ static dck_status open_universal(ds_ctx *c) {
         }
         char **kinds = NULL;
         size_t nk = 0;
-        s = list_dir(pdir, &kinds, &nk);
+        s = dck_list_dir(pdir, true, &kinds, &nk);
         for (size_t k = 0; k < nk && !s; k++) {
             if (!dck_has_suffix(kinds[k], ".pt")) continue;
             char rel[NAME_MAX_LEN];
@@ -1160,11 +1118,11 @@ static dck_status open_universal(ds_ctx *c) {
             }
             s = add_file(c, rel);
         }
-        free_list(kinds, nk);
+        dck_strv_free(kinds, nk);
         free(pdir);
     }
     free(zdir);
-    free_list(params, np);
+    dck_strv_free(params, np);
     if (s) return s;
     c->model = model;
     if ((s = load_tree(c, c->model)) || (ostate != SIZE_MAX && (s = load_tree(c, ostate))) ||
@@ -1216,7 +1174,7 @@ static dck_status ds_open(dck_checkpoint *ck, const char *path, const char *relr
     const char *which;
     if (!root_tag(path, tag, sizeof tag, &which))
         return dck_set_error(DCK_ERR_FORMAT, "%s: no DeepSpeed tag directory", path);
-    char *p = dck_path_join(path, tag), *r = rel_join(relroot, tag);
+    char *p = dck_path_join(path, tag), *r = dck_rel_join(relroot, tag);
     if (!p || !r) {
         free(p);
         free(r);
@@ -1225,7 +1183,7 @@ static dck_status ds_open(dck_checkpoint *ck, const char *path, const char *relr
     kind = tag_kind(p);
     dck_status s = kind ? open_tag(ck, p, r, kind)
                         : dck_set_error(DCK_ERR_FORMAT, "%s/%s names %s, which %s", path, which, tag,
-                                        exists(path, tag, true) ? "is no DeepSpeed checkpoint directory"
+                                        dck_path_exists_in(path, tag, true) ? "is no DeepSpeed checkpoint directory"
                                                                 : "does not exist");
     free(p);
     free(r);

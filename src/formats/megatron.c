@@ -33,14 +33,6 @@
 
 #define LATEST "latest_checkpointed_iteration.txt"
 
-static bool exists(const char *dir, const char *name, bool want_dir) {
-    char *p = dck_path_join(dir, name);
-    struct stat st;
-    bool ok = p && stat(p, &st) == 0 && (want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode));
-    free(p);
-    return ok;
-}
-
 static bool is_rank_dir(const char *name) {
     if (strncmp(name, "mp_rank_", 8)) return false;
     const char *s = name + 8;
@@ -63,7 +55,7 @@ static const char *base_of(const char *p) {
 }
 
 static bool is_iter_dir(const char *path) {
-    if (exists(path, "common.pt", false) || exists(path, "metadata.json", false)) return true;
+    if (dck_path_exists_in(path, "common.pt", false) || dck_path_exists_in(path, "metadata.json", false)) return true;
     DIR *d = opendir(path);
     if (!d) return false;
     struct dirent *e;
@@ -71,40 +63,6 @@ static bool is_iter_dir(const char *path) {
     while ((e = readdir(d)) && !found) found = is_rank_dir(e->d_name);
     closedir(d);
     return found;
-}
-
-static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static dck_status list_dir(const char *path, char ***out, size_t *n) {
-    DIR *d = opendir(path);
-    *out = NULL;
-    *n = 0;
-    if (!d) return dck_set_error(DCK_ERR_IO, "%s: cannot open directory: %s", path, strerror(errno));
-    size_t cap = 0;
-    dck_status s = DCK_OK;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        if ((s = dck_grow((void **)out, &cap, *n + 1, sizeof **out))) break;
-        if (!((*out)[*n] = dck_strdup(e->d_name))) {
-            s = dck_oom(NULL);
-            break;
-        }
-        (*n)++;
-    }
-    closedir(d);
-    if (!s) qsort(*out, *n, sizeof **out, cmp_name);
-    return s;
-}
-
-static void free_list(char **v, size_t n) {
-    for (size_t i = 0; i < n; i++) free(v[i]);
-    free(v);
-}
-
-static char *rel_join(const char *a, const char *b) {
-    if (!a || !*a) return dck_strdup(b);
-    return dck_path_join(a, b);
 }
 
 static dck_status add_plain_file(dck_checkpoint *ck, const char *path, const char *rel) {
@@ -118,7 +76,7 @@ static dck_status add_plain_file(dck_checkpoint *ck, const char *path, const cha
 static dck_status load_rank_dir(dck_checkpoint *ck, const char *dir, const char *rel, const char *rank) {
     char **names;
     size_t n;
-    dck_status s = list_dir(dir, &names, &n);
+    dck_status s = dck_list_dir(dir, false, &names, &n);
     if (s) return s;
     size_t loaded = 0;
     for (size_t i = 0; i < n && !s; i++) {
@@ -128,7 +86,7 @@ static dck_status load_rank_dir(dck_checkpoint *ck, const char *dir, const char 
         if (stem > 4 && !strcmp(nm + stem - 4, ".zst")) stem -= 4;
         if (stem > 3 && !strncmp(nm + stem - 3, ".pt", 3)) stem -= 3;
         else continue;
-        char *p = dck_path_join(dir, nm), *r = rel_join(rel, nm);
+        char *p = dck_path_join(dir, nm), *r = dck_rel_join(rel, nm);
         char *prefix = malloc(strlen(rank) + stem + 2);
         if (!p || !r || !prefix) s = dck_oom(NULL);
         else {
@@ -144,7 +102,7 @@ static dck_status load_rank_dir(dck_checkpoint *ck, const char *dir, const char 
         free(r);
         free(prefix);
     }
-    free_list(names, n);
+    dck_strv_free(names, n);
     if (!s && !loaded) s = dck_set_error(DCK_ERR_FORMAT, "%s: rank directory without .pt files", dir);
     return s;
 }
@@ -154,19 +112,19 @@ static dck_status merge_rank_dirs(dck_checkpoint *ck, const char *dir, const cha
 
 static dck_status load_iter_dir(dck_checkpoint *ck, const char *dir, const char *rel) {
     dck_status s = DCK_OK;
-    if (exists(dir, ".metadata", false) || exists(dir, ".metadata.zst", false)) { /* torch_dist */
+    if (dck_path_exists_in(dir, ".metadata", false) || dck_path_exists_in(dir, ".metadata.zst", false)) { /* torch_dist */
         if ((s = dck_dcp_load_dir(ck, dir, rel))) return s;
         const char *extra[] = {"common.pt", "common.pt.zst"};
         for (int i = 0; i < 2 && !s; i++)
-            if (exists(dir, extra[i], false)) {
-                char *p = dck_path_join(dir, extra[i]), *r = rel_join(rel, extra[i]);
+            if (dck_path_exists_in(dir, extra[i], false)) {
+                char *p = dck_path_join(dir, extra[i]), *r = dck_rel_join(rel, extra[i]);
                 dck_pt_opts o = {"", NULL, NULL, NULL, 0, true, false};
                 s = p && r ? dck_pt_open_path(ck, p, r, &o) : dck_oom(NULL);
                 free(p);
                 free(r);
             }
-        if (!s && exists(dir, "metadata.json", false)) {
-            char *p = dck_path_join(dir, "metadata.json"), *r = rel_join(rel, "metadata.json");
+        if (!s && dck_path_exists_in(dir, "metadata.json", false)) {
+            char *p = dck_path_join(dir, "metadata.json"), *r = dck_rel_join(rel, "metadata.json");
             s = p && r ? add_plain_file(ck, p, r) : dck_oom(NULL);
             free(p);
             free(r);
@@ -175,22 +133,22 @@ static dck_status load_iter_dir(dck_checkpoint *ck, const char *dir, const char 
     }
     char **names;
     size_t n;
-    if ((s = list_dir(dir, &names, &n))) return s;
+    if ((s = dck_list_dir(dir, false, &names, &n))) return s;
     if (ck->opt.megatron_merge) {
         s = merge_rank_dirs(ck, dir, rel, names, n);
-        free_list(names, n);
+        dck_strv_free(names, n);
         return s;
     }
     size_t ranks = 0;
     for (size_t i = 0; i < n && !s; i++) {
-        if (!is_rank_dir(names[i]) || !exists(dir, names[i], true)) continue;
-        char *p = dck_path_join(dir, names[i]), *r = rel_join(rel, names[i]);
+        if (!is_rank_dir(names[i]) || !dck_path_exists_in(dir, names[i], true)) continue;
+        char *p = dck_path_join(dir, names[i]), *r = dck_rel_join(rel, names[i]);
         s = p && r ? load_rank_dir(ck, p, r, names[i]) : dck_oom(NULL);
         free(p);
         free(r);
         ranks++;
     }
-    free_list(names, n);
+    dck_strv_free(names, n);
     if (!s && !ranks)
         s = dck_set_error(DCK_ERR_FORMAT, "%s: Megatron iteration directory without mp_rank_* directories or .metadata", dir);
     return s;
@@ -226,14 +184,14 @@ static int mg_probe(const char *path, bool is_dir, const uint8_t *head, size_t n
     (void)head;
     (void)n;
     if (!is_dir) return 0;
-    if (exists(path, LATEST, false)) return 1;
+    if (dck_path_exists_in(path, LATEST, false)) return 1;
     const char *b = base_of(path);
     if ((!strncmp(b, "iter_", 5) && isdigit((unsigned char)b[5])) || !strncmp(b, "release", 7)) return is_iter_dir(path);
     return 0;
 }
 
 static dck_status mg_open(dck_checkpoint *ck, const char *path, const char *relroot) {
-    if (!exists(path, LATEST, false)) return load_iter_dir(ck, path, relroot);
+    if (!dck_path_exists_in(path, LATEST, false)) return load_iter_dir(ck, path, relroot);
     char it[64], dirname[80];
     if (ck->opt.iteration >= 0) {
         snprintf(dirname, sizeof dirname, "iter_%07ld", ck->opt.iteration);
@@ -250,9 +208,9 @@ static dck_status mg_open(dck_checkpoint *ck, const char *path, const char *relr
             snprintf(dirname, sizeof dirname, "iter_%07lld", v);
         }
     }
-    if (!exists(path, dirname, true))
+    if (!dck_path_exists_in(path, dirname, true))
         return dck_set_error(DCK_ERR_IO, "%s: no directory %s for the iteration asked for", path, dirname);
-    char *p = dck_path_join(path, dirname), *r = rel_join(relroot, dirname);
+    char *p = dck_path_join(path, dirname), *r = dck_rel_join(relroot, dirname);
     dck_status s;
     if (!p || !r) s = dck_oom(NULL);
     else if (!(s = load_iter_dir(ck, p, r))) {
@@ -794,7 +752,7 @@ static dck_status merge_rank_dirs(dck_checkpoint *ck, const char *dir, const cha
     int T = 0, P = 0;
     for (size_t i = 0; i < n; i++) { /* names are sorted: so is ranks */
         int tp, pp;
-        if (!is_rank_dir(names[i]) || !exists(dir, names[i], true)) continue;
+        if (!is_rank_dir(names[i]) || !dck_path_exists_in(dir, names[i], true)) continue;
         if (!parse_rank(names[i], &tp, &pp)) {
             s = dck_set_error(DCK_ERR_LIMIT, "%s: rank directory %s: rank number above %d", dir,
                               names[i], MAX_RANK_NUM);
@@ -847,7 +805,7 @@ static dck_status merge_rank_dirs(dck_checkpoint *ck, const char *dir, const cha
     /* every rank under its own names, checked */
     if ((s = dck_ck_create(&ck->opt, &scr))) goto done;
     for (size_t i = 0; i < nr && !s; i++) {
-        char *p = dck_path_join(dir, ranks[i].name), *r = rel_join(rel, ranks[i].name);
+        char *p = dck_path_join(dir, ranks[i].name), *r = dck_rel_join(rel, ranks[i].name);
         s = p && r ? load_rank_dir(scr, p, r, ranks[i].name) : dck_oom(NULL);
         free(p);
         free(r);

@@ -18,20 +18,7 @@ command -v python3 > /dev/null || skip "python3 absent"
 
 # ---- the references: the safetensors files hold zero_to_fp32's output
 for f in ds_zero1_dp1:ds_logical ds_zero2_dp2:ds_logical ds_zero3_dp2:ds_zero3_logical; do
-    python3 - "$MC/${f#*:}.safetensors" "$MC/${f%%:*}/manifest.json" <<'EOF' || fail "$f: safetensors vs manifest.json"
-import hashlib, json, struct, sys
-data = open(sys.argv[1], 'rb').read()
-n = struct.unpack('<Q', data[:8])[0]
-hdr = json.loads(data[8:8 + n])
-body = data[8 + n:]
-logical = json.load(open(sys.argv[2]))['logical']
-got = {k: (v['dtype'], v['shape'], hashlib.sha256(body[v['data_offsets'][0]:v['data_offsets'][1]]).hexdigest())
-       for k, v in hdr.items() if k != '__metadata__'}
-want = {k: (v['dtype'], v['shape'], v['sha256']) for k, v in logical.items()}
-bad = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
-if bad or len(want) != 8:
-    print(len(want), 'logical tensors; differ:', bad[:5]); sys.exit(1)
-EOF
+    python3 "$DCK_TOP/tests/cli/ref_matches_manifest.py" "$MC/${f#*:}.safetensors" "$MC/${f%%:*}/manifest.json" 8 || fail "$f: safetensors vs manifest.json"
     ok
 done
 

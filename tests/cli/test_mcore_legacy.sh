@@ -15,20 +15,7 @@ command -v python3 > /dev/null || skip "python3 absent"
 
 # The reference files hold exactly the manifests' logical tensors (same bytes).
 check_reference() { # check_reference FILE.safetensors FIXTURE
-    python3 - "$MC/$1" "$MC/$2/manifest.json" <<'EOF' || fail "$1 vs $2/manifest.json"
-import hashlib, json, struct, sys
-data = open(sys.argv[1], 'rb').read()
-n = struct.unpack('<Q', data[:8])[0]
-hdr = json.loads(data[8:8 + n])
-body = data[8 + n:]
-logical = json.load(open(sys.argv[2]))['logical']
-got = {k: (v['dtype'], v['shape'], hashlib.sha256(body[v['data_offsets'][0]:v['data_offsets'][1]]).hexdigest())
-       for k, v in hdr.items() if k != '__metadata__'}
-want = {k: (v['dtype'], v['shape'], v['sha256']) for k, v in logical.items()}
-bad = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
-if bad or len(want) != 29:
-    print(len(want), 'logical tensors; differ:', bad[:5]); sys.exit(1)
-EOF
+    python3 "$DCK_TOP/tests/cli/ref_matches_manifest.py" "$MC/$1" "$MC/$2/manifest.json" 29 || fail "$1 vs $2/manifest.json"
     ok
 }
 for f in legacy_tp1 legacy_tp2 legacy_tp2pp2; do check_reference legacy_logical.safetensors $f; done
