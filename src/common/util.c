@@ -474,6 +474,6 @@ dck_status dck_list_dir(const char *path, bool skip_hidden, char ***out, size_t 
         *n = 0;
         return s;
     }
-    qsort(*out, *n, sizeof **out, cmp_entry_name);
+    dck_qsort(*out, *n, sizeof **out, cmp_entry_name);
     return DCK_OK;
 }

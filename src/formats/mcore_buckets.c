@@ -210,7 +210,7 @@ static dck_status load_ranges(bk_ctx *c, bk_state *s, uint64_t numel) {
         }
         s->r[s->nr++] = (bk_range){p->offset[0], p->offset[0] + p->shape[0], p->file_offset, p->file};
     }
-    qsort(s->r, s->nr, sizeof *s->r, cmp_range);
+    dck_qsort(s->r, s->nr, sizeof *s->r, cmp_range);
     uint64_t at = 0;
     for (size_t i = 0; i < s->nr; i++) {
         if (s->r[i].lo != at) break;
@@ -235,7 +235,7 @@ static dck_status collect_buckets(bk_ctx *c) {
             return DCK_OK;
         }
     }
-    qsort(c->bt, c->nbt, sizeof *c->bt, cmp_bt);
+    dck_qsort(c->bt, c->nbt, sizeof *c->bt, cmp_bt);
     if (!(c->bk = calloc(c->nbt, sizeof *c->bk))) return dck_oom(NULL);
     for (size_t i = 0; i < c->nbt;) {
         size_t j = i;
@@ -344,7 +344,7 @@ static dck_status add_param(bk_ctx *c, long t, const char *key, int layer, size_
     }
     c->chunkbuf += p->nchunks;
     int nd = e->info.ndim;
-    qsort_r(p->chunks, p->nchunks, sizeof *p->chunks, cmp_chunk, &nd);
+    if (p->nchunks > 1) qsort_r(p->chunks, p->nchunks, sizeof *p->chunks, cmp_chunk, &nd);
     return DCK_OK;
 }
 
