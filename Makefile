@@ -82,6 +82,19 @@ CUDA_ARCHS ?= 80 90 100
 NVCCFLAGS ?= -O2 --fmad=false -std=c++17 -Iinclude -Isrc -Xcompiler -fPIC \
              $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a)$(comma)code=sm_$(a)) \
              -gencode arch=compute_$(lastword $(CUDA_ARCHS))$(comma)code=compute_$(lastword $(CUDA_ARCHS))
+# The device side of the same rule: the kernels are the CPU's exact twin
+# only without contraction into FMA, with IEEE division and square root and
+# with denormals kept. nvcc's fast-math flags are refused like -ffast-math
+# above (both spellings: nvcc takes -use_fast_math and --use_fast_math,
+# -ftz=true and --ftz=true...), and --fmad=false is appended after the
+# user's NVCCFLAGS, so `make NVCCFLAGS=-O3` cannot drop it (nvcc accepts a
+# repeated option and uses its last value).
+NVCC_FAST_MATH_FLAGS := $(foreach f,use_fast_math ftz=true prec-div=false prec-sqrt=false \
+                          fmad=true,-$(f) --$(f))
+ifneq ($(filter $(NVCC_FAST_MATH_FLAGS),$(NVCC) $(NVCCFLAGS)),)
+$(error detcheck must give the same bits from any build: remove $(filter $(NVCC_FAST_MATH_FLAGS),$(NVCC) $(NVCCFLAGS)) from NVCC/NVCCFLAGS)
+endif
+override NVCCFLAGS += --fmad=false
 # CUDA: neither cudart nor NCCL is linked; src/gpu/cuda_loader.c loads them
 # with dlopen on the first GPU call, so CPU calls start as fast as a CPU-only
 # build. The kernels are compiled to a fatbin (device code only: no <<<>>>

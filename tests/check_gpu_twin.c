@@ -454,22 +454,6 @@ START_TEST(distributed_ranges_tile_the_stream) {
 }
 END_TEST
 
-START_TEST(gpu_of_rank_uses_local_rank) {
-    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    unsetenv("MPI_LOCALRANKID");
-    unsetenv("SLURM_LOCALID");
-    unsetenv("PMI_LOCAL_RANK");
-    ck_assert_int_eq(dck_distributed_gpu_of_rank(13, 8), 5);
-    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3", 1);
-    ck_assert_int_eq(dck_distributed_gpu_of_rank(13, 8), 3);
-    ck_assert_int_eq(dck_distributed_gpu_of_rank(13, 2), 1);
-    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "x", 1);
-    ck_assert_int_eq(dck_distributed_gpu_of_rank(13, 8), 5);
-    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    ck_assert_int_eq(dck_distributed_gpu_of_rank(3, 0), 0);
-}
-END_TEST
-
 int main(void) {
     Suite *s = suite_create("gpu_twin");
     TCase *tc = tcase_create("twin");
@@ -491,7 +475,6 @@ int main(void) {
     tcase_add_test(tc, device_names);
     tcase_add_test(tc, distributed_ranges_tile_the_stream);
     tcase_add_test(tc, staged_pipeline_twin_matches_cpu_engine);
-    tcase_add_test(tc, gpu_of_rank_uses_local_rank);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -219,6 +219,198 @@ START_TEST(twin_taps_as_on_the_cpu) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ non-finite values */
+
+/* A NaN put into the state at a tap point: the run must stop (issue 23's
+ * rule) at the same step with the same message on the CPU and the twin, and
+ * report the same steps before it. */
+typedef struct {
+    dck_tap_point what;
+    long step;
+    const char *tensor; /* NaN at element `index` of it */
+    size_t index;
+    int calls;
+} nan_tap;
+
+static void nan_on_state(void *ctx, const dck_model *m, dck_tap_point what, long step, float *data,
+                         size_t lo, size_t hi) {
+    nan_tap *f = ctx;
+    if (what != f->what || step != f->step) return;
+    long t = dck_model_find(m, f->tensor);
+    ck_assert_int_ge(t, 0);
+    size_t i = m->params[t].offset + f->index;
+    if (i < lo || i >= hi) return;
+    f->calls++;
+    data[i - lo] = dck_f32_from_bits(0x7fc00000u);
+}
+
+static void run_nan(dck_train_config c, const char *device, nan_tap *f, traj *t, char *msg,
+                    size_t n) {
+    snprintf(c.device, sizeof c.device, "%s", device);
+    dck_train_tap tap = {.ctx = f, .on_state = nan_on_state};
+    dck_train_hooks h = {.ctx = t, .on_step = on_step, .tap = &tap};
+    dck_train_result r;
+    t->n = 0;
+    f->calls = 0;
+    dck_status s = dck_train_run(&c, NULL, &h, &r);
+    ck_assert_msg(s == DCK_ERR_LIMIT, "%s: a NaN did not stop the run (status %d)", device, (int)s);
+    snprintf(msg, n, "%s", dck_last_error());
+}
+
+START_TEST(twin_nonfinite_stops_as_the_cpu) {
+    static const struct {
+        nan_tap tap;
+        const char *want;
+    } cases[] = {
+        /* a NaN weight: the loss of that step */
+        {{DCK_TAP_WEIGHTS, 3, "model.lm_head.weight", 7, 0}, "step 3: the loss is NaN;"},
+        /* a NaN gradient element: named, with its tensor */
+        {{DCK_TAP_GRADIENTS, 2, "model.blocks.1.mlp.fc.weight", 123, 0},
+         "step 2: the gradient of model.blocks.1.mlp.fc.weight is NaN at element 123;"},
+        /* a NaN second moment: the next update makes its weight NaN */
+        {{DCK_TAP_EXP_AVG, 2, "model.wpe.weight", 30, 0},
+         "step 3: the AdamW update made model.wpe.weight not finite at element 30;"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        for (int bf16 = 0; bf16 < 2; bf16++) {
+            dck_train_config c = small_cfg();
+            c.steps = 5;
+            c.precision = bf16 ? DCK_PREC_BF16 : DCK_PREC_FP32;
+            nan_tap f = cases[k].tap;
+            traj a, b;
+            char ma[1024], mb[1024];
+            run_nan(c, "cpu", &f, &a, ma, sizeof ma);
+            ck_assert_int_ge(f.calls, 1);
+            run_nan(c, "twin", &f, &b, mb, sizeof mb);
+            ck_assert_int_ge(f.calls, 1);
+            ck_assert_msg(strstr(ma, cases[k].want), "case %zu bf16 %d: %s / twin: %s", k, bf16, ma, mb);
+            ck_assert_str_eq(ma, mb);
+            ck_assert_int_eq(a.n, (int)f.step - (k == 2 ? 0 : 1));
+            same_trajectory(&a, &b, "before the NaN");
+        }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ launch geometry */
+
+/* The cut of a logical grid into launches: every launch within the limits,
+ * aligned on them, inside the grid, and together exactly the grid (their
+ * volumes add up to it), for the shapes the options allow: up to 2^33
+ * tokens a microbatch (--batch 2^20, --seq 8192), without memory. */
+static void check_cut(dck_tk_blocks b, dck_tk_limits lim) {
+    uint64_t n = dck_tk_launch_count(b, lim);
+    ck_assert_uint_gt(n, 0);
+    unsigned __int128 volume = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        dck_tk_grid g = dck_tk_launch_piece(b, lim, i);
+        ck_assert(g.x >= 1 && g.x <= lim.x && g.y >= 1 && g.y <= lim.yz && g.z >= 1 && g.z <= lim.yz);
+        ck_assert(g.at.x % lim.x == 0 && g.at.y % lim.yz == 0 && g.at.z % lim.yz == 0);
+        ck_assert((uint64_t)g.at.x + g.x <= b.x && (uint64_t)g.at.y + g.y <= b.y &&
+                  (uint64_t)g.at.z + g.z <= b.z);
+        /* a short launch only at the grid's end */
+        ck_assert(g.x == lim.x || g.at.x + g.x == b.x);
+        ck_assert(g.y == lim.yz || g.at.y + g.y == b.y);
+        volume += (unsigned __int128)g.x * g.y * g.z;
+    }
+    ck_assert(volume == (unsigned __int128)b.x * b.y * b.z);
+}
+
+START_TEST(launch_geometry_covers_huge_grids) {
+    dck_tk_limits cuda = {DCK_TK_GRID_X_MAX, DCK_TK_GRID_YZ_MAX};
+    uint64_t N = (uint64_t)1 << 33; /* tokens: --batch 1048576 --seq 8192 */
+    /* the dots of dX = dY W^T (32 x 32 tiles), width 8192 */
+    check_cut((dck_tk_blocks){8192 / DCK_TK_DOT_T, N / DCK_TK_DOT_T, 1}, cuda);
+    ck_assert_uint_eq(dck_tk_launch_count((dck_tk_blocks){256, N / 32, 1}, cuda), 4097);
+    /* a forward product (64 x 64 tiles), vocab 65536; fast mode's split in z */
+    check_cut((dck_tk_blocks){65536 / DCK_TK_MM_T, N / DCK_TK_MM_T, 8}, cuda);
+    /* where the y limit starts: 65535 tiles of 32 rows, one more row */
+    ck_assert_uint_eq(dck_tk_launch_count((dck_tk_blocks){1, 65535, 1}, cuda), 1);
+    ck_assert_uint_eq(dck_tk_launch_count((dck_tk_blocks){1, (2097120 + 1 + 31) / 32, 1}, cuda), 2);
+    /* one block per attention row and per token, past 2^31 - 1 in x */
+    check_cut((dck_tk_blocks){3000000000u, 1, 1}, cuda);
+    check_cut((dck_tk_blocks){UINT32_MAX, UINT32_MAX, 3}, (dck_tk_limits){DCK_TK_GRID_X_MAX, 1u << 15});
+    /* small limits, as the twin run below uses them */
+    check_cut((dck_tk_blocks){7, 5, 3}, (dck_tk_limits){3, 2});
+    /* beyond any launch: refused, not cut wrong */
+    ck_assert_uint_eq(dck_tk_launch_count((dck_tk_blocks){(uint64_t)UINT32_MAX + 1, 1, 1}, cuda), 0);
+    ck_assert_uint_eq(dck_tk_launch_count((dck_tk_blocks){1, 0, 1}, cuda), 0);
+}
+END_TEST
+
+/* The twin refuses what the hardware refuses; through the launcher, the
+ * dots and the product run past 65535 row tiles (2,097,120 and 4,194,240
+ * rows) and every row of the last launches has its own output. */
+START_TEST(twin_launches_past_65535_blocks) {
+    dck_tk_backend be;
+    ck_assert_int_eq(dck_tk_twin_backend(&be), DCK_OK);
+    float one = 1.0f;
+    dck_tk_dots_args bad = {&one, 1, &one, 1, &one, 1, 1, 1, 1};
+    ck_assert_int_eq(dck_tk_twin_launch(DCK_TK_dots, &bad, (dck_tk_grid){.x = 1, .y = 65536, .z = 1}),
+                     DCK_ERR_LIMIT);
+    ck_assert_int_eq(dck_tk_twin_launch(DCK_TK_dots, &bad, (dck_tk_grid){.x = 1, .y = 0, .z = 1}),
+                     DCK_ERR_LIMIT);
+    {
+        size_t T = (size_t)DCK_TK_GRID_YZ_MAX * DCK_TK_DOT_T + 37, n = 3;
+        float *A = malloc(T * n * 4), *B = malloc(n * 4), *C = malloc(T * 4);
+        ck_assert(A && B && C);
+        for (size_t i = 0; i < T * n; i++) A[i] = (float)(i % 1000) * 0.001f - 0.5f;
+        for (size_t i = 0; i < n; i++) B[i] = rndf();
+        for (size_t i = 0; i < T; i++) C[i] = -1.0f;
+        dck_tk_dots_args a = {A, n, B, n, C, 1, T, 1, n};
+        ck_assert_int_eq(dck_tk_launch(&be, DCK_TK_dots, &a, sizeof a,
+                                       (dck_tk_blocks){1, (T + DCK_TK_DOT_T - 1) / DCK_TK_DOT_T, 1}),
+                         DCK_OK);
+        for (size_t t = 0; t < T; t++)
+            ck_assert_msg(dck_f32_bits(C[t]) == dck_f32_bits(dck_dot(A + t * n, B, n)), "row %zu", t);
+        free(A);
+        free(B);
+        free(C);
+    }
+    {
+        size_t R = (size_t)DCK_TK_GRID_YZ_MAX * DCK_TK_MM_T + 70, K = 2;
+        float *A = malloc(R * K * 4), *B = malloc(K * 4), *C = malloc(R * 4), bias = 0.25f;
+        ck_assert(A && B && C);
+        for (size_t i = 0; i < R * K; i++) A[i] = (float)(i % 777) * 0.003f - 1.0f;
+        B[0] = rndf();
+        B[1] = rndf();
+        for (size_t i = 0; i < R; i++) C[i] = -1.0f;
+        dck_tk_mm_args a = {A, K, 1, B, 1, &bias, 0, C, 1, R, 1, K, 1};
+        ck_assert_int_eq(dck_tk_launch(&be, DCK_TK_mm, &a, sizeof a,
+                                       (dck_tk_blocks){1, (R + DCK_TK_MM_T - 1) / DCK_TK_MM_T, 1}),
+                         DCK_OK);
+        for (size_t r = 0; r < R; r++) {
+            float want = (bias + A[r * K] * B[0]) + A[r * K + 1] * B[1];
+            ck_assert_msg(dck_f32_bits(C[r]) == dck_f32_bits(want), "row %zu", r);
+        }
+        free(A);
+        free(B);
+        free(C);
+    }
+}
+END_TEST
+
+/* Every launch of a training step cut into many (at most 3 blocks in x, 2
+ * in y and z): the twin, on those launches and origins, still gives the
+ * CPU's bits, so every kernel honours its origin. */
+START_TEST(twin_run_cut_into_small_launches_equals_cpu) {
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        dck_train_config c = small_cfg();
+        c.steps = 2;
+        c.seq = 70; /* 3 row tiles of 64 in the products, 5 of 32 in the dots */
+        c.precision = bf16 ? DCK_PREC_BF16 : DCK_PREC_FP32;
+        traj a, b;
+        run(c, "cpu", &a);
+        dck_tk_set_launch_limits((dck_tk_limits){3, 2});
+        run(c, "twin", &b);
+        dck_tk_set_launch_limits((dck_tk_limits){DCK_TK_GRID_X_MAX, DCK_TK_GRID_YZ_MAX});
+        same_trajectory(&a, &b, bf16 ? "small launches bf16" : "small launches fp32");
+    }
+    dck_tk_limits lim = dck_tk_launch_limits();
+    ck_assert_uint_eq(lim.x, DCK_TK_GRID_X_MAX);
+    ck_assert_uint_eq(lim.yz, DCK_TK_GRID_YZ_MAX);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ kernels */
 
 /* The tiled product against the chain it must equal, at sizes around the
@@ -244,7 +436,7 @@ START_TEST(twin_mm_is_the_chain) {
                 }
             dck_tk_mm_args a = {A, K, 1, B, N, mode == 0 ? bias : mode == 1 ? NULL : C,
                                 mode == 0 ? 0 : N, C, N, R, N, K, 1};
-            dck_tk_grid g = {(uint32_t)((N + 63) / 64), (uint32_t)((R + 63) / 64), 1};
+            dck_tk_grid g = {.x = (uint32_t)((N + 63) / 64), .y = (uint32_t)((R + 63) / 64), .z = 1};
             ck_assert_int_eq(dck_tk_twin_launch(DCK_TK_mm, &a, g), DCK_OK);
             for (size_t i = 0; i < R * N; i++)
                 ck_assert_msg(dck_f32_bits(C[i]) == dck_f32_bits(want[i]),
@@ -270,8 +462,8 @@ START_TEST(twin_dots_are_dck_dot) {
         for (size_t i = 0; i < T * n; i++) A[i] = rndf();
         for (size_t i = 0; i < I * n; i++) B[i] = rndf();
         dck_tk_dots_args a = {A, n, B, n, C, I, T, I, n};
-        dck_tk_grid g = {(uint32_t)((I + DCK_TK_DOT_T - 1) / DCK_TK_DOT_T),
-                         (uint32_t)((T + DCK_TK_DOT_T - 1) / DCK_TK_DOT_T), 1};
+        dck_tk_grid g = {.x = (uint32_t)((I + DCK_TK_DOT_T - 1) / DCK_TK_DOT_T),
+                         .y = (uint32_t)((T + DCK_TK_DOT_T - 1) / DCK_TK_DOT_T), .z = 1};
         ck_assert_int_eq(dck_tk_twin_launch(DCK_TK_dots, &a, g), DCK_OK);
         for (size_t t = 0; t < T; t++)
             for (size_t i = 0; i < I; i++)
@@ -292,9 +484,9 @@ START_TEST(twin_sumsq_is_dck_sumsq) {
         float *g = malloc(n * 4), *lanes = malloc(chunks * 8 * 4), out = 0;
         for (size_t i = 0; i < n; i++) g[i] = rndf();
         dck_tk_sumsq_args a = {g, n, lanes, &out};
-        dck_tk_grid gr = {(uint32_t)((chunks * 8 + 255) / 256), 1, 1};
+        dck_tk_grid gr = {.x = (uint32_t)((chunks * 8 + 255) / 256), .y = 1, .z = 1};
         ck_assert_int_eq(dck_tk_twin_launch(DCK_TK_sumsq_lanes, &a, gr), DCK_OK);
-        ck_assert_int_eq(dck_tk_twin_launch(DCK_TK_sumsq_final, &a, (dck_tk_grid){1, 1, 1}), DCK_OK);
+        ck_assert_int_eq(dck_tk_twin_launch(DCK_TK_sumsq_final, &a, (dck_tk_grid){.x = 1, .y = 1, .z = 1}), DCK_OK);
         ck_assert_msg(dck_f32_bits(out) == dck_f32_bits(dck_sumsq(g, n)), "n %zu", n);
         free(g);
         free(lanes);
@@ -336,6 +528,10 @@ int main(void) {
     tcase_add_test(tc, twin_fast_mode_differs);
     tcase_add_test(tc, twin_resume_across_devices);
     tcase_add_test(tc, twin_taps_as_on_the_cpu);
+    tcase_add_test(tc, twin_nonfinite_stops_as_the_cpu);
+    tcase_add_test(tc, launch_geometry_covers_huge_grids);
+    tcase_add_test(tc, twin_launches_past_65535_blocks);
+    tcase_add_test(tc, twin_run_cut_into_small_launches_equals_cpu);
     tcase_add_test(tc, twin_mm_is_the_chain);
     tcase_add_test(tc, twin_dots_are_dck_dot);
     tcase_add_test(tc, twin_sumsq_is_dck_sumsq);

@@ -21,7 +21,9 @@
 BUILD=${1:-build}
 FILTER=${2:-}
 top=$(cd "$(dirname "$0")/.." && pwd)
-DETCHECK="$top/$BUILD/detcheck"
+# DCK_DETCHECK: another detcheck to test (ci/gpu-check.sh: a wrapper that
+# gives the build its libraries)
+DETCHECK=${DCK_DETCHECK:-"$top/$BUILD/detcheck"}
 export DETCHECK BUILD
 export DCK_TOP="$top"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

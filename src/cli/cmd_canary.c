@@ -157,7 +157,9 @@ static void print_text(const dck_canary_report *r, const dck_canary_opts *o, con
     for (int i = 0; i < r->nranks; i++) {
         const dck_canary_rank *x = &r->ranks[i];
         char dev[32];
-        snprintf(dev, sizeof dev, "%s:%d", o->cfg.device[0] ? o->cfg.device : "cpu", x->local);
+        /* cuda: the GPU's index (ranks beyond the GPUs share them); else the local rank */
+        snprintf(dev, sizeof dev, "%s:%d", o->cfg.device[0] ? o->cfg.device : "cpu",
+                 x->gpu >= 0 ? x->gpu : x->local);
         /* no majority: nothing to be identical to; the groups say who agrees */
         bool undecided = r->no_majority && x->result == DCK_CANARY_SAME;
         printf("%s rank %d %s %s", cli_safe(x->host), x->rank, x->result == DCK_CANARY_TIMEOUT ? "?" : dev,

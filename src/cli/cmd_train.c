@@ -1,6 +1,7 @@
 /* detcheck train: the built-in deterministic training loop (CPU, MPI data
  * parallel). See man/detcheck-train.1. */
 #include "train_cli.h"
+#include "gpu/gpu_blas.h"  /* dck_blas_cuda_bench: the fast baseline */
 #include "gpu/gpu_train.h" /* dck_tk_cuda_fma_peak: the benchmark's peer */
 
 #include <stdio.h>
@@ -163,16 +164,38 @@ static int bench(dck_train_config *c, dck_comm *comm, bool json) {
     /* on a device, the step alone: the root digests would bring the state
      * back to the host and hash it on the CPU every step */
     if (c->device[0] && strcmp(c->device, "cpu")) c->digest_every = 0;
-    double best[2] = {0, 0};
+    /* On a GPU a third mode: the fast mode with every linear layer's
+     * products on cuBLAS SGEMM (gpu_blas.h), what a user would otherwise
+     * run. It runs on "cuda" only, so that an `auto` run that fell back to
+     * the CPU cannot pass the CPU's fast mode off as it; cuBLAS missing is
+     * said, never filled in. */
+    bool gpu_asked = !strcmp(c->device, "cuda") || !strcmp(c->device, "auto");
+    char fastblas_why[256] = "";
+    if (!gpu_asked && c->device[0] && strcmp(c->device, "cpu"))
+        snprintf(fastblas_why, sizeof fastblas_why, "device %s has no cuBLAS", c->device);
+    char asked[sizeof c->device];
+    memcpy(asked, c->device, sizeof asked);
+    double best[3] = {0, 0, 0};
     for (int round = 0; round < 3; round++)
-        for (int mode = 0; mode < 2; mode++) {
+        for (int mode = 0; mode < (gpu_asked ? 3 : 2); mode++) {
+            if (mode == 2 && fastblas_why[0]) continue;
             c->mode = mode ? DCK_MODE_FAST : DCK_MODE_DET;
+            if (mode == 2) snprintf(c->device, sizeof c->device, "cuda");
+            dck_blas_fast_mode_set(mode == 2);
             dck_train_result r;
             dck_status s = dck_train_run(c, comm, NULL, &r);
+            dck_blas_fast_mode_set(0);
+            memcpy(c->device, asked, sizeof asked);
+            if (s == DCK_ERR_NODEVICE && mode == 2) {
+                snprintf(fastblas_why, sizeof fastblas_why, "%s", dck_last_error());
+                continue;
+            }
             if (s) return cli_fail("train", s);
             if (r.steps_per_s > best[mode]) best[mode] = r.steps_per_s;
         }
     double tax = best[1] > 0 && best[0] > 0 ? best[1] / best[0] : 0;
+    /* the tax against the cuBLAS fast mode; goal within 1.5x */
+    double tax_blas = best[2] > 0 && best[0] > 0 ? best[2] / best[0] : 0;
     /* the linear layers' FLOPs of one step (forward 2, backward 4 per
      * multiply-add), over the deterministic step time: a lower bound of their
      * rate (the step also runs attention, norms and the optimizer); on a GPU
@@ -181,7 +204,27 @@ static int bench(dck_train_config *c, dck_comm *comm, bool json) {
     double lin = 6.0 * tokens * (12.0 * c->layers * d * d + d * c->vocab);
     double flops = lin * best[0], peak = 0;
     bool on_gpu = !strcmp(c->device, "cuda") || !strcmp(c->device, "auto");
+    bool on_device = c->device[0] && strcmp(c->device, "cpu");
     if (on_gpu && dck_tk_cuda_fma_peak(&peak) != DCK_OK) peak = 0;
+    /* The real fast baseline: what a user would otherwise run, cuBLAS SGEMM
+     * on the same products (gpu_blas.h). Its absence is said, never filled in
+     * with an estimate; the twin has no cuBLAS. */
+    double blas_s = 0, blas_flops = 0;
+    char blas_why[256] = "";
+    int ranks = dck_comm_size(comm);
+    uint32_t rank_mbs = (uint32_t)(c->microbatches / (ranks > 0 ? ranks : 1));
+    /* one rank's microbatches on its own GPU, as the deterministic step */
+    if (on_gpu && dck_blas_cuda_bench(c->layers, c->width, c->vocab,
+                                      (size_t)c->batch * c->seq, rank_mbs ? rank_mbs : 1, &blas_s,
+                                      &blas_flops) != DCK_OK)
+        snprintf(blas_why, sizeof blas_why, "%s", dck_last_error());
+    else if (on_device && !on_gpu)
+        snprintf(blas_why, sizeof blas_why, "device %s has no cuBLAS", c->device);
+    /* the FLOP share against cuBLAS on the same products: cuBLAS's time for
+     * one rank's linear layers over the whole deterministic step time (a
+     * lower bound of the linear layers' own share: the step holds
+     * everything else too); goal within 1.5x (>= 2/3) */
+    double blas_share = blas_flops > 0 ? blas_s * best[0] : 0;
     if (cli_rank == 0) {
         int K = dck_comm_size(comm);
         if (json) {
@@ -203,6 +246,21 @@ static int bench(dck_train_config *c, dck_comm *comm, bool json) {
                 cli_jset(o, "fma_peak_flops_per_s", cli_json_number("%.4g", peak), &oom);
                 cli_jset(o, "linear_fraction_of_peak", cli_json_number("%.4f", flops / peak), &oom);
             }
+            if (blas_flops > 0) {
+                cli_jset(o, "cublas_linear_flops_per_s", cli_json_number("%.4g", blas_flops), &oom);
+                cli_jset(o, "cublas_linear_step_s", cli_json_number("%.6g", blas_s), &oom);
+                cli_jset(o, "linear_fraction_of_cublas", cli_json_number("%.4f", blas_share), &oom);
+                cli_jset(o, "cublas_goal", cli_json_number("%.4f", 1.0 / 1.5), &oom);
+            } else if (blas_why[0]) {
+                cli_jset(o, "cublas_unavailable", json_string(blas_why), &oom);
+            }
+            if (tax_blas > 0) {
+                cli_jset(o, "fast_cublas_steps_per_s", cli_json_number("%.3f", best[2]), &oom);
+                cli_jset(o, "determinism_tax_cublas", cli_json_number("%.4f", tax_blas), &oom);
+                cli_jset(o, "goal_cublas", cli_json_number("%.2f", 1.5), &oom);
+            } else if (fastblas_why[0]) {
+                cli_jset(o, "fast_cublas_unavailable", json_string(fastblas_why), &oom);
+            }
             dck_status s = cli_json_print(o, CLI_JSON_COMPACT, oom);
             if (s) return cli_fail("train", s);
         } else
@@ -217,6 +275,19 @@ static int bench(dck_train_config *c, dck_comm *comm, bool json) {
                 printf("FP32 FMA peak  %8.3g FLOP/s (measured now): linear layers at %.1f%% "
                        "(goal >= 25%%: %s)\n",
                        peak, 100.0 * flops / peak, flops >= 0.25 * peak ? "met" : "missed");
+            if (blas_flops > 0)
+                printf("cuBLAS SGEMM   %8.3g FLOP/s (same products, FP32, %.3g ms a step): "
+                       "linear layers at %.1f%% (goal >= 66.7%%, within 1.5x: %s)\n",
+                       blas_flops, 1e3 * blas_s, 100.0 * blas_share,
+                       blas_share * 1.5 >= 1.0 ? "met" : "missed");
+            else if (blas_why[0])
+                printf("cuBLAS SGEMM   unavailable (%s)\n", blas_why);
+            if (tax_blas > 0)
+                printf("fast (cuBLAS)  %8.2f steps/s (fast mode, linear layers on cuBLAS SGEMM)\n"
+                       "determinism tax against cuBLAS %.3fx (goal <= 1.50x: %s)\n",
+                       best[2], tax_blas, tax_blas <= 1.5 ? "met" : "missed");
+            else if (fastblas_why[0])
+                printf("fast (cuBLAS)  unavailable (%s)\n", fastblas_why);
         }
     }
     return 0;
@@ -247,6 +318,8 @@ int cmd_train(int argc, char **argv) {
     dck_train_result r;
     s = dck_train_run(&c, comm, &hooks, &r);
     if (s) {
+        /* a collective found a rank missing, maybe rank 0: every survivor says so */
+        if (dck_comm_broken(comm)) cli_rank = 0;
         rc = cli_fail("train", s);
         dck_comm_finalize(comm);
         return rc;

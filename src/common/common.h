@@ -310,4 +310,40 @@ dck_status dck_comm_gather_deadline(dck_comm *c, const void *send, void *recv, s
 dck_status dck_comm_bcast_deadline(dck_comm *c, void *data, size_t n, int root, int tag, double seconds,
                                    const bool *to);
 
+/* Waiting on a collective (issue 23): an operation in flight (an MPI
+ * request; an NCCL collective on a stream) is polled, asleep between polls,
+ * until it completes, fails, a peer's failure is reported apart (NCCL's
+ * ncclCommGetAsyncError), or the collective timeout passes. Then the
+ * operation is given up (ncclCommAbort), the ranks that still answer take a
+ * roll call with a deadline so that every survivor names the missing
+ * ranks, and the communicator is marked broken: later collectives on it
+ * fail at once and dck_comm_finalize skips MPI_Finalize (which would wait
+ * for the missing rank), so the survivors exit 2 instead of hanging. */
+typedef struct {
+    void *ctx;
+    dck_status (*test)(void *ctx, bool *done); /* a failure of the operation: message set */
+    dck_status (*async_error)(void *ctx);      /* NULL, or a peer's failure (message set) */
+    void (*abort)(void *ctx);                  /* NULL, or: give the operation up */
+    /* asleep between polls (from 20 us to ~1 ms): for waits that are long by
+     * nature (barriers); otherwise polls back to back, yielding the CPU, as a
+     * blocking MPI call or cudaStreamSynchronize would, since MPI moves a
+     * collective's data only inside its calls */
+    bool quiet;
+} dck_comm_op;
+/* c NULL: the job's communicator made by dck_comm_init, if any. what names
+ * the operation in messages. DCK_ERR_COMM on a timeout or a peer's failure. */
+dck_status dck_comm_wait(dck_comm *c, const dck_comm_op *op, const char *what);
+/* The collective timeout in seconds: DETCHECK_COLLECTIVE_TIMEOUT (0.1 to
+ * 604800; default DCK_COMM_TIMEOUT_DEFAULT), or what dck_comm_set_timeout
+ * set. DCK_ERR_INVALID, naming the variable, for a bad value. */
+#define DCK_COMM_TIMEOUT_DEFAULT 600.0
+dck_status dck_comm_timeout_env(double *seconds);
+double dck_comm_timeout(const dck_comm *c);
+void dck_comm_set_timeout(dck_comm *c, double seconds);
+/* a collective of c timed out or a peer failed: only exiting is safe */
+bool dck_comm_broken(const dck_comm *c);
+/* the MPI communicator dck_comm_init made; NULL: none (one rank, or the
+ * caller's own MPI) */
+dck_comm *dck_comm_job(void);
+
 #endif

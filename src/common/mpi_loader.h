@@ -54,7 +54,11 @@
     X(MPI_Allgather)                                                                            \
     X(MPI_Allgatherv)                                                                           \
     X(MPI_Reduce)                                                                               \
-    X(MPI_Allreduce)
+    X(MPI_Allreduce)                                                                            \
+    X(MPI_Iallgather)                                                                           \
+    X(MPI_Iallgatherv)                                                                          \
+    X(MPI_Iallreduce)                                                                           \
+    X(MPI_Ibcast)
 
 /* Every predefined handle: the field, its type, the header's name, and
  * Open MPI's global behind it. */

@@ -45,6 +45,7 @@
     X(cudaStreamCreateWithFlags)                                                                \
     X(cudaStreamDestroy)                                                                        \
     X(cudaStreamSynchronize)                                                                    \
+    X(cudaStreamQuery)                                                                          \
     X(cudaEventCreateWithFlags)                                                                 \
     X(cudaEventDestroy)                                                                         \
     X(cudaEventRecord)                                                                          \
@@ -61,7 +62,9 @@
     X(ncclCommDestroy)                                                                          \
     X(ncclReduce)                                                                               \
     X(ncclAllGather)                                                                            \
-    X(ncclAllReduce)
+    X(ncclAllReduce)                                                                            \
+    X(ncclCommGetAsyncError)                                                                    \
+    X(ncclCommAbort)
 
 #define DCK_LOADER_FIELD_(name) __typeof__(&name) name;
 typedef struct {
@@ -93,6 +96,29 @@ enum {
     DCK_KERNEL_COUNT = DCK_KERNEL_TRAIN0 + DCK_TK_COUNT
 };
 int dck_cuda_kernel(int which, cudaKernel_t *out);
+
+/* Scratch device memory on a stream (gpu.c). Stream-ordered allocation
+ * (cudaMallocAsync) needs the device's memory pools, which some virtualised
+ * GPUs do not offer: the call fails with cudaErrorNotSupported (801), or the
+ * device says cudaDevAttrMemoryPoolsSupported = 0. That answer is remembered
+ * per device in memo (DCK_GPU_POOL_MEMO entries, one per device index, 0
+ * unknown) and the device gets cudaMalloc from then on; each block records
+ * which call made it and is freed with the matching one. memo NULL: the
+ * process's own. rt is a parameter so that a test can pass a fake runtime. */
+#define DCK_GPU_POOL_MEMO 64
+enum { DCK_GPU_POOLS_UNKNOWN, DCK_GPU_POOLS_YES, DCK_GPU_POOLS_NO };
+typedef struct {
+    void *ptr;
+    int pooled; /* the call made (or that failed): 1 cudaMallocAsync (freed with
+                 * cudaFreeAsync), 0 cudaMalloc; ptr is NULL after a failure */
+} dck_gpu_scratch;
+cudaError_t dck_gpu_scratch_alloc(const dck_cudart_api *rt, int *memo, int device, size_t bytes,
+                                  cudaStream_t st, dck_gpu_scratch *out);
+/* cudaMalloc'd blocks: the stream is synchronised first (the work queued on
+ * it may still read the block). The block is released even on an error. */
+cudaError_t dck_gpu_scratch_free(const dck_cudart_api *rt, dck_gpu_scratch *s, cudaStream_t st);
+/* The process's memo for device (tests: force the fallback on a real GPU). */
+void dck_gpu_pools_memo_set(int device, int state);
 
 #endif /* DCK_HAVE_CUDA */
 #endif /* DCK_GPU_CUDA_LOADER_H */

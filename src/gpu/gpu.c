@@ -152,6 +152,65 @@ dck_status dck_gpu_pointer_device(const void *ptr, int *device) {
     return DCK_OK;
 }
 
+/* ------------------------------------------------------------------ scratch memory
+ * (cuda_loader.h says why). The memo is read and written with relaxed
+ * atomics: two threads that race compute the same answer. */
+static int pools_memo[DCK_GPU_POOL_MEMO];
+
+void dck_gpu_pools_memo_set(int device, int state) {
+    if (device >= 0 && device < DCK_GPU_POOL_MEMO)
+        __atomic_store_n(&pools_memo[device], state, __ATOMIC_RELAXED);
+}
+
+cudaError_t dck_gpu_scratch_alloc(const dck_cudart_api *r, int *memo, int device, size_t bytes,
+                                  cudaStream_t st, dck_gpu_scratch *out) {
+    if (!memo) memo = pools_memo;
+    int *slot = device >= 0 && device < DCK_GPU_POOL_MEMO ? &memo[device] : NULL;
+    int state = slot ? __atomic_load_n(slot, __ATOMIC_RELAXED) : DCK_GPU_POOLS_UNKNOWN;
+    out->ptr = NULL;
+    out->pooled = 0;
+    if (state == DCK_GPU_POOLS_UNKNOWN) {
+        /* ask the device first (the documented test of pool support); the
+         * 801 answer below covers a device that says yes and still refuses */
+        int has = 1;
+        if (r->cudaDeviceGetAttribute(&has, cudaDevAttrMemoryPoolsSupported, device) != cudaSuccess) {
+            (void)r->cudaGetLastError();
+            has = 1; /* unknown attribute (old driver): let the call itself tell */
+        }
+        state = has ? DCK_GPU_POOLS_YES : DCK_GPU_POOLS_NO;
+        if (slot && !has) __atomic_store_n(slot, state, __ATOMIC_RELAXED);
+    }
+    if (state == DCK_GPU_POOLS_YES) {
+        cudaError_t e = r->cudaMallocAsync(&out->ptr, bytes, st);
+        if (e != cudaErrorNotSupported) {
+            out->pooled = 1; /* the call made (or tried), for messages and the free */
+            if (e != cudaSuccess) out->ptr = NULL;
+            else if (slot) __atomic_store_n(slot, DCK_GPU_POOLS_YES, __ATOMIC_RELAXED);
+            return e;
+        }
+        (void)r->cudaGetLastError(); /* 801 is not sticky: clear it */
+        out->ptr = NULL;
+        if (slot) __atomic_store_n(slot, DCK_GPU_POOLS_NO, __ATOMIC_RELAXED);
+    }
+    cudaError_t e = r->cudaMalloc(&out->ptr, bytes);
+    if (e != cudaSuccess) out->ptr = NULL;
+    return e;
+}
+
+cudaError_t dck_gpu_scratch_free(const dck_cudart_api *r, dck_gpu_scratch *s, cudaStream_t st) {
+    if (!s->ptr) return cudaSuccess;
+    cudaError_t e;
+    if (s->pooled) {
+        e = r->cudaFreeAsync(s->ptr, st);
+    } else {
+        e = r->cudaStreamSynchronize(st);
+        cudaError_t f = r->cudaFree(s->ptr);
+        if (e == cudaSuccess) e = f;
+    }
+    s->ptr = NULL;
+    return e;
+}
+
 /* Runs the call on the device that holds the data, and switches back. */
 typedef struct {
     int prev;
@@ -198,9 +257,13 @@ dck_status dck_gpu_segments_sum(const void *dev_data, size_t len, uint64_t first
     dck_status s = guard_enter(dev_data, &g);
     if (s) return s;
     cudaStream_t st = (cudaStream_t)stream;
-    uint64_t *lanes = NULL, host[2] = {0, 0};
-    cudaError_t e = rt()->cudaMallocAsync((void **)&lanes, 2 * sizeof(uint64_t), st);
-    const char *what = "cudaMallocAsync";
+    uint64_t host[2] = {0, 0};
+    dck_gpu_scratch sc;
+    int dev = -1; /* the data's device: guard_enter made it the current one */
+    (void)rt()->cudaGetDevice(&dev);
+    cudaError_t e = dck_gpu_scratch_alloc(rt(), NULL, dev, 2 * sizeof(uint64_t), st, &sc);
+    uint64_t *lanes = sc.ptr;
+    const char *what = sc.pooled ? "cudaMallocAsync" : "cudaMalloc";
     if (e == cudaSuccess) {
         what = "cudaMemsetAsync";
         e = rt()->cudaMemsetAsync(lanes, 0, 2 * sizeof(uint64_t), st);
@@ -213,14 +276,15 @@ dck_status dck_gpu_segments_sum(const void *dev_data, size_t len, uint64_t first
             what = "cudaMemcpyAsync";
             e = rt()->cudaMemcpyAsync(host, lanes, sizeof host, cudaMemcpyDeviceToHost, st);
         }
-        cudaError_t f = rt()->cudaFreeAsync(lanes, st);
+        int pooled = sc.pooled;
+        cudaError_t f = dck_gpu_scratch_free(rt(), &sc, st);
         if (e == cudaSuccess) {
             what = "cudaStreamSynchronize";
             e = rt()->cudaStreamSynchronize(st);
         }
         if (e == cudaSuccess && f != cudaSuccess) {
             e = f;
-            what = "cudaFreeAsync";
+            what = pooled ? "cudaFreeAsync" : "cudaFree";
         }
     }
     guard_leave(&g);

@@ -9,6 +9,7 @@
  * sequence after the other into the same buffer, is one chain over the N
  * rows. In bf16 mode the same tensors are rounded at the same points. */
 #include "common/common.h"
+#include "gpu/gpu_blas.h"
 #include "gpu/gpu_train.h"
 
 #include <math.h>
@@ -43,6 +44,7 @@ struct dck_gt {
     float *scratch; /* the backward's buffers and small things */
     float *dx, *datt, *dln, *dqkv, *dfc, *tmp, *ds, *row_loss, *loss, *lanes, *sumsq;
     uint16_t *tok;
+    uint64_t *bad; /* AdamW's first non-finite weight, as dck_tk_note_first keeps it */
     int32_t *csr; /* vocab[N], start[N + 1], pos[N] */
     int32_t *h_csr, *h_count;
     size_t bytes;
@@ -50,6 +52,7 @@ struct dck_gt {
     void (*act_hook)(void *, float *, size_t);
     void *act_ctx;
     float *h_act;
+    dck_blas_gt *blas; /* fast mode on cuBLAS (`train --bench`), NULL: the kernels */
 };
 
 static dck_status dalloc(dck_gt *g, size_t bytes, void *out) {
@@ -60,12 +63,77 @@ static dck_status dalloc(dck_gt *g, size_t bytes, void *out) {
     return DCK_OK;
 }
 
-static dck_tk_grid grid1(size_t n) {
-    size_t b = (n + DCK_TK_THREADS - 1) / DCK_TK_THREADS;
-    return (dck_tk_grid){(uint32_t)(b ? b : 1), 1, 1};
+/* ------------------------------------------------------------------ launch geometry
+ * A logical grid of blocks, cut into launches within CUDA's limits (x: 2^31
+ * - 1 blocks, y and z: 65535), each told its origin (gpu_train_kernels.h).
+ * The dots' and the matrix products' row tiles are the y dimension: 65535 y
+ * blocks of 32 rows end at 2,097,120 tokens per microbatch, far inside what
+ * --batch and --seq allow. */
+static dck_tk_limits launch_limits = {DCK_TK_GRID_X_MAX, DCK_TK_GRID_YZ_MAX};
+
+dck_tk_limits dck_tk_launch_limits(void) { return launch_limits; }
+
+void dck_tk_set_launch_limits(dck_tk_limits lim) {
+    launch_limits.x = lim.x && lim.x <= DCK_TK_GRID_X_MAX ? lim.x : DCK_TK_GRID_X_MAX;
+    launch_limits.yz = lim.yz && lim.yz <= DCK_TK_GRID_YZ_MAX ? lim.yz : DCK_TK_GRID_YZ_MAX;
 }
 
-#define LAUNCH(g, kernel, args, grid) (g)->be.launch((g)->be.ctx, DCK_TK_##kernel, &(args), sizeof(args), grid)
+static uint64_t pieces(uint64_t n, uint32_t lim) { return (n + lim - 1) / lim; }
+
+uint64_t dck_tk_launch_count(dck_tk_blocks b, dck_tk_limits lim) {
+    if (!b.x || !b.y || !b.z || b.x > UINT32_MAX || b.y > UINT32_MAX || b.z > UINT32_MAX ||
+        !lim.x || !lim.yz)
+        return 0;
+    return pieces(b.x, lim.x) * pieces(b.y, lim.yz) * pieces(b.z, lim.yz);
+}
+
+static uint32_t piece_len(uint64_t n, uint64_t at, uint32_t lim) {
+    return (uint32_t)(n - at < lim ? n - at : lim);
+}
+
+dck_tk_grid dck_tk_launch_piece(dck_tk_blocks b, dck_tk_limits lim, uint64_t i) {
+    uint64_t nx = pieces(b.x, lim.x), ny = pieces(b.y, lim.yz);
+    uint64_t ix = i % nx, iy = (i / nx) % ny, iz = i / nx / ny;
+    dck_tk_grid g;
+    g.at.x = (uint32_t)(ix * lim.x);
+    g.at.y = (uint32_t)(iy * lim.yz);
+    g.at.z = (uint32_t)(iz * lim.yz);
+    g.x = piece_len(b.x, g.at.x, lim.x);
+    g.y = piece_len(b.y, g.at.y, lim.yz);
+    g.z = piece_len(b.z, g.at.z, lim.yz);
+    return g;
+}
+
+static const char *const kernel_names[] = {
+#define DCK_TK_NAME_(name) #name,
+    DCK_TK_KERNELS(DCK_TK_NAME_)
+#undef DCK_TK_NAME_
+};
+
+dck_status dck_tk_launch(const dck_tk_backend *be, int kernel, const void *args, size_t size,
+                         dck_tk_blocks b) {
+    dck_tk_limits lim = launch_limits;
+    uint64_t n = dck_tk_launch_count(b, lim);
+    if (!n)
+        return dck_set_error(DCK_ERR_LIMIT,
+                             "train gpu: kernel %s: a grid of %llu x %llu x %llu blocks is beyond "
+                             "any launch (at most 2^32 - 1 blocks in each dimension)",
+                             kernel >= 0 && kernel < DCK_TK_COUNT ? kernel_names[kernel] : "?",
+                             (unsigned long long)b.x, (unsigned long long)b.y,
+                             (unsigned long long)b.z);
+    for (uint64_t i = 0; i < n; i++)
+        DCK_TRY(be->launch(be->ctx, kernel, args, size, dck_tk_launch_piece(b, lim, i)));
+    return DCK_OK;
+}
+
+static dck_tk_blocks grid1(size_t n) {
+    size_t b = (n + DCK_TK_THREADS - 1) / DCK_TK_THREADS;
+    return (dck_tk_blocks){b ? b : 1, 1, 1};
+}
+
+static dck_tk_blocks blocks(size_t x, size_t y, size_t z) { return (dck_tk_blocks){x, y, z}; }
+
+#define LAUNCH(g, kernel, args, grid) dck_tk_launch(&(g)->be, DCK_TK_##kernel, &(args), sizeof(args), grid)
 
 static dck_status ew(dck_gt *g, int op, float *y, const float *a, const float *b, float s, size_t n,
                      bool bf16) {
@@ -93,7 +161,9 @@ void dck_gt_free(dck_gt *g) {
         g->be.release(ctx, g->scratch);
         g->be.release(ctx, g->tok);
         g->be.release(ctx, g->csr);
+        g->be.release(ctx, g->bad);
     }
+    dck_blas_gt_close(g->blas);
     if (g->be.destroy) g->be.destroy(ctx);
     free(g->gbuf);
     free(g->lc);
@@ -125,6 +195,13 @@ dck_status dck_gt_create(const dck_gt_model *m, const dck_tk_backend *be, int nb
     g->be = *be;
     g->m = *m;
     g->nbufs = m->fast ? 1 : nbufs;
+    if (m->fast && dck_blas_fast_mode()) {
+        dck_status s = dck_blas_gt_open(be->name, dck_tk_cuda_stream(be), &g->blas);
+        if (s) {
+            dck_gt_free(g);
+            return s;
+        }
+    }
     g->lo = lo;
     g->hi = hi;
     g->P = m->total;
@@ -138,6 +215,16 @@ dck_status dck_gt_create(const dck_gt_model *m, const dck_tk_backend *be, int nb
     g->L = m->layers;
     size_t N = g->N, d = g->d, F = g->F, V = g->V, S = g->S, BH = g->B * g->H, L = g->L;
     dck_status s = DCK_OK;
+    /* the rows are int32 in the embedding's token lists and uint32 in the
+     * kernels' arguments; 2^31 tokens' activations would need far more
+     * memory than any GPU has (about 180 bytes a token at the least) */
+    if (N > INT32_MAX || BH * S > UINT32_MAX) {
+        dck_gt_free(g);
+        return dck_set_error(DCK_ERR_LIMIT,
+                             "train gpu: %zu tokens per microbatch (%zu attention rows) are beyond "
+                             "the device path's 2^31 - 1",
+                             N, BH * S);
+    }
     g->off_block = dck_xcalloc(L * DCK_GT_BLOCK_ITEMS + 1, sizeof *g->off_block);
     g->t_offset = dck_xcalloc(m->ntensors + 1, sizeof *g->t_offset);
     g->t_numel = dck_xcalloc(m->ntensors + 1, sizeof *g->t_numel);
@@ -216,6 +303,7 @@ dck_status dck_gt_create(const dck_gt_model *m, const dck_tk_backend *be, int nb
     }
     if (!s) s = dalloc(g, g->B * (S + 1) * sizeof(uint16_t), &g->tok);
     if (!s) s = dalloc(g, (3 * N + 1) * sizeof(int32_t), &g->csr);
+    if (!s) s = dalloc(g, sizeof(uint64_t), &g->bad);
     if (s) {
         dck_gt_free(g);
         return s;
@@ -260,13 +348,21 @@ static dck_status mm(dck_gt *g, const float *A, size_t ar, size_t ak, const floa
                      const float *init, size_t init_rs, float *C, size_t ldc, size_t R, size_t N,
                      size_t K, uint32_t split) {
     dck_tk_mm_args a = {A, ar, ak, B, ldb, init, init_rs, C, ldc, R, N, K, split};
-    dck_tk_grid gr = {(uint32_t)((N + DCK_TK_MM_T - 1) / DCK_TK_MM_T),
-                      (uint32_t)((R + DCK_TK_MM_T - 1) / DCK_TK_MM_T), split > 1 ? split : 1};
+    dck_tk_blocks gr = blocks((N + DCK_TK_MM_T - 1) / DCK_TK_MM_T, (R + DCK_TK_MM_T - 1) / DCK_TK_MM_T,
+                              split > 1 ? split : 1);
     return LAUNCH(g, mm, a, gr);
 }
 
 static dck_status linear_fwd(dck_gt *g, const float *X, size_t in, size_t out, const float *W,
                              const float *b, float *Y) {
+    if (g->blas) { /* the bench's cuBLAS fast mode: Y = the bias rows (K = 0), += X W */
+        dck_blas_rm three[3];
+        dck_blas_linear(g->N, in, out, three);
+        three[0].beta = 1.0f;
+        const float *ops[DCK_BLAS_OPERANDS] = {[DCK_BLAS_X] = X, [DCK_BLAS_W] = W, [DCK_BLAS_Y] = Y};
+        DCK_TRY(mm(g, X, in, 1, W, out, b, 0, Y, out, g->N, out, 0, 1));
+        return dck_blas_gt_gemm(g->blas, &three[0], ops);
+    }
     return mm(g, X, in, 1, W, out, b, 0, Y, out, g->N, out, in, 1);
 }
 
@@ -275,10 +371,24 @@ static dck_status linear_fwd(dck_gt *g, const float *X, size_t in, size_t out, c
 static dck_status linear_bwd(dck_gt *g, const float *dY, const float *X, size_t in, size_t out,
                              const float *W, float *dW, float *db, float *dX) {
     size_t N = g->N;
+    if (g->blas) { /* the bench's cuBLAS fast mode: dX = dY W^T, dW += X^T dY */
+        dck_blas_rm three[3];
+        dck_blas_linear(N, in, out, three);
+        const float *ops[DCK_BLAS_OPERANDS] = {[DCK_BLAS_X] = X,   [DCK_BLAS_W] = W,
+                                               [DCK_BLAS_DY] = dY, [DCK_BLAS_DX] = dX,
+                                               [DCK_BLAS_DW] = dW};
+        if (dX) DCK_TRY(dck_blas_gt_gemm(g->blas, &three[1], ops));
+        DCK_TRY(dck_blas_gt_gemm(g->blas, &three[2], ops));
+        if (db) {
+            dck_tk_colsum_args a = {dY, out, db, N, out};
+            DCK_TRY(LAUNCH(g, colsum, a, grid1(out)));
+        }
+        return DCK_OK;
+    }
     if (dX) {
         dck_tk_dots_args a = {dY, out, W, out, dX, in, N, in, out};
-        dck_tk_grid gr = {(uint32_t)((in + DCK_TK_DOT_T - 1) / DCK_TK_DOT_T),
-                          (uint32_t)((N + DCK_TK_DOT_T - 1) / DCK_TK_DOT_T), 1};
+        dck_tk_blocks gr = blocks((in + DCK_TK_DOT_T - 1) / DCK_TK_DOT_T,
+                                  (N + DCK_TK_DOT_T - 1) / DCK_TK_DOT_T, 1);
         DCK_TRY(LAUNCH(g, dots, a, gr));
     }
     /* fast mode: the rows split across blocks that add with atomics */
@@ -295,8 +405,7 @@ static dck_status ln_fwd(dck_gt *g, const float *X, const float *w, const float 
                          float *mean, float *rstd) {
     dck_tk_ln_args a = {X, w, b, NULL, Y, mean, rstd, NULL, NULL, NULL,
                         (uint32_t)g->N, (uint32_t)g->d, g->m.bf16, 0};
-    dck_tk_grid gr = {(uint32_t)((g->N + DCK_TK_LN_ROWS - 1) / DCK_TK_LN_ROWS), 1, 1};
-    return LAUNCH(g, ln_fwd, a, gr);
+    return LAUNCH(g, ln_fwd, a, blocks((g->N + DCK_TK_LN_ROWS - 1) / DCK_TK_LN_ROWS, 1, 1));
 }
 
 static dck_status ln_bwd(dck_gt *g, const float *dY, const float *X, const float *w,
@@ -304,8 +413,7 @@ static dck_status ln_bwd(dck_gt *g, const float *dY, const float *X, const float
                          bool accumulate) {
     dck_tk_ln_args a = {X, w, NULL, dY, NULL, (float *)mean, (float *)rstd, dX, dw, db,
                         (uint32_t)g->N, (uint32_t)g->d, 0, accumulate};
-    dck_tk_grid gr = {(uint32_t)((g->N + DCK_TK_LN_ROWS - 1) / DCK_TK_LN_ROWS), 1, 1};
-    DCK_TRY(LAUNCH(g, ln_bwd_rows, a, gr));
+    DCK_TRY(LAUNCH(g, ln_bwd_rows, a, blocks((g->N + DCK_TK_LN_ROWS - 1) / DCK_TK_LN_ROWS, 1, 1)));
     return LAUNCH(g, ln_bwd_cols, a, grid1(g->d));
 }
 
@@ -347,7 +455,7 @@ static dck_status forward(dck_gt *g) {
         DCK_TRY(round_bf16(g, c->qkv, N * 3 * d));
         dck_tk_att_args a = att_args(g, c->qkv, c->probs);
         a.out = c->att;
-        DCK_TRY(LAUNCH(g, att_fwd, a, ((dck_tk_grid){(uint32_t)(g->B * g->H * g->S), 1, 1})));
+        DCK_TRY(LAUNCH(g, att_fwd, a, blocks(g->B * g->H * g->S, 1, 1)));
         DCK_TRY(linear_fwd(g, c->att, d, d, W(g, l, DCK_GT_PROJ_W), W(g, l, DCK_GT_PROJ_B), g->tmp));
         DCK_TRY(round_bf16(g, g->tmp, N * d));
         DCK_TRY(ew(g, DCK_EW_ADD, c->x_mid, c->x_in, g->tmp, 0, N * d, bf16));
@@ -366,9 +474,9 @@ static dck_status forward(dck_gt *g) {
     DCK_TRY(linear_fwd(g, g->lnf, d, V, g->wparams + g->m.off_head, NULL, g->logits));
     dck_tk_xent_args x = {g->logits, g->row_loss, g->tok, (uint32_t)g->S, (uint32_t)V,
                           1.0f / (float)N, N};
-    DCK_TRY(LAUNCH(g, xent, x, ((dck_tk_grid){(uint32_t)N, 1, 1})));
+    DCK_TRY(LAUNCH(g, xent, x, blocks(N, 1, 1)));
     dck_tk_loss_args lo = {g->row_loss, g->loss, (uint32_t)g->B, (uint32_t)g->S};
-    return LAUNCH(g, loss, lo, ((dck_tk_grid){1, 1, 1}));
+    return LAUNCH(g, loss, lo, blocks(1, 1, 1));
 }
 
 static dck_status backward(dck_gt *g, float *grad) {
@@ -392,7 +500,7 @@ static dck_status backward(dck_gt *g, float *grad) {
         a.dout = g->datt;
         a.ds = g->ds;
         a.dqkv = g->dqkv;
-        DCK_TRY(LAUNCH(g, att_bwd_ds, a, ((dck_tk_grid){(uint32_t)(g->B * g->H * g->S), 1, 1})));
+        DCK_TRY(LAUNCH(g, att_bwd_ds, a, blocks(g->B * g->H * g->S, 1, 1)));
         DCK_TRY(LAUNCH(g, att_bwd_qkv, a, grid1(g->N * d)));
         DCK_TRY(linear_bwd(g, g->dqkv, c->ln1, d, 3 * d, W(g, l, DCK_GT_QKV_W),
                            G(g, grad, l, DCK_GT_QKV_W), G(g, grad, l, DCK_GT_QKV_B), g->dln));
@@ -509,8 +617,8 @@ dck_status dck_gt_nccl_id(dck_gt *g, void *id) {
     return g->be.nccl_id ? g->be.nccl_id(g->be.ctx, id) : no_nccl(g);
 }
 
-dck_status dck_gt_nccl_join(dck_gt *g, const void *id, int K, int rank) {
-    return g->be.nccl_join ? g->be.nccl_join(g->be.ctx, id, K, rank) : no_nccl(g);
+dck_status dck_gt_nccl_join(dck_gt *g, const void *id, int K, int rank, dck_comm *comm) {
+    return g->be.nccl_join ? g->be.nccl_join(g->be.ctx, id, K, rank, comm) : no_nccl(g);
 }
 
 dck_status dck_gt_nccl_tree(dck_gt *g, int K) {
@@ -536,19 +644,28 @@ dck_status dck_gt_scale_sumsq(dck_gt *g, float inv_m, float *sumsq) {
     size_t chunks = (g->P + DCK_TK_SUMSQ_CHUNK - 1) / DCK_TK_SUMSQ_CHUNK;
     dck_tk_sumsq_args a = {grad, g->P, g->lanes, g->sumsq};
     DCK_TRY(LAUNCH(g, sumsq_lanes, a, grid1(chunks * 8)));
-    DCK_TRY(LAUNCH(g, sumsq_final, a, ((dck_tk_grid){1, 1, 1})));
+    DCK_TRY(LAUNCH(g, sumsq_final, a, blocks(1, 1, 1)));
     DCK_TRY(g->be.copy(g->be.ctx, sumsq, g->sumsq, sizeof(float), DCK_TK_D2H));
     return g->be.sync(g->be.ctx);
 }
 
 dck_status dck_gt_adamw(dck_gt *g, const dck_tm_adamw *k) {
+    DCK_TRY(g->be.zero(g->be.ctx, g->bad, sizeof(uint64_t)));
     for (size_t t = 0; t < g->m.ntensors; t++) {
         size_t off = g->t_offset[t], end = off + g->t_numel[t];
         size_t a = off > g->lo ? off : g->lo, b = end < g->hi ? end : g->hi;
         if (b <= a) continue;
         dck_tk_adamw_args x = {g->gbuf[0], g->master, g->m1, g->m2, NULL, a, b, g->lo,
-                               g->t_decay[t] ? 1 : 0, *k};
+                               g->t_decay[t] ? 1 : 0, *k, g->bad};
         DCK_TRY(LAUNCH(g, adamw, x, grid1(b - a)));
     }
+    return DCK_OK;
+}
+
+dck_status dck_gt_first_nonfinite(dck_gt *g, uint64_t *index) {
+    uint64_t v = 0;
+    DCK_TRY(g->be.copy(g->be.ctx, &v, g->bad, sizeof v, DCK_TK_D2H));
+    DCK_TRY(g->be.sync(g->be.ctx));
+    *index = v ? ~v : UINT64_MAX;
     return DCK_OK;
 }

@@ -15,13 +15,36 @@
 #include <stddef.h>
 #include <stdint.h>
 
+typedef struct dck_comm dck_comm; /* common.h */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* One launch: x * y * z blocks, the first of them block `at` of the
+ * kernel's logical grid (gpu_train_kernels.h: launch geometry). */
 typedef struct {
     uint32_t x, y, z;
+    dck_tk_origin at;
 } dck_tk_grid;
+
+/* A kernel's logical grid, in blocks, and the limits of one launch. */
+typedef struct {
+    uint64_t x, y, z;
+} dck_tk_blocks;
+typedef struct {
+    uint32_t x, yz;
+} dck_tk_limits;
+/* The launches that cover logical grid b within lim: their number (0 when a
+ * dimension is 0 or above UINT32_MAX: no launch can do it), and launch i of
+ * them (x fastest, then y, then z). Pure functions of the shapes. */
+uint64_t dck_tk_launch_count(dck_tk_blocks b, dck_tk_limits lim);
+dck_tk_grid dck_tk_launch_piece(dck_tk_blocks b, dck_tk_limits lim, uint64_t i);
+/* The limits in force: CUDA's (2^31 - 1, 65535) unless a test lowered them
+ * to run the cut on small shapes (both the launcher and the twin's check
+ * follow them). */
+dck_tk_limits dck_tk_launch_limits(void);
+void dck_tk_set_launch_limits(dck_tk_limits lim);
 
 enum { DCK_TK_H2D, DCK_TK_D2H, DCK_TK_D2D };
 
@@ -43,16 +66,24 @@ typedef struct {
     int device; /* the GPU's index; -1: none (twin) */
     /* NCCL between the ranks' GPUs (NULL: not this backend): rank 0 makes the
      * id (DCK_TK_NCCL_ID bytes), every rank joins with it; then collectives
-     * on the backend's stream */
+     * on the backend's stream, each waited by dck_comm_wait on comm (the
+     * collective timeout, ncclCommGetAsyncError, ncclCommAbort, the missing
+     * rank named) */
     dck_status (*nccl_id)(void *ctx, void *id);
-    dck_status (*nccl_join)(void *ctx, const void *id, int nranks, int rank);
+    dck_status (*nccl_join)(void *ctx, const void *id, int nranks, int rank, dck_comm *comm);
     dck_status (*nccl_allgather)(void *ctx, const void *send, void *recv, size_t bytes);
     dck_status (*nccl_allreduce_f32)(void *ctx, float *data, size_t n);
 } dck_tk_backend;
 #define DCK_TK_NCCL_ID 128
 
+/* Kernel `kernel` on logical grid b through backend be: as many launches as
+ * the limits need (DCK_ERR_LIMIT naming the grid when none can do it). */
+dck_status dck_tk_launch(const dck_tk_backend *be, int kernel, const void *args, size_t size,
+                         dck_tk_blocks b);
+
 /* The kernels' CPU twin (train_twin.c): each block of the grid in turn, each
- * phase on every thread of the block before the next. */
+ * phase on every thread of the block before the next; a grid beyond the
+ * launch limits is refused (DCK_ERR_LIMIT), as CUDA refuses it. */
 dck_status dck_tk_twin_launch(int kernel, const void *args, dck_tk_grid grid);
 dck_status dck_tk_twin_backend(dck_tk_backend *out);
 /* The CUDA runtime (gpu_train_cuda.c): DCK_ERR_NODEVICE, saying why, when
@@ -62,6 +93,9 @@ dck_status dck_tk_cuda_backend(int device, dck_tk_backend *out);
 /* Achieved FP32 FLOP/s of a plain FMA-throughput kernel on the device (the
  * benchmark's peer). */
 dck_status dck_tk_cuda_fma_peak(double *flops);
+/* The CUDA backend's stream (NULL for another backend): cuBLAS queues the
+ * fast baseline's products on it (gpu_blas.h). */
+void *dck_tk_cuda_stream(const dck_tk_backend *be);
 
 /* The model, as offsets into the flat parameter vector. */
 enum { DCK_GT_LN1_W, DCK_GT_LN1_B, DCK_GT_QKV_W, DCK_GT_QKV_B, DCK_GT_PROJ_W, DCK_GT_PROJ_B,
@@ -124,11 +158,14 @@ dck_status dck_gt_scale_sumsq(dck_gt *g, float inv_m, float *sumsq);
  * sum, NCCL's order) of buffer 0. */
 int dck_gt_device_index(const dck_gt *g);
 dck_status dck_gt_nccl_id(dck_gt *g, void *id);
-dck_status dck_gt_nccl_join(dck_gt *g, const void *id, int K, int rank);
+dck_status dck_gt_nccl_join(dck_gt *g, const void *id, int K, int rank, dck_comm *comm);
 dck_status dck_gt_nccl_tree(dck_gt *g, int K);
 dck_status dck_gt_nccl_allreduce(dck_gt *g);
 /* AdamW over [lo, hi) from buffer 0, then (bf16) the forward weights */
 dck_status dck_gt_adamw(dck_gt *g, const dck_tm_adamw *k);
+/* The first element of [lo, hi) whose weight the last dck_gt_adamw left
+ * not finite (NaN or infinite); UINT64_MAX: none. */
+dck_status dck_gt_first_nonfinite(dck_gt *g, uint64_t *index);
 /* after the master weights changed outside: (bf16) the forward weights */
 dck_status dck_gt_refresh_weights(dck_gt *g);
 

@@ -19,11 +19,17 @@ dck_status dck_tk_cuda_fma_peak(double *flops) {
     return dck_tk_cuda_backend(-1, NULL);
 }
 
+void *dck_tk_cuda_stream(const dck_tk_backend *be) {
+    (void)be;
+    return NULL;
+}
+
 #else
 
 #include "gpu/cuda_loader.h"
 #include "gpu/gpu.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,7 +39,8 @@ typedef struct {
     cudaStream_t stream;
     int device;
     const dck_nccl_api *nc; /* once joined */
-    ncclComm_t comm;
+    ncclComm_t comm;        /* NULL again once aborted */
+    dck_comm *ranks;        /* the job's ranks: the collective timeout and the roll call */
 } cuda_ctx;
 
 static dck_status err(cudaError_t e, const char *what) {
@@ -82,7 +89,9 @@ static dck_status c_launch(void *ctx, int kernel, const void *args, size_t size,
     cudaError_t e = (cudaError_t)dck_cuda_kernel(DCK_KERNEL_TRAIN0 + kernel, &k);
     if (e != cudaSuccess) return err(e, "loading the trainer's kernels");
     dim3 grid = {g.x, g.y, g.z}, block = {DCK_TK_THREADS, 1, 1};
-    void *argv[1] = {(void *)args}; /* the struct by value: copied at the launch */
+    /* the struct by value, copied at the launch, and the launch's origin in
+     * the kernel's logical grid (cuda/train.cu's second parameter) */
+    void *argv[2] = {(void *)args, &g.at};
     return err(c->rt->cudaLaunchKernel((const void *)k, grid, block, argv, 0, c->stream),
                "cudaLaunchKernel (train)");
 }
@@ -109,28 +118,69 @@ static dck_status c_nccl_id(void *ctx, void *id) {
                                             nc->ncclGetErrorString(r), c->device);
 }
 
-static dck_status c_nccl_join(void *ctx, const void *id, int nranks, int rank) {
+static dck_status c_nccl_join(void *ctx, const void *id, int nranks, int rank, dck_comm *comm) {
     cuda_ctx *c = ctx;
     const dck_nccl_api *nc;
     DCK_TRY(dck_nccl_load(&nc));
     c->nc = nc;
+    c->ranks = comm;
     ncclUniqueId u;
     memcpy(&u, id, sizeof u);
     return nccl_err(c, nc->ncclCommInitRank(&c->comm, nranks, u, rank), "ncclCommInitRank");
 }
 
+/* The wait after every collective (dck_comm_wait): the stream's work done;
+ * a peer's failure that NCCL reports apart; on a timeout or a failure,
+ * ncclCommAbort, which also stops the collective's kernels spinning on a
+ * peer that never comes. A collective that is only enqueued could
+ * otherwise hang the next copy from the device for good. */
+static dck_status nccl_done(void *ctx, bool *done) {
+    cuda_ctx *c = ctx;
+    cudaError_t e = c->rt->cudaStreamQuery(c->stream);
+    *done = e == cudaSuccess;
+    if (e == cudaErrorNotReady) return DCK_OK;
+    return err(e, "a NCCL collective's stream");
+}
+
+static dck_status nccl_async(void *ctx) {
+    cuda_ctx *c = ctx;
+    ncclResult_t a = ncclSuccess, r = c->nc->ncclCommGetAsyncError(c->comm, &a);
+    if (r != ncclSuccess) return nccl_err(c, r, "ncclCommGetAsyncError");
+    if (a == ncclSuccess || a == ncclInProgress) return DCK_OK;
+    return dck_set_error(DCK_ERR_COMM, "NCCL reports %s (ncclCommGetAsyncError)",
+                         c->nc->ncclGetErrorString(a));
+}
+
+static void nccl_abort(void *ctx) {
+    cuda_ctx *c = ctx;
+    if (c->comm) (void)c->nc->ncclCommAbort(c->comm);
+    c->comm = NULL; /* freed by the abort: c_destroy leaves it */
+}
+
+static dck_status nccl_wait(cuda_ctx *c, ncclResult_t r, const char *what) {
+    if (r != ncclSuccess) {
+        dck_status s = nccl_err(c, r, what);
+        nccl_abort(c);
+        return s;
+    }
+    dck_comm_op op = {c, nccl_done, nccl_async, nccl_abort, false};
+    char label[96];
+    snprintf(label, sizeof label, "train: %s", what);
+    return dck_comm_wait(c->ranks, &op, label);
+}
+
 static dck_status c_nccl_allgather(void *ctx, const void *send, void *recv, size_t bytes) {
     cuda_ctx *c = ctx;
     if (!c->comm) return dck_set_error(DCK_ERR_DEVICE, "train: no NCCL communicator");
-    return nccl_err(c, c->nc->ncclAllGather(send, recv, bytes, ncclUint8, c->comm, c->stream),
-                    "ncclAllGather of the gradient sums");
+    return nccl_wait(c, c->nc->ncclAllGather(send, recv, bytes, ncclUint8, c->comm, c->stream),
+                     "ncclAllGather of the gradient sums");
 }
 
 static dck_status c_nccl_allreduce(void *ctx, float *data, size_t n) {
     cuda_ctx *c = ctx;
     if (!c->comm) return dck_set_error(DCK_ERR_DEVICE, "train: no NCCL communicator");
-    return nccl_err(c, c->nc->ncclAllReduce(data, data, n, ncclFloat32, ncclSum, c->comm, c->stream),
-                    "ncclAllReduce of the gradients");
+    return nccl_wait(c, c->nc->ncclAllReduce(data, data, n, ncclFloat32, ncclSum, c->comm, c->stream),
+                     "ncclAllReduce of the gradients");
 }
 
 static void c_destroy(void *ctx) {
@@ -171,6 +221,12 @@ dck_status dck_tk_cuda_backend(int device, dck_tk_backend *out) {
     return DCK_OK;
 }
 
+/* the backend's stream, for cuBLAS in the bench's fast mode (gpu_blas.h) */
+void *dck_tk_cuda_stream(const dck_tk_backend *be) {
+    return be && be->ctx && be->name && !strcmp(be->name, "cuda") ? (void *)((cuda_ctx *)be->ctx)->stream
+                                                                 : NULL;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -193,7 +249,7 @@ dck_status dck_tk_cuda_fma_peak(double *flops) {
     for (int round = 0; !s && round < 4; round++) {
         s = c_sync(c);
         double t0 = now_s();
-        if (!s) s = c_launch(c, DCK_TK_fma_peak, &a, sizeof a, (dck_tk_grid){blocks, 1, 1});
+        if (!s) s = c_launch(c, DCK_TK_fma_peak, &a, sizeof a, (dck_tk_grid){.x = blocks, .y = 1, .z = 1});
         if (!s) s = c_sync(c);
         double dt = now_s() - t0;
         double f = (double)blocks * DCK_TK_THREADS * iters * 8.0 * 2.0 / dt;

@@ -60,6 +60,23 @@ enum { DCK_TK_KERNELS(DCK_TK_ID_) DCK_TK_COUNT };
 
 #define DCK_TK_THREADS 256 /* every kernel's block */
 
+/* ------------------------------------------------------------------ launch geometry (issue 23)
+ * A kernel's grid is logical: blocks (x, y, z) up to 2^32 - 1 in each
+ * dimension (a matrix product of 2^33 tokens has 2^27 row tiles), while a
+ * CUDA launch takes at most 2^31 - 1 blocks in x and 65535 in y and z.
+ * gpu_train.c's launcher cuts a logical grid into launches within those
+ * limits (dck_tk_launch_piece) and passes each launch its origin, the
+ * logical index of its first block: every kernel adds it to blockIdx, so
+ * block (o.x + blockIdx.x, o.y + blockIdx.y, o.z + blockIdx.z) does what
+ * the whole grid's block of that index would. The CPU twin takes the same
+ * launches and origins, and refuses a launch beyond the limits as the
+ * hardware does. */
+#define DCK_TK_GRID_X_MAX 2147483647u
+#define DCK_TK_GRID_YZ_MAX 65535u
+typedef struct {
+    uint32_t x, y, z;
+} dck_tk_origin;
+
 /* ------------------------------------------------------------------ elementwise
  * Thread i of the grid (block * 256 + thread) owns element i. */
 enum {
@@ -752,15 +769,29 @@ DCK_TMF void dck_tk_sumsq_final(const dck_tk_sumsq_args *a) {
     a->out[0] = total;
 }
 
+/* The first element index i of a check that failed, whatever order the
+ * threads run in: *p keeps the largest ~i (0: none), atomicMax on a GPU, a
+ * plain max in the twin; the result is the same bits either way. */
+DCK_TMF void dck_tk_note_first(uint64_t *p, uint64_t i) {
+#if defined(__CUDA_ARCH__)
+    atomicMax((unsigned long long *)p, (unsigned long long)~i);
+#else
+    if (~i > *p) *p = ~i;
+#endif
+}
+
 /* AdamW on elements [a, b) of one parameter tensor (grad and master indexed
  * globally, the moments from lo); the bf16-rounded weights the forward pass
- * reads (wparams, may be NULL) follow. */
+ * reads (wparams, may be NULL) follow. An updated weight that is not finite
+ * (a NaN moment makes its weight NaN too) is noted in *bad (may be NULL):
+ * the trainer stops there (detcheck-train(1): non-finite values). */
 typedef struct {
     const float *grad;
     float *master, *m1, *m2, *wparams;
     size_t a, b, lo;
     int decay;
     dck_tm_adamw k;
+    uint64_t *bad;
 } dck_tk_adamw_args;
 
 DCK_TMF void dck_tk_adamw(const dck_tk_adamw_args *a, size_t e) {
@@ -769,6 +800,7 @@ DCK_TMF void dck_tk_adamw(const dck_tk_adamw_args *a, size_t e) {
     float w = dck_tm_adamw_update(&a->k, a->decay, a->grad[i], &a->m1[i - a->lo], &a->m2[i - a->lo],
                                   a->master[i]);
     a->master[i] = w;
+    if (a->bad && !dck_tm_finite(w)) dck_tk_note_first(a->bad, i);
 }
 
 /* ------------------------------------------------------------------ the benchmark's peer

@@ -6,7 +6,14 @@
  * operations: +, -, *, / and sqrt, no libm transcendental, no table, no
  * data-dependent order. Built with -ffp-contract=off (cc) and --fmad=false
  * (nvcc; division and sqrt stay IEEE: no --use_fast_math, no -ftz), the
- * same inputs give the same bits on any CPU and any GPU.
+ * same inputs give the same bits on any CPU and any GPU, NaNs excepted: an
+ * operation that makes a NaN from numbers gives 0x7fffffff on a GPU and
+ * 0xffc00000 on x86, and a NaN operand's payload may or may not go through.
+ * No code here canonicalises NaNs; the trainer stops at the first step
+ * whose loss, gradient or updated weights are not finite (train_loop.c,
+ * detcheck-train(1)), so a NaN never reaches a record, a root or a
+ * checkpoint, and where a NaN sits is the same on both (only its bits
+ * differ).
  *
  * Two kinds of shared code:
  *  - DCK_TMF functions (scalar): exp, log, tanh, GELU, bf16 rounding, the
@@ -52,6 +59,10 @@ DCK_TMF float dck_tm_from_bits(uint32_t u) {
     memcpy(&x, &u, 4);
     return x;
 }
+
+/* Not a NaN nor an infinity: by the bits, the same on every compiler and
+ * under any floating-point flag. */
+DCK_TMF int dck_tm_finite(float x) { return (dck_tm_bits(x) & 0x7f800000u) != 0x7f800000u; }
 
 /* ------------------------------------------------------------------ exp */
 /* ln 2 split so that k * LN2_HI is exact for |k| < 2^8 (Cody and Waite). */

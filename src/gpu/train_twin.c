@@ -13,7 +13,12 @@
 #include <string.h>
 
 #define T DCK_TK_THREADS
-#define FOR_BLOCKS(g) for (uint32_t bz = 0; bz < (g).z; bz++) for (uint32_t by = 0; by < (g).y; by++) for (uint32_t bx = 0; bx < (g).x; bx++)
+/* the launch's blocks, by their logical index (origin + index in the launch,
+ * as cuda/train.cu's BX, BY, BZ) */
+#define FOR_BLOCKS(g)                                                                              \
+    for (uint32_t bz = (g).at.z; bz - (g).at.z < (g).z; bz++)                                      \
+        for (uint32_t by = (g).at.y; by - (g).at.y < (g).y; by++)                                  \
+            for (uint32_t bx = (g).at.x; bx - (g).at.x < (g).x; bx++)
 #define FOR_THREADS for (uint32_t tid = 0; tid < T; tid++)
 #define GRID_INDEX ((size_t)bx * T + tid)
 
@@ -63,6 +68,15 @@ static dck_status twin_dots(const dck_tk_dots_args *a, dck_tk_grid g) {
 }
 
 dck_status dck_tk_twin_launch(int kernel, const void *args, dck_tk_grid g) {
+    /* what cudaLaunchKernel refuses (cudaErrorInvalidConfiguration) */
+    dck_tk_limits lim = dck_tk_launch_limits();
+    if (!g.x || !g.y || !g.z || g.x > lim.x || g.y > lim.yz || g.z > lim.yz ||
+        (uint64_t)g.at.x + g.x - 1 > UINT32_MAX || (uint64_t)g.at.y + g.y - 1 > UINT32_MAX ||
+        (uint64_t)g.at.z + g.z - 1 > UINT32_MAX)
+        return dck_set_error(DCK_ERR_LIMIT,
+                             "train twin: kernel %d: a launch of %u x %u x %u blocks (at %u, %u, "
+                             "%u) is beyond the launch limits (%u x %u x %u)",
+                             kernel, g.x, g.y, g.z, g.at.x, g.at.y, g.at.z, lim.x, lim.yz, lim.yz);
     switch (kernel) {
     case DCK_TK_ew:
         FOR_BLOCKS(g) FOR_THREADS dck_tk_ew(args, GRID_INDEX);
@@ -134,8 +148,8 @@ dck_status dck_tk_twin_launch(int kernel, const void *args, dck_tk_grid g) {
         }
         return DCK_OK;
     }
-    case DCK_TK_loss:
-        dck_tk_loss(args);
+    case DCK_TK_loss: /* block 0, thread 0 */
+        if (!g.at.x && !g.at.y && !g.at.z) dck_tk_loss(args);
         return DCK_OK;
     case DCK_TK_emb_bwd_wte:
         FOR_BLOCKS(g) FOR_THREADS dck_tk_emb_bwd_wte(args, GRID_INDEX);
@@ -147,7 +161,7 @@ dck_status dck_tk_twin_launch(int kernel, const void *args, dck_tk_grid g) {
         FOR_BLOCKS(g) FOR_THREADS dck_tk_sumsq_lanes(args, GRID_INDEX);
         return DCK_OK;
     case DCK_TK_sumsq_final:
-        dck_tk_sumsq_final(args);
+        if (!g.at.x && !g.at.y && !g.at.z) dck_tk_sumsq_final(args);
         return DCK_OK;
     case DCK_TK_adamw:
         FOR_BLOCKS(g) FOR_THREADS dck_tk_adamw(args, GRID_INDEX);

@@ -38,8 +38,4 @@ dck_status dck_cpu_hash_ranges(dck_checkpoint *ck, const dck_lane_range *r, size
  * order) that rank r of k hashes: k equal cuts, at any byte. */
 void dck_distributed_range(uint64_t total, int r, int k, uint64_t *begin, uint64_t *end);
 
-/* Which GPU a rank uses: the node-local rank (Open MPI, Slurm, PMI
- * environment) modulo the devices, else rank modulo devices. */
-int dck_distributed_gpu_of_rank(int rank, int ndevices);
-
 #endif

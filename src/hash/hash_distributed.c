@@ -20,6 +20,7 @@
  * the same integer reduction (the other ranks contribute zeros). Rank 0
  * builds the manifest exactly as dck_checkpoint_hash does. */
 #include "gpu/gpu.h"
+#include "gpu/gpu_choice.h"
 #include "hash/hash.h"
 
 #define XXH_INLINE_ALL
@@ -46,21 +47,6 @@ void dck_distributed_range(uint64_t total, int r, int k, uint64_t *begin, uint64
     *end = (uint64_t)((unsigned __int128)total * (unsigned)(r + 1) / (unsigned)k);
 }
 
-int dck_distributed_gpu_of_rank(int rank, int ndevices) {
-    static const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
-                                 "PMI_LOCAL_RANK"};
-    if (ndevices <= 0) return 0;
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        char *end;
-        if (v && *v) {
-            long l = strtol(v, &end, 10);
-            if (!*end && l >= 0) return (int)(l % ndevices);
-        }
-    }
-    return rank % ndevices;
-}
-
 /* An edge record: a fragment of a tensor that more than one rank holds. */
 typedef struct {
     uint64_t tensor;
@@ -83,6 +69,8 @@ typedef struct {
 static dck_status agree(const world *w, dck_status s) {
 #ifdef DCK_HAVE_MPI
     if (!w->mpi) return s;
+    /* a wait (dck_comm_wait) found a rank missing: it would never agree */
+    if (dck_comm_broken(dck_comm_job())) return s;
     int mine = (int)s, worst = 0;
     if (w->m->MPI_Allreduce(&mine, &worst, 1, w->m->int_, w->m->max, w->m->comm_world) !=
         MPI_SUCCESS)
@@ -104,7 +92,7 @@ static dck_status agree(const world *w, dck_status s) {
  * failure. */
 static dck_status quiet_wait(const world *w, dck_status s) {
 #ifdef DCK_HAVE_MPI
-    if (!w->mpi) return s;
+    if (!w->mpi || dck_comm_broken(dck_comm_job())) return s; /* broken: see agree */
     dck_status b = dck_mpi_quiet_barrier(w->m);
     return s ? s : b;
 #else
@@ -187,6 +175,38 @@ static dck_status gather_edges(const world *w, const edge_rec *mine, size_t n, e
 }
 
 #if defined(DCK_HAVE_CUDA) && defined(DCK_HAVE_MPI)
+/* dck_comm_wait's view of the lane sums' ncclReduce */
+typedef struct {
+    const dck_cudart_api *rt;
+    const dck_nccl_api *nc;
+    ncclComm_t comm; /* NULL once aborted */
+    cudaStream_t stream;
+} nccl_reduce_wait;
+
+static dck_status reduce_done(void *ctx, bool *done) {
+    nccl_reduce_wait *x = ctx;
+    cudaError_t e = x->rt->cudaStreamQuery(x->stream);
+    *done = e == cudaSuccess;
+    if (e == cudaSuccess || e == cudaErrorNotReady) return DCK_OK;
+    return dck_gpu_error((int)e, "nccl reduce of lane sums");
+}
+
+static dck_status reduce_async(void *ctx) {
+    nccl_reduce_wait *x = ctx;
+    ncclResult_t a = ncclSuccess;
+    if (x->nc->ncclCommGetAsyncError(x->comm, &a) != ncclSuccess || a == ncclSuccess ||
+        a == ncclInProgress)
+        return DCK_OK;
+    return dck_set_error(DCK_ERR_COMM, "NCCL reports %s (ncclCommGetAsyncError)",
+                         x->nc->ncclGetErrorString(a));
+}
+
+static void reduce_abort(void *ctx) {
+    nccl_reduce_wait *x = ctx;
+    if (x->comm) (void)x->nc->ncclCommAbort(x->comm);
+    x->comm = NULL;
+}
+
 /* NCCL wants one GPU per rank: are all ranks on distinct (host, GPU)? Ranks
  * that share a GPU combine with MPI instead (the same integer sums). */
 static dck_status gpus_distinct(const world *w, int device, int *distinct) {
@@ -571,7 +591,9 @@ dck_status dck_checkpoint_hash_plan(dck_checkpoint *ck, const dck_options *opt,
     if (!s && gpu) {
         int ndev = 0;
         s = dck_gpu_device_count(&ndev);
-        if (!s) gpu_index = dck_distributed_gpu_of_rank(w.rank, ndev);
+        dck_gpu_choice ch; /* the rule train and canary use too */
+        if (!s) s = dck_gpu_choose(w.rank, ndev, &ch);
+        if (!s) gpu_index = ch.index;
         if (!s) s = dck_gpu_job_create(gpu_index, nt, plan->gpu_buffer_bytes, &job);
         if (!s) s = dck_gpu_job_run(job, ck, ranges, nr, threads);
     } else if (!s && w.mpi) {
@@ -615,15 +637,18 @@ dck_status dck_checkpoint_hash_plan(dck_checkpoint *ck, const dck_options *opt,
                 nr_ = nc->ncclReduce(dck_gpu_job_device_lanes(job), dck_gpu_job_device_lanes(job),
                                      2 * nt, ncclUint64, ncclSum, 0, comm,
                                      (cudaStream_t)dck_gpu_job_stream(job));
-            if (nr_ == ncclSuccess)
-                nr_ = rt->cudaStreamSynchronize((cudaStream_t)dck_gpu_job_stream(job)) ==
-                              cudaSuccess
-                          ? ncclSuccess
-                          : ncclUnhandledCudaError;
-            if (comm) nc->ncclCommDestroy(comm);
-            if (nr_ != ncclSuccess)
+            if (nr_ != ncclSuccess) {
                 s = dck_set_error(DCK_ERR_DEVICE, "nccl reduce of lane sums: %s",
                                   nc->ncclGetErrorString(nr_));
+            } else {
+                /* as the trainer's collectives: the timeout, NCCL's
+                 * asynchronous errors, ncclCommAbort, the missing rank named */
+                nccl_reduce_wait x = {rt, nc, comm, (cudaStream_t)dck_gpu_job_stream(job)};
+                dck_comm_op op = {&x, reduce_done, reduce_async, reduce_abort, false};
+                s = dck_comm_wait(NULL, &op, "nccl reduce of lane sums");
+                comm = x.comm;
+            }
+            if (comm) nc->ncclCommDestroy(comm);
         }
         s = agree(&w, s);
         /* lanes now summed on rank 0's device; file words still per rank */

@@ -13,6 +13,7 @@
  * and from the oracle's side to count the differing elements and bits. */
 #include "train/canary.h"
 #include "gpu/gpu.h"
+#include "gpu/gpu_choice.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -296,7 +297,7 @@ static dck_status run_once(const dck_train_config *c, const dck_canary_inject *i
         trace_release(t);
         return dck_oom("canary");
     }
-    dck_train_tap tap = {.ctx = &tc, .on_state = on_state};
+    dck_train_tap tap = {.ctx = &tc, .on_state = on_state, .faults = tc.inj != NULL};
     dck_train_hooks hooks = {.ctx = &tc, .on_step = on_step, .tap = &tap};
     dck_train_config rc = *c;
     rc.digest_every = 1;
@@ -350,27 +351,15 @@ static void where_name(const dck_model *m, const where *w, char *buf, size_t n) 
 typedef struct {
     char host[64], device[96], id[64];
     int32_t rank, local, status, passes, pass_diff, pass_point;
+    int32_t gpu; /* --device cuda: the device index the trainer took; -1 otherwise */
     int64_t pass_step, pass_tensor;
     char error[256];
 } wire_head;
 
-static const char *const local_rank_vars[] = {"SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
-                                              "MPI_LOCALRANKID", "PMI_LOCAL_RANK"};
-#define NLOCAL_VARS (sizeof local_rank_vars / sizeof local_rank_vars[0])
-
-static int env_int(const char *const *vars, size_t n, int dflt) {
-    for (size_t i = 0; i < n; i++) {
-        const char *v = getenv(vars[i]);
-        char *end;
-        if (!v || !*v) continue;
-        long x = strtol(v, &end, 10);
-        if (!*end && x >= 0 && x < (1 << 24)) return (int)x;
-    }
-    return dflt;
-}
-
 static void identity(wire_head *h, const char *device) {
-    h->local = env_int(local_rank_vars, NLOCAL_VARS, 0);
+    int local = dck_gpu_local_rank(NULL);
+    h->local = local < 0 ? 0 : local;
+    h->gpu = -1;
     if (gethostname(h->host, sizeof h->host - 1) != 0) snprintf(h->host, sizeof h->host, "?");
     char model[80] = "cpu";
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -390,11 +379,17 @@ static void identity(wire_head *h, const char *device) {
         fclose(f);
     }
     if (!strcmp(device, "cuda")) {
-        /* the trainer's GPU: the first visible one (narrow_visible_gpus) */
+        /* the trainer's GPU: each rank's trainer is a single-rank run (rank
+         * 0), which takes the device of dck_gpu_choose(0, ...): the same
+         * call here names the same device */
         const char *vis = getenv("CUDA_VISIBLE_DEVICES");
         char bus[32];
-        snprintf(h->device, sizeof h->device, "cuda, CUDA_VISIBLE_DEVICES=%s", vis ? vis : "unset");
-        if (dck_gpu_pci_bus_id(0, bus, sizeof bus) == DCK_OK)
+        int n = 0;
+        dck_gpu_choice ch = {0};
+        if (dck_gpu_device_count(&n) == DCK_OK && dck_gpu_choose(0, n, &ch) == DCK_OK) h->gpu = ch.index;
+        snprintf(h->device, sizeof h->device, "cuda:%d of %d, CUDA_VISIBLE_DEVICES=%.40s%s%.16s", ch.index, n,
+                 vis ? vis : "unset", ch.visible[0] ? ": " : "", ch.visible);
+        if (dck_gpu_pci_bus_id(ch.index, bus, sizeof bus) == DCK_OK)
             snprintf(h->id, sizeof h->id, "pci %s", bus);
         else
             snprintf(h->id, sizeof h->id, "pci ?");
@@ -1092,38 +1087,18 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* One GPU per rank of a node: Slurm's --gpus-per-task already leaves one
- * visible; mpirun (or srun without it) leaves them all, and the trainer of a
- * single-rank run would take the first for every rank. */
-static void narrow_visible_gpus(void) {
-    int local = env_int(local_rank_vars, NLOCAL_VARS, -1);
-    if (local < 0) return;
-    const char *v = getenv("CUDA_VISIBLE_DEVICES");
-    char buf[256];
-    if (!v) {
-        snprintf(buf, sizeof buf, "%d", local);
-    } else {
-        char list[256];
-        snprintf(list, sizeof list, "%s", v);
-        int n = 0;
-        for (char *t = strtok(list, ","); t; t = strtok(NULL, ",")) n++;
-        if (n <= 1) return;
-        snprintf(list, sizeof list, "%s", v);
-        int k = 0, want = local % n;
-        buf[0] = 0;
-        for (char *t = strtok(list, ","); t; t = strtok(NULL, ","), k++)
-            if (k == want) snprintf(buf, sizeof buf, "%s", t);
-    }
-    setenv("CUDA_VISIBLE_DEVICES", buf, 1);
-}
-
 dck_status dck_canary_device_ready(dck_train_config *c) {
     const char *d = c->device;
     if (!d[0] || !strcmp(d, "cpu") || !strcmp(d, "twin")) return DCK_OK;
     bool want = !strcmp(d, "cuda");
-    narrow_visible_gpus();
+    /* no narrowing of CUDA_VISIBLE_DEVICES: it could only name a device
+     * before the runtime counts them, and a local rank beyond the count
+     * then saw none (issue 23); the trainer takes its device by
+     * dck_gpu_choose, local rank modulo the count, as train and hash do */
     int n = 0;
+    dck_gpu_choice ch;
     dck_status s = dck_gpu_device_count(&n);
+    if (!s) s = dck_gpu_choose(0, n, &ch);
     if (s && want)
         return dck_set_error(DCK_ERR_NODEVICE, "--device cuda: %s (CUDA_VISIBLE_DEVICES=%s)",
                              dck_last_error(), getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset");
@@ -1336,6 +1311,7 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
             const wire_head *w = (const wire_head *)(all + (size_t)r * rec);
             dck_canary_rank *x = &rep->ranks[r];
             x->rank = r;
+            x->gpu = -1;
             if (!arrived[r]) {
                 x->result = DCK_CANARY_TIMEOUT;
                 snprintf(x->host, sizeof x->host, "?");
@@ -1349,6 +1325,7 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
             snprintf(x->device, sizeof x->device, "%.*s", (int)sizeof w->device - 1, w->device);
             snprintf(x->id, sizeof x->id, "%.*s", (int)sizeof w->id - 1, w->id);
             x->local = w->local;
+            x->gpu = w->gpu;
             x->passes = w->passes;
             x->pass_diff = w->pass_diff;
             if (w->pass_diff) {

@@ -49,9 +49,10 @@ void dck_canary_opts_init(dck_canary_opts *o);
 /* Settles c->device before any run: "" and cpu stay the CPU; cuda checks
  * that a GPU is visible (DCK_ERR_NODEVICE saying why); auto becomes cuda
  * when one is, else cpu; twin (the GPU path on its CPU twin, for tests)
- * stays. Under a launcher, with several GPUs visible, it first narrows
- * CUDA_VISIBLE_DEVICES to the one of this rank's local index, so that every
- * rank of a node trains on its own GPU. */
+ * stays. Each rank's trainer then takes the GPU of dck_gpu_choose (the
+ * node-local rank modulo the visible devices, as train and hash), so that
+ * the ranks of a node train on their own GPUs, sharing them round-robin
+ * when there are more ranks than GPUs. */
 dck_status dck_canary_device_ready(dck_train_config *c);
 
 enum { DCK_CANARY_SAME = 0, DCK_CANARY_DIFFERS, DCK_CANARY_ERROR, DCK_CANARY_TIMEOUT };
@@ -59,6 +60,7 @@ enum { DCK_CANARY_SAME = 0, DCK_CANARY_DIFFERS, DCK_CANARY_ERROR, DCK_CANARY_TIM
 typedef struct {
     char host[64], device[96], id[64];
     int rank, local;
+    int gpu;            /* --device cuda: the device index (dck_gpu_choose); -1 otherwise */
     int result;         /* DCK_CANARY_* */
     char error[256];    /* ERROR, TIMEOUT: why */
     long step;          /* DIFFERS: first differing step (0: none) */

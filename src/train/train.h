@@ -314,6 +314,10 @@ typedef struct dck_train_tap {
     void (*on_state)(void *ctx, const dck_model *m, dck_tap_point what, long step, float *data,
                      size_t lo, size_t hi);
     long step; /* the step in progress, for the activation tap */
+    /* the tap injects a fault on purpose (detcheck canary --inject): the run
+     * goes on through non-finite values (detcheck-train(1)), as the first
+     * difference it is compared for is the fault itself, before them */
+    bool faults;
 } dck_train_tap;
 /* The trainer's calls: each does nothing when no tap is set. b: a second
  * vector of the same range (exp_avg_sq after exp_avg), or NULL. */

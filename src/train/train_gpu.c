@@ -1,6 +1,7 @@
 /* The trainer's device (issue 12): picks the backend of --device and
  * describes the model to the GPU path (src/gpu/gpu_train.c) as offsets. */
 #include "train/train_device.h"
+#include "gpu/gpu_choice.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,8 +25,10 @@ dck_status dck_train_device_open(const dck_model *m, int rank, int nbufs, size_t
         DCK_TRY(dck_tk_twin_backend(&be));
     } else {
         int n = 0;
+        dck_gpu_choice ch; /* the rule hash and canary use too (gpu_choice.h) */
         dck_status s = dck_gpu_device_count(&n);
-        if (!s) s = dck_tk_cuda_backend(rank % (n > 0 ? n : 1), &be);
+        if (!s) s = dck_gpu_choose(rank, n, &ch);
+        if (!s) s = dck_tk_cuda_backend(ch.index, &be);
         if (s) {
             if (strcmp(dev, "auto")) return s;
             snprintf(note, note_len, "--device auto: training on the CPU (%s)", dck_last_error());

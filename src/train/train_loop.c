@@ -668,6 +668,90 @@ static dck_status traj_write(trainer *tr, const dck_train_step_info *si) {
     return DCK_OK;
 }
 
+/* ------------------------------------------------------------------ non-finite values
+ * The rule (issue 23; detcheck-train(1)): a run stops, exit status 2, at the
+ * first step whose loss, gradient elements or updated weights are not
+ * finite, before that step's record, root or checkpoint.
+ * The bits of a NaN are not portable (a GPU makes 0x7fffffff, x86
+ * 0xffc00000, and payloads go through differently), but whether and where a
+ * value is NaN is the same on every device: so the run stops at the same
+ * step with the same message everywhere, and everything it wrote is the same
+ * bits. Canonicalising NaNs instead would have to follow every operation of
+ * the CPU and GPU paths (vector lanes, reductions, exp, log); a trajectory
+ * full of NaNs is of no use anyway. A NaN moment of AdamW makes its weight
+ * NaN, so the weights cover the optimizer state; an infinite moment (the
+ * square of a huge gradient) has no payload and only zeroes its update. */
+static const char *nonfinite_word(float v) { return v != v ? "NaN" : v > 0 ? "+inf" : "-inf"; }
+
+static size_t first_nonfinite(const float *x, size_t a, size_t b) {
+    for (size_t i = a; i < b; i++)
+        if (!dck_tm_finite(x[i])) return i;
+    return SIZE_MAX;
+}
+
+/* The parameter that holds flat index i (the last one with offset <= i). */
+static const dck_param *param_at(const trainer *tr, size_t i) {
+    const dck_param *p = &tr->m.params[0];
+    for (size_t t = 1; t < tr->m.nparams && tr->m.params[t].offset <= i; t++) p = &tr->m.params[t];
+    return p;
+}
+
+#define NONFINITE_RULE "the run stops at its first non-finite loss, gradient or weight"
+
+/* Fast mode sums with floating-point collectives, which may not give every
+ * rank the same bits: the ranks agree to stop together. A run with a fault
+ * injected on purpose (canary --inject) goes on: its first difference is
+ * the fault, before any value it makes non-finite. */
+static bool faulty(const trainer *tr) { return tr->hooks && tr->hooks->tap && tr->hooks->tap->faults; }
+
+static dck_status stop_agree(trainer *tr, dck_status s) {
+    if (faulty(tr)) return DCK_OK;
+    return tr->K > 1 && tr->c.mode != DCK_MODE_DET ? dck_comm_agree(tr->comm, s) : s;
+}
+
+static dck_status check_loss(trainer *tr, long step, float loss) {
+    dck_status s = DCK_OK;
+    if (!dck_tm_finite(loss))
+        s = dck_set_error(DCK_ERR_LIMIT, "step %ld: the loss is %s; " NONFINITE_RULE, step,
+                          nonfinite_word(loss));
+    return stop_agree(tr, s);
+}
+
+/* grad: the step's (scaled) gradient on the host, P floats, read only when
+ * the norm is not finite. A norm that overflows to +inf while every element
+ * is finite (a huge gradient, a bit flipped by detcheck canary) is no stop:
+ * +inf has no payload, and clipping then scales the update to zero. */
+static dck_status check_gradient(trainer *tr, long step, float norm, const float *grad) {
+    dck_status s = DCK_OK;
+    size_t i = dck_tm_finite(norm) ? SIZE_MAX : first_nonfinite(grad, 0, tr->P);
+    if (i != SIZE_MAX) {
+        const dck_param *p = param_at(tr, i);
+        s = dck_set_error(DCK_ERR_LIMIT,
+                          "step %ld: the gradient of %s is %s at element %zu; " NONFINITE_RULE,
+                          step, p->name, nonfinite_word(grad[i]), i - p->offset);
+    }
+    return stop_agree(tr, s);
+}
+
+/* first: this rank's first non-finite weight after the update (SIZE_MAX:
+ * none); the ranks' slices are in index order, so the smallest is the
+ * run's first, the same on every rank. */
+static dck_status check_weights(trainer *tr, long step, size_t first) {
+    if (tr->K > 1) {
+        uint64_t mine = first, all[DCK_TRAIN_MAX_RANKS];
+        DCK_TRY(dck_comm_allgather(tr->comm, &mine, all, sizeof mine));
+        for (int r = 0; r < tr->K; r++)
+            if (all[r] < mine) mine = all[r];
+        first = mine == UINT64_MAX ? SIZE_MAX : (size_t)mine;
+    }
+    if (first == SIZE_MAX || faulty(tr)) return DCK_OK;
+    const dck_param *p = param_at(tr, first);
+    return dck_set_error(DCK_ERR_LIMIT,
+                         "step %ld: the AdamW update made %s not finite at element %zu; "
+                         NONFINITE_RULE,
+                         step, p->name, first - p->offset);
+}
+
 /* ------------------------------------------------------------------ one step */
 
 /* What a step reports (both step paths): its figures, and the state's root
@@ -720,6 +804,8 @@ static dck_status step_once(trainer *tr, long step, dck_train_step_info *si) {
     float lr = dck_lr_at(&tr->c, step);
     tr->cur_step = step;
     dck_train_tap_state(tr->hooks, &tr->m, step, DCK_TAP_WEIGHTS, tr->master, NULL, 0, P);
+    if (is_bf16(tr) && tr->hooks && tr->hooks->tap) /* what the tap left, as on the device path */
+        for (size_t i = 0; i < P; i++) tr->wparams[i] = dck_bf16_round(tr->master[i]);
     tr->fast_count = 0;
     tr->fast_loss = 0.0f;
     dck_parallel_for(tr->T, (size_t)tr->nloc, microbatch_task, tr);
@@ -750,11 +836,14 @@ static dck_status step_once(trainer *tr, long step, dck_train_step_info *si) {
         grad = tr->acc;
         loss = tr->fast_loss * inv_m;
     }
+    DCK_TRY(check_loss(tr, step, loss));
     for (size_t i = 0; i < P; i++) grad[i] = grad[i] * inv_m;
     dck_train_tap_state(tr->hooks, &tr->m, step, DCK_TAP_GRADIENTS, grad, NULL, 0, P);
     float norm = sqrtf(dck_sumsq(grad, P));
+    DCK_TRY(check_gradient(tr, step, norm, grad));
     float gscale = (tr->c.clip > 0.0f && norm > tr->c.clip) ? tr->c.clip / (norm + 1e-6f) : 1.0f;
     dck_adamw(&tr->m, &tr->c, step, lr, gscale, grad, tr->master, tr->m1, tr->m2, tr->lo, tr->hi);
+    DCK_TRY(check_weights(tr, step, first_nonfinite(tr->master, tr->lo, tr->hi)));
     dck_train_tap_state(tr->hooks, &tr->m, step, DCK_TAP_EXP_AVG, tr->m1, tr->m2, tr->lo, tr->hi);
     if (tr->K > 1) {
         size_t counts[DCK_TRAIN_MAX_RANKS], displs[DCK_TRAIN_MAX_RANKS];
@@ -814,7 +903,7 @@ static dck_status dev_nccl_setup(trainer *tr) {
     memset(id, 0, sizeof id);
     s = dck_comm_agree(tr->comm, tr->rank == 0 ? dck_gt_nccl_id(tr->dev, id) : DCK_OK);
     if (!s) s = dck_comm_bcast(tr->comm, id, sizeof id, 0);
-    if (!s) s = dck_comm_agree(tr->comm, dck_gt_nccl_join(tr->dev, id, tr->K, tr->rank));
+    if (!s) s = dck_comm_agree(tr->comm, dck_gt_nccl_join(tr->dev, id, tr->K, tr->rank, tr->comm));
     if (s) {
         say(tr, 1, "no NCCL between the GPUs (%s): gradients between ranks through MPI",
             dck_last_error());
@@ -883,6 +972,7 @@ static dck_status step_once_dev(trainer *tr, long step, dck_train_step_info *si)
         }
         loss = fast_loss * inv_m;
     }
+    DCK_TRY(check_loss(tr, step, loss));
     float sumsq = 0.0f;
     DCK_TRY(dck_gt_scale_sumsq(g, inv_m, &sumsq));
     if (taps) {
@@ -893,9 +983,15 @@ static dck_status step_once_dev(trainer *tr, long step, dck_train_step_info *si)
         sumsq = dck_sumsq(tr->dev_host, P);
     }
     float norm = sqrtf(sumsq);
+    if (!dck_tm_finite(norm)) /* rare: is an element not finite, and which */
+        DCK_TRY(dck_gt_grad_io(g, 0, tr->dev_host, DCK_TK_D2H));
+    DCK_TRY(check_gradient(tr, step, norm, tr->dev_host));
     float gscale = (tr->c.clip > 0.0f && norm > tr->c.clip) ? tr->c.clip / (norm + 1e-6f) : 1.0f;
     dck_tm_adamw k = dck_adamw_consts(&tr->c, step, lr, gscale);
     DCK_TRY(dck_gt_adamw(g, &k));
+    uint64_t bad = UINT64_MAX;
+    DCK_TRY(dck_gt_first_nonfinite(g, &bad));
+    DCK_TRY(check_weights(tr, step, bad == UINT64_MAX ? SIZE_MAX : (size_t)bad));
     if (taps) {
         DCK_TRY(dck_gt_download_state(g, NULL, tr->m1, tr->m2));
         dck_train_tap_state(tr->hooks, &tr->m, step, DCK_TAP_EXP_AVG, tr->m1, tr->m2, tr->lo, tr->hi);

@@ -111,6 +111,28 @@ set -e
 expect_grep "same bits from any build: remove -ffast-math" fast.log
 [ ! -e "$TESTTMP/b-fast/detcheck" ] || fail "a -ffast-math build produced a binary"
 ok
+# the device side: nvcc's fast-math flags are refused by name (the check
+# runs when the Makefile is read: no nvcc needed), and --fmad=false stays
+# in NVCCFLAGS whatever the command line gives
+for flag in --use_fast_math -use_fast_math -ftz=true --prec-div=false --prec-sqrt=false \
+    --fmad=true; do
+    set +e
+    make -C "$DCK_TOP" BUILD="$TESTTMP/b-nvfast" NVCCFLAGS="-O2 $flag" SANITIZE=0 CUDA=0 MPI=0 \
+        "$TESTTMP/b-nvfast/detcheck" > nvfast.log 2>&1
+    rc=$?
+    set -e
+    [ "$rc" -ne 0 ] || fail "NVCCFLAGS with $flag was not refused"
+    expect_grep "same bits from any build: remove $flag from NVCC/NVCCFLAGS" nvfast.log
+    [ ! -e "$TESTTMP/b-nvfast/detcheck" ] || fail "an NVCCFLAGS=$flag build produced a binary"
+done
+ok
+for nvflags in "-O3" "-O3 -std=c++17" ""; do
+    make -s -C "$DCK_TOP" BUILD="$TESTTMP/b-nvfast" NVCCFLAGS="$nvflags" CUDA=0 MPI=0 \
+        --eval='dck-show-nvccflags: ; @echo "NVCCFLAGS=$(NVCCFLAGS)"' dck-show-nvccflags \
+        > nvflags.log 2>&1 || { cat nvflags.log; fail "make NVCCFLAGS='$nvflags' failed"; }
+    expect_grep "NVCCFLAGS=.*--fmad=false" nvflags.log
+done
+ok
 for cc in gcc clang; do
     command -v "$cc" > /dev/null || continue
     for flag in -ffast-math -ffinite-math-only; do

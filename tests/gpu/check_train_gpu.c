@@ -134,6 +134,79 @@ static int run_config(const char *name, dck_train_config c) {
     return rc;
 }
 
+/* Launch limits (issue 23): the dot products and a matrix product past 65535
+ * row tiles in y (2,097,120 and 4,194,240 rows), cut into launches by
+ * dck_tk_launch, on the GPU against the CPU's dot and chain. */
+static int huge_grids(void) {
+    dck_tk_backend be;
+    dck_status s = getenv("DCK_CHECK_TRAIN_GPU_SELF") ? dck_tk_twin_backend(&be)
+                                                      : dck_tk_cuda_backend(-1, &be);
+    if (s) {
+        fprintf(stderr, "huge grids: %s\n", dck_last_error());
+        return 1;
+    }
+    size_t T = (size_t)DCK_TK_GRID_YZ_MAX * DCK_TK_DOT_T + 37, n = 3;
+    size_t R = (size_t)DCK_TK_GRID_YZ_MAX * DCK_TK_MM_T + 70, K = 2;
+    float *A = malloc(R * K * 4), *B = malloc(4 * 4), *C = malloc(R * 4), bias = 0.25f;
+    float *dA = NULL, *dB = NULL, *dC = NULL, *dbias = NULL;
+    if (!A || !B || !C) s = DCK_ERR_NOMEM;
+    for (size_t i = 0; !s && i < R * K; i++) A[i] = (float)(i % 1000) * 0.001f - 0.5f;
+    if (!s) B[0] = 0.75f, B[1] = -1.25f, B[2] = 0.375f, B[3] = 3.0f;
+    if (!s) s = be.alloc(be.ctx, R * K * 4, (void **)&dA);
+    if (!s) s = be.alloc(be.ctx, 4 * 4, (void **)&dB);
+    if (!s) s = be.alloc(be.ctx, R * 4, (void **)&dC);
+    if (!s) s = be.alloc(be.ctx, 4, (void **)&dbias);
+    if (!s) s = be.copy(be.ctx, dA, A, R * K * 4, DCK_TK_H2D);
+    if (!s) s = be.copy(be.ctx, dB, B, 4 * 4, DCK_TK_H2D);
+    if (!s) s = be.copy(be.ctx, dbias, &bias, 4, DCK_TK_H2D);
+    if (!s) {
+        /* C[t] = dot8(A + t n, B, n) over T > 65535 * 32 rows */
+        dck_tk_dots_args a = {dA, n, dB, n, dC, 1, T, 1, n};
+        s = dck_tk_launch(&be, DCK_TK_dots, &a, sizeof a,
+                          (dck_tk_blocks){1, (T + DCK_TK_DOT_T - 1) / DCK_TK_DOT_T, 1});
+    }
+    if (!s) s = be.copy(be.ctx, C, dC, T * 4, DCK_TK_D2H);
+    if (!s) s = be.sync(be.ctx);
+    checks++;
+    for (size_t t = 0; !s && t < T; t++)
+        if (dck_f32_bits(C[t]) != dck_f32_bits(dck_dot(A + t * n, B, n))) {
+            failures++;
+            fprintf(stderr, "FAIL huge grids: dots row %zu of %zu: GPU %08x, CPU %08x\n", t, T,
+                    dck_f32_bits(C[t]), dck_f32_bits(dck_dot(A + t * n, B, n)));
+            break;
+        }
+    if (!s) {
+        /* C[r] = (bias + A[r][0] B[0]) + A[r][1] B[1] over R > 65535 * 64 rows */
+        dck_tk_mm_args a = {dA, K, 1, dB, 1, dbias, 0, dC, 1, R, 1, K, 1};
+        s = dck_tk_launch(&be, DCK_TK_mm, &a, sizeof a,
+                          (dck_tk_blocks){1, (R + DCK_TK_MM_T - 1) / DCK_TK_MM_T, 1});
+    }
+    if (!s) s = be.copy(be.ctx, C, dC, R * 4, DCK_TK_D2H);
+    if (!s) s = be.sync(be.ctx);
+    checks++;
+    for (size_t r = 0; !s && r < R; r++) {
+        float want = (bias + A[r * K] * B[0]) + A[r * K + 1] * B[1];
+        if (dck_f32_bits(C[r]) != dck_f32_bits(want)) {
+            failures++;
+            fprintf(stderr, "FAIL huge grids: product row %zu of %zu: GPU %08x, CPU %08x\n", r, R,
+                    dck_f32_bits(C[r]), dck_f32_bits(want));
+            break;
+        }
+    }
+    if (s) fprintf(stderr, "huge grids: %s\n", dck_last_error());
+    if (be.release) {
+        be.release(be.ctx, dA);
+        be.release(be.ctx, dB);
+        be.release(be.ctx, dC);
+        be.release(be.ctx, dbias);
+    }
+    if (be.destroy) be.destroy(be.ctx);
+    free(A);
+    free(B);
+    free(C);
+    return s ? 1 : 0;
+}
+
 int main(void) {
     int n = 0;
     if (!getenv("DCK_CHECK_TRAIN_GPU_SELF") && dck_gpu_device_count(&n) != DCK_OK) {
@@ -161,6 +234,17 @@ int main(void) {
         c.precision = cfgs[i].bf16 ? DCK_PREC_BF16 : DCK_PREC_FP32;
         trouble |= run_config(cfgs[i].name, c);
     }
+    {
+        /* every kernel's origin: each launch cut to at most 3 x 2 x 2 blocks
+         * (on the GPU and the twin alike) */
+        dck_train_config c;
+        dck_train_config_init(&c);
+        c.seq = 70;
+        dck_tk_set_launch_limits((dck_tk_limits){3, 2});
+        trouble |= run_config("tiny, launches cut to 3 x 2 x 2 blocks", c);
+        dck_tk_set_launch_limits((dck_tk_limits){DCK_TK_GRID_X_MAX, DCK_TK_GRID_YZ_MAX});
+    }
+    trouble |= huge_grids();
     printf("check_train_gpu: %d checks, %d failed%s\n", checks, failures,
            trouble ? ", and a run could not be made" : "");
     return failures || trouble ? 1 : 0;
