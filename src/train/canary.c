@@ -269,8 +269,14 @@ dck_status dck_canary_inject_check(const dck_train_config *c, const dck_canary_i
 }
 
 /* One run of the built-in training loop on this process's CPU. */
+/* under_test: the run of a device under test, which goes on through
+ * non-finite values (a faulty device's NaN is then a difference that names
+ * it, at its first differing tensor); the CPU reference instead stops at
+ * its first non-finite value (detcheck-train(1)), so settings that reach
+ * one are refused before a healthy device could be blamed for the bits of
+ * its NaNs, which differ from the CPU's. */
 static dck_status run_once(const dck_train_config *c, const dck_canary_inject *inj, size_t budget,
-                           trace *t) {
+                           bool under_test, trace *t) {
     memset(t, 0, sizeof *t);
     dck_model m;
     DCK_TRY(dck_model_init(&m, c));
@@ -297,7 +303,7 @@ static dck_status run_once(const dck_train_config *c, const dck_canary_inject *i
         trace_release(t);
         return dck_oom("canary");
     }
-    dck_train_tap tap = {.ctx = &tc, .on_state = on_state, .faults = tc.inj != NULL};
+    dck_train_tap tap = {.ctx = &tc, .on_state = on_state, .faults = tc.inj != NULL || under_test};
     dck_train_hooks hooks = {.ctx = &tc, .on_step = on_step, .tap = &tap};
     dck_train_config rc = *c;
     rc.digest_every = 1;
@@ -1112,12 +1118,12 @@ static dck_status run_passes(const dck_canary_opts *o, int rank, const dck_model
                              wire_head *h) {
     const dck_canary_inject *inj = o->inject.on && o->inject.rank == rank ? &o->inject : NULL;
     double t0 = now_s();
-    DCK_TRY(run_once(&o->cfg, inj, o->hist_budget, t));
+    DCK_TRY(run_once(&o->cfg, inj, o->hist_budget, true, t));
     h->passes = 1;
     while (o->seconds > 0 && now_s() - t0 < o->seconds) {
         if (rank == 0 && o->progress) o->progress(o->ctx, now_s() - t0, o->seconds);
         trace again;
-        DCK_TRY(run_once(&o->cfg, inj, 0, &again));
+        DCK_TRY(run_once(&o->cfg, inj, 0, true, &again));
         h->passes++;
         where w;
         if (!h->pass_diff &&
@@ -1252,7 +1258,10 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
     if (!s && rank == 0 && o->oracle == DCK_ORACLE_CPU) {
         dck_train_config cpu = o->cfg;
         snprintf(cpu.device, sizeof cpu.device, "cpu");
-        s = run_once(&cpu, NULL, o->hist_budget, &ref);
+        s = run_once(&cpu, NULL, o->hist_budget, false, &ref);
+        if (s)
+            s = dck_set_error(s, "the CPU reference run (the oracle): %s; the canary needs settings "
+                              "whose run stays finite", dck_last_error());
         if (!s) {
             oracle_t = ref;
             memset(&ref, 0, sizeof ref);

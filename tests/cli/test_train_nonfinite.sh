@@ -44,4 +44,12 @@ else
     expect_grep "step 12: the loss is NaN" err.txt
     cmp cpu_fp32/trajectory.jsonl k2/trajectory.jsonl || fail "2 ranks: trajectories differ"; ok
 fi
+
+# canary: the device under test goes on through non-finite values (a faulty
+# device's NaN is a difference that names it), the CPU reference stops at
+# its first one, so settings whose run reaches one are refused (exit 2)
+# before a healthy device could be blamed for its NaNs' bits
+expect_exit 2 $DETCHECK canary --device twin $CFG --lr 10 --weight-decay 10 --steps 14
+expect_grep "the CPU reference run (the oracle): step [0-9]*: the loss is NaN; .*the canary needs settings whose run stays finite" err.txt
+expect_no_grep "rank [0-9]* differs" out.txt
 done_ok
