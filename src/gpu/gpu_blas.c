@@ -111,7 +111,7 @@ void dck_blas_gt_close(dck_blas_gt *b) {
 
 dck_status dck_blas_gt_gemm(dck_blas_gt *b, const dck_blas_rm *p,
                             const float *const ops[DCK_BLAS_OPERANDS]) {
-    dck_blas_call c;
+    dck_blas_call c = {0}; /* set by dck_blas_from_row_major; gcc -O3 cannot see it */
     DCK_TRY(dck_blas_from_row_major(p, &c));
     /* the output is written: the operand table is const for the inputs */
     float *C;
