@@ -7,6 +7,9 @@ PKGS="build-essential pkg-config python3 libxxhash-dev xxhash libzstd-dev zstd l
 # a single-node Slurm cluster for tests/cli/test_slurm.sh (started and
 # stopped by the test itself; the packages' own services are not used)
 PKGS="$PKGS slurmctld slurmd slurm-client munge"
+# the --html pages: validated by tidy, rendered by headless Chromium, the
+# PNG read back with PIL (tests/cli/html_lib.sh)
+PKGS="$PKGS tidy chromium python3-pil"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,4 +1,5 @@
-/* --junit and --markdown reports for CI systems (see cli_report.h).
+/* --junit, --markdown and --html reports (see cli_report.h; the page's
+ * frame and figures: cli_html.c, html_*.c).
  *
  * JUnit XML has no formal standard; the shape written here is the one Ant's
  * XMLJUnitResultFormatter established and Jenkins' junit-10.xsd describes,
@@ -19,6 +20,7 @@
  * else is escaped (&amp; &lt; &gt; &quot; &apos;, and in attributes &#9;
  * &#10; &#13;, which a parser would otherwise normalise to blanks). */
 #include "cli_report.h"
+#include "cli_html.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,7 +45,13 @@ void cli_report_init(cli_report *r, const char *cmd) {
     clock_gettime(CLOCK_MONOTONIC, &r->t0);
 }
 
-bool cli_report_wanted(const cli_report *r) { return r->junit || r->markdown; }
+bool cli_report_wanted(const cli_report *r) { return r->junit || r->markdown || r->html; }
+
+void cli_report_figure(cli_report *r, char *html) {
+    free(r->figure);
+    r->figure = html;
+    if (!html) r->oom = true;
+}
 
 /* GitHub Actions' $GITHUB_STEP_SUMMARY is one file per step that every
  * command of the step appends to (GitHub's contract): a report to it is
@@ -93,19 +101,31 @@ bool cli_report_is_markdown(const char *path) {
     return d && (!nl || d < nl);
 }
 
+bool cli_report_is_html(const char *path) {
+    char b[64];
+    head_of(path, b, sizeof b);
+    return !strncmp(b, CLI_HTML_MAGIC, strlen(CLI_HTML_MAGIC));
+}
+
+enum { NKINDS = 3 };
 int cli_report_check(const cli_report *r, bool json, const char *const *inputs, size_t ninputs) {
     static const struct {
         const char *option, *what;
         dck_output_kind kind;
-    } kinds[] = {{"--junit", "JUnit report", cli_report_is_junit},
-                 {"--markdown", "detcheck Markdown report", cli_report_is_markdown}};
-    const char *paths[2] = {r->junit, r->markdown};
-    for (size_t i = 0; i < 2; i++) {
+    } kinds[NKINDS] = {{"--junit", "JUnit report", cli_report_is_junit},
+                       {"--markdown", "detcheck Markdown report", cli_report_is_markdown},
+                       {"--html", "detcheck HTML report", cli_report_is_html}};
+    const char *paths[NKINDS] = {r->junit, r->markdown, r->html};
+    int on_stdout = 0;
+    for (size_t i = 0; i < NKINDS; i++) {
         if (!paths[i]) continue;
         if (!strcmp(paths[i], "-")) {
             if (json)
                 return cli_usage_error(r->cmd, "--json and %s - would both write to standard output; "
                                        "write the report to a file", kinds[i].option);
+            if (on_stdout++)
+                return cli_usage_error(r->cmd, "two reports would both write to standard output; "
+                                       "write one of them to a file");
             continue;
         }
         /* the step summary is appended to, never replaced (emit) */
@@ -113,21 +133,24 @@ int cli_report_check(const cli_report *r, bool json, const char *const *inputs, 
         if (dck_output_check(kinds[i].option, paths[i], kinds[i].what, kinds[i].kind, inputs, ninputs))
             return cli_usage_error(r->cmd, "%s", dck_last_error());
     }
-    if (paths[0] && paths[1]) {
-        struct stat a, b;
-        bool same = !strcmp(paths[0], paths[1]) ||
-                    (stat(paths[0], &a) == 0 && stat(paths[1], &b) == 0 && a.st_dev == b.st_dev &&
-                     a.st_ino == b.st_ino);
-        if (same)
-            return cli_usage_error(r->cmd, "--junit and --markdown name the same file (%s); give each its own",
-                                   paths[0]);
-    }
+    for (size_t i = 0; i < NKINDS; i++)
+        for (size_t j = i + 1; j < NKINDS; j++) {
+            if (!paths[i] || !paths[j] || !strcmp(paths[i], "-")) continue;
+            struct stat a, b;
+            bool same = !strcmp(paths[i], paths[j]) ||
+                        (stat(paths[i], &a) == 0 && stat(paths[j], &b) == 0 && a.st_dev == b.st_dev &&
+                         a.st_ino == b.st_ino);
+            if (same)
+                return cli_usage_error(r->cmd, "%s and %s name the same file (%s); give each its own",
+                                       kinds[i].option, kinds[j].option, paths[i]);
+        }
     return 0;
 }
 
 int cli_report_option(cli_report *r, int code, const char *arg) {
     if (code == CLI_OPT_JUNIT) r->junit = arg;
     else if (code == CLI_OPT_MARKDOWN) r->markdown = arg;
+    else if (code == CLI_OPT_HTML) r->html = arg;
     else return 0;
     return 1;
 }
@@ -136,7 +159,7 @@ int cli_report_arg(cli_report *r, const char *a, const char *next, int *used) {
     static const struct {
         const char *name;
         int code;
-    } opts[] = {{"--junit", CLI_OPT_JUNIT}, {"--markdown", CLI_OPT_MARKDOWN}};
+    } opts[] = {{"--junit", CLI_OPT_JUNIT}, {"--markdown", CLI_OPT_MARKDOWN}, {"--html", CLI_OPT_HTML}};
     *used = 0;
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
         size_t n = strlen(opts[i].name);
@@ -225,6 +248,7 @@ void cli_report_release(cli_report *r) {
     free(r->props);
     free(r->cases);
     free(r->title);
+    free(r->figure);
     const char *cmd = r->cmd;
     memset(r, 0, sizeof *r);
     r->cmd = cmd;
@@ -517,6 +541,7 @@ int cli_report_finish(cli_report *r, int exit_status) {
     }
     if (!rc && r->junit) rc = emit(r, r->junit, cli_report_junit_text);
     if (!rc && r->markdown) rc = emit(r, r->markdown, cli_report_markdown_text);
+    if (!rc && r->html) rc = emit(r, r->html, cli_report_html_text);
     cli_report_release(r);
     return rc;
 }

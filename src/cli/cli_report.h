@@ -1,5 +1,6 @@
-/* --junit FILE and --markdown FILE: the reports verify, diff, resume-check
- * and bisect write for CI systems (cli_report.c). A command collects one
+/* --junit FILE, --markdown FILE and --html FILE: the reports verify, diff,
+ * resume-check, bisect, repro and canary write for CI systems and people
+ * (cli_report.c; the page: cli_html.c). A command collects one
  * case per tensor or per check while it prints as usual, then writes both
  * reports at the end; the XML follows tests/junit.xsd (the Ant/Jenkins JUnit
  * shape that GitHub Actions reporters, GitLab and Jenkins read). */
@@ -11,10 +12,11 @@
 #include <time.h>
 
 /* getopt codes, beside cli_options.c's 0x1000... */
-enum { CLI_OPT_JUNIT = 0x1100, CLI_OPT_MARKDOWN };
-/* two rows for a command's struct option table */
-#define CLI_REPORT_LONGOPTS \
-    {"junit", required_argument, NULL, CLI_OPT_JUNIT}, {"markdown", required_argument, NULL, CLI_OPT_MARKDOWN}
+enum { CLI_OPT_JUNIT = 0x1100, CLI_OPT_MARKDOWN, CLI_OPT_HTML };
+/* three rows for a command's struct option table */
+#define CLI_REPORT_LONGOPTS                                                                                  \
+    {"junit", required_argument, NULL, CLI_OPT_JUNIT}, {"markdown", required_argument, NULL, CLI_OPT_MARKDOWN}, \
+        {"html", required_argument, NULL, CLI_OPT_HTML}
 
 /* the order of resume-check's results: identical, different, trouble */
 typedef enum { CLI_CASE_PASS, CLI_CASE_FAIL, CLI_CASE_ERROR, CLI_CASE_SKIPPED } cli_case_result;
@@ -30,6 +32,8 @@ typedef struct {
 typedef struct {
     const char *cmd;                /* "verify" */
     const char *junit, *markdown;   /* paths ("-": stdout); NULL: not wanted */
+    const char *html;               /* the page's path ("-": stdout); NULL: not wanted */
+    char *figure;                   /* the command's picture for the page (cli_report_figure) */
     cli_case *cases;
     size_t n, cap;
     char **props;                   /* name, value, name, value... */
@@ -62,6 +66,10 @@ int cli_report_check(const cli_report *r, bool json, const char *const *inputs, 
  * of a Markdown summary as cli_report_markdown_text writes it. */
 bool cli_report_is_junit(const char *path);
 bool cli_report_is_markdown(const char *path);
+bool cli_report_is_html(const char *path);
+/* The command's picture (HTML from cli_html_*_figure), taken over; NULL
+ * (out of memory) makes the report fail as out of memory. Only when r->html. */
+void cli_report_figure(cli_report *r, char *html);
 void cli_report_property(cli_report *r, const char *name, const char *value);
 void cli_report_title(cli_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Strings are copied; message and detail may be NULL. */

@@ -5,6 +5,7 @@
  * See man/detcheck-bisect.1. */
 #include "train_cli.h"
 #include "cli_report.h"
+#include "cli_html.h"
 #include "train/train_record.h"
 #include "cli_trace.h"
 
@@ -41,6 +42,7 @@ static void usage(FILE *out) {
             "                recorded tensor, the first differing traced event, and a\n"
             "                test case per tensor of the first differing checkpoint)\n"
             "  --markdown FILE  also a Markdown summary ('-': stdout)\n"
+            "  --html FILE   also a self-contained HTML page (curves, step x module grid)\n"
             "  --limit N     list at most N differing tensors (default 20, 0 = all)\n"
             "  -q, --quiet   only the first differing step\n"
             "\n"
@@ -474,6 +476,13 @@ int cmd_bisect(int argc, char **argv) {
         if (differ >= 0) {
             snprintf(pre, sizeof pre, "detcheck.bisect.step_%ld", differ);
             cli_report_compare(&rep, pre, ma, &diff, "run A", "run B");
+        }
+        if (rep.html) {
+            /* the figure reads the runs again, traces included: the cases
+             * hold copies of what they name, so these can go first */
+            const cli_html_run pair[2] = {{runs[0], "run A"}, {runs[1], "run B"}};
+            cli_trace_release(&trf);
+            cli_report_figure(&rep, cli_html_runs_figure(CMD, pair));
         }
         if (cli_report_finish(&rep, different ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME)) {
             rc = DCK_EXIT_TROUBLE;

@@ -2,10 +2,12 @@
  * compared bit for bit with an oracle; names the device that differs. The
  * work is src/train/canary.c; this file parses, prints and exits. See
  * man/detcheck-canary.1. */
+#include "cli_html.h"
 #include "train_cli.h"
 #include "train/canary.h"
 
 #include <sched.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +61,13 @@ static void usage(FILE *out) {
             "  --json               the report as JSON\n"
             "  -q, --quiet          no progress line\n"
             "\n"
+            "Reports (written by rank 0; '-': standard output):\n"
+            "  --junit FILE         also a JUnit XML report (a test case per rank) for CI\n"
+            "  --markdown FILE      also a Markdown summary\n"
+            "  --html FILE          also a self-contained HTML page: every rank in a grid\n"
+            "                       of hosts x devices, coloured identical / differs /\n"
+            "                       failed / timed out, and tables\n"
+            "\n"
             "Testing hooks:\n"
             "  --inject RANK:STEP:TENSOR:INDEX:BIT  flip one bit in one rank's run;\n"
             "        TENSOR: model.X (weights before STEP), grad.X (gradients),\n"
@@ -78,7 +87,9 @@ typedef struct {
     dck_canary_opts *o;
     bool help, json, quiet, threads_set, vote;
     int injects;
+    cli_report rep;
 } canary_flags;
+
 
 static int canary_extra(void *ctx, const char *a, const char *next, int *used) {
     canary_flags *f = ctx;
@@ -88,6 +99,8 @@ static int canary_extra(void *ctx, const char *a, const char *next, int *used) {
     if (!strcmp(a, "--json")) return f->json = true, 1;
     if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) return f->quiet = true, 1;
     if (!strcmp(a, "--vote")) return f->vote = true, 1;
+    int taken = cli_report_arg(&f->rep, a, next, used);
+    if (taken) return taken;
     static const char *const with_value[] = {"--golden", "--write-golden", "--seconds", "--timeout",
                                              "--inject", "--test-stall"};
     size_t k = 0, n = sizeof with_value / sizeof with_value[0];
@@ -233,6 +246,23 @@ static dck_status print_json(const dck_canary_report *r, const dck_canary_opts *
     return cli_json_print(doc, CLI_JSON_LINES, oom);
 }
 
+/* --write-golden is an output too: a report in its place would replace the
+ * golden record just written (dck_output_check lets both through while the
+ * file does not exist yet). */
+static int reports_apart(const cli_report *r, const char *golden) {
+    static const char *const opt[] = {"--junit", "--markdown", "--html"};
+    const char *path[] = {r->junit, r->markdown, r->html};
+    for (size_t i = 0; golden && i < sizeof path / sizeof path[0]; i++) {
+        struct stat a, b;
+        if (!path[i] || !strcmp(path[i], "-")) continue;
+        if (!strcmp(path[i], golden) ||
+            (stat(path[i], &a) == 0 && stat(golden, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino))
+            return cli_usage_error("canary", "%s and --write-golden name the same file (%s); give each its own",
+                                   opt[i], golden);
+    }
+    return 0;
+}
+
 static int cpus_here(void) {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -245,6 +275,7 @@ int cmd_canary(int argc, char **argv) {
     dck_canary_opts o;
     dck_canary_opts_init(&o);
     canary_flags f = {.o = &o};
+    cli_report_init(&f.rep, "canary");
     /* the preset first, so that train flags given with it refine it */
     const char *preset = "tiny";
     for (int i = 1; i < argc; i++) {
@@ -342,10 +373,22 @@ int cmd_canary(int argc, char **argv) {
         dck_comm_finalize(comm);
         return rc;
     }
+    /* the reports follow the rule of every output: never an input (nor the
+     * golden file written), never a file of another kind. Rank 0 writes
+     * them, so rank 0 checks, before any run, and every rank stops with it */
+    const char *inputs[] = {o.golden, o.cfg.data[0] ? o.cfg.data : NULL};
+    bool bad = cli_rank == 0 && (cli_report_check(&f.rep, f.json, inputs, sizeof inputs / sizeof inputs[0]) ||
+                                 reports_apart(&f.rep, o.write_golden));
+    if (dck_comm_agree(comm, bad ? DCK_ERR_INVALID : DCK_OK)) {
+        dck_comm_finalize(comm);
+        return DCK_EXIT_TROUBLE;
+    }
     if (cli_rank == 0 && !f.quiet && !f.json && o.seconds > 0 && isatty(2)) o.progress = progress;
     dck_canary_report rep;
+    char why_not[512] = "";
     s = dck_canary_check(&o, comm, &rep);
     if (s) {
+        snprintf(why_not, sizeof why_not, "%s", dck_last_error());
         rc = cli_fail("canary", s);
     } else {
         rc = rep.exit_code;
@@ -357,6 +400,17 @@ int cmd_canary(int argc, char **argv) {
             }
             if (o.write_golden && rc != 2) cli_info("canary", "golden record written to %s", o.write_golden);
         }
+    }
+    /* before a missing rank ends the job below */
+    if (cli_rank == 0 && cli_report_wanted(&f.rep)) {
+        if (s) {
+            cli_report_case(&f.rep, "detcheck.canary", "canary", CLI_CASE_ERROR, "trouble", why_not, NULL);
+        } else {
+            cli_canary_report(&f.rep, &rep, o.cfg.device, preset);
+            if (f.rep.html) cli_report_figure(&f.rep, cli_html_canary_figure(&rep));
+        }
+        int wrc = cli_report_finish(&f.rep, rc);
+        if (wrc) rc = wrc;
     }
     if (rep.any_timeout) {
         /* a rank is missing: MPI_Finalize would wait for it; end the job.

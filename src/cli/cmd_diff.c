@@ -2,6 +2,7 @@
  * The library computes (dck_diff_*); this file only parses flags and prints
  * the table or the JSON document. */
 #include "cli.h"
+#include "cli_html.h"
 #include "cli_report.h"
 
 #include <stdarg.h>
@@ -42,6 +43,7 @@ static const char diff_help[] =
     "  --json          print a JSON document instead of the table\n"
     "  --junit FILE    also a JUnit XML report (a test case per tensor) for CI\n"
     "  --markdown FILE also a Markdown summary ('-': stdout)\n"
+    "  --html FILE     also a self-contained HTML page (picture + tables)\n"
     "  --color WHEN    auto (default), always, never\n"
     "  -t, --threads N worker threads (default: online CPUs); no result\n"
     "                  depends on it\n"
@@ -637,7 +639,8 @@ int cmd_diff(int argc, char **argv) {
             break;
         case 'v': verbose = 1; break;
         case CLI_OPT_JUNIT:
-        case CLI_OPT_MARKDOWN: cli_report_option(&rep, c, optarg); break;
+        case CLI_OPT_MARKDOWN:
+        case CLI_OPT_HTML: cli_report_option(&rep, c, optarg); break;
         case 'j': /* make(1) habit: -j N is --threads N */
             if (cli_shared_option(&sh, 't', optarg) < 0) return DCK_EXIT_TROUBLE;
             break;
@@ -684,6 +687,7 @@ int cmd_diff(int argc, char **argv) {
         cli_report_title(&rep, "%zu of %zu tensors differ%s", r.ntensors - r.count[DCK_DIFF_EQUAL],
                          r.ntensors, r.ok && !r.equal ? " (all within the tolerances)" : "");
         cli_report_diff(&rep, &r);
+        if (rep.html) cli_report_figure(&rep, cli_html_diff_figure(&r, pa, pb));
         int e = cli_report_finish(&rep, rc);
         if (e) rc = e;
     }

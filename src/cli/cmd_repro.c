@@ -7,6 +7,7 @@
  * the deterministic settings on and off instead (issue 20, parts 4 and 5).
  * See man/detcheck-repro.1. */
 #include "cli.h"
+#include "cli_html.h"
 #include "cli_report.h"
 
 #include <errno.h>
@@ -57,6 +58,7 @@ static void usage(FILE *out) {
             "  --json            machine-readable result (one document)\n"
             "  --junit FILE      also a JUnit XML report (a test case per run)\n"
             "  --markdown FILE   also a Markdown summary ('-': stdout)\n"
+            "  --html FILE       also a self-contained HTML page (curves, step x module grid)\n"
             "  -q, --quiet       no progress lines\n"
             "\n"
             "Exit status: 0 reproducible, 1 not reproducible, 2 trouble (bad options, a run\n"
@@ -1016,6 +1018,15 @@ int cmd_repro(int argc, char **argv) {
                                     : "trajectory",
                                 msg, summary[0] ? detail : NULL);
             }
+        }
+        if (o.rep.html) {
+            /* run 1 against the run that differs first (else run 2); drawn
+             * now, while a temporary work directory is still there */
+            int b = ndiff ? first : 1;
+            char lb[32];
+            snprintf(lb, sizeof lb, "run %d", b + 1);
+            const cli_html_run pair[2] = {{runs[0].dir, "run 1"}, {runs[b].dir, lb}};
+            cli_report_figure(&o.rep, cli_html_runs_figure(CMD, pair));
         }
     }
     rc = ndiff ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;

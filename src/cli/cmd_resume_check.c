@@ -7,6 +7,7 @@
  * checkpoint manifests. See man/detcheck-resume-check.1. */
 #define _XOPEN_SOURCE 700
 #include "train_cli.h"
+#include "cli_html.h"
 #include "cli_report.h"
 
 #include <errno.h>
@@ -99,6 +100,8 @@ static void usage(FILE *out) {
             "  --json                    machine-readable result\n"
             "  --junit FILE              also a JUnit XML report (a test case per check)\n"
             "  --markdown FILE           also a Markdown summary ('-': stdout)\n"
+            "  --html FILE               also a self-contained HTML page (curves, step x module\n"
+            "                            grid)\n"
             "  -q, --quiet               no progress lines\n"
             "  --resume-flip-bit STEP:TENSOR:INDEX\n"
             "                            testing hook: corrupt the resumed runs on purpose\n"
@@ -592,6 +595,23 @@ int cmd_resume_check(int argc, char **argv) {
         for (int i = 0; i < nchk; i++)
             cli_report_case(&f.rep, "detcheck.resume-check", checks[i].name, (cli_case_result)checks[i].result,
                             kinds[checks[i].result], checks[i].result ? checks[i].what : NULL, NULL);
+        if (f.rep.html) {
+            /* the reference against the first resumed run that differs
+             * (else the first one that ran through), before the work
+             * directory may go */
+            int pick = -1;
+            for (int want = 1; want >= 0 && pick < 0; want--)
+                for (int i = 0; i < nchk && pick < 0; i++)
+                    if (checks[i].result == want) pick = i;
+            if (pick >= 0) {
+                char ref[DCK_TRAIN_PATH + 16], res[DCK_TRAIN_PATH + 80], label[96];
+                snprintf(ref, sizeof ref, "%s/reference", work);
+                snprintf(res, sizeof res, "%s/%s", work, checks[pick].name);
+                snprintf(label, sizeof label, "resumed run (%s)", checks[pick].name);
+                const cli_html_run pair[2] = {{ref, "uninterrupted run"}, {res, label}};
+                cli_report_figure(&f.rep, cli_html_runs_figure(CMD, pair));
+            }
+        }
         if (cli_report_finish(&f.rep, worst == 0 ? DCK_EXIT_SAME : worst == 1 ? DCK_EXIT_DIFFERENT
                                                                               : DCK_EXIT_TROUBLE))
             worst = 2;

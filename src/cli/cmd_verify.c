@@ -1,6 +1,7 @@
 /* detcheck verify: compare a checkpoint (or a manifest) with a golden
  * manifest. Exit 0 same, 1 different, 2 trouble. */
 #include "cli.h"
+#include "cli_html.h"
 #include "cli_report.h"
 #include "core/core.h"
 
@@ -27,6 +28,7 @@ static const char verify_help[] =
     "      --junit FILE   also a JUnit XML report (a test case per tensor) for CI\n"
     "      --markdown FILE  also a Markdown summary ('-': stdout), e.g. into\n"
     "                     $GITHUB_STEP_SUMMARY\n"
+    "      --html FILE    also a self-contained HTML page (picture + tables)\n"
     "      --exclude GLOB leave out tensors and values whose names match GLOB\n"
     "                     (fnmatch(3); repeatable)\n"
     "      --ignore-aliases  an extra tensor that shares storage with another of the\n"
@@ -171,6 +173,40 @@ static void print_legacy_summary(const dck_cmp_result *aside) {
     if (ng) printf("\n");
 }
 
+static int cmp_str(const void *x, const void *y) {
+    return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* The golden manifest as compared, for the page's counts of identical
+ * tensors by group: less the tensors and values --exclude left out and the
+ * layout state set aside, its files only with --files. NULL when out of
+ * memory. */
+static dck_manifest *compared_golden(const dck_manifest *golden, const cli_shared *sh, const dck_cmp_result *aside,
+                                     int files) {
+    dck_manifest *m = NULL;
+    const char **set = malloc((aside->n ? aside->n : 1) * sizeof *set);
+    dck_status s = set ? dck_manifest_create(&m) : dck_oom(NULL);
+    for (size_t i = 0; i < aside->n && set; i++) set[i] = aside->entries[i].name;
+    if (set && aside->n) qsort(set, aside->n, sizeof *set, cmp_str);
+    size_t nt = dck_manifest_tensor_count(golden), nv = dck_manifest_value_count(golden);
+    for (size_t i = 0; !s && i < nt + nv; i++) {
+        const dck_manifest_tensor *t = i < nt ? dck_manifest_tensor_at(golden, i) : NULL;
+        const dck_manifest_value *v = i < nt ? NULL : dck_manifest_value_at(golden, i - nt);
+        const char *name = t ? t->name : v->name;
+        bool drop = aside->n && bsearch(&name, set, aside->n, sizeof *set, cmp_str);
+        for (size_t g = 0; g < sh->nexclude && !drop; g++) drop = fnmatch(sh->exclude[g], name, 0) == 0;
+        if (!drop) s = t ? dck_manifest_add_tensor(m, t) : dck_manifest_add_value(m, v->name, v->value);
+    }
+    for (size_t i = 0; !s && files && i < dck_manifest_file_count(golden); i++)
+        s = dck_manifest_add_file(m, dck_manifest_file_at(golden, i));
+    free(set);
+    if (s) {
+        dck_manifest_free(m);
+        return NULL;
+    }
+    return m;
+}
+
 int cmd_verify(int argc, char **argv) {
     static const struct option opts[] = {
         {"golden", required_argument, NULL, 'g'}, {"files", no_argument, NULL, 'F'},
@@ -193,7 +229,8 @@ int cmd_verify(int argc, char **argv) {
         case 'g': golden_path = optarg; break;
         case 'F': files = 1; break;
         case CLI_OPT_JUNIT:
-        case CLI_OPT_MARKDOWN: cli_report_option(&rep, c, optarg); break;
+        case CLI_OPT_MARKDOWN:
+        case CLI_OPT_HTML: cli_report_option(&rep, c, optarg); break;
         default:
             return cli_usage_error("verify", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -384,6 +421,11 @@ int cmd_verify(int argc, char **argv) {
         }
         cli_report_aliases(&rep, alias);
         cli_report_compare(&rep, "detcheck.verify", golden, &r, "golden", "checkpoint");
+        if (rep.html) {
+            dck_manifest *compared = compared_golden(golden, &sh, &aside, files);
+            cli_report_figure(&rep, compared ? cli_html_verify_figure(compared, &r) : NULL);
+            dck_manifest_free(compared);
+        }
         int e = cli_report_finish(&rep, rc);
         if (e) rc = e;
     }

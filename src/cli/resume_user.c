@@ -7,6 +7,7 @@
  * the first differing resumed step and the state that was not restored
  * (issue 21). See man/detcheck-resume-check.1, USER COMMANDS. */
 #include "cli.h"
+#include "cli_html.h"
 #include "cli_report.h"
 #include "cli_trace.h"
 #include "train/train.h"
@@ -56,6 +57,8 @@ static void usage(FILE *out) {
             "  --json                   machine-readable result (one document)\n"
             "  --junit FILE             also a JUnit XML report (a test case per stop point)\n"
             "  --markdown FILE          also a Markdown summary ('-': stdout)\n"
+            "  --html FILE              also a self-contained HTML page (curves, step x module\n"
+            "                           grid)\n"
             "  -q, --quiet              no progress lines\n"
             "\n"
             "Exit status: 0 every stop point reproduced, 1 one differs, 2 trouble (bad\n"
@@ -1033,6 +1036,25 @@ int resume_user(int argc, char **argv) {
             }
         }
         free(tail);
+        if (o.rep.html) {
+            /* the uninterrupted run against the first resumed run that
+             * differs (the stop run, when it parted before its stop), else
+             * the first that reproduced; before the work directory goes */
+            int pick = -1;
+            for (int i = 0; i < nstops && pick < 0; i++)
+                if (stops[i].result == DCK_EXIT_DIFFERENT) pick = i;
+            for (int i = 0; i < nstops && pick < 0; i++)
+                if (stops[i].done && stops[i].result == DCK_EXIT_SAME) pick = i;
+            if (pick >= 0) {
+                const ustop *s = &stops[pick];
+                bool before = s->cause && !strcmp(s->cause, "before_stop");
+                char dir[PATH_MAX], label[64];
+                snprintf(dir, sizeof dir, "%s/%s_%ld", work, before ? "stop" : "resume", s->at);
+                snprintf(label, sizeof label, before ? "the run stopped at %ld" : "the run resumed from %ld", s->at);
+                const cli_html_run pair[2] = {{full.dir, "the uninterrupted run"}, {dir, label}};
+                cli_report_figure(&o.rep, cli_html_runs_figure(CMD, pair));
+            }
+        }
         if (cli_report_finish(&o.rep, rc)) rc = DCK_EXIT_TROUBLE, keep = true;
     }
     if (o.json) {
