@@ -10,7 +10,10 @@ BUILD=${1:-build}
 DETCHECK=${DETCHECK:-$top/$BUILD/detcheck}
 export DETCHECK OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=$top/examples/reports
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/dck-reports.XXXXXX")
+# a fixed folder: the pages name their runs' folders, and a random name
+# would change every committed page at each regeneration
+tmp=${TMPDIR:-/tmp}/detcheck-examples
+rm -rf "$tmp" && mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/pages"
 sh "$out/make_diff.sh" "$tmp/pages"

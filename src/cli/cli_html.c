@@ -110,18 +110,31 @@ const cli_mark_style cli_marks[CLI_MARK_COUNT] = {
     [CLI_MARK_ABSENT] = {"not recorded", "#ffffff", "#bbbbbb", "M0.5 0.5H9.5V9.5H0.5Z"},
 };
 
+/* A coordinate with at most two decimals and no trailing zeros: a grid of
+ * thousands of cells is most of a page's bytes. */
+static const char *px(double v, char *buf, size_t n) {
+    snprintf(buf, n, "%.2f", v);
+    char *e = buf + strlen(buf);
+    while (e > buf && e[-1] == '0') *--e = 0;
+    if (e > buf && e[-1] == '.') *--e = 0;
+    if (!strcmp(buf, "-0")) snprintf(buf, n, "0");
+    return buf;
+}
+
 static void shape(FILE *f, double x, double y, double w, double h, cli_mark m) {
     const cli_mark_style *st = &cli_marks[m];
     if (!st->shape || w < 5 || h < 5) return;
     double s = (w < h ? w : h) / 10.0;
-    fprintf(f, "<path d=\"%s\" transform=\"translate(%.2f %.2f) scale(%.3f)\" stroke=\"%s\" fill=\"none\" "
-               "stroke-width=\"%.2f\" vector-effect=\"non-scaling-stroke\"/>",
-            st->shape, x + (w - 10 * s) / 2, y + (h - 10 * s) / 2, s, st->ink, s >= 1.2 ? 1.5 : 1.0);
+    char a[24], b[24], c[24];
+    fprintf(f, "<path class=\"mk\" d=\"%s\" transform=\"translate(%s %s) scale(%s)\" stroke=\"%s\"%s/>", st->shape,
+            px(x + (w - 10 * s) / 2, a, sizeof a), px(y + (h - 10 * s) / 2, b, sizeof b), px(s, c, sizeof c), st->ink,
+            s >= 1.2 ? " stroke-width=\"1.5\"" : "");
 }
 
 void cli_svg_cell(FILE *f, double x, double y, double w, double h, cli_mark m, const char *title) {
-    fprintf(f, "<g><rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"/>", x, y, w, h,
-            cli_marks[m].fill);
+    char a[24], b[24], c[24], d[24];
+    fprintf(f, "<g><rect x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\" fill=\"%s\"/>", px(x, a, sizeof a),
+            px(y, b, sizeof b), px(w, c, sizeof c), px(h, d, sizeof d), cli_marks[m].fill);
     shape(f, x, y, w, h, m);
     if (title) {
         fputs("<title>", f);
@@ -210,7 +223,7 @@ static const char css[] =
     ".legend span{margin-right:14px;white-space:nowrap}.legend svg{vertical-align:-2px;border:1px solid #777}"
     "svg text{font:11px 'DejaVu Sans',Arial,sans-serif;fill:#000}svg .tick{font-size:10px;fill:#333}"
     "svg .grid{stroke:#ddd;stroke-width:1}svg .axis{stroke:#000;stroke-width:1}"
-    "svg .first{font-weight:bold;fill:#0072b2}"
+    "svg .first{font-weight:bold;fill:#0072b2}svg path.mk{fill:none;vector-effect:non-scaling-stroke}"
     "figure{margin:8px 0}figcaption{font-size:13px;color:#333}"
     ".note{color:#333}details summary{cursor:default;font-weight:bold}"
     "@media print{body{margin:0}details{display:block}details>*{display:block}}";

@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 
 enum {
-    MAX_COLS = 226,          /* past this many steps a column holds several (>= 4 px each) */
+    MAX_COLS = 200,          /* past this many steps a column holds several (>= 4 px each) */
     MAX_ROWS = 64,           /* rows of one group of the grid; the rest in a note */
     MAX_CKPTS = 1024,        /* common checkpoints compared */
     MAX_STEP_ROWS = 1000,    /* rows of the table of all steps */
@@ -41,9 +41,9 @@ enum {
 /* Geometry in CSS pixels: the page renders at device scale 1, and cells
  * and the line sit on whole pixels, so their colours are exact in a
  * screenshot (tests/cli/html_lib.sh). */
-#define FIG_W 1140
+#define FIG_W 1040 /* fits a window 1,100 px wide */
 #define GX0 220    /* left edge of the plots and the grid: row labels and ticks left of it */
-#define PLOT_W 904 /* at most */
+#define PLOT_W 804 /* at most */
 #define CURVE_H 100 /* a plot of both runs' values */
 #define DELTA_H 120 /* a plot of |A - B|: a decade at least 10 px for 9 decades */
 
@@ -51,7 +51,7 @@ enum {
  * steps whose values are equal bits, under |A - B|. */
 #define EQUAL_BAND "#c4c4c4"
 
-/* ------------------------------------------------------------------ notes and text */
+/* ------------------------------------------------------------------ what is drawn */
 
 typedef struct {
     long step;
@@ -78,16 +78,16 @@ typedef struct {
 
 typedef struct {
     const char *title;
-    bool sorted;           /* model order (else the order of creation) */
     row *rows;
     size_t n, cap;
-    size_t *order;         /* row indices by name (dck_name_compare, then strcmp) */
+    size_t *order;         /* row indices in display order: by name (dck_name_compare,
+                            * then strcmp), the trajectory's in its fields' order */
     size_t *shown, nshown; /* what is drawn, in display order */
     long hidden_diff;      /* rows that differ and are not drawn */
 } group;
 
 typedef struct {
-    int kind;              /* dck_rec_kind, or -1 for a checkpoint tensor */
+    int kind;              /* dck_rec_kind */
     const char *name, *how;
 } tensor_diff;
 
@@ -127,11 +127,11 @@ typedef struct {
     const char *ckind, *cgroup;
     char **cdiffs;         /* its differing tensors (name (kind)) */
     size_t ncdiffs, ncdiffs_total, ncompared;
-    dck_trace_diff td;
-    char op[2048];         /* the first differing traced event, short */
-    char opline[4096];     /* the same, long */
+    dck_trace_diff td;     /* the first differing traced event */
     char lwhat[64];        /* "recorded in run A only" */
 } fig;
+
+/* ------------------------------------------------------------------ notes and text */
 
 static void note(fig *F, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(fig *F, const char *fmt, ...) {
@@ -286,7 +286,11 @@ static void row_note(row *r, long step, int st, int rank, const char *what, cons
     r->how = how;
 }
 
-static size_t col_of(const fig *F, long step) { return (size_t)((step - F->smin) / F->bin); }
+/* In doubles: steps from files may lie far apart, and a long would overflow. */
+static size_t col_of(const fig *F, long step) {
+    size_t c = (size_t)(((double)step - (double)F->smin) / (double)F->bin);
+    return c < F->ncols ? c : F->ncols - 1;
+}
 
 /* The rows noted at step go into their column's cells. */
 static void group_fold(fig *F, group *g, long step) {
@@ -323,21 +327,21 @@ static void group_release(group *g, size_t ncols) {
 
 /* ------------------------------------------------------------------ reading the runs */
 
-/* One file of a run: loaded when present; a note when it cannot be read.
- * Returns whether it was loaded. */
-static bool load_file(fig *F, int k, const char *file, dck_status (*load)(const char *, void *), void *out) {
+/* One file of a run: 1 loaded, 0 absent, -1 not readable (a note says
+ * why; the command has said it already, or has not needed the file). */
+static int load_file(fig *F, int k, const char *file, dck_status (*load)(const char *, void *), void *out) {
     char *p = dck_path_join(F->runs[k].dir, file);
-    if (!p) return F->oom = true, false;
-    bool ok = false;
+    if (!p) return F->oom = true, -1;
+    int got = 0;
     if (present(p)) {
         dck_status s = load(p, out);
+        got = s ? -1 : 1;
         if (s == DCK_ERR_NOMEM) F->oom = true;
         else if (s) note(F, "%s: %s", F->runs[k].label, dck_last_error());
-        else ok = true;
         dck_clear_error();
     }
     free(p);
-    return ok;
+    return got;
 }
 
 typedef struct {
@@ -356,10 +360,11 @@ static void load_runs(fig *F) {
     for (int k = 0; k < 2; k++) {
         run_data *d = &F->r[k];
         traj_out t = {&d->traj, &d->ntraj};
-        d->has_traj = load_file(F, k, DCK_TRAJECTORY, load_traj, &t);
-        if (!d->has_traj && !F->oom) note(F, "%s: no readable %s: no curves for it", F->runs[k].label, DCK_TRAJECTORY);
-        d->has_rec = load_file(F, k, DCK_RECORD_FILE, load_rec, &d->rec);
-        d->has_trace = load_file(F, k, DCK_TRACE_FILE, load_trace, &d->trace);
+        int got = load_file(F, k, DCK_TRAJECTORY, load_traj, &t);
+        d->has_traj = got > 0;
+        if (!got) note(F, "%s: no %s: no curves for it", F->runs[k].label, DCK_TRAJECTORY);
+        d->has_rec = load_file(F, k, DCK_RECORD_FILE, load_rec, &d->rec) > 0;
+        d->has_trace = load_file(F, k, DCK_TRACE_FILE, load_trace, &d->trace) > 0;
         dck_status s = dck_ckpt_list(F->runs[k].dir, &d->ckpts, &d->nckpts, NULL, NULL);
         if (s == DCK_ERR_NOMEM) F->oom = true;
         else if (s) note(F, "%s: checkpoints: %s", F->runs[k].label, dck_last_error());
@@ -457,33 +462,28 @@ static void build_traj(fig *F) {
     static const char *const fields[] = {"loss", "grad norm", "lr", "root"};
     group *g = &F->traj;
     g->title = "trajectory";
-    for (size_t i = 0; i < 4; i++) {
-        /* in creation order: a fixed order, not the names' */
-        if (g->n == g->cap) {
-            row *r = realloc(g->rows, 4 * sizeof *r);
-            size_t *o = r ? realloc(g->order, 4 * sizeof *o) : NULL;
-            if (r) g->rows = r;
-            if (o) g->order = o;
-            if (!r || !o) {
-                F->oom = true;
-                return;
-            }
-            g->cap = 4;
-        }
+    /* in the fields' order, not the names' */
+    g->rows = calloc(4, sizeof *g->rows);
+    g->order = calloc(4, sizeof *g->order);
+    if (!g->rows || !g->order) {
+        F->oom = true;
+        return;
+    }
+    for (g->n = 0; g->n < 4; g->n++) {
         row *r = &g->rows[g->n];
-        memset(r, 0, sizeof *r);
-        r->name = strdup(fields[i]);
-        r->cells = calloc(F->ncols, sizeof *r->cells);
         g->order[g->n] = g->n;
-        g->n++;
+        r->name = strdup(fields[g->n]);
+        r->cells = calloc(F->ncols, sizeof *r->cells);
         if (!r->name || !r->cells) {
             F->oom = true;
+            g->n++; /* released with the others */
             return;
         }
         for (size_t c = 0; c < F->ncols; c++) r->cells[c].mark = CLI_MARK_COUNT, r->cells[c].first = -1;
         r->first = -1;
         r->at = LONG_MIN;
     }
+    g->cap = 4;
     for (size_t i = 0; i < F->npairs; i++) {
         const pair *p = &F->pairs[i];
         if (!p->a || !p->b) continue;
@@ -545,7 +545,6 @@ static void build_rec(fig *F) {
     const dck_recording *A = &F->r[0].rec, *B = &F->r[1].rec;
     group *g = &F->rec;
     g->title = "recorded tensors, by module";
-    g->sorted = true;
     long *rowa = malloc((A->nnames + 1) * sizeof *rowa), *rowb = malloc((B->nnames + 1) * sizeof *rowb);
     long *bofa = malloc((A->nnames + 1) * sizeof *bofa);
     uint32_t *byname = malloc((B->nnames + 1) * sizeof *byname);
@@ -652,7 +651,6 @@ static dck_status load_manifest(const char *run, long step, dck_manifest **out) 
 static void build_ckpt(fig *F, const long *ck, size_t nck) {
     group *g = &F->ckpt;
     g->title = "checkpoint tensors, by module";
-    g->sorted = true;
     for (size_t i = 0; i < nck && !F->oom; i++) {
         dck_manifest *m[2] = {NULL, NULL};
         dck_cmp_result r;
@@ -718,7 +716,8 @@ static bool same_key(const dck_trace *ta, const dck_trace_event *a, const dck_tr
 /* The row of a traced event's module (made when new). */
 static long trace_row(fig *F, const dck_trace *t, long *rows, const dck_trace_event *e) {
     if (e->module >= t->nnames) return -1;
-    if (rows[e->module] == -2) rows[e->module] = group_row(F, &F->trace, t->names[e->module], strlen(t->names[e->module]));
+    const char *m = t->names[e->module];
+    if (rows[e->module] == -2) rows[e->module] = group_row(F, &F->trace, m, strlen(m));
     return rows[e->module];
 }
 
@@ -734,7 +733,6 @@ static void build_trace(fig *F) {
     const dck_trace *A = &F->r[0].trace, *B = &F->r[1].trace;
     group *g = &F->trace;
     g->title = "traced modules";
-    g->sorted = true;
     long *ra = malloc((A->nnames + 1) * sizeof *ra), *rb = malloc((B->nnames + 1) * sizeof *rb);
     if (!ra || !rb) {
         F->oom = true;
@@ -873,7 +871,10 @@ static void put_first(FILE *f, const fig *F, size_t cut) {
         put_event(f, F, cut);
         if (F->estep != S) fprintf(f, " at step %ld", F->estep);
     }
-    if (F->lstep == S && F->tstep != S && F->rstep != S && F->cstep != S && F->estep != S) fprintf(f, ", %s", F->lwhat);
+    if (F->lstep == S && F->tstep != S && F->rstep != S && F->cstep != S && F->estep != S) {
+        fputs(", ", f);
+        cli_html_text(f, F->lwhat);
+    }
 }
 
 /* The traced event in full, for the table under the figure. */
@@ -910,7 +911,7 @@ static void put_event_line(FILE *f, const fig *F) {
 /* ------------------------------------------------------------------ the picture: curves */
 
 static double x_of(const fig *F, long step) {
-    return GX0 + ((double)(step - F->smin) + 0.5) / (double)F->bin * F->colw;
+    return GX0 + ((double)step - (double)F->smin + 0.5) / (double)F->bin * F->colw;
 }
 static double grid_x1(const fig *F) { return GX0 + (double)F->ncols * F->colw; }
 
@@ -958,15 +959,15 @@ static void curve(FILE *f, const fig *F, int field, int side, double lo, double 
     const char *style = side ? "stroke-width=\"2\" stroke-dasharray=\"7 5\"" : "stroke-width=\"2\"";
     bool open = false;
     long px = LONG_MIN;
-    double ymin = 0, ymax = 0;
+    double bx = 0, ymin = 0, ymax = 0; /* the pixel's bucket: its first x, its extremes */
     for (size_t i = 0; i <= F->npairs; i++) {
         const dck_traj_rec *r = i < F->npairs ? (side ? F->pairs[i].b : F->pairs[i].a) : NULL;
         float v = r ? field_of(r, field) : NAN;
         double x = r ? x_of(F, F->pairs[i].step) : 0, y = y0 + h - ((double)v - lo) / (hi - lo) * h;
         bool ok = r && isfinite(v);
         if (open && (!ok || (long)floor(x) != px)) {
-            fprintf(f, "%ld,%.1f ", px, ymin);
-            if (ymax != ymin) fprintf(f, "%ld,%.1f ", px, ymax);
+            fprintf(f, "%.1f,%.1f ", bx, ymin);
+            if (ymax != ymin) fprintf(f, "%.1f,%.1f ", bx, ymax);
         }
         if (open && !ok) {
             fprintf(f, "\" fill=\"none\" stroke=\"%s\" %s/>", colour, style);
@@ -980,6 +981,7 @@ static void curve(FILE *f, const fig *F, int field, int side, double lo, double 
         }
         if ((long)floor(x) != px) {
             px = (long)floor(x);
+            bx = x;
             ymin = ymax = y;
         } else {
             if (y < ymin) ymin = y;
@@ -993,7 +995,8 @@ static void curve(FILE *f, const fig *F, int field, int side, double lo, double 
         if (!r || !isfinite(v)) continue;
         double x = x_of(F, F->pairs[i].step), y = y0 + h - ((double)v - lo) / (hi - lo) * h;
         char t[32];
-        if (side) fprintf(f, "<g><rect x=\"%.1f\" y=\"%.1f\" width=\"6\" height=\"6\" fill=\"%s\"/>", x - 3, y - 3, colour);
+        if (side)
+            fprintf(f, "<g><rect x=\"%.1f\" y=\"%.1f\" width=\"6\" height=\"6\" fill=\"%s\"/>", x - 3, y - 3, colour);
         else fprintf(f, "<g><circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>", x, y, colour);
         fprintf(f, "<title>step %ld, ", F->pairs[i].step);
         cli_html_text(f, F->runs[side].label);
@@ -1212,8 +1215,8 @@ static void choose_rows(fig *F, group *g) {
     free(p);
 }
 
-static void cell_title(char *buf, size_t n, const fig *F, size_t c0, size_t c1, const char *rowname, const cell *x,
-                       uint32_t ncmp) {
+/* A cell's title (a run of cells c0..c1 drawn as one, folded into x). */
+static void cell_title(char *buf, size_t n, const fig *F, size_t c0, size_t c1, const char *rowname, const cell *x) {
     long lo = F->smin + (long)c0 * F->bin, hi = F->smin + (long)(c1 + 1) * F->bin - 1;
     if (hi > F->smax) hi = F->smax;
     int k = lo == hi ? snprintf(buf, n, "step %ld, %s: ", lo, rowname)
@@ -1225,7 +1228,7 @@ static void cell_title(char *buf, size_t n, const fig *F, size_t c0, size_t c1, 
     case CLI_MARK_COUNT: snprintf(buf, n, "not recorded in both runs"); break;
     case CLI_MARK_EQUAL:
         if (lo == hi) snprintf(buf, n, "identical");
-        else snprintf(buf, n, "identical (%u step%s compared)", ncmp, ncmp == 1 ? "" : "s");
+        else snprintf(buf, n, "identical (%u step%s compared)", x->ncmp, x->ncmp == 1 ? "" : "s");
         break;
     default: {
         const char *w = x->mark == CLI_MARK_NONFINITE ? "NaN/Inf on one side"
@@ -1244,7 +1247,11 @@ static int drawn(int mark) { return mark == CLI_MARK_COUNT ? CLI_MARK_ABSENT : m
  * marks drawn (for the legend); the first difference's row gets the marker. */
 static double draw_group(FILE *f, fig *F, const group *g, double y, int rh, unsigned *mask, const row *mark_row) {
     if (!g->nshown) return y;
-    int every = (11 + rh - 1) / rh, gap = F->colw >= 6 ? 1 : 0;
+    /* a label on every row down to 8 px rows (a smaller font), then on
+     * every few */
+    int every = rh >= 8 ? 1 : (8 + rh - 1) / rh, gap = F->colw >= 6 ? 1 : 0;
+    char font[40] = "";
+    if (rh < 11) snprintf(font, sizeof font, " style=\"font-size:%dpx\"", rh >= 8 ? rh : 8);
     fprintf(f, "<text x=\"8\" y=\"%.1f\" font-weight=\"bold\">", y + 11);
     cli_html_text(f, g->title);
     fputs("</text>", f);
@@ -1257,7 +1264,8 @@ static double draw_group(FILE *f, fig *F, const group *g, double y, int rh, unsi
         const row *r = &g->rows[g->shown[i]];
         double ry = y + (double)i * rh;
         if (i % (size_t)every == phase) {
-            fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">", GX0 - 14, ry + rh / 2.0 + 3.5);
+            fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\"%s>", GX0 - 14,
+                    ry + rh / 2.0 + (rh < 11 ? rh / 3.0 : 3.5), font);
             cut_name(f, r->name, LABEL_CHARS);
             fputs("<title>", f);
             cli_html_text(f, r->name);
@@ -1266,7 +1274,6 @@ static double draw_group(FILE *f, fig *F, const group *g, double y, int rh, unsi
         for (size_t c = 0; c < F->ncols;) {
             const cell *x = &r->cells[c];
             size_t e = c;
-            uint32_t ncmp = x->ncmp;
             /* narrow columns (no gap to tell them apart): a run of cells in
              * one state is one rect, titled for all of them, short enough
              * that its state's shape repeats along the row */
@@ -1274,14 +1281,13 @@ static double draw_group(FILE *f, fig *F, const group *g, double y, int rh, unsi
             if (!gap)
                 while (e + 1 < F->ncols && e + 1 - c < MERGE_COLS && r->cells[e + 1].mark == x->mark) {
                     const cell *y = &r->cells[++e];
-                    ncmp += y->ncmp;
                     run.ncmp += y->ncmp;
                     run.ndiff += y->ndiff;
                     if (run.first < 0) run.first = y->first, run.what = y->what;
                 }
             x = &run;
             char t[2048];
-            cell_title(t, sizeof t, F, c, e, r->name, x, ncmp);
+            cell_title(t, sizeof t, F, c, e, r->name, x);
             int m = drawn(x->mark);
             *mask |= 1u << m;
             cli_svg_cell(f, GX0 + (double)c * F->colw, ry, (double)(e - c + 1) * F->colw - gap, rh - 1, (cli_mark)m, t);
@@ -1382,13 +1388,14 @@ static void svg(FILE *f, fig *F, unsigned *mask) {
     step_ticks(f, F, y - 4);
     if (F->first >= 0) {
         long x = lround(x_of(F, F->first));
-        fprintf(f, "<g><line x1=\"%ld\" y1=\"%.1f\" x2=\"%ld\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"/><title>", x,
-                line_top, x, y - 6, CLI_HTML_FIRST);
+        fprintf(f, "<g><line x1=\"%ld\" y1=\"%.1f\" x2=\"%ld\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"/>"
+                   "<title>",
+                x, line_top, x, y - 6, CLI_HTML_FIRST);
         put_first(f, F, 0);
         fputs("</title></g>", f);
         bool right = x > grid_x1(F) - 80;
-        fprintf(f, "<text x=\"%ld\" y=\"%.1f\" class=\"first\" text-anchor=\"%s\">step %ld</text>", right ? x - 4 : x + 4,
-                line_top + 8, right ? "end" : "start", F->first);
+        fprintf(f, "<text x=\"%ld\" y=\"%.1f\" class=\"first\" text-anchor=\"%s\">step %ld</text>",
+                right ? x - 4 : x + 4, line_top + 8, right ? "end" : "start", F->first);
     }
     fputs("</svg>\n", f);
 }

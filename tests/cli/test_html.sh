@@ -99,6 +99,14 @@ expect_exit 1 "$DETCHECK" diff --html path.html oa.safetensors "$bad"
 html_check path.html
 expect_grep 'p\\xff\\x1b\[31m.safetensors' path.html
 
+# ---- the committed examples (examples/reports/make.sh) are pages that validate
+for k in diff verify bisect repro resume-check canary; do
+    [ -f "$DCK_TOP/examples/reports/$k.html" ] || fail "examples/reports/$k.html is missing"
+    [ -f "$DCK_TOP/examples/reports/$k.png" ] || fail "examples/reports/$k.png is missing"
+    cp "$DCK_TOP/examples/reports/$k.html" "example-$k.html"
+    html_check "example-$k.html"
+done
+
 # ---- the picture: Chromium renders the page with the verdict badge
 if html_render page.html page.png 900 700; then
     n=$(png_count page.png '#a40000')
