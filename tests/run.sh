@@ -15,6 +15,10 @@
 # Environment:
 #   DCK_REQUIRE_FIXTURES=1   absent public fixtures are a failure, not a skip
 #                            (.ci/run sets it: in CI they must be there)
+#   DCK_SKIP_TESTS="a b"     CLI tests not run, each counted as skipped with the
+#                            reason DCK_SKIP_TESTS_WHY (.ci/run: what one stage
+#                            covers once is not repeated in the later ones)
+#   DCK_TEST_SERIAL=1        no test runs beside the others (see BESIDE below)
 #   DCK_PUBLIC_FIXTURES=DIR  the public fixtures (default: ../shared/fixtures/public
 #                            beside the project root); a missing path runs the
 #                            tests as on a machine without them
@@ -58,26 +62,73 @@ for t in "$top/$BUILD"/tests/check_*; do
     case "$name" in *"$FILTER"*) ;; *) continue ;; esac
     echo "== $name"
     skiplog=$(mktemp "${TMPDIR:-/tmp}/dck-$name.skip.XXXXXX")
+    t0=$(date +%s)
     (cd "$top" && DCK_SKIP_LOG="$skiplog" "$t"); rc=$?
+    echo "($(($(date +%s) - t0)) s)"
     count "$name" $rc "$skiplog"
     rm -f "$skiplog"
+done
+# start_cli NAME SCRIPT: runs a CLI test in its own temporary folder; its
+# output, exit status and seconds go to $tmp.log and $tmp.rc.
+start_cli() {
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/dck-$1.XXXXXX")
+    : > "$tmp.skip"
+    t0=$(date +%s)
+    (cd "$tmp" && TESTTMP="$tmp" DCK_SKIP_LOG="$tmp.skip" sh "$2") > "$tmp.log" 2>&1
+    echo $? > "$tmp.rc"
+    # seconds per test: what keeps CI under its time limit is read off here
+    echo "($(($(date +%s) - t0)) s)" >> "$tmp.log"
+}
+# finish_cli NAME TMP: prints and counts what start_cli left in TMP.
+finish_cli() {
+    rc=$(cat "$2.rc")
+    case $rc in
+    0) tail -n 2 "$2.log" | paste -sd' ' ;;
+    77) grep -E '^(SKIP|ok): ' "$2.log" || tail -n 1 "$2.log" ;;
+    *) cat "$2.log" ;;
+    esac
+    count "$1" "$rc" "$2.skip"
+    rm -rf "$2" "$2.log" "$2.skip" "$2.rc"
+}
+# The longest test (the Python package's, minutes of real training scripts
+# under repro and resume-check, one CPU mostly) runs beside the others when
+# there are two CPUs or more: CI's first stage is minutes shorter. Its
+# result is printed last. DCK_TEST_SERIAL=1 runs everything in turn.
+BESIDE="test_python"
+[ "${DCK_TEST_SERIAL:-0}" = 0 ] && [ "$(nproc 2> /dev/null || echo 1)" -ge 2 ] || BESIDE=""
+beside_pid="" beside_tmp=""
+for b in $BESIDE; do
+    [ -f "$top/tests/cli/$b.sh" ] || continue
+    case "$b" in *"$FILTER"*) ;; *) continue ;; esac
+    beside_tmp=$(mktemp -u "${TMPDIR:-/tmp}/dck-beside.XXXXXX")
+    (start_cli "$b" "$top/tests/cli/$b.sh"; echo "$tmp" > "$beside_tmp") &
+    beside_pid=$!
 done
 for t in "$top"/tests/cli/test_*.sh; do
     [ -f "$t" ] || continue
     name=$(basename "$t" .sh)
     case "$name" in *"$FILTER"*) ;; *) continue ;; esac
+    case " $BESIDE " in *" $name "*) continue ;; esac
     echo "== $name"
-    tmp=$(mktemp -d "${TMPDIR:-/tmp}/dck-$name.XXXXXX")
-    : > "$tmp.skip"
-    (cd "$tmp" && TESTTMP="$tmp" DCK_SKIP_LOG="$tmp.skip" sh "$t") > "$tmp.log" 2>&1; rc=$?
-    case $rc in
-    0) tail -n 1 "$tmp.log" ;;
-    77) grep -E '^(SKIP|ok): ' "$tmp.log" || tail -n 1 "$tmp.log" ;;
-    *) cat "$tmp.log" ;;
+    case " ${DCK_SKIP_TESTS:-} " in
+    *" $name "*)
+        why=${DCK_SKIP_TESTS_WHY:-listed in DCK_SKIP_TESTS}
+        echo "SKIP: $why"
+        echo "$why" > "${TMPDIR:-/tmp}/dck-$name.skipped"
+        count "$name" 77 "${TMPDIR:-/tmp}/dck-$name.skipped"
+        rm -f "${TMPDIR:-/tmp}/dck-$name.skipped"
+        continue
+        ;;
     esac
-    count "$name" $rc "$tmp.skip"
-    rm -rf "$tmp" "$tmp.log" "$tmp.skip"
+    start_cli "$name" "$t"
+    finish_cli "$name" "$tmp"
 done
+if [ -n "$beside_pid" ]; then
+    wait "$beside_pid"
+    echo "== $BESIDE (run beside the others)"
+    finish_cli "$BESIDE" "$(cat "$beside_tmp")"
+    rm -f "$beside_tmp"
+fi
 echo
 [ -n "$skips" ] && echo "skipped (not run, or run only in part):$skips"
 [ -n "$failures" ] && echo "failed:$failures"
