@@ -50,14 +50,6 @@ static void usage(FILE *out) {
 }
 
 
-static dck_status load_manifest(const char *run, long step, dck_manifest **out) {
-    char *d = dck_ckpt_dir(run, step);
-    char *p = d ? dck_path_join(d, DCK_CKPT_MANIFEST) : NULL;
-    dck_status s = p ? dck_manifest_load(p, out) : dck_oom(NULL);
-    free(d);
-    free(p);
-    return s;
-}
 
 /* The flags of run A's config, read from a checkpoint's config.train. */
 static char *replay_flags(const char *run, long step) {
@@ -323,8 +315,8 @@ int cmd_bisect(int argc, char **argv) {
     int rc = DCK_EXIT_SAME;
     for (size_t i = 0; i < ncommon; i++) {
         dck_manifest *a = NULL, *b = NULL;
-        dck_status s = load_manifest(runs[0], common[i], &a);
-        if (!s) s = load_manifest(runs[1], common[i], &b);
+        dck_status s = dck_ckpt_manifest_load(runs[0], common[i], &a);
+        if (!s) s = dck_ckpt_manifest_load(runs[1], common[i], &b);
         dck_cmp_result r;
         if (!s) s = dck_manifest_compare(a, b, 0, &r);
         if (s) {

@@ -637,14 +637,6 @@ out:
     free(dig);
 }
 
-static dck_status load_manifest(const char *run, long step, dck_manifest **out) {
-    char *d = dck_ckpt_dir(run, step);
-    char *p = d ? dck_path_join(d, DCK_CKPT_MANIFEST) : NULL;
-    dck_status s = p ? dck_manifest_load(p, out) : dck_oom(NULL);
-    free(d);
-    free(p);
-    return s;
-}
 
 /* Rows: the modules of the checkpoints' tensors, at the checkpoints both
  * runs hold (built-in `detcheck train` runs). */
@@ -655,8 +647,8 @@ static void build_ckpt(fig *F, const long *ck, size_t nck) {
         dck_manifest *m[2] = {NULL, NULL};
         dck_cmp_result r;
         memset(&r, 0, sizeof r);
-        dck_status s = load_manifest(F->runs[0].dir, ck[i], &m[0]);
-        if (!s) s = load_manifest(F->runs[1].dir, ck[i], &m[1]);
+        dck_status s = dck_ckpt_manifest_load(F->runs[0].dir, ck[i], &m[0]);
+        if (!s) s = dck_ckpt_manifest_load(F->runs[1].dir, ck[i], &m[1]);
         if (!s) s = dck_manifest_compare(m[0], m[1], 0, &r);
         if (s) {
             if (s == DCK_ERR_NOMEM) F->oom = true;

@@ -259,6 +259,8 @@ dck_status dck_train_run(const dck_train_config *cfg, dck_comm *comm, const dck_
 
 /* "DIR/step_%08ld" (malloc'd). */
 char *dck_ckpt_dir(const char *out, long step);
+/* The manifest of run out's checkpoint at step (dck_manifest_load). */
+dck_status dck_ckpt_manifest_load(const char *out, long step, dck_manifest **m);
 /* Complete checkpoints of a run directory, ascending steps (malloc'd);
  * torn ones reported through warn (may be NULL). */
 typedef void (*dck_warn_fn)(void *ctx, const char *msg);

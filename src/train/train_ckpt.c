@@ -21,6 +21,15 @@ char *dck_ckpt_dir(const char *out, long step) {
     return dck_path_join(out, name);
 }
 
+dck_status dck_ckpt_manifest_load(const char *out, long step, dck_manifest **m) {
+    char *d = dck_ckpt_dir(out, step);
+    char *p = d ? dck_path_join(d, DCK_CKPT_MANIFEST) : NULL;
+    dck_status s = p ? dck_manifest_load(p, m) : dck_oom(NULL);
+    free(d);
+    free(p);
+    return s;
+}
+
 void dck_free_strings(char **v, size_t n) {
     if (!v) return;
     for (size_t i = 0; i < n; i++) free(v[i]);

@@ -20,37 +20,26 @@ def rgb(spec):
     return tuple(int(spec[i:i + 2], 16) for i in (0, 2, 4))
 
 
-def main(argv):
-    minpix = 4
-    if "--min" in argv:
-        k = argv.index("--min")
-        minpix = int(argv[k + 1])
-        del argv[k:k + 2]
-    img = Image.open(argv[1]).convert("RGB")
-    w, h = img.size
-    op = argv[2]
-    if op == "size":
-        print(w, h)
-        return 0
-    if op == "at":
-        print("#%02x%02x%02x" % img.getpixel((int(argv[3]), int(argv[4]))))
-        return 0
-    want = rgb(argv[3])
+def pixels(img, colours):
+    """The pixels of each exact colour (RGB tuples): {colour: {(x, y)}}."""
+    w = img.size[0]
     data = img.tobytes()
-    key = bytes(want)
-    hits = set()
-    pos = data.find(key)
-    while pos >= 0:
-        if pos % 3 == 0:
-            p = pos // 3
-            hits.add((p % w, p // w))
-        pos = data.find(key, pos + 1)
-    if op == "count":
-        print(len(hits))
-        return 0
-    if op != "boxes":
-        print("unknown operation " + op, file=sys.stderr)
-        return 2
+    out = {}
+    for c in colours:
+        key, hits = bytes(c), set()
+        pos = data.find(key)
+        while pos >= 0:
+            if pos % 3 == 0:
+                p = pos // 3
+                hits.add((p % w, p // w))
+            pos = data.find(key, pos + 1)
+        out[c] = hits
+    return out
+
+
+def regions(hits, minpix=1):
+    """8-connected regions of a set of pixels (consumed): [(x0, y0, x1, y1,
+    pixels)], inclusive, top to bottom then left to right."""
     boxes = []
     while hits:
         seed = hits.pop()
@@ -67,8 +56,34 @@ def main(argv):
                         stack.append(q)
         if n >= minpix:
             boxes.append((y0, x0, x1, y1, n))
-    for y0, x0, x1, y1, n in sorted(boxes):
-        print(x0, y0, x1, y1, n)
+    return [(x0, y0, x1, y1, n) for y0, x0, x1, y1, n in sorted(boxes)]
+
+
+def main(argv):
+    minpix = 4
+    if "--min" in argv:
+        k = argv.index("--min")
+        minpix = int(argv[k + 1])
+        del argv[k:k + 2]
+    img = Image.open(argv[1]).convert("RGB")
+    w, h = img.size
+    op = argv[2]
+    if op == "size":
+        print(w, h)
+        return 0
+    if op == "at":
+        print("#%02x%02x%02x" % img.getpixel((int(argv[3]), int(argv[4]))))
+        return 0
+    want = rgb(argv[3])
+    hits = pixels(img, [want])[want]
+    if op == "count":
+        print(len(hits))
+        return 0
+    if op != "boxes":
+        print("unknown operation " + op, file=sys.stderr)
+        return 2
+    for box in regions(hits, minpix):
+        print(*box)
     return 0
 
 

@@ -24,36 +24,17 @@ SYNTH="$DCK_TOP/${BUILD:-build}/tests/html_canary_synth"
 # then one line per cell: STATE ROW COLUMN, ROW counting down the blocks of
 # rows in turn (the grid's row, i.e. the host in order of first rank).
 cat > grid.py <<'PY'
-import sys
+import os, sys
+sys.path.insert(0, os.path.join(os.environ["DCK_TOP"], "tests", "cli"))
+from png_probe import pixels, regions as probe_regions
 from PIL import Image
 FILLS = {"identical": (0xa6, 0xd5, 0xf0), "differs": (0xd5, 0x5e, 0x00),
          "failed": (0x3d, 0x3d, 0x3d), "timeout": (0xe6, 0x9f, 0x00)}
 img = Image.open(sys.argv[1]).convert("RGB")
-w, h = img.size
-px = img.load()
-where = {k: set() for k in FILLS}
-back = {v: k for k, v in FILLS.items()}
-for y in range(h):
-    for x in range(w):
-        k = back.get(px[x, y])
-        if k:
-            where[k].add((x, y))
+found = pixels(img, FILLS.values())
+where = {k: found[v] for k, v in FILLS.items()}
 def regions(pts):
-    out = []
-    while pts:
-        seed = pts.pop()
-        st, b = [seed], [seed[0], seed[1], seed[0], seed[1]]
-        while st:
-            x, y = st.pop()
-            b = [min(b[0], x), min(b[1], y), max(b[2], x), max(b[3], y)]
-            for dx in (-1, 0, 1):
-                for dy in (-1, 0, 1):
-                    q = (x + dx, y + dy)
-                    if q in pts:
-                        pts.remove(q)
-                        st.append(q)
-        out.append(b)
-    return out
+    return [list(b[:4]) for b in probe_regions(pts)]
 def merge(boxes):
     # regions whose boxes overlap are parts of one cell (a clock's face)
     boxes = [list(b) for b in boxes]
