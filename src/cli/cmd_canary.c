@@ -90,7 +90,6 @@ typedef struct {
     cli_report rep;
 } canary_flags;
 
-
 static int canary_extra(void *ctx, const char *a, const char *next, int *used) {
     canary_flags *f = ctx;
     dck_canary_opts *o = f->o;
