@@ -335,13 +335,19 @@ DCK_API const char *dck_cmp_kind_name(dck_cmp_kind k);
  * tensor/pipeline/data-parallel sizes of Megatron's args, Megatron-Core's
  * per-rank ShardedObjects such as rng_state/shard_O_G, rank 0's own
  * optimizer.param_state.N). It cannot be equal across a change of layout.
- * When the two manifests' layouts differ (a layout value differs, or a
- * per-rank object's grid G), the entries of r that are layout state move to
- * *aside (n, entries; release it as r) and *why names the first difference
- * ("args.tensor_model_parallel_size: 1 vs 2"); else why is "". Same
- * layouts: per-rank state stays, so it is compared. Writer bookkeeping that
- * one version records and another does not (the table's writer rows) moves
- * to *aside whenever it is on one side only. */
+ * The layouts are taken from what is stored: when a per-rank object's grid
+ * G is on one side only (or a layout value the reader checks against its
+ * files differs), the entries of r that are layout state move to *aside
+ * (n, entries; release it as r) and *why names that difference ("rng_state:
+ * grid 1.1 only in the golden"). When only the layout values as the writer
+ * claims them differ (args.tensor_model_parallel_size: 1 vs 2 over the same
+ * stored grids), those values move (and per-rank state that has no grid),
+ * per-rank state with a grid stays and is compared rank by rank. Same
+ * layouts: why is "" and per-rank state stays. Writer bookkeeping that one
+ * version records and another does not (the table's writer rows) moves to
+ * *aside whenever it is on one side only. Whatever moves to *aside was not
+ * compared: a verdict is OK only if *aside is empty or the caller accepts it
+ * explicitly (--accept-layout-state). */
 DCK_API dck_status dck_cmp_set_aside_layout_state(const dck_manifest *golden, const dck_manifest *actual,
                                                   dck_cmp_result *r, dck_cmp_result *aside, char *why,
                                                   size_t why_len);
@@ -444,6 +450,10 @@ typedef struct {
     /* 1: layout state (dck_cmp_set_aside_layout_state) is compared even when
      * the two layouts differ (--require-rank-state); 0: it is set aside. */
     int require_rank_state;
+    /* 1: layout state set aside is accepted (--accept-layout-state): listed,
+     * and no obstacle to equal/ok; 0: anything set aside makes equal and ok
+     * 0 (what was not compared is never part of an OK). */
+    int accept_layout_state;
 } dck_diff_options;
 
 DCK_API void dck_diff_options_init(dck_diff_options *o);
@@ -534,7 +544,8 @@ typedef struct {
     /* The two layouts differ (layouts_differ says how, "" when they do not):
      * their layout state (dck_cmp_set_aside_layout_state) is listed here, not
      * in tensors/values, and counts in none of the figures above; so is writer
-     * bookkeeping recorded on one side only, whatever the layouts. */
+     * bookkeeping recorded on one side only, whatever the layouts. Anything
+     * listed here makes equal and ok 0 unless accept_layout_state. */
     char layouts_differ[256];
     size_t naside_tensors;
     dck_diff_tensor *aside_tensors;

@@ -103,7 +103,7 @@ START_TEST(test_layout_state) {
     ck_assert_int_eq(dck_cmp_set_aside_layout_state(tp1, tp2, &r, &aside, why, sizeof why), DCK_OK);
     ck_assert_uint_eq(r.n, 0);
     ck_assert_uint_eq(aside.n, 4);
-    ck_assert_str_eq(why, "args.tensor_model_parallel_size: 1 vs 2");
+    ck_assert_str_eq(why, "rng_state: grid 1.1 only in the golden");
     ck_assert_uint_eq(r.tensors_equal, 1);
     dck_cmp_result_release(&r);
     dck_cmp_result_release(&aside);
@@ -132,6 +132,28 @@ START_TEST(test_layout_state) {
     ck_assert_msg(strstr(why, "rng_state: grid 1.1 only in the golden"), "%s", why);
     dck_cmp_result_release(&r);
     dck_cmp_result_release(&aside);
+    dck_manifest_free(a);
+    /* a lying layout value (TP 2 over the stored TP1 grid) and a changed
+     * RNG: the layout is what is stored, so the RNG is still compared and
+     * differs; the claim alone is set aside (issue 30 part 5) */
+    dck_manifest *lie = layout_sample(1, 200);
+    ck_assert_int_eq(dck_manifest_create(&a), DCK_OK);
+    for (size_t i = 0; i < dck_manifest_tensor_count(lie); i++)
+        ck_assert_int_eq(dck_manifest_add_tensor(a, dck_manifest_tensor_at(lie, i)), DCK_OK);
+    ck_assert_int_eq(dck_manifest_add_value(a, "args.tensor_model_parallel_size", "2"), DCK_OK);
+    ck_assert_int_eq(dck_manifest_add_value(a, "iteration", "5"), DCK_OK);
+    ck_assert_int_eq(dck_manifest_finalize(a), DCK_OK);
+    ck_assert_int_eq(dck_manifest_compare(g, a, 0, &r), DCK_OK);
+    ck_assert_uint_eq(r.n, 2);
+    ck_assert_int_eq(dck_cmp_set_aside_layout_state(g, a, &r, &aside, why, sizeof why), DCK_OK);
+    ck_assert_uint_eq(r.n, 1);
+    ck_assert_str_eq(r.entries[0].name, "rng_state/shard_0.0_1.1.0.cuda_rng_state");
+    ck_assert_uint_eq(aside.n, 1);
+    ck_assert_str_eq(aside.entries[0].name, "args.tensor_model_parallel_size");
+    ck_assert_msg(strstr(why, "args.tensor_model_parallel_size: 1 vs 2 as claimed"), "%s", why);
+    dck_cmp_result_release(&r);
+    dck_cmp_result_release(&aside);
+    dck_manifest_free(lie);
     ck_assert(dck_is_layout_state("optimizer.param_state.3.step"));
     ck_assert(!dck_is_layout_state("optimizer.state.exp_avg.decoder.layers.mlp.linear_fc1.weight"));
     dck_manifest_free(tp1);

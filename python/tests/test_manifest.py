@@ -253,17 +253,22 @@ def test_objects_pickle_refuses_are_named():
 
 def test_verify_sets_aside_layout_state(tmp_path):
     """A TP2 Megatron-Core checkpoint against a TP1 golden: the per-rank RNG
-    state and the layout sizes are set aside (listed), as by the CLI; with
-    require_rank_state they are differences."""
+    state and the layout sizes are set aside (listed), as by the CLI, and
+    are no OK unless accept_layout_state; with require_rank_state they are
+    differences."""
     mc = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "mcore")
     for name in ("fsms_tp1dp1", "fsms_tp2dp2"):
         run_cli("hash", "-q", "-o", tmp_path / (name + ".yaml"), os.path.join(mc, name))
     actual = detcheck.Manifest.load(tmp_path / "fsms_tp2dp2.yaml")
     res = detcheck.verify(actual, tmp_path / "fsms_tp1dp1.yaml")
-    assert res.ok and res.layouts_differ == "args.tensor_model_parallel_size: 1 vs 2", res.layouts_differ
+    assert not res.ok and not res.differences, str(res)
+    assert res.layouts_differ == "rng_state: grid 1.1 only in the golden", res.layouts_differ
+    assert str(res).startswith("NOT COMPARED: 44 entries of layout state"), str(res)
     names = [d.name for d in res.layout_state]
     assert len(names) == 44 and "rng_state/shard_0.1_1.2.0.cuda_rng_state" in names
     r = run_cli("verify", "--json", "--golden", tmp_path / "fsms_tp1dp1.yaml", tmp_path / "fsms_tp2dp2.yaml")
-    assert r.returncode == 0 and json.loads(r.stdout)["layout_state"]["not_compared"] == names
+    assert r.returncode == 1 and json.loads(r.stdout)["layout_state"]["not_compared"] == names
+    accepted = detcheck.verify(actual, tmp_path / "fsms_tp1dp1.yaml", accept_layout_state=True)
+    assert accepted.ok and [d.name for d in accepted.layout_state] == names
     strict = detcheck.verify(actual, tmp_path / "fsms_tp1dp1.yaml", require_rank_state=True)
     assert not strict.ok and len(strict.differences) == 44 and strict.layout_state == []

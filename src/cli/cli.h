@@ -83,6 +83,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
  * a misuse reported). */
 enum { CLI_OPT_JSON = 0x1000, CLI_OPT_ITERATION, CLI_OPT_MEGATRON_MERGE, CLI_OPT_TP_SPLIT,
        CLI_OPT_EXCLUDE, CLI_OPT_IGNORE_ALIASES, CLI_OPT_REQUIRE_RANK_STATE, CLI_OPT_MEGATRON_PER_RANK,
+       CLI_OPT_ACCEPT_LAYOUT_STATE,
        CLI_STOP = -2 };
 typedef struct {
     const char *cmd;
@@ -93,9 +94,10 @@ typedef struct {
     const char *threads_want;/* "--threads wants %s, not 'ARG'" */
     bool json, help;         /* results */
     int exit;                /* with CLI_STOP: the exit status */
-    /* --exclude GLOB (repeatable), --ignore-aliases and --require-rank-state:
-     * only where filters is set (verify, diff); other commands refuse them */
-    bool filters, ignore_aliases, require_rank_state;
+    /* --exclude GLOB (repeatable), --ignore-aliases, --require-rank-state and
+     * --accept-layout-state: only where filters is set (verify, diff); other
+     * commands refuse them */
+    bool filters, ignore_aliases, require_rank_state, accept_layout_state;
     const char **exclude;    /* argv strings */
     size_t nexclude;
 } cli_shared;

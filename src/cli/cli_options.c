@@ -18,6 +18,7 @@ static const struct option shared[] = {
     {"exclude", required_argument, NULL, CLI_OPT_EXCLUDE},
     {"ignore-aliases", no_argument, NULL, CLI_OPT_IGNORE_ALIASES},
     {"require-rank-state", no_argument, NULL, CLI_OPT_REQUIRE_RANK_STATE},
+    {"accept-layout-state", no_argument, NULL, CLI_OPT_ACCEPT_LAYOUT_STATE},
 };
 #define NSHARED (sizeof shared / sizeof shared[0])
 static const char shared_short[] = "t:qh";
@@ -76,11 +77,18 @@ int cli_shared_option(cli_shared *sh, int code, const char *arg) {
     case CLI_OPT_EXCLUDE:
     case CLI_OPT_IGNORE_ALIASES:
     case CLI_OPT_REQUIRE_RANK_STATE:
+    case CLI_OPT_ACCEPT_LAYOUT_STATE:
         if (!sh->filters) {
             cli_usage_error(sh->cmd, "--%s is for verify and diff",
-                            code == CLI_OPT_EXCLUDE ? "exclude"
-                            : code == CLI_OPT_IGNORE_ALIASES ? "ignore-aliases" : "require-rank-state");
+                            code == CLI_OPT_EXCLUDE                ? "exclude"
+                            : code == CLI_OPT_IGNORE_ALIASES       ? "ignore-aliases"
+                            : code == CLI_OPT_REQUIRE_RANK_STATE ? "require-rank-state"
+                                                                   : "accept-layout-state");
             return -1;
+        }
+        if (code == CLI_OPT_ACCEPT_LAYOUT_STATE) {
+            sh->accept_layout_state = true;
+            return 1;
         }
         if (code == CLI_OPT_IGNORE_ALIASES) {
             sh->ignore_aliases = true;

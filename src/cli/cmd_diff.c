@@ -37,7 +37,10 @@ static const char diff_help[] =
     "                  with another of its side (a tied weight torch.save wrote)\n"
     "  --require-rank-state  compare layout state (per-rank RNG, layout sizes)\n"
     "                  even when the layouts differ; by default it is listed\n"
-    "                  and not compared then (see detcheck-formats(7))\n"
+    "                  and not compared then, and the result is not equal\n"
+    "                  (see detcheck-formats(7))\n"
+    "  --accept-layout-state  accept the layout state set aside: listed, not\n"
+    "                  compared, and no obstacle to 'equal'\n"
     "  --top K         also list the K worst tensors by max ULP\n"
     "  -v, --verbose   list equal tensors too\n"
     "  --json          print a JSON document instead of the table\n"
@@ -63,6 +66,8 @@ static const char diff_help[] =
 
 /* ------------------------------------------------------------------ formatting */
 
+/* --accept-layout-state: what was set aside is accepted (printed so) */
+static bool layout_accepted;
 static const char *C_RED = "\033[31m", *C_GREEN = "\033[32m", *C_YELLOW = "\033[33m",
                   *C_BOLD = "\033[1m", *C_OFF = "\033[0m";
 static int use_color;
@@ -358,13 +363,15 @@ static void print_table(const dck_diff_result *r, const char *pa, const char *pb
     if (r->naside_tensors || r->naside_values) {
         if (r->layouts_differ[0])
             printf("Layouts differ (%s): %zu tensor%s and %zu value%s of per-rank layout state not compared "
-                   "(--require-rank-state compares them)\n", cli_safe(r->layouts_differ), r->naside_tensors,
-                   r->naside_tensors == 1 ? "" : "s", r->naside_values, r->naside_values == 1 ? "" : "s");
+                   "(--require-rank-state compares them%s)\n", cli_safe(r->layouts_differ), r->naside_tensors,
+                   r->naside_tensors == 1 ? "" : "s", r->naside_values, r->naside_values == 1 ? "" : "s",
+                   layout_accepted ? "; accepted" : ", --accept-layout-state accepts them");
         else
             printf("Writer bookkeeping on one side only (%zu value%s, first %s), not compared "
-                   "(--require-rank-state compares it)\n", r->naside_values + r->naside_tensors,
+                   "(--require-rank-state compares it%s)\n", r->naside_values + r->naside_tensors,
                    r->naside_values + r->naside_tensors == 1 ? "" : "s",
-                   cli_safe(r->naside_values ? r->aside_values[0].name : r->aside_tensors[0].name));
+                   cli_safe(r->naside_values ? r->aside_values[0].name : r->aside_tensors[0].name),
+                   layout_accepted ? "; accepted" : ", --accept-layout-state accepts it");
         for (size_t i = 0; i < r->naside_tensors && i < 10; i++)
             printf("  layout  %s (%s)\n", cli_safe(r->aside_tensors[i].name),
                    !r->aside_tensors[i].in_b ? "in A only" : !r->aside_tensors[i].in_a ? "in B only" : "in both");
@@ -373,12 +380,17 @@ static void print_table(const dck_diff_result *r, const char *pa, const char *pb
     if (r->digest_only && dck_diff_tolerance_given(tol) && !r->equal)
         printf("(tolerances need element statistics; digests that differ are differences)\n");
 
-    const char *verdict = r->equal ? "equal" : r->ok ? "within tolerance" : "different";
+    size_t naside = r->naside_tensors + r->naside_values;
+    const char *verdict = r->equal                       ? "equal"
+                          : r->ok                        ? "within tolerance"
+                          : naside && !layout_accepted ? "not equal (layout state not compared)"
+                                                         : "different";
     printf("Result: %s%s%s (%zu tensors", use_color ? (r->equal ? C_GREEN : r->ok ? C_YELLOW : C_RED) : "",
            verdict, off(), r->ntensors);
     for (int s = 0; s < DCK_DIFF_STATUS_COUNT; s++)
         if (r->count[s]) printf(", %zu %s", r->count[s], dck_diff_status_name((dck_diff_status)s));
     if (r->nvalues) printf(", %zu value%s", r->nvalues, r->nvalues == 1 ? " differs" : "s differ");
+    if (naside) printf(", %zu not compared%s", naside, layout_accepted ? " (accepted)" : "");
     printf(")\n");
 }
 
@@ -507,6 +519,7 @@ static int print_json(const dck_diff_result *r, const char *pa, const char *pb,
         for (size_t i = 0; i < r->naside_values; i++) cli_jappend(vnames, cli_json_text(r->aside_values[i].name), &oom);
         cli_jset(ls, "tensors_not_compared", names, &oom);
         cli_jset(ls, "values_not_compared", vnames, &oom);
+        cli_jset(ls, "accepted", json_boolean(layout_accepted), &oom);
         cli_jset(doc, "layout_state", ls, &oom);
     }
 
@@ -658,6 +671,8 @@ int cmd_diff(int argc, char **argv) {
     opt.nexclude = sh.nexclude;
     opt.ignore_aliases = sh.ignore_aliases;
     opt.require_rank_state = sh.require_rank_state;
+    opt.accept_layout_state = sh.accept_layout_state;
+    layout_accepted = sh.accept_layout_state;
     ropt.notice = cli_notice; /* files skipped, safetensors preferred, names namespaced */
     ropt.notice_ctx = (void *)CMD;
     const char *pa = argv[optind], *pb = argv[optind + 1];

@@ -33,6 +33,8 @@ static const char verify_help[] =
     "                     (fnmatch(3); repeatable)\n"
     "      --ignore-aliases  an extra tensor that shares storage with another of the\n"
     "                     checkpoint (a tied weight torch.save wrote) is no difference\n"
+    "      --accept-layout-state  accept the layout state set aside (listed, not\n"
+    "                     compared): without it, anything set aside fails\n"
     "      --require-rank-state  compare layout state (per-rank RNG, layout sizes)\n"
     "                     even when the layouts differ; by default it is listed\n"
     "                     and not compared then (see detcheck-formats(7))\n"
@@ -278,17 +280,27 @@ int cmd_verify(int argc, char **argv) {
     char layout_why[512] = "";
     s = dck_manifest_compare(golden, actual, files, &r);
     char **alias = NULL;
-    /* per-rank state of two different layouts: listed, not failed */
+    /* per-rank state of two different layouts: listed, and not compared:
+     * no OK over it unless --accept-layout-state */
     if (!s && !sh.require_rank_state)
         s = dck_cmp_set_aside_layout_state(golden, actual, &r, &aside, layout_why, sizeof layout_why);
     if (!s) s = filter_entries(&r, &sh, actual_from_manifest ? NULL : (const char *const *)argv + optind,
                                (size_t)(argc - optind), &o, &alias);
+    /* what --exclude leaves out is not set aside either: the user said so */
+    size_t kept = 0;
+    for (size_t i = 0; i < aside.n; i++) {
+        bool drop = false;
+        for (size_t g = 0; g < sh.nexclude && !drop; g++) drop = fnmatch(sh.exclude[g], aside.entries[i].name, 0) == 0;
+        if (!drop) aside.entries[kept++] = aside.entries[i];
+    }
+    aside.n = kept;
     if (s) {
         dck_manifest_free(golden);
         dck_manifest_free(actual);
         return cli_fail("verify", s);
     }
-    int rc = r.n ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
+    bool unaccepted = aside.n && !sh.accept_layout_state;
+    int rc = r.n || unaccepted ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
     char hg[33], ha[33];
     dck_digest_to_hex(dck_manifest_root(golden), hg);
     dck_digest_to_hex(dck_manifest_root(actual), ha);
@@ -299,7 +311,7 @@ int cmd_verify(int argc, char **argv) {
     if (json && !cli_quiet) {
         bool oom = false;
         json_t *doc = json_object(), *diffs = json_array();
-        cli_jset(doc, "equal", json_boolean(r.n == 0), &oom);
+        cli_jset(doc, "equal", json_boolean(r.n == 0 && !unaccepted), &oom);
         cli_jset(doc, "golden", cli_json_text(golden_path), &oom);
         cli_jset(doc, "root_golden", json_string(hg), &oom);
         cli_jset(doc, "root_actual", json_string(ha), &oom);
@@ -312,6 +324,7 @@ int cmd_verify(int argc, char **argv) {
             cli_jset(ls, "layouts_differ", cli_json_text(layout_why), &oom);
             for (size_t i = 0; i < aside.n; i++) cli_jappend(names, cli_json_text(aside.entries[i].name), &oom);
             cli_jset(ls, "not_compared", names, &oom);
+            cli_jset(ls, "accepted", json_boolean(sh.accept_layout_state), &oom);
             cli_jset(doc, "layout_state", ls, &oom);
         }
         for (size_t i = 0; i < r.n; i++) {
@@ -335,7 +348,10 @@ int cmd_verify(int argc, char **argv) {
         cli_jset(doc, "differences", diffs, &oom);
         if ((s = cli_json_print(doc, CLI_JSON_INDENT, oom))) rc = cli_fail("verify", s);
     } else if (!cli_quiet) {
-        if (!r.n) {
+        if (!r.n && unaccepted) {
+            printf("NOT COMPARED: %zu entr%s of layout state against %s (--accept-layout-state accepts them); "
+                   "%zu tensors identical\n", aside.n, aside.n == 1 ? "y" : "ies", golden_path, r.tensors_equal);
+        } else if (!r.n) {
             printf("OK: %zu tensors identical to %s (root %s)\n", r.tensors_equal, golden_path, ha);
         } else {
             printf("DIFFERENT: %zu difference%s against %s; first: %s\n", r.n, r.n == 1 ? "" : "s",
@@ -388,10 +404,12 @@ int cmd_verify(int argc, char **argv) {
         }
         if (aside.n && layout_why[0]) {
             printf("layouts differ (%s): %zu entr%s of per-rank layout state not compared "
-                   "(--require-rank-state compares them):\n", cli_safe(layout_why), aside.n, aside.n == 1 ? "y" : "ies");
+                   "(--require-rank-state compares them%s):\n", cli_safe(layout_why), aside.n,
+                   aside.n == 1 ? "y" : "ies", unaccepted ? "" : "; accepted");
         } else if (aside.n) {
             printf("writer bookkeeping on one side only: %zu entr%s not compared "
-                   "(--require-rank-state compares them):\n", aside.n, aside.n == 1 ? "y" : "ies");
+                   "(--require-rank-state compares them%s):\n", aside.n, aside.n == 1 ? "y" : "ies",
+                   unaccepted ? "" : "; accepted");
         }
         if (aside.n) {
             for (size_t i = 0; i < aside.n && i < 10; i++)
@@ -411,12 +429,15 @@ int cmd_verify(int argc, char **argv) {
         if (r.n)
             cli_report_title(&rep, "%zu difference%s against %s; first: %s", r.n, r.n == 1 ? "" : "s",
                              golden_path, first);
+        else if (unaccepted)
+            cli_report_title(&rep, "%zu entries of layout state not compared against %s", aside.n, golden_path);
         else
             cli_report_title(&rep, "%zu tensors identical to %s (root %s)", r.tensors_equal, golden_path, ha);
         cli_report_exclude(&rep, sh.exclude, sh.nexclude);
         if (aside.n) {
             char note[640];
-            snprintf(note, sizeof note, "%zu entries not compared (layouts differ: %s)", aside.n, layout_why);
+            snprintf(note, sizeof note, "%zu entries not compared (layouts differ: %s)%s", aside.n, layout_why,
+                     unaccepted ? "" : "; accepted");
             cli_report_property(&rep, "layout_state", note);
         }
         cli_report_aliases(&rep, alias);

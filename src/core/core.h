@@ -177,20 +177,28 @@ void dck_piece_gather(const dck_tensor_entry *t, const dck_piece *p, const uint8
 #define DCK_SLICE_PREFIX "detcheck.slice."
 
 /* ------------------------------------------------------------------ layout state (manifest.c)
- * See dck_cmp_set_aside_layout_state. A value that describes the layout
- * (args.tensor_model_parallel_size...): 1. */
-int dck_is_layout_value(const char *name);
-/* Bookkeeping one writer version records and another does not (set aside
- * when on one side only, whatever the layouts). */
-int dck_is_writer_state(const char *name);
-/* State whose key depends on the layout (Megatron's param groups): set
- * aside when the layouts differ and it is on one side only. */
-int dck_is_location_state(const char *name);
-/* Names of two sides (name_at(ctx, i) for i < n): true when a per-rank
- * object's grid (KEY/shard_O_G) is on one side only; why says which. */
+ * See dck_cmp_set_aside_layout_state. How two sides' layouts differ:
+ * SAME; CLAIMED, only in layout values as the writer claims them (Megatron's
+ * args: one may lie); STORED, in what is stored (a per-rank object's grid
+ * on one side only, a layout value the reader checks against its files). */
+enum { DCK_LAYOUTS_SAME, DCK_LAYOUTS_CLAIMED, DCK_LAYOUTS_STORED };
+/* The DCK_LAYOUTS_* a differing value of this name is evidence of: STORED,
+ * CLAIMED, or SAME when the name describes no layout. */
+int dck_layout_value_kind(const char *name);
+/* Names of two sides (name_at(ctx, i) for i < n) and the first differing
+ * layout value of each kind ("args.tensor_model_parallel_size: 1 vs 2", or
+ * NULL): the DCK_LAYOUTS_* of the two sides, and why (the evidence; ""
+ * when SAME). label_a/label_b name the sides ("the golden"). */
 typedef const char *(*dck_name_at_fn)(const void *ctx, size_t i);
-bool dck_layout_grids_differ(dck_name_at_fn name_at, const void *ca, size_t na, const void *cb, size_t nb,
-                             char *why, size_t why_len);
+int dck_layouts_differ(const char *stored, const char *claimed, dck_name_at_fn name_at, const void *ca, size_t na,
+                       const void *cb, size_t nb, const char *label_a, const char *label_b, char *why, size_t why_len);
+/* 1 when the entry name (on one side only or not) is set aside under the
+ * layouts' DCK_LAYOUTS_* differ (the table of manifest.c): writer
+ * bookkeeping on one side only always; layout values when the layouts
+ * differ; location state on one side only then; per-rank state when what
+ * is stored differs (when only the claims do: what has no grid, on one
+ * side only). */
+int dck_layout_set_aside(const char *name, bool one_side, int differ);
 
 /* ------------------------------------------------------------------ hashing internals (digest.c) */
 /* Hex helpers */

@@ -2063,11 +2063,16 @@ dck_status dck_manifest_compare(const dck_manifest *g, const dck_manifest *a, in
 /* ------------------------------------------------------------ layout state
  *
  * A table, so that an auditor reads in one place what may be set aside.
- * LAYOUT_VALUE: a value that describes the layout (its difference is what
- * makes two layouts differ). PER_RANK: state of one rank (or written by one
- * rank) of the layout; with a ShardedObject grid (KEY/shard_O_G) the grid G
- * is part of the layout too. Globs are fnmatch(3) without FNM_PATHNAME. */
-typedef enum { LS_NONE, LS_LAYOUT_VALUE, LS_PER_RANK, LS_WRITER, LS_LOCATION } layout_kind;
+ * LAYOUT_VALUE: a value that describes the layout as the writer claims it
+ * (Megatron's args): set aside when the layouts differ, never itself the
+ * evidence that they do (a lying args.tensor_model_parallel_size must not
+ * hide the RNG state). LAYOUT_STORED: a layout value the reader checks
+ * against what is stored (DeepSpeed's partition count against its rank
+ * files): evidence, as the per-rank grids are. PER_RANK: state of one rank
+ * (or written by one rank) of the layout; with a ShardedObject grid
+ * (KEY/shard_O_G) the grid G is part of the stored layout too. Globs are
+ * fnmatch(3) without FNM_PATHNAME. */
+typedef enum { LS_NONE, LS_LAYOUT_VALUE, LS_LAYOUT_STORED, LS_PER_RANK, LS_WRITER, LS_LOCATION } layout_kind;
 static const struct {
     const char *glob;
     layout_kind kind;
@@ -2087,8 +2092,10 @@ static const struct {
     /* how Megatron-Core sharded the distributed optimizer's state */
     {"content_metadata.distrib_optim_sharding_type", LS_LAYOUT_VALUE},
     {"optimizer.param_state_sharding_type", LS_LAYOUT_VALUE},
-    /* DeepSpeed: ranks, ZeRO stage and config, partition counts, samples
-     * of all ranks (formats/deepspeed.c names them so) */
+    /* DeepSpeed: the partition count, which formats/deepspeed.c checks
+     * against the rank files; the rest (ranks, ZeRO stage and config,
+     * samples of all ranks) as the files claim it */
+    {"deepspeed.layout.partition_count*", LS_LAYOUT_STORED},
     {"deepspeed.layout.*", LS_LAYOUT_VALUE},
     /* per-rank ShardedObjects: RNG of (pipeline, tensor) rank */
     {"rng_state/shard_*", LS_PER_RANK},
@@ -2175,12 +2182,6 @@ static bool grid_of(const char *name, const char **key, size_t *kl, const char *
     return true;
 }
 
-int dck_is_layout_value(const char *name) { return name && layout_kind_of(name) == LS_LAYOUT_VALUE; }
-
-int dck_is_writer_state(const char *name) { return name && layout_kind_of(name) == LS_WRITER; }
-
-int dck_is_location_state(const char *name) { return name && layout_kind_of(name) == LS_LOCATION; }
-
 /* The first per-rank grid of side a not on side b ("rng_state: grid 1.1
  * only in the golden"), into why. Quadratic in the per-rank names, which
  * are few (one RNG object per rank). */
@@ -2206,10 +2207,49 @@ static bool grid_missing(dck_name_at_fn at, const void *ca, size_t na, const voi
     return false;
 }
 
-bool dck_layout_grids_differ(dck_name_at_fn at, const void *ca, size_t na, const void *cb, size_t nb, char *why,
-                             size_t why_len) {
-    return grid_missing(at, ca, na, cb, nb, why, why_len, "the first") ||
-           grid_missing(at, cb, nb, ca, na, why, why_len, "the second");
+int dck_layout_value_kind(const char *name) {
+    layout_kind k = layout_kind_of(name);
+    return k == LS_LAYOUT_STORED ? DCK_LAYOUTS_STORED : k == LS_LAYOUT_VALUE ? DCK_LAYOUTS_CLAIMED : DCK_LAYOUTS_SAME;
+}
+
+int dck_layouts_differ(const char *stored, const char *claimed, dck_name_at_fn at, const void *ca, size_t na,
+                       const void *cb, size_t nb, const char *label_a, const char *label_b, char *why, size_t n) {
+    char buf[512];
+    if (stored) {
+        snprintf(why, n, "%s", stored);
+        return DCK_LAYOUTS_STORED;
+    }
+    if (grid_missing(at, ca, na, cb, nb, buf, sizeof buf, label_a) ||
+        grid_missing(at, cb, nb, ca, na, buf, sizeof buf, label_b)) {
+        snprintf(why, n, "%s", buf);
+        return DCK_LAYOUTS_STORED;
+    }
+    if (claimed) {
+        snprintf(why, n, "%s as claimed; the stored layout is the same, per-rank state compared", claimed);
+        return DCK_LAYOUTS_CLAIMED;
+    }
+    if (n) why[0] = 0;
+    return DCK_LAYOUTS_SAME;
+}
+
+/* Per-rank state is set aside only when what is stored differs (a grid, a
+ * checked layout value); when only the claimed values differ, the same
+ * ranks stored the same objects: compared, except what has no grid to tell
+ * its rank and is on one side only (rank 0's optimizer.param_state.N, which
+ * one sharding type of the same ranks keeps and another does not). */
+int dck_layout_set_aside(const char *name, bool one_side, int differ) {
+    const char *k, *g;
+    size_t kl, gl;
+    switch (layout_kind_of(name)) {
+    case LS_WRITER: return one_side;
+    case LS_LOCATION: return differ != DCK_LAYOUTS_SAME && one_side;
+    case LS_LAYOUT_VALUE:
+    case LS_LAYOUT_STORED: return differ != DCK_LAYOUTS_SAME;
+    case LS_PER_RANK:
+        return differ == DCK_LAYOUTS_STORED ||
+               (differ == DCK_LAYOUTS_CLAIMED && one_side && !grid_of(name, &k, &kl, &g, &gl));
+    default: return 0;
+    }
 }
 
 static const char *manifest_name_at(const void *ctx, size_t i) {
@@ -2220,28 +2260,27 @@ static const char *manifest_name_at(const void *ctx, size_t i) {
 dck_status dck_cmp_set_aside_layout_state(const dck_manifest *g, const dck_manifest *a, dck_cmp_result *r,
                                           dck_cmp_result *aside, char *why, size_t why_len) {
     memset(aside, 0, sizeof *aside);
-    char buf[512] = "";
-    bool differ = false;
-    /* a layout value that differs (or is on one side only) */
-    for (size_t i = 0; i < r->n && !differ; i++) {
+    char first[2][512];
+    bool found[2] = {false, false};
+    /* the first layout value of each kind that differs (or is on one side only) */
+    for (size_t i = 0; i < r->n; i++) {
         const dck_cmp_entry *e = &r->entries[i];
-        if (e->kind != DCK_CMP_VALUE || layout_kind_of(e->name) != LS_LAYOUT_VALUE) continue;
-        differ = true;
-        snprintf(buf, sizeof buf, "%s: %s vs %s", e->name, e->golden_value ? e->golden_value->value : "(none)",
-                 e->actual_value ? e->actual_value->value : "(none)");
+        int vk = e->kind == DCK_CMP_VALUE ? dck_layout_value_kind(e->name) : DCK_LAYOUTS_SAME;
+        if (!vk || found[vk - 1]) continue;
+        found[vk - 1] = true;
+        snprintf(first[vk - 1], sizeof first[0], "%s: %s vs %s", e->name,
+                 e->golden_value ? e->golden_value->value : "(none)", e->actual_value ? e->actual_value->value : "(none)");
     }
-    if (!differ)
-        differ = grid_missing(manifest_name_at, g, g->nt + g->nv, a, a->nt + a->nv, buf, sizeof buf, "the golden") ||
-                 grid_missing(manifest_name_at, a, a->nt + a->nv, g, g->nt + g->nv, buf, sizeof buf, "the checkpoint");
-    if (why && why_len) snprintf(why, why_len, "%s", differ ? buf : "");
+    char buf[512];
+    int differ = dck_layouts_differ(found[1] ? first[1] : NULL, found[0] ? first[0] : NULL, manifest_name_at, g,
+                                    g->nt + g->nv, a, a->nt + a->nv, "the golden", "the checkpoint", buf, sizeof buf);
+    if (why && why_len) snprintf(why, why_len, "%s", buf);
     size_t k = 0, cap = 0;
     for (size_t i = 0; i < r->n; i++) {
         const dck_cmp_entry *e = &r->entries[i];
-        layout_kind lk = e->kind == DCK_CMP_FILE ? LS_NONE : layout_kind_of(e->name);
         bool one_side = e->kind == DCK_CMP_MISSING || e->kind == DCK_CMP_EXTRA ||
                         (e->kind == DCK_CMP_VALUE && (!e->golden_value || !e->actual_value));
-        if ((lk == LS_WRITER && one_side) || (differ && lk == LS_LOCATION && one_side) ||
-            (differ && (lk == LS_LAYOUT_VALUE || lk == LS_PER_RANK))) {
+        if (e->kind != DCK_CMP_FILE && dck_layout_set_aside(e->name, one_side, differ)) {
             dck_status s = dck_grow((void **)&aside->entries, &cap, aside->n + 1, sizeof *aside->entries);
             if (s) {
                 dck_cmp_result_release(aside);

@@ -760,22 +760,20 @@ static const char *side_name_at(const void *ctx, size_t i) {
 }
 
 static dck_status set_aside_layout_state(dck_diff_result *r) {
-    r->layouts_differ[0] = 0;
-    for (size_t i = 0; i < r->nvalues && !r->layouts_differ[0]; i++)
-        if (dck_is_layout_value(r->values[i].name))
-            snprintf(r->layouts_differ, sizeof r->layouts_differ, "%s: %s vs %s", r->values[i].name,
-                     r->values[i].a ? r->values[i].a : "(none)", r->values[i].b ? r->values[i].b : "(none)");
-    if (!r->layouts_differ[0]) {
-        side_names a = {r, 0}, b = {r, 1};
-        dck_layout_grids_differ(side_name_at, &a, r->ntensors, &b, r->ntensors, r->layouts_differ,
-                                sizeof r->layouts_differ);
+    const char *first[2] = {NULL, NULL};
+    char buf[2][512];
+    for (size_t i = 0; i < r->nvalues; i++) {
+        int vk = dck_layout_value_kind(r->values[i].name);
+        if (!vk || first[vk - 1]) continue;
+        snprintf(buf[vk - 1], sizeof buf[0], "%s: %s vs %s", r->values[i].name, r->values[i].a ? r->values[i].a : "(none)",
+                 r->values[i].b ? r->values[i].b : "(none)");
+        first[vk - 1] = buf[vk - 1];
     }
-    bool differ = r->layouts_differ[0] != 0;
+    side_names a = {r, 0}, b = {r, 1};
+    int differ = dck_layouts_differ(first[1], first[0], side_name_at, &a, r->ntensors, &b, r->ntensors, "the first",
+                                    "the second", r->layouts_differ, sizeof r->layouts_differ);
     size_t nt = 0, nv = 0;
-#define ASIDE(name, one_side) \
-    (dck_is_writer_state(name)     ? (one_side)                                                          \
-     : dck_is_location_state(name) ? differ && (one_side)                                                \
-                                   : differ && dck_is_layout_state(name))
+#define ASIDE(name, one_side) dck_layout_set_aside(name, one_side, differ)
     for (size_t i = 0; i < r->ntensors; i++)
         nt += ASIDE(r->tensors[i].name, !r->tensors[i].in_a || !r->tensors[i].in_b);
     for (size_t i = 0; i < r->nvalues; i++) nv += ASIDE(r->values[i].name, !r->values[i].a || !r->values[i].b);
@@ -1210,6 +1208,8 @@ static dck_status diff_sides(side *a, side *b, const dck_diff_options *opt,
     s = compare_values(a, b, opt, r);
     if (!s && !opt->require_rank_state) s = set_aside_layout_state(r);
     if (!s) s = summarise(r);
+    /* what was set aside was not compared: no OK over it unless accepted */
+    if (!s && (r->naside_tensors || r->naside_values) && !opt->accept_layout_state) r->equal = r->ok = 0;
 
 done:
     free(alias_a);

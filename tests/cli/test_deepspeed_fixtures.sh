@@ -176,23 +176,27 @@ same_as ds_zero2_dp2.json "" tag.json
 
 # ---- verify and diff across DP sizes, stages 1/2 and the universal form:
 # identical; the values that describe the layout (deepspeed.layout.*: layout
-# state, detcheck-formats(7)) are set aside when they differ, and they alone
-# differ under --require-rank-state
+# state, detcheck-formats(7)) are set aside when the stored partition count
+# differs (no OK unless --accept-layout-state), and they alone differ under
+# --require-rank-state
 for g in ds_zero1_dp1 ds_zero2_dp2 ds_zero2_dp2_universal; do
     for f in ds_zero1_dp1 ds_zero2_dp2 ds_zero2_dp2_universal; do
-        expect_exit 0 "$DETCHECK" verify --golden "$g.yaml" "$MC/$f"
+        expect_exit 0 "$DETCHECK" verify --accept-layout-state --golden "$g.yaml" "$MC/$f"
     done
 done
-expect_exit 0 "$DETCHECK" verify --golden ds_zero1_dp1.yaml "$MC/ds_zero2_dp2"
+expect_exit 1 "$DETCHECK" verify --golden ds_zero1_dp1.yaml "$MC/ds_zero2_dp2"
+expect_grep "^NOT COMPARED: 5 entries of layout state" out.txt
+expect_exit 0 "$DETCHECK" verify --accept-layout-state --golden ds_zero1_dp1.yaml "$MC/ds_zero2_dp2"
 expect_grep "OK: 40 tensors identical" out.txt
-expect_grep "layouts differ (deepspeed.layout.dp_world_size: 1 vs 2): 5 entries" out.txt
+expect_grep "layouts differ (deepspeed.layout.partition_count.0: 1 vs 2): 5 entries" out.txt
 expect_exit 1 "$DETCHECK" verify --golden ds_zero1_dp1.yaml "$MC/ds_zero2_dp2" --require-rank-state
 expect_grep "40 of 40 golden tensors identical" out.txt
 expect_grep "value    deepspeed.layout.dp_world_size: 2, golden 1" out.txt
 expect_no_grep "value    [^d]" out.txt
 expect_exit 0 "$DETCHECK" verify --golden ds_zero2_dp2.yaml "$MC/ds_zero2_dp2" --require-rank-state
-expect_exit 0 "$DETCHECK" diff "$MC/ds_zero1_dp1" "$MC/ds_zero2_dp2_universal"
-expect_grep "Result: equal (40 tensors, 40 equal)" out.txt
+expect_exit 1 "$DETCHECK" diff "$MC/ds_zero1_dp1" "$MC/ds_zero2_dp2_universal"
+expect_exit 0 "$DETCHECK" diff --accept-layout-state "$MC/ds_zero1_dp1" "$MC/ds_zero2_dp2_universal"
+expect_grep "Result: equal (40 tensors, 40 equal, 5 not compared (accepted))" out.txt
 # ZeRO-3 trained differently in the last bits (fixtures README): no false "identical"
 expect_exit 1 "$DETCHECK" verify --golden ds_zero2_dp2.yaml "$MC/ds_zero3_dp2"
 expect_grep "differs  module.0.bias" out.txt

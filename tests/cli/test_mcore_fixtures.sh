@@ -63,29 +63,48 @@ expect_no_grep 'optimizer.state.param\.' fr.yaml
 # verify and diff across the layouts (issue 22 part 3): the per-rank RNG
 # state, rank 0's own optimizer.param_state.N.step (the no-Apex path) and the
 # values that describe the layout are layout state, set aside when the
-# layouts differ; nothing else is left out.
+# layouts differ (what is stored says so: the RNG grid); nothing else is
+# left out. What is set aside was not compared: exit 1 unless
+# --accept-layout-state accepts it (issue 30 part 5).
 for g in fr_tp1dp1 fsms_tp1dp1 fsms_tp2dp2; do
     "$DETCHECK" hash -q -o "$g.yaml" "$MC/$g" || fail "hash $g"
     for f in fr_tp1dp1 fsms_tp1dp1 fsms_tp2dp2; do
-        expect_exit 0 "$DETCHECK" verify --golden "$g.yaml" "$MC/$f"
-        expect_grep '^OK: [0-9]* tensors identical' out.txt
-        if [ "$g" = "$f" ]; then expect_no_grep 'layouts differ' out.txt
-        else expect_grep 'layouts differ (' out.txt; fi
+        if [ "$g" = "$f" ]; then
+            expect_exit 0 "$DETCHECK" verify --golden "$g.yaml" "$MC/$f"
+            expect_grep '^OK: [0-9]* tensors identical' out.txt
+            expect_no_grep 'layouts differ' out.txt
+        else
+            expect_exit 1 "$DETCHECK" verify --golden "$g.yaml" "$MC/$f"
+            expect_grep '^NOT COMPARED: [0-9]* entries of layout state against' out.txt
+            expect_grep 'layouts differ (' out.txt
+            expect_exit 0 "$DETCHECK" verify --accept-layout-state --golden "$g.yaml" "$MC/$f"
+            expect_grep '^OK: [0-9]* tensors identical' out.txt
+            expect_grep 'layouts differ (.*; accepted):' out.txt
+        fi
     done
 done
-expect_exit 0 "$DETCHECK" verify --golden fsms_tp1dp1.yaml "$MC/fsms_tp2dp2"
-expect_grep '^layouts differ (args.tensor_model_parallel_size: 1 vs 2): 44 entries of per-rank layout state not compared' out.txt
+expect_exit 1 "$DETCHECK" verify --golden fsms_tp1dp1.yaml "$MC/fsms_tp2dp2"
+expect_grep '^NOT COMPARED: 44 entries of layout state against fsms_tp1dp1.yaml (--accept-layout-state accepts them); 84 tensors identical$' out.txt
+expect_grep '^layouts differ (rng_state: grid 1.1 only in the golden): 44 entries of per-rank layout state not compared' out.txt
 expect_grep '^  layout   optimizer.param_state.16.step (in golden only)$' out.txt
 expect_grep '^  ... and 34 more (--json lists them all)$' out.txt
-expect_exit 0 "$DETCHECK" verify --json --golden fsms_tp1dp1.yaml "$MC/fsms_tp2dp2"
+expect_exit 1 "$DETCHECK" verify --json --golden fsms_tp1dp1.yaml "$MC/fsms_tp2dp2"
 python3 - out.txt <<'EOF' || fail "verify --json layout_state"
 import json, sys
 d = json.load(open(sys.argv[1]))
 ls = d['layout_state']
-assert d['equal'] and ls['layouts_differ'] == 'args.tensor_model_parallel_size: 1 vs 2', ls['layouts_differ']
+assert not d['equal'] and not ls['accepted'], d
+assert ls['layouts_differ'] == 'rng_state: grid 1.1 only in the golden', ls['layouts_differ']
 names = ls['not_compared']
 assert len(names) == 44 and 'rng_state/shard_0.1_1.2.0.torch_rng_state' in names, names[:5]
 assert all(n.startswith(('rng_state/', 'optimizer.param_state.', 'args.')) for n in names), names
+EOF
+ok
+expect_exit 0 "$DETCHECK" verify --json --accept-layout-state --golden fsms_tp1dp1.yaml "$MC/fsms_tp2dp2"
+python3 - out.txt <<'EOF' || fail "verify --json --accept-layout-state"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d['equal'] and d['layout_state']['accepted'] and len(d['layout_state']['not_compared']) == 44, d
 EOF
 ok
 # required: the same comparison fails on the RNG and the sizes
@@ -93,18 +112,22 @@ expect_exit 1 "$DETCHECK" verify --require-rank-state --golden fsms_tp1dp1.yaml 
 expect_grep 'DIFFERENT: 44 differences' out.txt
 expect_grep 'extra    rng_state/shard_0.1_1.2.0.cuda_rng_state' out.txt
 expect_no_grep 'layouts differ' out.txt
-# diff: equal, with the layout line; with --require-rank-state different
-expect_exit 0 "$DETCHECK" diff -q "$MC/fsms_tp1dp1" "$MC/fsms_tp2dp2"
-expect_grep '^Layouts differ (args.tensor_model_parallel_size: 1 vs 2): 41 tensors and 19 values of per-rank layout state not compared' out.txt
+# diff: not equal (the layout state not compared), with the layout line;
+# equal with --accept-layout-state; with --require-rank-state different
+expect_exit 1 "$DETCHECK" diff -q "$MC/fsms_tp1dp1" "$MC/fsms_tp2dp2"
+expect_grep '^Layouts differ (rng_state: grid 1.1 only in the first): 41 tensors and 19 values of per-rank layout state not compared' out.txt
 expect_grep 'optimizer 0/51 differ' out.txt
-expect_grep '^Result: equal' out.txt
+expect_grep '^Result: not equal (layout state not compared) (.*, 60 not compared)$' out.txt
+expect_exit 0 "$DETCHECK" diff -q --accept-layout-state "$MC/fsms_tp1dp1" "$MC/fsms_tp2dp2"
+expect_grep '^Result: equal (.*, 60 not compared (accepted))$' out.txt
 expect_exit 1 "$DETCHECK" diff -q --require-rank-state "$MC/fsms_tp1dp1" "$MC/fsms_tp2dp2"
-expect_exit 0 "$DETCHECK" diff -q --json "$MC/fsms_tp2dp2" "$MC/fr_tp1dp1"
+expect_exit 1 "$DETCHECK" diff -q --json "$MC/fsms_tp2dp2" "$MC/fr_tp1dp1"
 python3 - out.txt <<'EOF' || fail "diff --json layout_state"
 import json, sys
 d = json.load(open(sys.argv[1]))
 ls = d['layout_state']
-assert 'rng_state' in ls['layouts_differ'] or 'args.' in ls['layouts_differ'], ls
+assert not d['equal'] and not d['ok'] and not ls['accepted'], d
+assert 'rng_state' in ls['layouts_differ'], ls
 assert any(n.startswith('rng_state/shard_0.1_1.2.') for n in ls['tensors_not_compared'])
 assert not any(t['name'].startswith('rng_state') for t in d['tensors'])
 EOF
@@ -114,7 +137,7 @@ ok
 # naming it, and the grid position is no layer.
 rm -rf rng_changed
 cp -r "$MC/fsms_tp2dp2" rng_changed
-python3 - rng_changed/iter_0000005/__1_0.distcp <<'EOF' || fail "flipping an RNG byte"
+cat > flip_rng.py <<'EOF'
 # Flips one byte of the first 5056-byte tensor (an RNG state) stored in a
 # torch.save zip inside a .distcp, fixing the member's CRC-32 in both headers.
 import struct, sys, zlib
@@ -142,6 +165,7 @@ if struct.unpack_from('<I', d, i + 14)[0] == crc:
 open(p, 'wb').write(bytes(d))
 print(name.decode())
 EOF
+python3 flip_rng.py rng_changed/iter_0000005/__1_0.distcp > /dev/null || fail "flipping an RNG byte"
 expect_exit 1 "$DETCHECK" verify --golden fsms_tp2dp2.yaml rng_changed
 expect_grep 'DIFFERENT: 1 difference against fsms_tp2dp2.yaml; first: rng_state/shard_0.1_1.2.0.torch_rng_state' out.txt
 expect_no_grep 'layouts differ' out.txt
@@ -154,6 +178,63 @@ assert t and t[0]['status'] == 'differ' and t[0]['layer'] is None, t
 assert 'layout_state' not in d
 EOF
 ok
+# A lying args.tensor_model_parallel_size (issue 30 part 5): the common.pt
+# of a TP1 checkpoint says 2 while its storage (the RNG grid 1.1, the
+# shapes) is still TP1, and one RNG bit is flipped. The layout is what is
+# stored: the RNG state is compared and its difference found, with or
+# without --accept-layout-state; the claim alone, set aside, is no OK.
+cat > zpatch.py <<'EOF'
+# zpatch.py FILE MEMBER_SUFFIX OLD NEW: the bytes OLD (hex) replaced once by
+# NEW (same length) in the stored zip member whose name ends with
+# MEMBER_SUFFIX, its CRC-32 fixed in both headers.
+import struct, sys, zlib
+p, suffix, old, new = sys.argv[1], sys.argv[2].encode(), bytes.fromhex(sys.argv[3]), bytes.fromhex(sys.argv[4])
+assert len(old) == len(new)
+d = bytearray(open(p, 'rb').read())
+j = 0
+while True:
+    j = d.find(b'PK\x01\x02', j)
+    assert j >= 0, 'no member ' + sys.argv[2]
+    usize, nlen = struct.unpack_from('<IH', d, j + 24)
+    if bytes(d[j + 46:j + 46 + nlen]).endswith(suffix): break
+    j += 4
+lo = struct.unpack_from('<I', d, j + 42)[0]
+nl, xl = struct.unpack_from('<HH', d, lo + 26)
+start = lo + 30 + nl + xl
+body = bytes(d[start:start + usize])
+assert body.count(old) == 1, body.count(old)
+body = body.replace(old, new)
+d[start:start + usize] = body
+crc = zlib.crc32(body) & 0xffffffff
+struct.pack_into('<I', d, j + 16, crc)
+struct.pack_into('<I', d, lo + 14, crc)
+open(p, 'wb').write(bytes(d))
+EOF
+rm -rf tp_lie
+cp -r "$MC/fsms_tp1dp1" tp_lie
+# pickle: 'tensor_model_parallel_size' BINPUT 11 BININT1 1 -> BININT1 2
+python3 zpatch.py tp_lie/iter_0000005/common.pt data.pkl \
+    74656e736f725f6d6f64656c5f706172616c6c656c5f73697a65710b4b01 \
+    74656e736f725f6d6f64656c5f706172616c6c656c5f73697a65710b4b02 || fail "patching common.pt"
+"$DETCHECK" hash -q tp_lie > lie.yaml || fail "hash tp_lie"
+expect_grep '{name: args.tensor_model_parallel_size, value: "2"}' lie.yaml
+ok
+# the claim alone: not compared, so not OK; accepted, OK
+expect_exit 1 "$DETCHECK" verify --golden fsms_tp1dp1.yaml tp_lie
+expect_grep '^NOT COMPARED: 1 entry of layout state' out.txt
+expect_grep '^layouts differ (args.tensor_model_parallel_size: 1 vs 2 as claimed; the stored layout is the same, per-rank state compared)' out.txt
+expect_grep '^  layout   args.tensor_model_parallel_size (differs)$' out.txt
+expect_exit 0 "$DETCHECK" verify --accept-layout-state --golden fsms_tp1dp1.yaml tp_lie
+# and a flipped RNG bit: found, flag or not, by verify and diff
+python3 flip_rng.py tp_lie/iter_0000005/__0_0.distcp > /dev/null || fail "flipping an RNG byte of tp_lie"
+for flag in "" --accept-layout-state; do
+    # shellcheck disable=SC2086
+    expect_exit 1 "$DETCHECK" verify $flag --golden fsms_tp1dp1.yaml tp_lie
+    expect_grep '^DIFFERENT: 1 difference against fsms_tp1dp1.yaml; first: rng_state/shard_0.0_1.1.0.torch_rng_state' out.txt
+    # shellcheck disable=SC2086
+    expect_exit 1 "$DETCHECK" diff -q $flag "$MC/fsms_tp1dp1" tp_lie
+    expect_grep '^First differing tensor: rng_state/shard_0.0_1.1.0.torch_rng_state' out.txt
+done
 # ShardedObjects: the one-element list is unwrapped; a grid of one is named
 # by its key; per-rank objects keep their grid.
 "$DETCHECK" hash -q "$MC/dpr_tp1dp2" > dpr.yaml || fail "hash dpr_tp1dp2"
@@ -175,31 +256,37 @@ expect_grep '{name: opt_param_scheduler.num_steps, value: "5"}' m019.yaml
 expect_no_grep 'common_state' m019.yaml
 expect_no_grep 'optimizer.state.param\.' m019.yaml
 expect_grep 'name: optimizer.state.fp32_param.decoder.layers.mlp.linear_fc1.weight, group: optimizer, dtype: F32, shape: \[2, 48, 32\]' m019.yaml
-expect_exit 0 "$DETCHECK" verify --golden fr_tp1dp1.yaml "$MC/m019_fr_tp1dp1"
-expect_grep '^OK: 72 tensors identical' out.txt
+expect_exit 1 "$DETCHECK" verify --golden fr_tp1dp1.yaml "$MC/m019_fr_tp1dp1"
 expect_grep '^writer bookkeeping on one side only: 2 entries not compared' out.txt
+expect_exit 0 "$DETCHECK" verify --accept-layout-state --golden fr_tp1dp1.yaml "$MC/m019_fr_tp1dp1"
+expect_grep '^OK: 72 tensors identical' out.txt
+expect_grep '^writer bookkeeping on one side only: 2 entries not compared (--require-rank-state compares them; accepted)' out.txt
 expect_grep 'layout   optimizer.optimizer.param_groups.0.default_config (in checkpoint only)' out.txt
-expect_exit 0 "$DETCHECK" verify --golden fsms_tp2dp2.yaml "$MC/m019_fr_tp2dp2"
+expect_exit 0 "$DETCHECK" verify --accept-layout-state --golden fsms_tp2dp2.yaml "$MC/m019_fr_tp2dp2"
 expect_grep '^OK: ' out.txt
 expect_exit 1 "$DETCHECK" verify --require-rank-state --golden fr_tp1dp1.yaml "$MC/m019_fr_tp1dp1"
 expect_grep 'value    optimizer.optimizer.param_groups.0.default_config: extra (True)' out.txt
 # the other way round, and diff
 "$DETCHECK" hash -q -o m019.gold.yaml "$MC/m019_fr_tp1dp1" || fail "hash m019"
-expect_exit 0 "$DETCHECK" verify --golden m019.gold.yaml "$MC/fr_tp1dp1"
-expect_exit 0 "$DETCHECK" diff -q "$MC/fr_tp1dp1" "$MC/m019_fr_tp1dp1"
+expect_exit 1 "$DETCHECK" verify --golden m019.gold.yaml "$MC/fr_tp1dp1"
+expect_exit 0 "$DETCHECK" verify --accept-layout-state --golden m019.gold.yaml "$MC/fr_tp1dp1"
+expect_exit 1 "$DETCHECK" diff -q "$MC/fr_tp1dp1" "$MC/m019_fr_tp1dp1"
 expect_grep '^Writer bookkeeping on one side only (2 values, first optimizer.optimizer.param_groups.0.default_config)' out.txt
-expect_grep '^Result: equal (72 tensors, 72 equal)' out.txt
+expect_grep '^Result: not equal (layout state not compared) (72 tensors, 72 equal, 2 not compared)' out.txt
+expect_exit 0 "$DETCHECK" diff -q --accept-layout-state "$MC/fr_tp1dp1" "$MC/m019_fr_tp1dp1"
+expect_grep '^Result: equal (72 tensors, 72 equal, 2 not compared (accepted))' out.txt
 same_as_reference m019_fr_tp1dp1
 same_as_reference m019_fr_tp2dp2
 
 # dp_reshardable against the model-space layouts: the per-parameter state
 # recovered from its buckets is identical; its param groups and
 # per_bucket_numel (stored per model-parallel rank) are layout state.
-expect_exit 0 "$DETCHECK" verify --golden fsms_tp1dp1.yaml "$MC/dpr_tp1dp2"
+expect_exit 0 "$DETCHECK" verify --accept-layout-state --golden fsms_tp1dp1.yaml "$MC/dpr_tp1dp2"
 expect_grep '^OK: 72 tensors identical' out.txt
 expect_grep '^layouts differ (optimizer.distributed.dp_group_idx_0 only in the checkpoint)' out.txt
 "$DETCHECK" hash -q -o dpr.gold.yaml "$MC/dpr_tp1dp2" || fail "hash dpr_tp1dp2"
-expect_exit 0 "$DETCHECK" verify --golden dpr.gold.yaml "$MC/m019_dpr_tp1dp2"
+expect_exit 1 "$DETCHECK" verify --golden dpr.gold.yaml "$MC/m019_dpr_tp1dp2"
+expect_exit 0 "$DETCHECK" verify --accept-layout-state --golden dpr.gold.yaml "$MC/m019_dpr_tp1dp2"
 expect_grep '^writer bookkeeping on one side only: 2 entries not compared' out.txt
 
 # Hostile mcore_data: the original shape of a flattened-range tensor patched

@@ -6,7 +6,7 @@
 # generator took from torch (manifest.json; the bytes are in
 # legacy_logical.safetensors, checked here); a TP2 and a TP2 x PP2 tree
 # verify against a TP1 golden, the per-rank optimizer and RNG state listed
-# as not compared; --tp-split overrides the built-in rules, a wrong rule
+# as not compared (exit 0 only with --accept-layout-state); --tp-split overrides the built-in rules, a wrong rule
 # fails; damaged trees are exit 2 naming the file. Python: standard library.
 . "$DCK_TOP/tests/cli/lib.sh"
 MC="$DCK_TOP/tests/fixtures/mcore"
@@ -69,23 +69,26 @@ expect_grep 'name: mp_rank_01.optimizer.state.3.exp_avg, group: optimizer, dtype
 expect_no_grep 'name: mp_rank_01.iteration' tp2.yaml
 
 # A TP1 golden verifies the TP2 and TP2 x PP2 trees: the weights compared,
-# the per-rank state listed as not compared, exit 0
+# the per-rank state (the rank directories stored tell the layouts apart)
+# listed as not compared: exit 1, exit 0 with --accept-layout-state
 "$DETCHECK" hash -q -o tp1.yaml "$MC/legacy_tp1"
-expect_exit 0 "$DETCHECK" verify --golden tp1.yaml "$MC/legacy_tp2"
+expect_exit 1 "$DETCHECK" verify --golden tp1.yaml "$MC/legacy_tp2"
+expect_grep '^NOT COMPARED: [0-9]* entries of layout state against tp1.yaml' out.txt
+expect_exit 0 "$DETCHECK" verify --accept-layout-state --golden tp1.yaml "$MC/legacy_tp2"
 expect_grep '^OK: ' out.txt
-expect_grep 'layouts differ (args.tensor_model_parallel_size: 1 vs 2)' out.txt
+expect_grep 'layouts differ (mp_rank_01 only in the checkpoint)' out.txt
 expect_grep 'per rank directory: mp_rank_00.optimizer ([0-9]*), mp_rank_01.optimizer ([0-9]*), mp_rank_01.rng_state ([0-9]*)' out.txt
-expect_exit 0 "$DETCHECK" verify --golden tp1.yaml "$MC/legacy_tp2pp2"
-expect_grep 'layouts differ (args.pipeline_model_parallel_size: 1 vs 2)' out.txt
+expect_exit 0 "$DETCHECK" verify --accept-layout-state --golden tp1.yaml "$MC/legacy_tp2pp2"
+expect_grep 'layouts differ (mp_rank_00 only in the golden)' out.txt
 expect_grep 'mp_rank_01_001.optimizer' out.txt
 # JSON: what was not compared is every per-rank entry and no weight
-expect_exit 0 "$DETCHECK" verify --json --golden tp1.yaml "$MC/legacy_tp2"
+expect_exit 1 "$DETCHECK" verify --json --golden tp1.yaml "$MC/legacy_tp2"
 python3 - out.txt <<'EOF' || fail "verify --json: not_compared"
 import json, sys
 d = json.load(open(sys.argv[1]))
 ls = d['layout_state']
 names = ls['not_compared']
-assert d['equal'] and ls['layouts_differ'].startswith('args.tensor_model_parallel_size'), ls['layouts_differ']
+assert not d['equal'] and ls['layouts_differ'] == 'mp_rank_01 only in the checkpoint', ls['layouts_differ']
 assert not [n for n in names if n.startswith('model.')], names
 assert 'mp_rank_01.rng_state.0.torch_rng_state' in names and 'mp_rank_00.optimizer.state.3.exp_avg' in names
 assert all(n.startswith('mp_rank_') or n.startswith('args.') for n in names), names

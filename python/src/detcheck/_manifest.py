@@ -369,7 +369,9 @@ class VerifyResult:
     ``tensors_equal``, ``actual`` (the :class:`Manifest` computed);
     ``layouts_differ`` (how the golden's parallel layout and the checkpoint's
     differ, "" when they do not) and ``layout_state`` (the differences of
-    per-rank layout state set aside then: see detcheck-formats(7))."""
+    per-rank layout state set aside then: see detcheck-formats(7)). What
+    was set aside was not compared: ``ok`` is False while ``layout_state``
+    is not empty, unless verify was told ``accept_layout_state``."""
 
     def __init__(self, ok, differences, compared, equal, actual, layouts_differ="", layout_state=()):
         self.ok, self.differences = ok, differences
@@ -386,6 +388,9 @@ class VerifyResult:
     def __str__(self):
         if self.ok:
             return "OK: %d tensors identical (root %s)" % (self.tensors_equal, self.actual.root)
+        if not self.differences:
+            return "NOT COMPARED: %d entries of layout state (layouts differ: %s)" % (
+                len(self.layout_state), self.layouts_differ or "writer bookkeeping on one side only")
         lines = ["DIFFERENT: %d difference%s; first: %s" % (
             len(self.differences), "" if len(self.differences) == 1 else "s", self.differences[0].name)]
         lines += ["  " + str(d) for d in self.differences]
@@ -417,13 +422,14 @@ def _differences(r):
     return diffs
 
 
-def verify(obj, golden, require_rank_state=False):
+def verify(obj, golden, require_rank_state=False, accept_layout_state=False):
     """Compares obj (anything :func:`manifest` takes, or a :class:`Manifest`)
     with a golden manifest (a path to a YAML/JSON manifest, or a Manifest),
     tensors and values, as ``detcheck verify`` does: per-rank layout state of
-    two different parallel layouts is set aside (``layout_state``) unless
-    require_rank_state (``--require-rank-state``). Returns a
-    :class:`VerifyResult`."""
+    two different parallel layouts (as stored: the per-rank grids) is set
+    aside (``layout_state``) unless require_rank_state
+    (``--require-rank-state``), and is no OK unless accept_layout_state
+    (``--accept-layout-state``). Returns a :class:`VerifyResult`."""
     actual = obj if isinstance(obj, Manifest) else manifest(obj)
     gold = golden if isinstance(golden, Manifest) else Manifest.load(golden)
     r, aside = _lib.CmpResult(), _lib.CmpResult()
@@ -433,8 +439,8 @@ def verify(obj, golden, require_rank_state=False):
         if not require_rank_state:
             _lib.check(_lib.cmp_set_aside_layout_state(gold._h, actual._h, ctypes.byref(r), ctypes.byref(aside),
                                                        why, len(why)))
-        res = VerifyResult(r.n == 0, _differences(r), r.tensors_compared, r.tensors_equal, actual,
-                           why.value.decode("utf-8", "replace"), _differences(aside))
+        res = VerifyResult(r.n == 0 and (aside.n == 0 or accept_layout_state), _differences(r), r.tensors_compared,
+                           r.tensors_equal, actual, why.value.decode("utf-8", "replace"), _differences(aside))
     finally:
         _lib.cmp_result_release(ctypes.byref(aside))
         _lib.cmp_result_release(ctypes.byref(r))
