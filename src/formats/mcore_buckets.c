@@ -29,9 +29,10 @@
  * the bucket's bytes, padding left out, the digests those of the
  * model-space layouts. Otherwise (the check fails, or the layout is one
  * this does not place: pipeline or expert parallelism, chained optimizers,
- * several buffers of one param dtype) no digest may depend on padding: the
- * buckets are dropped and each is recorded as a value saying that it is not
- * compared and why (detcheck-formats(7)). A bucket stored in a way the
+ * several buffers of one param dtype) the buckets are compared as stored,
+ * whole, padding included, and each is named by a value saying so and why
+ * (detcheck-formats(7)): state compared nowhere would be an OK over what
+ * was never looked at (issue 30). A bucket stored in a way the
  * checkpoint's own validation refuses (gaps, overlaps, bytes past a file's
  * end) is left as it is, for that validation to report. */
 #include "formats/readers.h"
@@ -716,20 +717,28 @@ static dck_status emit(bk_ctx *c) {
     return s;
 }
 
-/* Not recovered: every bucket is dropped and recorded as a value; a note. */
-static dck_status not_compared(bk_ctx *c, unsigned char *drop) {
-    char v[sizeof c->reason + 64];
-    snprintf(v, sizeof v, "not compared: per-parameter map not recovered (%s)", c->reason);
-    for (size_t i = 0; i < c->nbt; i++) DCK_TRY(dck_ck_add_value(c->ck, tname(c, c->bt[i].t), v));
+/* Not recovered: the bucket tensors stay as stored, 1-D and whole, so the
+ * state is still compared, padding (torch.empty bytes) included; each
+ * bucket state's value NAME.padding says so and why, and a note. Two
+ * identical runs may then differ in the padding alone: a difference to
+ * look at, never an OK over state compared nowhere. */
+static dck_status compared_whole(bk_ctx *c) {
+    char v[sizeof c->reason + 128], nm[DCK_MAX_NAME + 16];
+    snprintf(v, sizeof v, "compared whole, padding included: per-parameter map not recovered (%s)", c->reason);
+    for (size_t i = 0; i < c->nbt; i++) {
+        if (strlen(tname(c, c->bt[i].t)) + 8 > DCK_MAX_NAME)
+            return dck_set_error(DCK_ERR_LIMIT, "%s: bucket name too long: %.80s...", c->label, tname(c, c->bt[i].t));
+        snprintf(nm, sizeof nm, "%s.padding", tname(c, c->bt[i].t));
+        DCK_TRY(dck_ck_add_value(c->ck, nm, v));
+    }
     if (c->ck->opt.notice) {
         char msg[DCK_ERROR_MESSAGE_MAX];
         snprintf(msg, sizeof msg,
-                 "%s: dp_reshardable optimizer state (%zu bucket tensors) not compared: per-parameter map not "
-                 "recovered (%s)", c->label, c->nbt, c->reason);
+                 "%s: dp_reshardable optimizer state (%zu bucket tensors) compared as stored, padding included "
+                 "(its torch.empty bytes may differ between identical runs): per-parameter map not recovered (%s)",
+                 c->label, c->nbt, c->reason);
         c->ck->opt.notice(c->ck->opt.notice_ctx, msg);
     }
-    for (size_t i = 0; i < c->nbt; i++) drop[c->bt[i].t] = 1;
-    dck_ck_remove_tensors(c->ck, drop);
     return DCK_OK;
 }
 
@@ -744,10 +753,9 @@ dck_status dck_mcore_buckets(dck_checkpoint *ck, const pk_node *sdm, const char 
         if (parse_bucket(ck->tensors[i].info.name, &b)) c.nbt++;
     }
     if (!c.nbt) return DCK_OK;
-    unsigned char *drop = calloc(n0 + 1, 1);
     const dck_piece **chunkbuf = NULL;
     dck_status s = DCK_OK;
-    if (!drop || !(c.bt = calloc(c.nbt, sizeof *c.bt))) {
+    if (!(c.bt = calloc(c.nbt, sizeof *c.bt))) {
         s = dck_oom(NULL);
         goto out;
     }
@@ -773,11 +781,11 @@ dck_status dck_mcore_buckets(dck_checkpoint *ck, const pk_node *sdm, const char 
     if (c.leave) goto out;
     if (!c.reason[0]) check_names(&c);
     if (c.reason[0]) {
-        s = not_compared(&c, drop);
+        s = compared_whole(&c);
         goto out;
     }
     if ((s = emit(&c))) goto out;
-    /* the new tensors come after n0: drop holds the old ones only */
+    /* the new tensors come after n0: d2 marks the old bucket tensors only */
     unsigned char *d2 = calloc(ck->ntensors + 1, 1);
     if (!d2) {
         s = dck_oom(NULL);
@@ -796,6 +804,5 @@ out:
     free(c.par);
     free(c.pl);
     free(chunkbuf);
-    free(drop);
     return s;
 }

@@ -6,8 +6,10 @@
 # (gpt_logical.safetensors: what megatron's own load gives back) and of the
 # model-space layouts; the torch.empty padding between parameters is left
 # out (other bytes there: the same digests); a master weight that does not
-# match its model weight fails the map's check: no bucket digest at all,
-# each bucket recorded as "not compared: ..." and a note; truncated files
+# match its model weight fails the map's check: the buckets are then
+# compared as stored, whole, padding included, each state named by a value
+# NAME.padding ("compared whole, padding included: ...") and a note, so a
+# real change in them is still found (issue 30 part 4); truncated files
 # are still exit 2 naming the file. Python: standard library only.
 . "$DCK_TOP/tests/cli/lib.sh"
 MC="$DCK_TOP/tests/fixtures/mcore"
@@ -124,8 +126,8 @@ if __name__ == '__main__':
     if mode == 'padding':   # every padding chunk of every state: other bytes
         n = sum(patch(it, s, lambda e: e % 64 != 0, lambda b: bytes(x ^ 0xa5 for x in b))
                 for s in ('param', 'exp_avg', 'exp_avg_sq'))
-    elif mode == 'param':   # the lowest bit of the master weights' first element
-        n = patch(it, 'param', lambda e: e == 0, lambda b: bytes([b[0] ^ 1]) + b[1:])
+    elif mode in ('param', 'exp_avg'):  # the lowest bit of the state's first element
+        n = patch(it, mode, lambda e: e == 0, lambda b: bytes([b[0] ^ 1]) + b[1:])
     print(n)
     sys.exit(0 if n else 1)
 EOF
@@ -150,34 +152,57 @@ cmp -s a.txt b.txt || { diff a.txt b.txt | head; fail "padding bytes changed a t
 ok
 expect_exit 0 "$DETCHECK" verify --golden orig.yaml pad
 
-# a master weight that is not its model weight: the map's check fails; no
-# digest of a bucket (nor of a recovered tensor), each bucket a value
-# saying it is not compared and why, a note on stderr
+# a master weight that is not its model weight: the map's check fails; the
+# bucket tensors are compared as stored (1-D, whole, padding included), no
+# recovered tensor; each bucket state named by a value NAME.padding saying
+# so and why, a note on stderr
 copy_fixture dpr_tp1dp2 bad
 python3 chunks.py "bad/$IT" param > /dev/null || fail "patching a master weight"
 ok
+B="optimizer.distributed.dp_group_idx_0.gbuf_idx_0.dtype_(torch.float32, torch.float32).bucket_idx_0"
 expect_exit 0 "$DETCHECK" hash bad
-expect_grep 'note: .*bad/iter_0000005/.metadata: dp_reshardable optimizer state (3 bucket tensors) not compared: per-parameter map not recovered' err.txt
+expect_grep 'note: .*bad/iter_0000005/.metadata: dp_reshardable optimizer state (3 bucket tensors) compared as stored, padding included (its torch.empty bytes may differ between identical runs): per-parameter map not recovered' err.txt
 expect_grep 'differ from output_layer.weight' err.txt
 expect_no_grep 'optimizer.state\.' out.txt
-expect_no_grep "name: 'optimizer.distributed.dp_group_idx_0.gbuf_idx_0.dtype_(torch.float32, torch.float32).bucket_idx_0.param', group" out.txt
 for s in param exp_avg exp_avg_sq; do
-    expect_grep "{name: 'optimizer.distributed.dp_group_idx_0.gbuf_idx_0.dtype_(torch.float32, torch.float32).bucket_idx_0.$s', value: \"not compared: per-parameter map not recovered (the master weights (param) at \\[0, 2048) of dp_group_idx_0 gbuf_idx_0 bucket_idx_0 differ from output_layer.weight, which the inferred map puts there)\"}" out.txt
+    expect_grep "{name: '$B.$s', group: optimizer, dtype: F32, shape: \\[19968\\], digest: [0-9a-f]*}" out.txt
+    expect_grep "{name: '$B.$s.padding', value: \"compared whole, padding included: per-parameter map not recovered (the master weights (param) at \\[0, 2048) of dp_group_idx_0 gbuf_idx_0 bucket_idx_0 differ from output_layer.weight, which the inferred map puts there)\"}" out.txt
 done
-# the weights are still compared; the state is reported missing, not equal
+# the weights are still compared; the per-parameter state is reported
+# missing, the buckets extra, not equal
 "$DETCHECK" hash -q -o fr.yaml "$MC/fr_tp1dp1" || fail "hash fr_tp1dp1"
 # shellcheck disable=SC2086
 expect_exit 1 "$DETCHECK" verify --golden fr.yaml bad $X
 expect_grep 'optimizer.state.exp_avg.output_layer.weight' out.txt
 # shellcheck disable=SC2086
 expect_exit 0 "$DETCHECK" verify --golden fr.yaml bad $X --exclude 'optimizer.state.*'
-# two such checkpoints with different padding: still identical (nothing of
-# the buckets is hashed)
-python3 chunks.py "bad/$IT" padding > /dev/null || fail "patching bad's padding"
+# Both copies with the same master-weight change (the map fails in both):
+# identical bytes verify and diff equal; a real exp_avg change in B is
+# found by verify, diff (text and JSON) and hash's digests
 "$DETCHECK" hash -q -o bad1.yaml bad || fail "hash bad"
 copy_fixture dpr_tp1dp2 bad2
 python3 chunks.py "bad2/$IT" param > /dev/null || fail "patching bad2"
 expect_exit 0 "$DETCHECK" verify --golden bad1.yaml bad2
+expect_exit 0 "$DETCHECK" diff -q bad bad2
+python3 chunks.py "bad2/$IT" exp_avg > /dev/null || fail "patching bad2's exp_avg"
+expect_exit 1 "$DETCHECK" verify --golden bad1.yaml bad2
+expect_grep "^DIFFERENT: 1 difference against bad1.yaml; first: $B.exp_avg\$" out.txt
+expect_exit 1 "$DETCHECK" diff -q bad bad2
+expect_grep "^First differing tensor: $B.exp_avg\$" out.txt
+expect_grep '^Result: different' out.txt
+expect_exit 1 "$DETCHECK" diff -q --json bad bad2
+python3 - out.txt "$B.exp_avg" <<'EOF' || fail "diff --json: the exp_avg bucket differs"
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = [t for t in d['tensors'] if t['name'] == sys.argv[2]]
+assert not d['equal'] and t and t[0]['status'] == 'differ' and t[0]['diff_count'] == 1, t
+EOF
+ok
+# other padding bytes: the buckets differ there (the values say the padding
+# is compared too), never an OK over state compared nowhere
+python3 chunks.py "bad/$IT" padding > /dev/null || fail "patching bad's padding"
+expect_exit 1 "$DETCHECK" verify --golden bad1.yaml bad
+expect_grep "differs  $B.exp_avg:" out.txt
 
 # truncated files: exit 2 naming the file, whichever file it is
 for f in __0_0.distcp __0_1.distcp __1_0.distcp __1_1.distcp; do
