@@ -254,8 +254,9 @@ static dck_status mg_open(dck_checkpoint *ck, const char *path, const char *relr
  * Everything else (optimizer state, RNG state, TE's per-rank _extra_state
  * tensors, other files of the rank directory) keeps its per-rank name: it
  * cannot be merged meaningfully, or legitimately differs between ranks.
- * A name that starts with a rank directory is per-rank state: verify sets
- * it aside when the two layouts differ (cmd_verify.c). */
+ * A name that starts with a rank directory is per-rank state: verify and
+ * diff set it aside when the rank directories stored differ, and say so
+ * (no OK unless --accept-layout-state: core/manifest.c, "layout state"). */
 
 #define MAX_RULE_GLOB 1024
 #define MAX_RANK_NUM 999999
