@@ -110,6 +110,7 @@ typedef struct {
     const dck_piece **chunkbuf;
     char reason[512];     /* why the map is not recovered ("" while it may be) */
     bool leave;           /* malformed storage: leave it to validation */
+    bool placed;          /* infer_map placed every parameter (pl complete) */
 } bk_ctx;
 
 static bool eat_num(const char **p, unsigned long *out) {
@@ -717,15 +718,57 @@ static dck_status emit(bk_ctx *c) {
     return s;
 }
 
+/* Where the inferred map (not verified) puts the padding of bucket k:
+ * "[1984, 2048), [4032, 4096)", "none", or "not known" when the map was
+ * not inferred. Placements of one bucket are consecutive in c->pl, in
+ * order of their starts (infer_map fills each bucket from 0 up). */
+static void padding_of(const bk_ctx *c, size_t k, char *buf, size_t n) {
+    if (!c->placed) {
+        snprintf(buf, n, "not known");
+        return;
+    }
+    size_t len = 0, shown = 0, more = 0;
+    uint64_t at = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i <= c->npl; i++) {
+        if (i < c->npl && c->pl[i].bucket != k) continue;
+        uint64_t s = i < c->npl ? c->pl[i].start : c->bk[k].numel;
+        if (s > at && more) more++;
+        else if (s > at) {
+            int w = snprintf(buf + len, n - len, "%s[%llu, %llu)", shown ? ", " : "", (unsigned long long)at,
+                             (unsigned long long)s);
+            if (w > 0 && (size_t)w < n - len - 24) { /* room left for " and N more" */
+                len += (size_t)w;
+                shown++;
+            } else {
+                buf[len] = 0;
+                more++;
+            }
+        }
+        if (i < c->npl) at = s + c->pl[i].numel;
+    }
+    if (more) snprintf(buf + len, n - len, " and %zu more", more);
+    if (!shown && !more) snprintf(buf, n, "none");
+}
+
 /* Not recovered: the bucket tensors stay as stored, 1-D and whole, so the
  * state is still compared, padding (torch.empty bytes) included; each
- * bucket state's value NAME.padding says so and why, and a note. Two
- * identical runs may then differ in the padding alone: a difference to
- * look at, never an OK over state compared nowhere. */
+ * bucket state's value NAME.padding says so, where the padding lies as far
+ * as the map was inferred, and why; a note. Two identical runs may then
+ * differ in the padding alone: a difference to look at, never an OK over
+ * state compared nowhere. */
 static dck_status compared_whole(bk_ctx *c) {
-    char v[sizeof c->reason + 128], nm[DCK_MAX_NAME + 16];
-    snprintf(v, sizeof v, "compared whole, padding included: per-parameter map not recovered (%s)", c->reason);
+    char v[sizeof c->reason + 1024], pad[768], nm[DCK_MAX_NAME + 16];
+    /* buckets were formed (collect_buckets) or not: name every state */
     for (size_t i = 0; i < c->nbt; i++) {
+        size_t k = 0;
+        while (c->placed && k < c->nbk && !(c->bk[k].g == c->bt[i].g && c->bk[k].b == c->bt[i].b &&
+                                            c->bk[k].k == c->bt[i].k))
+            k++;
+        padding_of(c, k, pad, sizeof pad);
+        snprintf(v, sizeof v,
+                 "compared whole, padding included (where the inferred map, not verified, puts it: %s): "
+                 "per-parameter map not recovered (%s)", pad, c->reason);
         if (strlen(tname(c, c->bt[i].t)) + 8 > DCK_MAX_NAME)
             return dck_set_error(DCK_ERR_LIMIT, "%s: bucket name too long: %.80s...", c->label, tname(c, c->bt[i].t));
         snprintf(nm, sizeof nm, "%s.padding", tname(c, c->bt[i].t));
@@ -777,6 +820,7 @@ dck_status dck_mcore_buckets(dck_checkpoint *ck, const pk_node *sdm, const char 
     }
     if (!c.reason[0] && !c.npar) no_map(&c, "no model tensors in the .metadata");
     if (!c.reason[0] && (s = infer_map(&c))) goto out;
+    c.placed = !c.reason[0] && !c.leave;
     if (!c.reason[0] && (s = check_map(&c))) goto out;
     if (c.leave) goto out;
     if (!c.reason[0]) check_names(&c);

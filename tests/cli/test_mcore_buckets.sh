@@ -166,7 +166,7 @@ expect_grep 'differ from output_layer.weight' err.txt
 expect_no_grep 'optimizer.state\.' out.txt
 for s in param exp_avg exp_avg_sq; do
     expect_grep "{name: '$B.$s', group: optimizer, dtype: F32, shape: \\[19968\\], digest: [0-9a-f]*}" out.txt
-    expect_grep "{name: '$B.$s.padding', value: \"compared whole, padding included: per-parameter map not recovered (the master weights (param) at \\[0, 2048) of dp_group_idx_0 gbuf_idx_0 bucket_idx_0 differ from output_layer.weight, which the inferred map puts there)\"}" out.txt
+    expect_grep "{name: '$B.$s.padding', value: \"compared whole, padding included (where the inferred map, not verified, puts it: \\[2080, 2112), \\[2144, 2176), .*, \\[17632, 17664)): per-parameter map not recovered (the master weights (param) at \\[0, 2048) of dp_group_idx_0 gbuf_idx_0 bucket_idx_0 differ from output_layer.weight, which the inferred map puts there)\"}" out.txt
 done
 # the weights are still compared; the per-parameter state is reported
 # missing, the buckets extra, not equal
@@ -203,6 +203,23 @@ ok
 python3 chunks.py "bad/$IT" padding > /dev/null || fail "patching bad's padding"
 expect_exit 1 "$DETCHECK" verify --golden bad1.yaml bad
 expect_grep "differs  $B.exp_avg:" out.txt
+# and every element that differs lies in the padding the value names
+copy_fixture dpr_tp1dp2 bad3
+python3 chunks.py "bad3/$IT" param > /dev/null || fail "patching bad3"
+"$DETCHECK" hash -q --json bad > bad.json || fail "hash bad"
+expect_exit 1 "$DETCHECK" diff -q --json bad3 bad
+python3 - out.txt bad.json "$B" <<'EOF' || fail "the differing elements are not in the named padding"
+import json, re, sys
+d, h, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+pad = {v['name']: v['value'] for v in h['values']}[b + '.exp_avg.padding']
+ranges = [(int(x), int(y)) for x, y in re.findall(r'\[(\d+), (\d+)\)', pad.split('): per-parameter')[0])]
+assert len(ranges) == 18, ranges
+t = {t['name']: t for t in d['tensors']}[b + '.exp_avg']
+first = t['first_index'][0]
+assert t['status'] == 'differ' and any(x <= first < y for x, y in ranges), (first, ranges)
+assert t['diff_count'] <= sum(y - x for x, y in ranges), t['diff_count']
+EOF
+ok
 
 # truncated files: exit 2 naming the file, whichever file it is
 for f in __0_0.distcp __0_1.distcp __1_0.distcp __1_1.distcp; do
