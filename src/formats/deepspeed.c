@@ -613,7 +613,13 @@ static dck_status module_shapes(ds_ctx *c) {
  * true when pad[i] is (-end of parameter i) % a for every parameter but
  * the last, whose entry is 0, with one of them. */
 static bool deepspeed_alignment(const ds_param *p, size_t np, const uint64_t *pad) {
-    uint64_t aligns[2] = {1, p[0].esize ? 16 / (16 % p[0].esize ? 1 : p[0].esize) : 1};
+    uint64_t g = 16, e = p[0].esize; /* 16 / gcd(16, element size) */
+    while (e) {
+        uint64_t t = g % e;
+        g = e;
+        e = t;
+    }
+    uint64_t aligns[2] = {1, 16 / g};
     for (size_t k = 0; k < 2; k++) {
         uint64_t off = 0, a = aligns[k];
         bool ok = true;

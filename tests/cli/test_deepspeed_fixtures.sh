@@ -163,7 +163,8 @@ same_as z3_ref.json "" ds_zero3_dp2.json
 # ---- issue 30, part 12: ZeRO-1/2 of parameter counts that are not multiples
 # of 2 x ranks (tests/fixtures/ds_padding, its README): DP 2, 3, 4, fp32 and
 # bf16, two param groups and a frozen parameter, written by the real
-# deepspeed; DeepSpeed pads each group to 2 x ranks and saves the last rank's
+# deepspeed (one with parameter_alignment's paddings between parameters);
+# DeepSpeed pads each group to 2 x ranks and saves the last rank's
 # fp32 partition without its padding (BF16_Optimizer: with it), the moments
 # with it. The reference (ref.safetensors: zero_to_fp32's weights, deepspeed's
 # own gather of the moments) is checked against manifest.json without detcheck,
@@ -188,7 +189,7 @@ EOF
     same_as "pad_ref_$f.json" "" "pad_$f.json"
     n=$((n + 1))
 done
-[ "$n" -eq 6 ] || fail "$n ds_padding fixtures, not 6"
+[ "$n" -eq 7 ] || fail "$n ds_padding fixtures, not 7"
 # names and groups at a glance; nothing in storage form, no per-file names
 for f in ds_zero1_dp1 ds_zero2_dp2 ds_zero3_dp2 ds_zero2_dp2_universal; do
     expect_grep '{name: module.0.weight, group: weights, dtype: F32, shape: \[48, 32\]' "$f.yaml"
