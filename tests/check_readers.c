@@ -481,6 +481,12 @@ END_TEST
 
 START_TEST(damaged_zip_pt) { damage("views.pt", 7); }
 END_TEST
+/* DeepSpeed ZeRO-2, DP 2, with DeepSpeed's padding (issue 30): the last
+ * rank's optimizer file (its shorter fp32 partition, group_paddings) */
+START_TEST(damaged_deepspeed) {
+    damage_in_dir("ds_padding/z2_dp2_f32", "global_step3/zero_pp_rank_1_mp_rank_00_optim_states.pt", 97);
+}
+END_TEST
 START_TEST(damaged_legacy_pt) { damage("views_legacy.pt", 5); }
 END_TEST
 START_TEST(damaged_npz) { damage("arrays_deflated.npz", 3); }
@@ -760,6 +766,7 @@ static Suite *suite(void) {
     tcase_add_test(c, zip64_records);
     tcase_add_test(c, damaged_dcp);
     tcase_add_test(c, damaged_zip_pt);
+    tcase_add_test(c, damaged_deepspeed);
     tcase_add_test(c, damaged_legacy_pt);
     tcase_add_test(c, damaged_npz);
     tcase_add_test(c, damaged_npy);

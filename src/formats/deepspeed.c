@@ -165,6 +165,7 @@ typedef struct {
     uint64_t shape[DCK_MAX_DIMS];
     uint64_t numel;
     size_t group;
+    size_t esize; /* bytes per element of the module's tensor (ZeRO-1/2) */
 } ds_param;
 
 /* A flat partition tensor of the scratch checkpoint, placed in ck. */
@@ -190,6 +191,7 @@ typedef struct {
     ds_param *params;
     size_t nparams;
     int64_t stage;
+    bool bf16_optimizer; /* ZeRO-1 by BF16_Optimizer (bf16_zero_pp_rank_* files) */
 } ds_ctx;
 
 static void ctx_free(ds_ctx *c) {
@@ -552,7 +554,8 @@ static dck_status rank_flats(ds_ctx *c, const char *path, uint64_t *len, bool se
         if (set) len[r] = out[r].n;
         else if (out[r].n != len[r])
             return dck_set_error(DCK_ERR_FORMAT,
-                                 "%s: %s has %llu elements, its partition %llu (inconsistent partition sizes)",
+                                 "%s: %s has %llu elements, DeepSpeed's partition of param_shapes %llu "
+                                 "(inconsistent partition sizes)",
                                  fpath(c, c->optim[r]), path, (unsigned long long)out[r].n, (unsigned long long)len[r]);
         if (out[r].dt != out[0].dt)
             return dck_set_error(DCK_ERR_FORMAT, "%s: %s is %s, rank 0's %s", fpath(c, c->optim[r]), path,
@@ -561,8 +564,86 @@ static dck_status rank_flats(ds_ctx *c, const char *path, uint64_t *len, bool se
     return DCK_OK;
 }
 
-/* ZeRO-1/2, group g: the parameters p[0..np) over the concatenated
- * partitions (lengths len), padding after each per pad (may be NULL). */
+/* A shape as text, "[7, 11]". */
+static const char *shape_text(char *buf, size_t n, const uint64_t *shape, int nd) {
+    size_t at = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < nd && at < n; d++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%llu", d ? ", " : "", (unsigned long long)shape[d]);
+    if (at < n) snprintf(buf + at, n - at, "]");
+    return buf;
+}
+
+/* ZeRO-1/2 save the module whole: every parameter of param_shapes (and of
+ * frozen_param_shapes) is a module tensor of that shape. A shape that
+ * differs would cut the partitions wrongly, real elements taken for
+ * padding or padding for elements; it is refused. The module tensor's
+ * element size is the one DeepSpeed's parameter alignment uses. */
+static dck_status module_shapes(ds_ctx *c) {
+    const char *mpath = fpath(c, c->model);
+    char path[NAME_MAX_LEN], a[256], b[256];
+    const pk_node *frozen = dck_pk_get(c->files[c->model].root, "frozen_param_shapes");
+    size_t nfrozen = !none(frozen) && frozen->kind == PK_DICT ? frozen->u.dict.n : 0;
+    for (size_t i = 0; i < c->nparams + nfrozen; i++) {
+        ds_param fp = {0}, *p = i < c->nparams ? &c->params[i] : &fp;
+        const char *list = i < c->nparams ? "param_shapes" : "frozen_param_shapes";
+        if (i >= c->nparams) {
+            const pk_node *k = frozen->u.dict.keys[i - c->nparams];
+            if (k->kind != PK_STR || !shape_of(frozen->u.dict.vals[i - c->nparams], &fp))
+                return dck_set_error(DCK_ERR_FORMAT, "%s: frozen_param_shapes: entry %zu is not a name and a shape",
+                                     mpath, i - c->nparams);
+            fp.name = k->u.s.p;
+        }
+        snprintf(path, sizeof path, "module.%s", p->name);
+        long ti = sfind(c, c->model, path);
+        if (ti < 0)
+            return dck_set_error(DCK_ERR_FORMAT, "%s: %s names %s, which the module's state dict lacks", mpath, list,
+                                 p->name);
+        const dck_tensor_info *t = &c->scr->tensors[ti].info;
+        if (t->ndim != p->nd || memcmp(t->shape, p->shape, sizeof *p->shape * (size_t)p->nd))
+            return dck_set_error(DCK_ERR_FORMAT, "%s: %s says %s is %s, the module's tensor is %s", mpath, list,
+                                 p->name, shape_text(a, sizeof a, p->shape, p->nd),
+                                 shape_text(b, sizeof b, t->shape, t->ndim));
+        p->esize = dck_dtype_size(t->dtype);
+    }
+    return DCK_OK;
+}
+
+/* The element alignment DeepSpeed may have used between parameters
+ * (stage_1_and_2.py: 1, or 16 bytes' worth with parameter_alignment):
+ * true when pad[i] is (-end of parameter i) % a for every parameter but
+ * the last, whose entry is 0, with one of them. */
+static bool deepspeed_alignment(const ds_param *p, size_t np, const uint64_t *pad) {
+    uint64_t g = 16, e = p[0].esize; /* 16 / gcd(16, element size) */
+    while (e) {
+        uint64_t t = g % e;
+        g = e;
+        e = t;
+    }
+    uint64_t aligns[2] = {1, 16 / g};
+    for (size_t k = 0; k < 2; k++) {
+        uint64_t off = 0, a = aligns[k];
+        bool ok = true;
+        for (size_t i = 0; i < np && ok; i++) {
+            off += p[i].numel;
+            uint64_t want = i + 1 == np ? 0 : (a - off % a) % a;
+            ok = pad[i] == want;
+            off += want;
+        }
+        if (ok) return true;
+    }
+    return false;
+}
+
+/* ZeRO-1/2, group g, laid out as DeepSpeed lays it out (stage_1_and_2.py,
+ * bf16_optimizer.py): the parameters p[0..np) in param_shapes order, each
+ * followed by its param_alignment_paddings entry (P elements in all); the
+ * group padded to T = P rounded up to 2 x ranks and cut into partitions of
+ * S = T / ranks, rank r's covering [r*S, (r+1)*S). Its group_paddings entry
+ * is what of it lies beyond P (ZeroOptimizer), or T - P on the last rank
+ * (BF16_Optimizer). The fp32 partition is saved without that padding by
+ * ZeroOptimizer, whole by BF16_Optimizer; the optimizer state whole. Every
+ * length is checked against these numbers: padding is what this
+ * bookkeeping says, never what is left over. */
 static dck_status zero12_group(ds_ctx *c, size_t g, const ds_param *p, size_t np, const pk_node *pad) {
     const char *opath = fpath(c, c->optim[0]);
     size_t npad = 0;
@@ -571,23 +652,56 @@ static dck_status zero12_group(ds_ctx *c, size_t g, const ds_param *p, size_t np
         return dck_set_error(DCK_ERR_FORMAT,
                              "%s: param_alignment_paddings of group %zu: %zu entries for %zu parameters",
                              opath, g, npad, np);
-    uint64_t *len = calloc(c->world, sizeof *len);
+    uint64_t *len = calloc(c->world, sizeof *len), *slen = calloc(c->world, sizeof *slen);
+    uint64_t *pv = calloc(np + 1, sizeof *pv);
     ds_flat *fl = calloc(c->world, sizeof *fl);
     ds_state_key *keys = NULL;
     size_t nk = 0;
     char path[NAME_MAX_LEN], name[NAME_MAX_LEN];
-    dck_status s = len && fl ? DCK_OK : dck_oom(NULL);
-    if (!s) s = rank_flats(c, flat_path(path, sizeof path, c->stage, g), len, true, fl);
+    dck_status s = len && slen && pv && fl ? DCK_OK : dck_oom(NULL);
+    uint64_t padded = 0, unpadded = 0, w = c->world;
+    for (size_t i = 0; i < np && !s; i++) {
+        int64_t v = 0;
+        if (pads && (!dck_pk_int(pads[i], &v) || v < 0 || v > (int64_t)(UINT32_MAX)))
+            s = dck_set_error(DCK_ERR_FORMAT, "%s: param_alignment_paddings of group %zu: entry %zu is not a size",
+                              opath, g, i);
+        pv[i] = (uint64_t)v;
+        if (!s && (__builtin_add_overflow(padded, p[i].numel + pv[i], &padded) || padded > (UINT64_MAX >> 8)))
+            s = dck_set_error(DCK_ERR_LIMIT, "%s: group %zu: parameters of more than 2^56 elements", opath, g);
+        unpadded += p[i].numel;
+    }
+    if (!s && np && pads && !deepspeed_alignment(p, np, pv))
+        s = dck_set_error(DCK_ERR_FORMAT, "%s: param_alignment_paddings of group %zu are not DeepSpeed's alignment "
+                          "of the parameters of param_shapes (%s)", opath, g, fpath(c, c->model));
+    uint64_t total = (padded + 2 * w - 1) / (2 * w) * (2 * w), part = total / w;
+    /* rank r's group_paddings entry, and the lengths of its fp32 partition
+     * (len) and of its optimizer state (slen) */
+    for (size_t r = 0; r < c->world && !s; r++) {
+        uint64_t lo = r * part, held = padded <= lo ? 0 : padded - lo < part ? padded - lo : part;
+        uint64_t gpad = c->bf16_optimizer ? (r + 1 == w ? total - unpadded : 0) : part - held;
+        len[r] = c->bf16_optimizer ? part : held;
+        slen[r] = part;
+        const pk_node *gp = dck_pk_get(dck_pk_get(c->files[c->optim[r]].root, "optimizer_state_dict"),
+                                       "group_paddings");
+        size_t ngp;
+        pk_node **gps = dck_pk_items(gp, &ngp);
+        int64_t have;
+        if (none(gp)) continue; /* older writers: the numbers above still hold */
+        if (!gps || ngp <= g || !dck_pk_int(gps[g], &have) || have < 0 || (uint64_t)have != gpad)
+            s = dck_set_error(DCK_ERR_FORMAT, "%s: group_paddings of group %zu is not %llu, the padding of rank %zu's "
+                              "partition of %llu elements when the parameters of param_shapes (%s) take %llu "
+                              "(inconsistent partition sizes)", fpath(c, c->optim[r]), g, (unsigned long long)gpad,
+                              r, (unsigned long long)part, fpath(c, c->model), (unsigned long long)padded);
+    }
+    if (!s) s = rank_flats(c, flat_path(path, sizeof path, c->stage, g), len, false, fl);
     const pk_node *osd = dck_pk_get(c->files[c->optim[0]].root, "optimizer_state_dict");
-    if (!s) s = state_keys(c, group_state(osd, c->stage, g), g, len, &keys, &nk);
-    uint64_t total = 0;
-    for (size_t r = 0; r < c->world; r++) total += len[r];
+    if (!s) s = state_keys(c, group_state(osd, c->stage, g), g, slen, &keys, &nk);
     /* where each parameter is: the kinds are placed one after the other */
     for (size_t k = 0; k <= nk && !s; k++) {
         const char *kind = k ? keys[k - 1].key : "fp32_param";
         long scalar = -1;
         if (k && keys[k - 1].scalar) s = group_scalar(c, g, kind, &scalar);
-        else if (k) s = rank_flats(c, state_path(path, sizeof path, c->stage, g, kind), len, false, fl);
+        else if (k) s = rank_flats(c, state_path(path, sizeof path, c->stage, g, kind), slen, false, fl);
         uint64_t off = 0;
         for (size_t i = 0; i < np && !s; i++) {
             if ((s = state_name(name, sizeof name, kind, p[i].name))) break;
@@ -595,36 +709,18 @@ static dck_status zero12_group(ds_ctx *c, size_t g, const ds_param *p, size_t np
                 s = move_tensor(c, scalar, name);
                 continue;
             }
-            if (off > total || p[i].numel > total - off) {
-                s = dck_set_error(DCK_ERR_FORMAT, "%s: group %zu: parameter %s needs elements [%llu, %llu) of the "
-                                  "partitions, which hold %llu (ranks' partitions and param_shapes do not add up)",
-                                  opath, g, p[i].name, (unsigned long long)off,
-                                  (unsigned long long)(off + p[i].numel), (unsigned long long)total);
-                break;
-            }
-            uint64_t start = 0;
             if (p[i].numel == 0) s = place(c->ck, name, &p[i], &fl[0], 0, 0, 0);
-            for (size_t r = 0; r < c->world && !s; start += len[r], r++) {
-                uint64_t end = off + p[i].numel, lo = off > start ? off : start;
-                uint64_t hi = end < start + len[r] ? end : start + len[r];
+            for (size_t r = 0; r < c->world && !s; r++) {
+                uint64_t start = r * part, end = off + p[i].numel, lo = off > start ? off : start;
+                uint64_t hi = end < start + part ? end : start + part;
                 if (lo < hi) s = place(c->ck, name, &p[i], &fl[r], lo - start, lo - off, hi - lo);
             }
-            int64_t pv = 0;
-            if (pads && (!dck_pk_int(pads[i], &pv) || pv < 0 || (uint64_t)pv > total)) {
-                s = dck_set_error(DCK_ERR_FORMAT, "%s: param_alignment_paddings of group %zu: entry %zu is not a size",
-                                  opath, g, i);
-                break;
-            }
-            off += p[i].numel + (uint64_t)pv;
+            off += p[i].numel + pv[i];
         }
-        /* the rest is padding, which aligns both ends to 2 x ranks */
-        uint64_t a = 2 * (uint64_t)c->world;
-        if (!s && scalar < 0 && (off + a - 1) / a != (total + a - 1) / a)
-            s = dck_set_error(DCK_ERR_FORMAT, "%s: group %zu: the parameters take %llu elements of the %llu the %zu "
-                              "ranks' partitions hold (inconsistent partition sizes)",
-                              opath, g, (unsigned long long)off, (unsigned long long)total, c->world);
     }
     free(len);
+    free(slen);
+    free(pv);
     free(fl);
     free(keys);
     return s;
@@ -959,7 +1055,12 @@ static dck_status open_zero(ds_ctx *c) {
     if ((s = load_tree(c, c->optim[0]))) return s;
     const pk_node *osd = dck_pk_get(c->files[c->optim[0]].root, "optimizer_state_dict");
     const char *o0 = fpath(c, c->optim[0]);
-    if (!int_of(dck_pk_get(osd, "zero_stage"), &c->stage) || c->stage < 0 || c->stage > 3)
+    /* BF16_Optimizer (ZeRO-1 in bf16 with fp32 gradient accumulation) writes
+     * no zero_stage; its files are named bf16_zero_pp_rank_* */
+    c->bf16_optimizer = none(dck_pk_get(osd, "zero_stage")) && !strncmp(c->files[c->optim[0]].name, "bf16_", 5) &&
+                        !none(dck_pk_get(osd, "single_partition_of_fp32_groups"));
+    if (c->bf16_optimizer) c->stage = 1;
+    else if (!int_of(dck_pk_get(osd, "zero_stage"), &c->stage) || c->stage < 0 || c->stage > 3)
         return dck_set_error(DCK_ERR_FORMAT, "%s: optimizer_state_dict has no zero_stage of 0 to 3", o0);
     /* partition_count: the number of ranks (a list per group at stages 1/2) */
     const pk_node *pc = dck_pk_get(osd, "partition_count");
@@ -1006,6 +1107,8 @@ static dck_status open_zero(ds_ctx *c) {
     size_t ng = 0;
     if ((s = read_params(c, dck_pk_get(mroot, "param_shapes"), fpath(c, c->model), &ng))) return s;
     if (c->stage <= 2) {
+        for (size_t r = 1; r < c->world && !s; r++) s = load_tree(c, c->optim[r]); /* their group_paddings */
+        if (s || (s = module_shapes(c))) return s;
         const pk_node *pad = dck_pk_get(osd, "param_alignment_paddings");
         size_t npads = 0;
         pk_node **pads = none(pad) ? NULL : dck_pk_items(pad, &npads);
@@ -1144,6 +1247,19 @@ static dck_status open_universal(ds_ctx *c) {
         if (ti < 0) ti = dck_checkpoint_find(c->scr, stem); /* a tensor saved alone */
         if (ti < 0) {
             s = dck_set_error(DCK_ERR_FORMAT, "%s: neither a tensor nor a dict with 'param'", fpath(c, fi));
+            break;
+        }
+        /* the parameter's state has the module tensor's shape (step: a scalar) */
+        const dck_tensor_info *t = &c->scr->tensors[ti].info;
+        char mname[NAME_MAX_LEN + 8];
+        snprintf(mname, sizeof mname, "module.%s", param);
+        long mi = t->ndim ? sfind(c, c->model, mname) : -1;
+        const dck_tensor_info *m = mi >= 0 ? &c->scr->tensors[mi].info : NULL;
+        if (m && (m->ndim != t->ndim || memcmp(m->shape, t->shape, sizeof *t->shape * (size_t)t->ndim))) {
+            char a[256], b[256];
+            s = dck_set_error(DCK_ERR_FORMAT, "%s: %s, the module's tensor %s is %s (%s)", fpath(c, fi),
+                              shape_text(a, sizeof a, t->shape, t->ndim), param,
+                              shape_text(b, sizeof b, m->shape, m->ndim), fpath(c, c->model));
             break;
         }
         s = move_tensor(c, ti, name);
