@@ -6,9 +6,13 @@
  * the tensor's name in the safetensors blob that starts at that offset. Chunks become pieces placed at their global offsets, so a tensor's
  * digest is the same whatever number of ranks wrote it. Non-tensor items
  * (BytesStorageMetadata) are torch.save'd objects: their scalars become
- * values named by their fully qualified name. Megatron-Core's torch_dist
- * adds mcore_data to the Metadata: flattened-range tensors are reported in
- * their parameter's shape and master weights under one name (mcore_flat.c). */
+ * values named by their fully qualified name. What .metadata states and the
+ * storage states too (dtype, chunk shapes and lengths, the chunks' cover of
+ * the global shape, the storage index) must agree: DCP's loaders build the
+ * tensor from .metadata, so the chunks' word alone is never taken.
+ * Megatron-Core's torch_dist adds mcore_data to the Metadata: flattened-range
+ * tensors are reported in their parameter's shape and master weights under
+ * one name (mcore_flat.c). */
 #include "formats/readers.h"
 
 #include <jansson.h>
