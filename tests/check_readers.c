@@ -479,6 +479,39 @@ START_TEST(damaged_dcp) {
 }
 END_TEST
 
+/* .metadata that says float16 where the chunks hold float32 (the pickled
+ * global torch.float32, renamed in place): DCP's loaders would create half
+ * tensors and round the chunks into them; an error naming the chunk's
+ * tensor and file, never digests of the float32 chunks (issue 30).
+ * tests/cli/test_dcp_meta.sh covers the other facts, with torch. */
+START_TEST(dcp_metadata_dtype_disagrees) {
+    static const char *const dirs[] = {"dcp1", "dcp2", "dcp_raw"}; /* torch.save zips; raw chunks */
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        char *dir = tu_tmpdir();
+        char cmd[8400], p[4200];
+        snprintf(cmd, sizeof cmd, "cp -r '%s' '%s/ck'", fx(dirs[i]), dir);
+        ck_assert_int_eq(system(cmd), 0);
+        snprintf(p, sizeof p, "%s/ck/.metadata", dir);
+        size_t n;
+        uint8_t *b = slurp(p, &n);
+        uint8_t *hit = memmem(b, n, "float32", 7);
+        ck_assert_msg(hit != NULL && !memmem(hit + 1, n - (size_t)(hit + 1 - b), "float32", 7), "%s", dirs[i]);
+        memcpy(hit, "float16", 7);
+        tu_write(p, b, n);
+        snprintf(p, sizeof p, "%s/ck", dir);
+        dck_status s;
+        dck_manifest *m = hash_path(p, -1, &s);
+        ck_assert_msg(s == DCK_ERR_LAYOUT, "%s: status %d: %s", dirs[i], (int)s, s ? dck_last_error() : "read");
+        ck_assert_ptr_null(m);
+        ck_assert_msg(strstr(dck_last_error(), "is stored as F32, .metadata says F16") &&
+                          strstr(dck_last_error(), ".distcp: chunk of model."),
+                      "%s: %s", dirs[i], dck_last_error());
+        free(b);
+        tu_tmpdir_free(dir);
+    }
+}
+END_TEST
+
 START_TEST(damaged_zip_pt) { damage("views.pt", 7); }
 END_TEST
 /* DeepSpeed ZeRO-2, DP 2, with DeepSpeed's padding (issue 30): the last
@@ -765,6 +798,7 @@ static Suite *suite(void) {
     tcase_add_test(c, zstd_trailing_bytes);
     tcase_add_test(c, zip64_records);
     tcase_add_test(c, damaged_dcp);
+    tcase_add_test(c, dcp_metadata_dtype_disagrees);
     tcase_add_test(c, damaged_zip_pt);
     tcase_add_test(c, damaged_deepspeed);
     tcase_add_test(c, damaged_legacy_pt);

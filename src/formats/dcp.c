@@ -6,9 +6,13 @@
  * the tensor's name in the safetensors blob that starts at that offset. Chunks become pieces placed at their global offsets, so a tensor's
  * digest is the same whatever number of ranks wrote it. Non-tensor items
  * (BytesStorageMetadata) are torch.save'd objects: their scalars become
- * values named by their fully qualified name. Megatron-Core's torch_dist
- * adds mcore_data to the Metadata: flattened-range tensors are reported in
- * their parameter's shape and master weights under one name (mcore_flat.c). */
+ * values named by their fully qualified name. What .metadata states and the
+ * storage states too (dtype, chunk shapes and lengths, the chunks' cover of
+ * the global shape, the storage index) must agree: DCP's loaders build the
+ * tensor from .metadata, so the chunks' word alone is never taken.
+ * Megatron-Core's torch_dist adds mcore_data to the Metadata: flattened-range
+ * tensors are reported in their parameter's shape and master weights under
+ * one name (mcore_flat.c). */
 #include "formats/readers.h"
 
 #include <jansson.h>
@@ -26,6 +30,7 @@ typedef struct {
     uint64_t off[DCK_MAX_DIMS];
     const char *path;
     uint64_t offset, length;
+    bool used;          /* named by an item of state_dict_metadata */
 } sd_entry;
 
 typedef struct {
@@ -156,7 +161,22 @@ static const char *dtype_name_of_props(const pk_node *props) {
     return d && d->kind == PK_GLOBAL ? d->u.global.name : "?";
 }
 
-/* fqn: the stored key (safetensors entry); name: the tensor it is added to. */
+/* The storage_data length of a torch.save item is the zip's own (the writer
+ * takes it from the stream): the bytes end with the zip's end record (22
+ * bytes and its comment). A length that runs past it (the zip reader would
+ * take the excess for slack) is a length that disagrees with the item. */
+static bool zip_ends_at(const uint8_t *d, uint64_t len) {
+    for (uint64_t c = 0; c <= 0xffff && c + 22 <= len; c++) {
+        const uint8_t *e = d + len - 22 - c;
+        if (e[0] == 'P' && e[1] == 'K' && e[2] == 5 && e[3] == 6 && (uint64_t)(e[20] | e[21] << 8) == c) return true;
+    }
+    return false;
+}
+
+/* fqn: the stored key (safetensors entry); name: the tensor it is added to.
+ * The chunk's dtype, shape and byte length are what .metadata says (DCP's
+ * loaders create the tensor from .metadata and copy the chunk into it,
+ * converting its dtype): a disagreement is an error, never the chunk's word. */
 static dck_status load_chunk(dcp_ctx *c, const char *fqn, const char *name, const sd_entry *e, int dtype, int gnd,
                              const uint64_t *gshape, const uint64_t *coff, const uint64_t *csz) {
     dcp_file *f;
@@ -171,6 +191,9 @@ static dck_status load_chunk(dcp_ctx *c, const char *fqn, const char *name, cons
         return dck_set_error(DCK_ERR_LIMIT, "%s: chunk of %s: size overflows", c->dir, fqn);
     const char *label = c->ck->files[f->file]->path;
     if (dck_is_zip(d, e->length)) {
+        if (!zip_ends_at(d, e->length))
+            return dck_set_error(DCK_ERR_FORMAT, "%s: chunk of %s at byte %llu: its zip does not end at the %llu bytes that .metadata gives it",
+                                 label, fqn, (unsigned long long)e->offset, (unsigned long long)e->length);
         dck_pt_opts o = {"", name, gshape, coff, gnd, false, false};
         size_t before = c->ck->ntensors;
         long idx = dck_checkpoint_find(c->ck, name);
@@ -181,7 +204,12 @@ static dck_status load_chunk(dcp_ctx *c, const char *fqn, const char *name, cons
         if (idx < 0 || c->ck->tensors[idx].npieces != np + 1 || c->ck->ntensors > before + 1)
             return dck_set_error(DCK_ERR_FORMAT, "%s: chunk of %s at byte %llu does not hold one tensor", label,
                                  fqn, (unsigned long long)e->offset);
-        dck_piece *pc = &c->ck->tensors[idx].pieces[np];
+        const dck_tensor_entry *t = &c->ck->tensors[idx];
+        if ((int)t->info.dtype != dtype)
+            return dck_set_error(DCK_ERR_LAYOUT, "%s: chunk of %s at byte %llu is stored as %s, .metadata says %s", label,
+                                 fqn, (unsigned long long)e->offset, dck_dtype_name(t->info.dtype),
+                                 dck_dtype_name((dck_dtype)dtype));
+        const dck_piece *pc = &t->pieces[np];
         for (int i = 0; i < gnd; i++)
             if (pc->shape[i] != csz[i])
                 return dck_set_error(DCK_ERR_LAYOUT, "%s: chunk of %s at byte %llu: tensor size differs from metadata",
@@ -201,15 +229,23 @@ static dck_status load_chunk(dcp_ctx *c, const char *fqn, const char *name, cons
     json_t *dt = json_object_get(ent, "dtype"), *shp = json_object_get(ent, "shape"), *dof = json_object_get(ent, "data_offsets");
     dck_dtype sdt;
     s = DCK_OK;
-    if (!ent || !json_is_string(dt) || dck_dtype_from_name(json_string_value(dt), &sdt) || (int)sdt != dtype ||
-        !json_is_array(shp) || (int)json_array_size(shp) != gnd || !json_is_array(dof) || json_array_size(dof) != 2)
-        s = dck_set_error(DCK_ERR_FORMAT, "%s: safetensors blob at byte %llu has no entry %s of its dtype and rank", label,
+    if (!ent || !json_is_string(dt) || dck_dtype_from_name(json_string_value(dt), &sdt) || !json_is_array(shp) ||
+        (int)json_array_size(shp) != gnd || !json_is_array(dof) || json_array_size(dof) != 2)
+        s = dck_set_error(DCK_ERR_FORMAT, "%s: safetensors blob at byte %llu has no entry %s of its rank", label,
                           (unsigned long long)e->offset, fqn);
+    else if ((int)sdt != dtype)
+        s = dck_set_error(DCK_ERR_LAYOUT, "%s: chunk of %s at byte %llu is stored as %s, .metadata says %s", label, fqn,
+                          (unsigned long long)e->offset, dck_dtype_name(sdt), dck_dtype_name((dck_dtype)dtype));
     for (int i = 0; !s && i < gnd; i++) {
         json_t *x = json_array_get(shp, (size_t)i);
         if (!json_is_integer(x) || (uint64_t)json_integer_value(x) != csz[i])
             s = dck_set_error(DCK_ERR_LAYOUT, "%s: safetensors entry %s: shape differs from the chunk's", label, fqn);
     }
+    /* the writer's length of a raw chunk is its element bytes */
+    if (!s && e->length != nbytes)
+        s = dck_set_error(DCK_ERR_FORMAT, "%s: chunk of %s at byte %llu: .metadata gives it %llu bytes, its %s elements need %llu",
+                          label, fqn, (unsigned long long)e->offset, (unsigned long long)e->length,
+                          dck_dtype_name((dck_dtype)dtype), (unsigned long long)nbytes);
     json_int_t a = 0, b = 0;
     if (!s) {
         a = json_integer_value(json_array_get(dof, 0));
@@ -227,13 +263,44 @@ static dck_status load_chunk(dcp_ctx *c, const char *fqn, const char *name, cons
     return dck_ck_add_piece(c->ck, name, (dck_dtype)dtype, gshape, gnd, &pc);
 }
 
-static const sd_entry *find_sd(const sd_entry *v, size_t n, const char *fqn, int nd, const uint64_t *off) {
+/* The storage of an item (nd -1) or of a tensor's chunk at off, marked used. */
+static sd_entry *find_sd(sd_entry *v, size_t n, const char *fqn, int nd, const uint64_t *off) {
     sd_entry key;
     memset(&key, 0, sizeof key);
     key.fqn = fqn;
     key.nd = nd;
     if (nd > 0) memcpy(key.off, off, sizeof(uint64_t) * (size_t)nd);
-    return bsearch(&key, v, n, sizeof *v, cmp_sd);
+    sd_entry *e = bsearch(&key, v, n, sizeof *v, cmp_sd);
+    if (e) e->used = true;
+    return e;
+}
+
+/* "(3, 0)": a chunk's offset for messages; "" for an item. */
+static const char *fmt_offset(const sd_entry *e, char *buf, size_t n) {
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < e->nd && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%llu%s", i ? ", " : " at offset (", (unsigned long long)e->off[i],
+                              i + 1 == e->nd ? ")" : "");
+    return buf;
+}
+
+/* storage_data and state_dict_metadata describe the same chunks: a key
+ * listed twice (Python's dict keeps the last, a search may find either) or
+ * stored bytes that no item names are a disagreement, not slack. */
+static dck_status check_storage_index(const sd_entry *sd, size_t nsd, const char *label, bool after_items) {
+    char ob[DCK_MAX_DIMS * 24 + 16];
+    for (size_t i = 0; i < nsd; i++) {
+        if (!after_items && i && !cmp_sd(&sd[i - 1], &sd[i]))
+            return dck_set_error(DCK_ERR_FORMAT, "%s: storage_data lists %s%s twice (in %s at byte %llu and in %s at byte %llu)",
+                                 label, sd[i].fqn, fmt_offset(&sd[i], ob, sizeof ob), sd[i - 1].path,
+                                 (unsigned long long)sd[i - 1].offset, sd[i].path, (unsigned long long)sd[i].offset);
+        if (after_items && !sd[i].used)
+            return dck_set_error(DCK_ERR_FORMAT, "%s: storage_data holds %s%s (in %s at byte %llu), which state_dict_metadata does not list",
+                                 label, sd[i].fqn, fmt_offset(&sd[i], ob, sizeof ob), sd[i].path,
+                                 (unsigned long long)sd[i].offset);
+    }
+    return DCK_OK;
 }
 
 /* Megatron-Core ShardedObjects are bytes items keyed KEY/shard_O_G: the
@@ -387,6 +454,7 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
         nsd++;
     }
     qsort(sd, nsd, sizeof *sd, cmp_sd);
+    if ((s = check_storage_index(sd, nsd, c.label, false))) goto done;
     for (size_t i = 0; i < sdm->u.dict.n && !s; i++) {
         const pk_node *k = sdm->u.dict.keys[i], *md = sdm->u.dict.vals[i];
         if (k->kind != PK_STR) {
@@ -395,7 +463,7 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
         }
         const char *fqn = k->u.s.p;
         if (dck_pk_object_is(md, "torch.distributed.checkpoint.metadata", "BytesStorageMetadata")) {
-            const sd_entry *e = find_sd(sd, nsd, fqn, -1, NULL);
+            sd_entry *e = find_sd(sd, nsd, fqn, -1, NULL);
             if (!e) {
                 s = dck_set_error(DCK_ERR_FORMAT, "%s: no storage for item %s", c.label, fqn);
                 break;
@@ -407,6 +475,11 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
                 break;
             }
             const uint8_t *b = f->data + e->offset;
+            if (dck_is_zip(b, e->length) && !zip_ends_at(b, e->length)) {
+                s = dck_set_error(DCK_ERR_FORMAT, "%s: item %s at byte %llu: its zip does not end at the %llu bytes that .metadata gives it",
+                                  ck->files[f->file]->path, fqn, (unsigned long long)e->offset, (unsigned long long)e->length);
+                break;
+            }
             if (!dck_is_zip(b, e->length)) { /* raw bytes (a BytesIO the user saved): by digest */
                 char t[48];
                 memcpy(t, "bytes:", 6);
@@ -446,9 +519,11 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
         }
         size_t nch;
         pk_node **ch = dck_pk_items(dck_pk_get(md, "chunks"), &nch);
-        if (!ch && nch == 0) {
+        if (nch == 0) { /* DCP's loaders would create it and fill nothing */
             uint64_t nb;
             if (!dck_shape_bytes((dck_dtype)dtype, gshape, gnd, &nb) && nb == 0) continue;
+            s = dck_set_error(DCK_ERR_LAYOUT, "%s: tensor %s has no chunks: none of its elements is stored", c.label, fqn);
+            break;
         }
         for (size_t j = 0; j < nch && !s; j++) {
             int nd1, nd2;
@@ -467,6 +542,7 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
         }
         if (!s && flat) s = dck_mcore_unflatten(ck, c.label, name, ond, oshape);
     }
+    if (!s) s = check_storage_index(sd, nsd, c.label, true);
     if (!s) s = dck_mcore_buckets(ck, sdm, c.label); /* dp_reshardable buckets -> per parameter */
 done:
     dck_mcore_free(mc);
