@@ -366,8 +366,14 @@ dck_status dck_files_check(dck_file *const *files, size_t n) {
 }
 
 dck_status dck_file_changed_error(dck_file *f) {
+    uint64_t now = dck_file_size_now(f);
+    /* a mapped page lost while the file kept its size: a read error of the
+     * disk or network file system (the kernel says SIGBUS for that too) */
+    if (dck_file_changed(f) && now >= f->size)
+        return dck_set_error(DCK_ERR_IO, "%s: a mapped page could not be read (I/O error, or the file "
+                             "changed while being read; %llu bytes)", f->path, (unsigned long long)now);
     return dck_set_error(DCK_ERR_IO, "%s: changed while being read (now %llu bytes, was %llu)", f->path,
-                         (unsigned long long)dck_file_size_now(f), (unsigned long long)f->size);
+                         (unsigned long long)now, (unsigned long long)f->size);
 }
 
 /* Reads up to len bytes at off (fewer only at the end of the file); path
