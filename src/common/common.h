@@ -128,6 +128,8 @@ typedef struct dck_file {
     int tmp_fd;        /* decompressed temporary for zstd, -1 otherwise */
     bool mapped;       /* dck_file_map done (map may be NULL for empty files) */
     pthread_mutex_t map_mu; /* makes the first dck_file_map thread-safe */
+    int lost;          /* a map of it lost pages (SIGBUS; set by io.c's handler) */
+    int was_mapped;    /* some of it was read from a map (its size is checked) */
 } dck_file;
 
 dck_status dck_file_open(const char *path, const char *relpath, dck_file **out);
@@ -179,22 +181,19 @@ static inline int dck_utf8_width(const unsigned char *s, const unsigned char *en
     return n;
 }
 
-/* SIGBUS guard: a file mapped and then truncated faults when its lost pages
- * are touched. Around work on a map:
- *     dck_bus_guard g;
- *     dck_bus_guard_enter(&g, map, len);
- *     if (sigsetjmp(g.jb, 0) == 0) { ...touch map... } else { fault }
- *     dck_bus_guard_leave(&g);
- * A fault inside [map, map + len) on this thread returns from sigsetjmp
- * with 1; any other SIGBUS goes to the previous handler. Per thread; the
- * guarded code must not hold locks or allocate across the touching. */
-typedef struct dck_bus_guard {
-    sigjmp_buf jb;
-    const uint8_t *lo, *hi;
-    struct dck_bus_guard *prev;
-} dck_bus_guard;
-void dck_bus_guard_enter(dck_bus_guard *g, const void *p, uint64_t len);
-void dck_bus_guard_leave(dck_bus_guard *g);
+/* A file that shrinks while mapped: every map io.c makes is registered, and
+ * a SIGBUS on a page the file lost maps zeros there and marks the file
+ * changed (io.c explains why), on any thread. Code that reads a map checks
+ * before it reports what it read: dck_file_changed (a page was lost; an
+ * atomic load, cheap enough per window), dck_files_check (that, or a mapped
+ * raw file now shorter than when opened: "FILE: changed while being read",
+ * exit 2). */
+bool dck_file_changed(const dck_file *f);
+dck_status dck_files_check(dck_file *const *files, size_t n);
+/* A map of bytes [off, off + len) of a raw file (a header read in place),
+ * registered as above; NULL where it cannot be made (read it instead). */
+void *dck_file_map_range(dck_file *f, uint64_t off, size_t len);
+void dck_file_unmap_range(void *p, size_t len);
 /* Whole (decompressed) contents, mapped read-only. */
 dck_status dck_file_map(dck_file *f, const uint8_t **data, uint64_t *len);
 /* Reads [off, off+len) of decompressed contents: from the map if any, else

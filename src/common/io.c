@@ -166,25 +166,69 @@ uint64_t dck_file_size_now(dck_file *f) {
 
 /* ------------------------------------------------------------------ SIGBUS
  * A mapped file that shrinks under us faults with SIGBUS when its missing
- * pages are touched. Code that touches a map wraps the work in a guard:
- * dck_bus_guard_enter records the mapped range for this thread, sigsetjmp
- * sets the way back, and the handler, installed once, jumps back when the
- * faulting address lies in this thread's guarded range. Any other SIGBUS
- * goes to the handler that was there before (or kills the process as the
- * default does). */
+ * pages are touched, on whichever thread touches them: a digest kernel, a
+ * header parser, a memcpy in libc. Rather than a guard around each piece
+ * of code that reads a map (one path left out is a crash), every map this
+ * file makes is registered with its dck_file, and the handler, installed
+ * with the first map, answers a fault inside one of them: it maps zeros
+ * over the lost pages (from the faulting page to the map's end), marks the
+ * file changed and returns, so the access runs again and reads zeros. The
+ * work goes on over zeros and ends at the next check of the file
+ * (dck_files_check, dck_file_changed): the engines check after each window,
+ * dck_checkpoint_open after its readers, dck_ck_build_manifest before any
+ * digest is reported. No jump leaves code that holds locks or memory. A
+ * SIGBUS outside the registered maps goes to the handler that was there
+ * before (or kills the process as the default does).
+ *
+ * The registry is read by the handler, so it is never moved or freed:
+ * chunks of slots linked once; each slot has a sequence number (odd while
+ * it is written), and the handler skips a slot it sees change. */
+#define BUS_SLOTS 256
+typedef struct {
+    unsigned seq;
+    uintptr_t lo, hi; /* hi == 0: free */
+    dck_file *f;
+} bus_slot;
+typedef struct bus_chunk {
+    bus_slot s[BUS_SLOTS];
+    struct bus_chunk *next;
+} bus_chunk;
+static bus_chunk bus_first;
+static pthread_mutex_t bus_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct sigaction bus_prev;
-static _Thread_local dck_bus_guard *bus_cur;
 static pthread_once_t bus_once = PTHREAD_ONCE_INIT;
+static uintptr_t bus_page;
+
+/* The registered map holding address a: its file and end, or NULL. */
+static dck_file *bus_find(uintptr_t a, uintptr_t *hi) {
+    for (bus_chunk *c = &bus_first; c; c = __atomic_load_n(&c->next, __ATOMIC_ACQUIRE))
+        for (int i = 0; i < BUS_SLOTS; i++) {
+            bus_slot *b = &c->s[i];
+            unsigned q = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
+            uintptr_t lo = __atomic_load_n(&b->lo, __ATOMIC_RELAXED);
+            uintptr_t h = __atomic_load_n(&b->hi, __ATOMIC_RELAXED);
+            dck_file *f = __atomic_load_n(&b->f, __ATOMIC_RELAXED);
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            if ((q & 1) || q != __atomic_load_n(&b->seq, __ATOMIC_RELAXED)) continue;
+            if (a >= lo && a < h) {
+                *hi = h;
+                return f;
+            }
+        }
+    return NULL;
+}
 
 static void bus_handler(int sig, siginfo_t *si, void *uc) {
-    const uint8_t *a = si ? (const uint8_t *)si->si_addr : NULL;
-    /* guards nest (diff holds one per side): the innermost that covers the
-     * address; leaving it there drops the ones entered after it */
-    for (dck_bus_guard *g = bus_cur; g; g = g->prev)
-        if (a >= g->lo && a < g->hi) {
-            bus_cur = g;
-            siglongjmp(g->jb, 1);
+    uintptr_t a = si ? (uintptr_t)si->si_addr : 0, hi;
+    dck_file *f = si && si->si_code == BUS_ADRERR ? bus_find(a, &hi) : NULL;
+    if (f) {
+        uintptr_t pg = a - a % bus_page;
+        if (mmap((void *)pg, hi - pg, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) !=
+            MAP_FAILED) {
+            __atomic_store_n(&f->lost, 1, __ATOMIC_RELEASE);
+            return; /* the access runs again, over zeros */
         }
+    }
     if ((bus_prev.sa_flags & SA_SIGINFO) && bus_prev.sa_sigaction) {
         bus_prev.sa_sigaction(sig, si, uc);
         return;
@@ -201,39 +245,135 @@ static void bus_handler(int sig, siginfo_t *si, void *uc) {
 }
 
 static void bus_install(void) {
+    bus_page = (uintptr_t)sysconf(_SC_PAGESIZE);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = bus_handler;
-    /* SA_NODEFER: siglongjmp leaves the handler without restoring the
-     * mask, so SIGBUS must not be blocked while it runs */
-    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGBUS, &sa, &bus_prev);
 }
 
-void dck_bus_guard_enter(dck_bus_guard *g, const void *p, uint64_t len) {
-    pthread_once(&bus_once, bus_install);
-    g->lo = p;
-    g->hi = (const uint8_t *)p + len;
-    g->prev = bus_cur;
-    bus_cur = g;
+static void bus_slot_write(bus_slot *b, uintptr_t lo, uintptr_t hi, dck_file *f) {
+    __atomic_store_n(&b->seq, b->seq + 1, __ATOMIC_RELAXED); /* odd: being written */
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&b->f, f, __ATOMIC_RELAXED);
+    __atomic_store_n(&b->lo, lo, __ATOMIC_RELAXED);
+    __atomic_store_n(&b->hi, hi, __ATOMIC_RELAXED);
+    __atomic_store_n(&b->seq, b->seq + 1, __ATOMIC_RELEASE);
 }
 
-void dck_bus_guard_leave(dck_bus_guard *g) { bus_cur = g->prev; }
+/* Registers [p, p + len) as a map of f (0: ok; -1: no memory for the
+ * registry, ENOMEM). */
+static int bus_register(dck_file *f, const void *p, size_t len) {
+    pthread_once(&bus_once, bus_install);
+    pthread_mutex_lock(&bus_mu);
+    bus_chunk *c = &bus_first;
+    for (;;) {
+        for (int i = 0; i < BUS_SLOTS; i++)
+            if (!c->s[i].hi) {
+                bus_slot_write(&c->s[i], (uintptr_t)p, (uintptr_t)p + len, f);
+                pthread_mutex_unlock(&bus_mu);
+                return 0;
+            }
+        if (!c->next) {
+            bus_chunk *n = calloc(1, sizeof *n); /* never freed: the handler may walk it */
+            if (!n) break;
+            __atomic_store_n(&c->next, n, __ATOMIC_RELEASE);
+        }
+        c = c->next;
+    }
+    pthread_mutex_unlock(&bus_mu);
+    errno = ENOMEM;
+    return -1;
+}
 
-dck_status dck_file_changed_error(dck_file *f) {
-    return dck_set_error(DCK_ERR_IO, "%s: changed while being read (now %llu bytes, was %llu)", f->path,
-                         (unsigned long long)dck_file_size_now(f), (unsigned long long)f->size);
+static void bus_unregister(const void *p) {
+    if (!p) return;
+    pthread_mutex_lock(&bus_mu);
+    for (bus_chunk *c = &bus_first; c; c = c->next)
+        for (int i = 0; i < BUS_SLOTS; i++)
+            if (c->s[i].hi && c->s[i].lo == (uintptr_t)p) {
+                bus_slot_write(&c->s[i], 0, 0, NULL);
+                pthread_mutex_unlock(&bus_mu);
+                return;
+            }
+    pthread_mutex_unlock(&bus_mu);
 }
 
 /* Test hook: DCK_TEST_TRUNCATE_MAPPED=PATH truncates the file PATH (that
- * exact path, as opened) to 0 bytes right after a stream window of it is
- * mapped, so that the tests can fault deterministically. */
+ * exact path, as opened) right after a map of it is made (a reader's map of
+ * the whole file, a stream window, a header), so that the tests fault
+ * where they choose: DCK_TEST_TRUNCATE_AT=N after its Nth map only
+ * (counted from 1; default: every map), DCK_TEST_TRUNCATE_SIZE=BYTES to
+ * that size (default 0). */
+static atomic_int truncate_maps;
 static void test_truncate_mapped(const dck_file *f) {
     const char *t = getenv("DCK_TEST_TRUNCATE_MAPPED");
-    if (t && *t && f->path && !strcmp(t, f->path) && truncate(f->path, 0) != 0) {
+    if (!t || !*t || !f->path || strcmp(t, f->path)) return;
+    const char *at = getenv("DCK_TEST_TRUNCATE_AT"), *size = getenv("DCK_TEST_TRUNCATE_SIZE");
+    int n = atomic_fetch_add(&truncate_maps, 1) + 1;
+    if (at && *at && atoi(at) != n) return;
+    if (truncate(f->path, size && *size ? (off_t)strtoll(size, NULL, 10) : 0) != 0) {
         /* nothing to do: the test then sees no fault and fails */
     }
+}
+
+/* mmap of [off, off + len) of fd, registered as a map of f (MAP_FAILED and
+ * errno on failure). */
+static void *map_registered(dck_file *f, int fd, uint64_t off, size_t len) {
+    void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, (off_t)off);
+    if (m == MAP_FAILED) return m;
+    if (bus_register(f, m, len)) {
+        munmap(m, len);
+        errno = ENOMEM;
+        return MAP_FAILED;
+    }
+    __atomic_store_n(&f->was_mapped, 1, __ATOMIC_RELAXED);
+    if (!f->zstd) test_truncate_mapped(f);
+    return m;
+}
+
+static void unmap_registered(void *m, size_t len) {
+    if (!m) return;
+    bus_unregister(m);
+    munmap(m, len);
+}
+
+void *dck_file_map_range(dck_file *f, uint64_t off, size_t len) {
+    int fd;
+    if (f->zstd || file_fd_get(f, &fd)) return NULL;
+    void *m = map_registered(f, fd, off, len);
+    file_fd_put(f, fd);
+    return m == MAP_FAILED ? NULL : m;
+}
+
+void dck_file_unmap_range(void *p, size_t len) { unmap_registered(p, len); }
+
+bool dck_file_changed(const dck_file *f) { return __atomic_load_n(&f->lost, __ATOMIC_ACQUIRE); }
+
+dck_status dck_files_check(dck_file *const *files, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        dck_file *f = files[i];
+        /* a file cut inside its last page loses no page: the map reads
+         * zeros past its new end, so its size is asked too (one that grew
+         * is read as it was: its first `size` bytes) */
+        if (f && (dck_file_changed(f) ||
+                  (f->was_mapped && !f->zstd && f->relpath && dck_file_size_now(f) < f->size)))
+            return dck_file_changed_error(f);
+    }
+    return DCK_OK;
+}
+
+dck_status dck_file_changed_error(dck_file *f) {
+    uint64_t now = dck_file_size_now(f);
+    /* a mapped page lost while the file kept its size: a read error of the
+     * disk or network file system (the kernel says SIGBUS for that too) */
+    if (dck_file_changed(f) && now >= f->size)
+        return dck_set_error(DCK_ERR_IO, "%s: a mapped page could not be read (I/O error, or the file "
+                             "changed while being read; %llu bytes)", f->path, (unsigned long long)now);
+    return dck_set_error(DCK_ERR_IO, "%s: changed while being read (now %llu bytes, was %llu)", f->path,
+                         (unsigned long long)now, (unsigned long long)f->size);
 }
 
 /* Reads up to len bytes at off (fewer only at the end of the file); path
@@ -528,7 +668,7 @@ dck_status dck_file_open_prefix(const char *path, const char *relpath, void *hea
 
 void dck_file_close(dck_file *f) {
     if (!f) return;
-    if (f->map && f->map_len) munmap((void *)f->map, f->map_len);
+    if (f->map && f->map_len) unmap_registered((void *)f->map, f->map_len);
     if (f->fd >= 0) close(f->fd);
     if (f->fd_kept) atomic_fetch_sub(&kept_fds, 1);
 
@@ -670,7 +810,7 @@ static dck_status file_map_locked(dck_file *f, const uint8_t **data, uint64_t *l
         *len = 0;
         return DCK_OK;
     }
-    void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *m = map_registered(f, fd, 0, size);
     int merr = errno;
     file_fd_put(f, own);
     if (m == MAP_FAILED)
@@ -680,7 +820,6 @@ static dck_status file_map_locked(dck_file *f, const uint8_t **data, uint64_t *l
     f->mapped = true;
     *data = f->map;
     *len = size;
-    if (!f->zstd) test_truncate_mapped(f);
     return DCK_OK;
 }
 
@@ -793,7 +932,7 @@ dck_status dck_stream_open(dck_file *f, size_t window, bool hash_file, dck_strea
 
 void dck_stream_close(dck_stream *s) {
     if (!s) return;
-    if (s->map) munmap(s->map, s->map_len);
+    unmap_registered(s->map, s->map_len);
     file_fd_put(s->f, s->fd);
     if (s->ds) ZSTD_freeDStream(s->ds);
     XXH3_freeState(s->fh);
@@ -836,10 +975,8 @@ static dck_status stream_next_zstd(dck_stream *s, const uint8_t **data, uint64_t
 
 dck_status dck_stream_next(dck_stream *s, const uint8_t **data, uint64_t *off, size_t *len) {
     if (s->f->zstd) return stream_next_zstd(s, data, off, len);
-    if (s->map) {
-        munmap(s->map, s->map_len);
-        s->map = NULL;
-    }
+    unmap_registered(s->map, s->map_len);
+    s->map = NULL;
     s->cur = NULL;
     s->cur_len = 0;
     *off = s->pos;
@@ -850,10 +987,9 @@ dck_status dck_stream_next(dck_stream *s, const uint8_t **data, uint64_t *off, s
     }
     uint64_t n = s->size - s->pos;
     if (n > s->window) n = s->window;
-    void *m = mmap(NULL, (size_t)n, PROT_READ, MAP_PRIVATE, s->fd, (off_t)s->pos);
+    void *m = map_registered(s->f, s->fd, s->pos, (size_t)n);
     if (m == MAP_FAILED)
         return dck_set_error(DCK_ERR_IO, "%s: cannot map: %s", s->f->path, strerror(errno));
-    test_truncate_mapped(s->f);
     madvise(m, (size_t)n, MADV_SEQUENTIAL);
     s->map = m;
     s->map_len = (size_t)n;

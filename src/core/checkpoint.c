@@ -966,6 +966,8 @@ dck_status dck_ck_build_manifest(dck_checkpoint *ck, const dck_digest *tensor_di
                                  const dck_digest *file_hashes, dck_manifest **out) {
     dck_manifest *m;
     *out = NULL;
+    /* no digest of zeros read where a file lost mapped pages (io.c) */
+    DCK_TRY(dck_files_check(ck->files, ck->nfiles));
     dck_status s = dck_manifest_create(&m);
     if (!s) s = dck_manifest_reserve(m, ck->ntensors, ck->nfiles);
     if (s) {

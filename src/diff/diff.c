@@ -243,7 +243,6 @@ typedef struct {
     dck_digest digest;
     size_t index; /* in the checkpoint */
     const uint8_t *direct; /* its bytes in a file map (contiguous tensors), or NULL */
-    dck_file *direct_file; /* the file of that map (for the SIGBUS guard) */
 } side_tensor;
 
 typedef struct {
@@ -397,13 +396,11 @@ static dck_status side_set_direct(side *sd) {
         side_tensor *st = &sd->t[i];
         const dck_piece *p = contiguous_piece(sd->ck, st->index);
         st->direct = NULL;
-        st->direct_file = NULL;
         if (p) {
             dck_file *f = sd->ck->files[p->file];
             if (f->mapped && f->map && p->file_offset <= f->map_len &&
                 st->nbytes <= f->map_len - p->file_offset) {
                 st->direct = f->map + p->file_offset;
-                st->direct_file = f;
             }
         }
         if (st->direct) continue;
@@ -510,8 +507,6 @@ static dck_status side_bytes(side *sd, const side_tensor *st, uint64_t off, size
  * the result is that of one call over the chunk. */
 #define FUSED_BLOCK ((size_t)32 << 10)
 
-static dck_status work_task_body(void *ctx, size_t i, int worker);
-
 /* Element statistics of n elements from flat index flat (b NULL: the same
  * bytes as a) into st; for a stacked tensor into the statistics of each
  * layer the elements belong to instead. */
@@ -537,45 +532,11 @@ static void chunk_elements(const engine *e, const work_item *it, dck_dtype t, co
 }
 
 /* A failing chunk stops the diff; dck_parallel_for_status reports the
- * lowest failing chunk, so the message does not depend on the threads.
- * Chunks read in place from a file map run under SIGBUS guards (one per
- * mapped side): a file truncated while it is compared faults on the pages
- * it lost, which becomes "FILE: changed while being read" (exit 2) instead
- * of killing the process. */
+ * lowest failing chunk, so the message does not depend on the threads. A
+ * file truncated while it is compared reads zeros where it lost pages
+ * (io.c): engine_run checks the files after each window, before its
+ * chunks count. */
 static dck_status work_task(void *ctx, size_t i, int worker) {
-    engine *e = ctx;
-    const work_item *it = &e->items[i];
-    /* volatile: read again after a siglongjmp */
-    const side_tensor *volatile ga_t = e->ta[it->tensor];
-    const side_tensor *volatile gb_t = e->tb[it->tensor];
-    if (ga_t && !ga_t->direct) ga_t = NULL;
-    if (gb_t && !gb_t->direct) gb_t = NULL;
-    if (!ga_t && !gb_t) return work_task_body(ctx, i, worker);
-    dck_bus_guard ga, gb;
-    volatile dck_status s = DCK_OK;
-    if (ga_t) {
-        dck_bus_guard_enter(&ga, ga_t->direct + it->offset, it->len);
-        if (sigsetjmp(ga.jb, 0)) { /* leaving ga drops gb too (guards stack) */
-            s = dck_file_changed_error(ga_t->direct_file);
-            goto out_a;
-        }
-    }
-    if (gb_t) {
-        dck_bus_guard_enter(&gb, gb_t->direct + it->offset, it->len);
-        if (sigsetjmp(gb.jb, 0)) {
-            s = dck_file_changed_error(gb_t->direct_file);
-            goto out_b;
-        }
-    }
-    s = work_task_body(ctx, i, worker);
-out_b:
-    if (gb_t) dck_bus_guard_leave(&gb);
-out_a:
-    if (ga_t) dck_bus_guard_leave(&ga);
-    return s;
-}
-
-static dck_status work_task_body(void *ctx, size_t i, int worker) {
     engine *e = ctx;
     const work_item *it = &e->items[i];
     work_out *o = &e->out[i];
@@ -652,6 +613,17 @@ static uint64_t job_read_bytes(const job *j) {
     return (j->kind == JOB_EQUAL || j->kind == JOB_STATS) ? 2 * j->nbytes : j->nbytes;
 }
 
+/* A side's file that changed while it was read: pages it lost (read as
+ * zeros, io.c), with sizes also a mapped file's size now (a cut inside a
+ * page loses no page). */
+static dck_status side_changed(const side *sd, int sizes) {
+    if (!sd->ck) return DCK_OK;
+    if (sizes) return dck_files_check(sd->ck->files, sd->ck->nfiles);
+    for (size_t i = 0; i < sd->ck->nfiles; i++)
+        if (dck_file_changed(sd->ck->files[i])) return dck_file_changed_error(sd->ck->files[i]);
+    return DCK_OK;
+}
+
 /* Runs the chunks of jobs window by window; after each window folds the
  * per-chunk outputs in chunk order into lanes / stats. */
 static dck_status engine_run(engine *e, const job *jobs, size_t njobs, dck_lanes *lanes_a,
@@ -684,7 +656,10 @@ static dck_status engine_run(engine *e, const job *jobs, size_t njobs, dck_lanes
             off += len;
         }
         if (!n) break;
-        DCK_TRY(dck_parallel_for_status(ps->threads, n, work_task, e));
+        dck_status s = dck_parallel_for_status(ps->threads, n, work_task, e);
+        DCK_TRY(side_changed(e->a, 0)); /* before the chunks' own errors: zeros read */
+        DCK_TRY(side_changed(e->b, 0));
+        if (s) return s;
         for (size_t i = 0; i < n; i++) {
             const work_item *it = &e->items[i];
             work_out *o = &e->out[i];
@@ -1176,6 +1151,7 @@ static dck_status diff_sides(side *a, side *b, const dck_diff_options *opt,
         s = engine_run(&e, jobs, njobs, lanes_a, lanes_b, &ps);
         if (s) goto done;
     }
+    if ((s = side_changed(a, 1)) || (s = side_changed(b, 1))) goto done;
 
     /* Digests, statuses and indices. */
     for (size_t t = 0; t < r->ntensors; t++) {

@@ -566,6 +566,10 @@ dck_status dck_checkpoint_open(const char *const *paths, size_t npaths, const dc
         }
     }
     if (!s) s = dck_ck_validate(ck);
+    /* a file that changed while a reader read it from its map (zeros where
+     * it lost pages, io.c): that, not what the reader made of the zeros */
+    dck_status changed = dck_files_check(ck->files, ck->nfiles);
+    if (changed) s = changed;
     if (s) {
         dck_checkpoint_free(ck);
         return s;

@@ -29,7 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1021,13 +1020,9 @@ static dck_status open_with_head(dck_checkpoint *ck, dck_file *f, const uint8_t 
     }
     const char *hdr = (const char *)head;
     if (n + 8 > got && !f->zstd && n >= ST_MAP_BYTES) {
-        /* large headers are read from the page cache in place */
-        int mfd;
-        if ((s = dck_file_fd(f, &mfd))) goto fail;
-        map = mmap(NULL, (size_t)n + 8, PROT_READ, MAP_PRIVATE, mfd, 0);
-        dck_file_fd_put(f, mfd);
-        if (map == MAP_FAILED) map = NULL;
-        else hdr = map;
+        /* large headers are read from the page cache in place (a map io.c
+         * registers: a file cut meanwhile reads zeros, and is named) */
+        if ((map = dck_file_map_range(f, 0, (size_t)n + 8))) hdr = map;
     }
     if (n + 8 > got && !map) {
         if (!(buf = malloc((size_t)n + 8))) {
@@ -1045,16 +1040,16 @@ static dck_status open_with_head(dck_checkpoint *ck, dck_file *f, const uint8_t 
     uint64_t data_size = f->data_size == UINT64_MAX ? UINT64_MAX : f->data_size - 8 - n;
     uint32_t fi;
     if ((s = dck_ck_add_file(ck, f, &fi))) { /* f is closed */
-        if (map) munmap(map, (size_t)n + 8);
+        if (map) dck_file_unmap_range(map, (size_t)n + 8);
         free(buf);
         return s;
     }
     s = dck_safetensors_parse_header(ck, fi, hdr + 8, (size_t)n, data_size, ck->files[fi]->path);
-    if (map) munmap(map, (size_t)n + 8);
+    if (map) dck_file_unmap_range(map, (size_t)n + 8);
     free(buf);
     return s;
 fail:
-    if (map) munmap(map, (size_t)n + 8);
+    if (map) dck_file_unmap_range(map, (size_t)n + 8);
     free(buf);
     dck_file_close(f);
     return s;

@@ -27,7 +27,6 @@
 #include "hash/hash.h"
 
 #include <pthread.h>
-#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,31 +155,13 @@ static dck_status read_small(batch *b, unit *u, block *bk, int worker, const uin
 }
 
 /* Block i: its tasks, then the whole-file hash of every finished block in
- * line (the baton). */
-static dck_status block_task_body(batch *b, block *bk, unit *u, int worker);
-
-/* A mapped window's block runs under a SIGBUS guard: a file truncated while
- * it is mapped faults on the pages it lost, which becomes an error naming
- * the file (exit 2) instead of killing the process. */
+ * line (the baton). A file that shrinks while its window is mapped reads
+ * zeros where it lost pages (io.c); batch_run checks the window's file
+ * before any of it counts. */
 static dck_status block_task(void *ctx, size_t i, int worker) {
     batch *b = ctx;
     block *bk = &b->blocks[i];
     unit *u = &b->units[bk->unit];
-    if (!u->wd) return block_task_body(b, bk, u, worker);
-    dck_bus_guard g;
-    dck_status s;
-    dck_bus_guard_enter(&g, u->wd, u->rlen);
-    if (sigsetjmp(g.jb, 0) == 0) {
-        s = block_task_body(b, bk, u, worker);
-    } else {
-        bk->failed = 1;
-        s = dck_file_changed_error(u->f);
-    }
-    dck_bus_guard_leave(&g);
-    return s;
-}
-
-static dck_status block_task_body(batch *b, block *bk, unit *u, int worker) {
     const uint8_t *wd = u->wd;
     dck_status s = DCK_OK;
     if (!wd && (s = read_small(b, u, bk, worker, &wd))) {
@@ -426,6 +407,10 @@ static dck_status file_finish(engine *e, open_file *of) {
                                  "%s: truncated: tensor %s needs bytes up to %llu, file has %llu",
                                  f->path, of->sp[i].t->info.name, (unsigned long long)of->sp[i].end,
                                  (unsigned long long)of->streamed);
+    /* mapped windows: a page lost in the last one, or a cut inside a page
+     * (read as zeros, no fault) */
+    if (of->st && !f->zstd && (dck_file_changed(f) || dck_file_size_now(f) < f->size))
+        return dck_file_changed_error(f);
     if (of->stv.n) return dck_set_error(DCK_ERR_LAYOUT, "%s: a segment was left unstitched", f->path);
     if (e->want_file && e->want_file[of->fi])
         e->fh[of->fi] = of->xh ? dck_xxh3_digest(of->xh) : dck_stream_file_hash(of->st);
@@ -464,11 +449,17 @@ static void batch_reset(batch *b) {
 }
 
 /* Runs the batch's blocks on the pool; *bad: the unit of the block whose
- * failure is reported (the lowest failing block). */
+ * failure is reported (the first unit whose file changed while mapped, else
+ * the lowest failing block). */
 static dck_status batch_run(engine *e, batch *b, size_t *bad) {
     *bad = SIZE_MAX;
     if (!b->nb) return DCK_OK;
     dck_status s = dck_parallel_for_status(e->threads, b->nb, block_task, b);
+    for (size_t i = 0; i < b->nu; i++)
+        if (b->units[i].wd && dck_file_changed(b->units[i].f)) {
+            *bad = i;
+            return dck_file_changed_error(b->units[i].f);
+        }
     if (s) {
         for (size_t k = 0; k < b->nb && *bad == SIZE_MAX; k++)
             if (b->blocks[k].failed) *bad = b->blocks[k].unit;
@@ -638,19 +629,13 @@ static dck_status hash_strided(dck_checkpoint *ck, dck_tensor_entry *t, dck_tens
     size_t per = (size_t)(TASK_BYTES / es);
     uint8_t *buf = malloc(per * es);
     if (!buf) return dck_oom(NULL);
-    dck_bus_guard g;
-    dck_bus_guard_enter(&g, base, blen);
-    if (sigsetjmp(g.jb, 0) == 0) {
-        for (uint64_t e = 0; e < n && !s; e += per) {
-            size_t k = (size_t)(n - e < per ? n - e : per);
-            dck_piece_gather(t, p, base, e, k, buf);
-            if ((s = dck_tensor_hasher_update(h, e * es, buf, k * es)))
-                s = dck_set_error(s, "%s: tensor %s: %s", f->path, t->info.name, dck_last_error());
-        }
-    } else {
-        s = dck_file_changed_error(f);
+    for (uint64_t e = 0; e < n && !s; e += per) {
+        size_t k = (size_t)(n - e < per ? n - e : per);
+        dck_piece_gather(t, p, base, e, k, buf);
+        if ((s = dck_tensor_hasher_update(h, e * es, buf, k * es)))
+            s = dck_set_error(s, "%s: tensor %s: %s", f->path, t->info.name, dck_last_error());
     }
-    dck_bus_guard_leave(&g);
+    if (!s) s = dck_files_check(&f, 1); /* zeros read where it lost pages */
     free(buf);
     return s;
 }

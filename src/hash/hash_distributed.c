@@ -609,6 +609,8 @@ dck_status dck_checkpoint_hash_plan(dck_checkpoint *ck, const dck_options *opt,
     if (!s && rp.cb && rp.base + rp.after) rp.cb(rp.ctx, rp.base + rp.after, rp.base + rp.after);
     ck->opt.progress = rp.cb;
     ck->opt.progress_ctx = rp.ctx;
+    /* each rank: no lane sums of zeros read where a file lost mapped pages */
+    if (!s) s = dck_files_check(ck->files, ck->nfiles);
     s = quiet_wait(&w, s);
     s = agree(&w, s);
 #if defined(DCK_HAVE_CUDA) && defined(DCK_HAVE_MPI)
