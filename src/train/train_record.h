@@ -81,6 +81,17 @@ int dck_rec_kind_rank(int kind);
  * when every common step agrees. DCK_ERR_NOMEM is reported as -1. */
 int dck_recording_compare(const dck_recording *a, const dck_recording *b, long *step, int *kind,
                           char *name, size_t nlen, const char **how);
+/* State entries (kind 3) one run recorded and the other did not, at the
+ * steps both recorded: dck_recording_compare passes over them (state is
+ * optional), so a caller that promises agreement names them as not
+ * compared. Per run (A, B): how many, and the first one's step and name. */
+typedef struct {
+    size_t count[2];
+    long step[2];         /* -1: none */
+    const char *name[2]; /* into the recording that holds it */
+} dck_rec_state_only;
+/* Fills u over every step in both; -1 when out of memory. */
+int dck_recording_state_only(const dck_recording *a, const dck_recording *b, dck_rec_state_only *u);
 /* Steps recorded in both (for the report). */
 size_t dck_recording_common_steps(const dck_recording *a, const dck_recording *b);
 
