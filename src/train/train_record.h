@@ -18,7 +18,8 @@
  * (lr.N), the GradScaler (scaler.*), EMA weights (ema.*), and on the first
  * step a process records the weights it started that step from (start.*).
  * It is optional information: a state name one run recorded and the other
- * did not is no difference (start.* exists in one process's first step). */
+ * did not is no differing tensor (start.* exists in one process's first
+ * step), but it was not compared: dck_recording_state_only counts them. */
 #ifndef DCK_TRAIN_RECORD_H
 #define DCK_TRAIN_RECORD_H
 
@@ -75,8 +76,8 @@ void dck_recording_release(dck_recording *r);
 int dck_rec_kind_rank(int kind);
 /* The first recorded step present in both whose tensors differ, and the
  * first tensor there: kind order (dck_rec_kind_rank), then model order
- * (dck_name_compare). A state entry present in one run only is skipped:
- * state is optional information, not a difference. Returns 1 and fills step, kind, name
+ * (dck_name_compare). A state entry present in one run only is passed
+ * over (dck_recording_state_only counts them). Returns 1 and fills step, kind, name
  * (into a buffer of nlen) and how ("digest", "only in A", "only in B"); 0
  * when every common step agrees. DCK_ERR_NOMEM is reported as -1. */
 int dck_recording_compare(const dck_recording *a, const dck_recording *b, long *step, int *kind,
