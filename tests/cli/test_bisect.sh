@@ -50,6 +50,33 @@ expect_exit 2 $DETCHECK bisect a
 mkdir e && echo '{"step": 1, "loss' > e/trajectory.jsonl && echo 'garbage' >> e/trajectory.jsonl
 expect_exit 2 $DETCHECK bisect a e
 expect_grep 'e/trajectory.jsonl:1: not a JSON object' err.txt
+# more than 4,096 checkpoints in both: every one compared (the list of
+# common ones was cut at 4,096, and a difference after it read as identical)
+# (manifests of one tensor each: small, so 8,200 load fast)
+python3 -c '
+import json, struct
+for n, v in ((1, 1.0), (2, 2.0)):
+    h = json.dumps({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
+    open("w%d.safetensors" % n, "wb").write(struct.pack("<Q", len(h)) + h + struct.pack("<f", v))' || fail "w1, w2"
+expect_exit 0 $DETCHECK hash --json -o w1.json w1.safetensors
+expect_exit 0 $DETCHECK hash --json -o w2.json w2.safetensors
+python3 - <<'PY' || fail "making runs of 4,100 checkpoints"
+import json, os
+line = json.loads(open("a/trajectory.jsonl").readline())
+for run in ("x", "y"):
+    os.makedirs(run)
+    with open(run + "/trajectory.jsonl", "w") as t:
+        for s in range(1, 4101):
+            t.write(json.dumps(dict(line, step=s)) + "\n")
+            d = "%s/step_%08d" % (run, s)
+            os.makedirs(d)
+            open(d + "/COMPLETE", "w").close()
+            os.link("w%d.json" % (2 if run == "y" and s == 4100 else 1), d + "/manifest.json")
+PY
+expect_exit 1 $DETCHECK bisect x y
+expect_grep '^last agreeing checkpoint: step 4099$' out.txt
+expect_grep '^first differing checkpoint: step 4100, ' out.txt
+rm -rf x y
 # a run with a missing step or no records is trouble, not agreement
 mkdir g h
 head -3 a/trajectory.jsonl > g/trajectory.jsonl
