@@ -231,7 +231,7 @@ static int rec_compare(const char *const runs[2], rec_first *f, gaps *g) {
         int c = dck_recording_compare(&r[0], &r[1], &f->step, &f->kind, f->name, sizeof f->name, &f->how);
         if (c >= 0 && !dck_recording_state_only(&r[0], &r[1], &u)) {
             for (int k = 0; k < 2; k++)
-                gap_add(g, "recorded_state", k, u.count[k], u.step[k], u.step[k],
+                gap_add(g, "recorded_state", k, u.count[k], u.step[k], u.last[k],
                         "%zu state entr%s in run %c only, at steps both recorded (first: step %ld, %s)", u.count[k],
                         u.count[k] == 1 ? "y" : "ies", 'A' + k, u.step[k], u.name[k] ? u.name[k] : "");
         } else {

@@ -266,6 +266,7 @@ static int walk_step(const dck_recording *a, const dck_rec_step *sa, const dck_r
                 u->step[side] = sa->step;
                 u->name[side] = nm;
             }
+            if (u) u->last[side] = sa->step;
             if (side) q++;
             else p++;
             continue;
@@ -332,6 +333,6 @@ int dck_recording_compare(const dck_recording *a, const dck_recording *b, long *
 
 int dck_recording_state_only(const dck_recording *a, const dck_recording *b, dck_rec_state_only *u) {
     memset(u, 0, sizeof *u);
-    u->step[0] = u->step[1] = -1;
+    u->step[0] = u->step[1] = u->last[0] = u->last[1] = -1;
     return walk(a, b, NULL, u) < 0 ? -1 : 0;
 }

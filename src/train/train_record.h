@@ -85,11 +85,12 @@ int dck_recording_compare(const dck_recording *a, const dck_recording *b, long *
 /* State entries (kind 3) one run recorded and the other did not, at the
  * steps both recorded: dck_recording_compare passes over them (state is
  * optional), so a caller that promises agreement names them as not
- * compared. Per run (A, B): how many, and the first one's step and name. */
+ * compared. Per run (A, B): how many, the steps of the first and the
+ * last, and the first one's name. */
 typedef struct {
     size_t count[2];
-    long step[2];         /* -1: none */
-    const char *name[2]; /* into the recording that holds it */
+    long step[2], last[2]; /* the first and last step with one (-1: none) */
+    const char *name[2];   /* the first one's, into the recording that holds it */
 } dck_rec_state_only;
 /* Fills u over every step in both; -1 when out of memory. */
 int dck_recording_state_only(const dck_recording *a, const dck_recording *b, dck_rec_state_only *u);

@@ -376,6 +376,8 @@ expect_grep '4 recorded steps agree tensor by tensor' out.txt
 expect_grep '^not compared: 1 state entry in run A only, at steps both recorded (first: step 0, start.layers.0.weight)$' out.txt
 expect_grep '^not compared: 4 state entries in run B only, at steps both recorded (first: step 0, ema.layers.0.weight)$' out.txt
 expect_exit 0 $DETCHECK bisect --allow-partial sa sb
+expect_exit 1 $DETCHECK bisect --json sa sb
+expect_grep '"item":"recorded_state","run":"B","count":4,"first":0,"last":3,"empty_side":false,' out.txt
 # state comes first in a step: the RNG state before the gradient it made differ
 python3 mkstate.py sc rng=2 grad=2 || fail "mkstate sc"
 expect_exit 1 $DETCHECK bisect sa sc --junit s1.xml
