@@ -273,7 +273,8 @@ static void rec_print(const rec_first *f) {
 /* The report's case for the recorded tensors: with a difference, one
  * failing case named after the first differing tensor (classname
  * detcheck.bisect.step_N.KIND, as the checkpoints' cases); a pass when
- * every common step agrees. Absent when one run or neither was recorded
+ * every common step agrees (skipped when there is none). Absent when one
+ * run or neither was recorded
  * (what one run recorded alone is a "not compared" case). */
 static void rec_report(cli_report *rep, const rec_first *f) {
     static const char *const kinds[DCK_REC_KIND_COUNT] = {"gradients", "parameters", "optimizer_state", "state"};
@@ -285,10 +286,13 @@ static void rec_report(cli_report *rep, const rec_first *f) {
         snprintf(msg, sizeof msg, "%s: first differing tensor, step %ld, %s: %s", f->name, f->step,
                  dck_rec_kind_name((dck_rec_kind)f->kind), hows[h].what);
         cli_report_case(rep, cls, f->name, CLI_CASE_FAIL, hows[h].type, msg, NULL);
-    } else if (f->both) {
+    } else if (f->both && f->common) {
         snprintf(msg, sizeof msg, "%zu recorded step%s in both agree tensor by tensor", f->common,
                  f->common == 1 ? "" : "s");
         cli_report_case(rep, "detcheck.bisect", "recorded tensors", CLI_CASE_PASS, NULL, msg, NULL);
+    } else if (f->both) { /* nothing passed over nothing */
+        cli_report_case(rep, "detcheck.bisect", "recorded tensors", CLI_CASE_SKIPPED, NULL,
+                        "no step recorded in both: the tensors are not compared", NULL);
     }
 }
 

@@ -240,8 +240,9 @@ expect_grep '^not compared: recorded steps 0..3 in run B only (run A has no tens
 # a tensor_digests.bin that is only a header: "0 recorded steps agree" was exit 0
 mkrec rg side=0
 printf 'DCKTDIG\000\001\000\000\000\000\000\000\000' > rg/tensor_digests.bin
-expect_exit 1 $DETCHECK bisect ra rg
+expect_exit 1 $DETCHECK bisect ra rg --junit v8.xml
 expect_grep '^not compared: recorded steps 0..3 in run A only (run B recorded none)$' out.txt
+expect_grep '<skipped message="no step recorded in both: the tensors are not compared"/>' v8.xml
 expect_exit 1 $DETCHECK bisect --json rg ra
 expect_grep '"recorded_steps":\[0,4\],"recorded_steps_in_both":0,"first_tensor":null' out.txt
 expect_grep '"item":"recorded_steps","run":"B","count":4,"first":0,"last":3,"empty_side":true' out.txt

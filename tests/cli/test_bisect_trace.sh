@@ -276,8 +276,9 @@ expect_grep 'warning: a/trace.bin: traced in run B only' err.txt
 expect_grep '^not compared: traced steps 0..3 in run B only (run A has no trace.bin)$' out.txt
 # a trace.bin of a header only: it traced none
 mktrace s0 only=
-expect_exit 1 $DETCHECK bisect a s0
+expect_exit 1 $DETCHECK bisect a s0 --junit v9.xml
 expect_grep '^not compared: traced steps 0..3 in run A only (run B traced none)$' out.txt
+expect_grep '<skipped message="no step traced in both: the traces are not compared"/>' v9.xml
 
 # ---------------------------------------------------------------- with recorded tensors and a differing trajectory
 mktrace c fwd=2
