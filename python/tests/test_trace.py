@@ -766,7 +766,9 @@ def test_first_difference_names_bisects_event(tmp_path, case):
         for k in ("tensor", "magnitudes"):
             fe.pop(k)
     assert _py_first_event(d) == fe, (d, r.stdout)
-    assert (d is None) == (r.returncode == 0)
+    # exit 1 with no first event: only for what one run holds and the other
+    # lacks (truncated events, steps in one run only: not compared)
+    assert (d is None) == (r.returncode == 0 or (fe is None and doc["not_compared"] != [])), (r.returncode, doc)
     if d is not None:  # the tuple reads as before
         step, ea, eb, inputs_equal = d
         assert (step, ea, eb) == (d.step, d.a, d.b)

@@ -226,9 +226,88 @@ size_t dck_recording_common_steps(const dck_recording *a, const dck_recording *b
     return n;
 }
 
-int dck_recording_compare(const dck_recording *a, const dck_recording *b, long *step, int *kind,
-                          char *name, size_t nlen, const char **how) {
-    for (size_t i = 0, j = 0; i < a->nsteps && j < b->nsteps;) {
+/* The first difference of a step both recorded. */
+typedef struct {
+    long *step;
+    int *kind;
+    char *name;
+    size_t nlen;
+    const char **how;
+} rec_found;
+
+/* One step recorded in both, merged in kind and model order. With f: its
+ * first difference (1, f filled in), at once unless u is given too. With
+ * u: the state entries one run only holds, counted to the end. -1: out of
+ * memory. */
+static int walk_step(const dck_recording *a, const dck_rec_step *sa, const dck_recording *b, const dck_rec_step *sb,
+                     const rec_found *f, dck_rec_state_only *u) {
+    dck_rec_entry *x = sorted_step(a, sa), *y = sorted_step(b, sb);
+    if (!x || !y) {
+        free(x);
+        free(y);
+        return -1;
+    }
+    size_t p = 0, q = 0, nx = sa->n, ny = sb->n;
+    int found = 0;
+    while ((p < nx || q < ny) && !(found && !u)) {
+        int c;
+        if (p == nx) c = 1;
+        else if (q == ny) c = -1;
+        else {
+            c = dck_rec_kind_rank(a->kinds[x[p].id]) - dck_rec_kind_rank(b->kinds[y[q].id]);
+            if (!c) c = strcmp(a->names[x[p].id], b->names[y[q].id]) ? dck_name_compare(a->names[x[p].id], b->names[y[q].id]) : 0;
+        }
+        /* a state name one run only recorded: no tensor difference, but
+         * not compared either (counted for u) */
+        int side = c < 0 && a->kinds[x[p].id] == DCK_REC_STATE ? 0 : c > 0 && b->kinds[y[q].id] == DCK_REC_STATE ? 1 : -1;
+        if (side >= 0) {
+            const char *nm = side ? b->names[y[q].id] : a->names[x[p].id];
+            if (u && !u->count[side]++) {
+                u->step[side] = sa->step;
+                u->name[side] = nm;
+            }
+            if (u) u->last[side] = sa->step;
+            if (side) q++;
+            else p++;
+            continue;
+        }
+        const char *nm = NULL, *how = NULL;
+        int kind = 0;
+        if (c < 0) {
+            nm = a->names[x[p++].id];
+            kind = a->kinds[x[p - 1].id];
+            how = "only in A";
+        } else if (c > 0) {
+            nm = b->names[y[q++].id];
+            kind = b->kinds[y[q - 1].id];
+            how = "only in B";
+        } else {
+            if (!dck_digest_equal(x[p].digest, y[q].digest)) {
+                nm = a->names[x[p].id];
+                kind = a->kinds[x[p].id];
+                how = "digest";
+            }
+            p++;
+            q++;
+        }
+        if (nm && f && !found) {
+            snprintf(f->name, f->nlen, "%s", nm);
+            *f->kind = kind;
+            *f->how = how;
+            *f->step = sa->step;
+            found = 1;
+        }
+    }
+    free(x);
+    free(y);
+    return found;
+}
+
+/* Every step in both, in order, through walk_step; stops at the first
+ * difference when only f is asked for. */
+static int walk(const dck_recording *a, const dck_recording *b, const rec_found *f, dck_rec_state_only *u) {
+    int found = 0;
+    for (size_t i = 0, j = 0; i < a->nsteps && j < b->nsteps && !(found && !u);) {
         if (a->steps[i].step < b->steps[j].step) {
             i++;
             continue;
@@ -237,58 +316,23 @@ int dck_recording_compare(const dck_recording *a, const dck_recording *b, long *
             j++;
             continue;
         }
-        dck_rec_entry *x = sorted_step(a, &a->steps[i]), *y = sorted_step(b, &b->steps[j]);
-        if (!x || !y) {
-            free(x);
-            free(y);
-            return -1;
-        }
-        size_t p = 0, q = 0, nx = a->steps[i].n, ny = b->steps[j].n;
-        int found = 0;
-        while ((p < nx || q < ny) && !found) {
-            int c;
-            if (p == nx) c = 1;
-            else if (q == ny) c = -1;
-            else {
-                c = dck_rec_kind_rank(a->kinds[x[p].id]) - dck_rec_kind_rank(b->kinds[y[q].id]);
-                if (!c) c = strcmp(a->names[x[p].id], b->names[y[q].id]) ? dck_name_compare(a->names[x[p].id], b->names[y[q].id]) : 0;
-            }
-            const char *nm = NULL;
-            /* a state name one run only recorded is no difference */
-            if (c < 0 && a->kinds[x[p].id] == DCK_REC_STATE) {
-                p++;
-                continue;
-            }
-            if (c > 0 && b->kinds[y[q].id] == DCK_REC_STATE) {
-                q++;
-                continue;
-            }
-            if (c < 0) {
-                nm = a->names[x[p].id];
-                *kind = a->kinds[x[p].id];
-                *how = "only in A";
-            } else if (c > 0) {
-                nm = b->names[y[q].id];
-                *kind = b->kinds[y[q].id];
-                *how = "only in B";
-            } else if (!dck_digest_equal(x[p].digest, y[q].digest)) {
-                nm = a->names[x[p].id];
-                *kind = a->kinds[x[p].id];
-                *how = "digest";
-            } else {
-                p++;
-                q++;
-                continue;
-            }
-            snprintf(name, nlen, "%s", nm);
-            *step = a->steps[i].step;
-            found = 1;
-        }
-        free(x);
-        free(y);
-        if (found) return 1;
+        int c = walk_step(a, &a->steps[i], b, &b->steps[j], found ? NULL : f, u);
+        if (c < 0) return -1;
+        found |= c;
         i++;
         j++;
     }
-    return 0;
+    return found;
+}
+
+int dck_recording_compare(const dck_recording *a, const dck_recording *b, long *step, int *kind,
+                          char *name, size_t nlen, const char **how) {
+    const rec_found f = {step, kind, name, nlen, how};
+    return walk(a, b, &f, NULL);
+}
+
+int dck_recording_state_only(const dck_recording *a, const dck_recording *b, dck_rec_state_only *u) {
+    memset(u, 0, sizeof *u);
+    u->step[0] = u->step[1] = u->last[0] = u->last[1] = -1;
+    return walk(a, b, NULL, u) < 0 ? -1 : 0;
 }

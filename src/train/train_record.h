@@ -18,7 +18,8 @@
  * (lr.N), the GradScaler (scaler.*), EMA weights (ema.*), and on the first
  * step a process records the weights it started that step from (start.*).
  * It is optional information: a state name one run recorded and the other
- * did not is no difference (start.* exists in one process's first step). */
+ * did not is no differing tensor (start.* exists in one process's first
+ * step), but it was not compared: dck_recording_state_only counts them. */
 #ifndef DCK_TRAIN_RECORD_H
 #define DCK_TRAIN_RECORD_H
 
@@ -75,12 +76,24 @@ void dck_recording_release(dck_recording *r);
 int dck_rec_kind_rank(int kind);
 /* The first recorded step present in both whose tensors differ, and the
  * first tensor there: kind order (dck_rec_kind_rank), then model order
- * (dck_name_compare). A state entry present in one run only is skipped:
- * state is optional information, not a difference. Returns 1 and fills step, kind, name
+ * (dck_name_compare). A state entry present in one run only is passed
+ * over (dck_recording_state_only counts them). Returns 1 and fills step, kind, name
  * (into a buffer of nlen) and how ("digest", "only in A", "only in B"); 0
  * when every common step agrees. DCK_ERR_NOMEM is reported as -1. */
 int dck_recording_compare(const dck_recording *a, const dck_recording *b, long *step, int *kind,
                           char *name, size_t nlen, const char **how);
+/* State entries (kind 3) one run recorded and the other did not, at the
+ * steps both recorded: dck_recording_compare passes over them (state is
+ * optional), so a caller that promises agreement names them as not
+ * compared. Per run (A, B): how many, the steps of the first and the
+ * last, and the first one's name. */
+typedef struct {
+    size_t count[2];
+    long step[2], last[2]; /* the first and last step with one (-1: none) */
+    const char *name[2];   /* the first one's, into the recording that holds it */
+} dck_rec_state_only;
+/* Fills u over every step in both; -1 when out of memory. */
+int dck_recording_state_only(const dck_recording *a, const dck_recording *b, dck_rec_state_only *u);
 /* Steps recorded in both (for the report). */
 size_t dck_recording_common_steps(const dck_recording *a, const dck_recording *b);
 

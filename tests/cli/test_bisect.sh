@@ -1,5 +1,20 @@
 # bisect finds an injected one-bit divergence at exactly its step and tensor.
 . "$DCK_TOP/tests/cli/lib.sh"
+# verdict WANT_EXIT REPORT_BASE: the JUnit and Markdown reports state the
+# verdict of the exit status (issue 19 case 3: exit 1 with failures="0" and
+# ":white_check_mark: OK")
+verdict() {
+    python3 - "$1" "$2.xml" "$2.md" <<'PY2' || { cat "$2.xml" "$2.md"; fail "$2: the reports' verdict is not exit $1"; }
+import sys, xml.etree.ElementTree as ET
+want, xml, md = int(sys.argv[1]), sys.argv[2], open(sys.argv[3]).read()
+s = ET.parse(xml).getroot().find("testsuite")
+fails = int(s.get("failures")) + int(s.get("errors"))
+assert (fails > 0) == (want == 1), (want, fails)
+first = md.split("\n")[0]
+assert first == ("### :x: detcheck bisect: DIFFERENT" if want else "### :white_check_mark: detcheck bisect: OK"), first
+PY2
+    ok
+}
 CFG="--vocab 64 --width 32 --layers 2 --heads 2 --seq 16 --batch 1 --microbatches 2 --steps 7 --ckpt-every 1 -q"
 T=model.blocks.1.attn.qkv.weight
 expect_exit 0 $DETCHECK train $CFG --out a
@@ -35,6 +50,33 @@ expect_exit 2 $DETCHECK bisect a
 mkdir e && echo '{"step": 1, "loss' > e/trajectory.jsonl && echo 'garbage' >> e/trajectory.jsonl
 expect_exit 2 $DETCHECK bisect a e
 expect_grep 'e/trajectory.jsonl:1: not a JSON object' err.txt
+# more than 4,096 checkpoints in both: every one compared (the list of
+# common ones was cut at 4,096, and a difference after it read as identical)
+# (manifests of one tensor each: small, so 8,200 load fast)
+python3 -c '
+import json, struct
+for n, v in ((1, 1.0), (2, 2.0)):
+    h = json.dumps({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
+    open("w%d.safetensors" % n, "wb").write(struct.pack("<Q", len(h)) + h + struct.pack("<f", v))' || fail "w1, w2"
+expect_exit 0 $DETCHECK hash --json -o w1.json w1.safetensors
+expect_exit 0 $DETCHECK hash --json -o w2.json w2.safetensors
+python3 - <<'PY' || fail "making runs of 4,100 checkpoints"
+import json, os
+line = json.loads(open("a/trajectory.jsonl").readline())
+for run in ("x", "y"):
+    os.makedirs(run)
+    with open(run + "/trajectory.jsonl", "w") as t:
+        for s in range(1, 4101):
+            t.write(json.dumps(dict(line, step=s)) + "\n")
+            d = "%s/step_%08d" % (run, s)
+            os.makedirs(d)
+            open(d + "/COMPLETE", "w").close()
+            os.link("w%d.json" % (2 if run == "y" and s == 4100 else 1), d + "/manifest.json")
+PY
+expect_exit 1 $DETCHECK bisect x y
+expect_grep '^last agreeing checkpoint: step 4099$' out.txt
+expect_grep '^first differing checkpoint: step 4100, ' out.txt
+rm -rf x y
 # a run with a missing step or no records is trouble, not agreement
 mkdir g h
 head -3 a/trajectory.jsonl > g/trajectory.jsonl
@@ -51,15 +93,46 @@ import json
 d = json.load(open("out.txt"), object_pairs_hook=lambda kv: kv)
 assert [k for k, _ in d] == ["identical", "steps", "first_step", "detail", "checkpoints_in_both",
                              "last_agreeing_checkpoint", "first_differing_checkpoint", "tensors",
-                             "replay"], d
+                             "replay", "not_compared", "partial_accepted"], d
 v = dict(d)
 assert v["identical"] is False and v["steps"] == [7, 7] and v["first_step"] is None, d
 assert v["detail"] is None and v["checkpoints_in_both"] == 7, d
 assert v["last_agreeing_checkpoint"] == 3 and v["first_differing_checkpoint"] == 4, d
 assert [list(dict(t)) for t in v["tensors"]] == [["name", "kind"]], d
 assert v["replay"].startswith("detcheck train --vocab 64 --layers 2 --width 32 "), d
+assert v["not_compared"] == [] and v["partial_accepted"] is False, d
 PY
 ok
+# issue 30 (part 6): a root digest in one run only is not compared, never
+# agreement: run a has one every step, run c none
+expect_exit 1 $DETCHECK bisect a c
+expect_grep '^incomplete: 7 and 7 steps agree bit for bit; 7 checkpoints in both agree$' out.txt
+expect_grep '^not compared: root digests at steps 1..7 in run A only (run B recorded none there)$' out.txt
+expect_exit 0 $DETCHECK bisect --allow-partial a c
+expect_grep '^identical where both runs hold data (--allow-partial): 7 and 7 steps' out.txt
+expect_grep '^not compared: root digests at steps 1..7 in run A only' out.txt
+# a checkpoint in one run only, a trajectory step in one run only
+cp -r a a5 && rm -r a5/step_00000005
+expect_exit 1 $DETCHECK bisect a a5 --junit k1.xml --markdown k1.md
+expect_grep '^not compared: checkpoint 5 in run A only$' out.txt
+verdict 1 k1
+expect_grep 'name="not compared: checkpoints"' k1.xml
+expect_grep 'type="not_compared"' k1.xml
+expect_exit 1 $DETCHECK bisect --json a5 a
+python3 - <<'PY' || fail "bisect --json, a checkpoint in one run only"
+import json
+d = json.load(open("out.txt"))
+assert d["identical"] is False and d["partial_accepted"] is False, d
+assert d["not_compared"] == [{"item": "checkpoints", "run": "B", "count": 1, "first": 5, "last": 5,
+                              "empty_side": False, "detail": "checkpoint 5 in run B only"}], d
+PY
+ok
+expect_exit 0 $DETCHECK bisect --allow-partial a5 a --junit k2.xml --markdown k2.md
+verdict 0 k2
+expect_grep '<skipped message="checkpoint 5 in run B only"/>' k2.xml
+head -5 a/trajectory.jsonl > a5/trajectory.jsonl
+expect_exit 1 $DETCHECK bisect a a5
+expect_grep '^not compared: trajectory steps 6..7 in run A only$' out.txt
 # the replay command comes from the option table: a token file whose name
 # needs quoting and floats that need nine digits replay bit for bit
 python3 -c "
@@ -111,21 +184,6 @@ cut = int(o.get("cut", 0))
 open(os.path.join(d, "tensor_digests.bin"), "wb").write(b[:len(b) - cut] if cut else b)
 PY2
 mkrec() { python3 mkrec.py "$@" || fail "mkrec $*"; }
-# verdict WANT_EXIT REPORT_BASE: the JUnit and Markdown reports state the
-# verdict of the exit status (issue 19 case 3: exit 1 with failures="0" and
-# ":white_check_mark: OK")
-verdict() {
-    python3 - "$1" "$2.xml" "$2.md" <<'PY2' || { cat "$2.xml" "$2.md"; fail "$2: the reports' verdict is not exit $1"; }
-import sys, xml.etree.ElementTree as ET
-want, xml, md = int(sys.argv[1]), sys.argv[2], open(sys.argv[3]).read()
-s = ET.parse(xml).getroot().find("testsuite")
-fails = int(s.get("failures")) + int(s.get("errors"))
-assert (fails > 0) == (want == 1), (want, fails)
-first = md.split("\n")[0]
-assert first == ("### :x: detcheck bisect: DIFFERENT" if want else "### :white_check_mark: detcheck bisect: OK"), first
-PY2
-    ok
-}
 # only the recorded tensors differ: exit 1, and both reports say so and
 # name the tensor (step, kind, name)
 mkrec ra
@@ -154,16 +212,51 @@ expect_grep '<system-out>4 recorded steps in both agree tensor by tensor</system
 # identical recordings
 expect_exit 0 $DETCHECK bisect ra ra --junit v4.xml --markdown v4.md
 verdict 0 v4
-# recorded in one run only: said (a warning, a skipped case), verdict as the exit
+# recorded in one run only (issue 30, part 1): a difference, never
+# agreement, naming which run recorded which steps; --allow-partial does
+# not accept an empty side
 mkrec re side=0
-expect_exit 0 $DETCHECK bisect ra re --junit v5.xml --markdown v5.md
-verdict 0 v5
-expect_grep 'warning: ra/tensor_digests.bin: recorded in run A only; the tensors are not compared' err.txt
-expect_grep '<skipped message="tensor_digests.bin recorded in run A only: the tensors are not compared"/>' v5.xml
+expect_exit 1 $DETCHECK bisect ra re --junit v5.xml --markdown v5.md
+verdict 1 v5
+expect_grep '^incomplete: 3 and 3 steps agree bit for bit' out.txt
+expect_grep '^not compared: recorded steps 0..3 in run A only (run B has no tensor_digests.bin)$' out.txt
+expect_grep 'name="not compared: recorded_steps"' v5.xml
+expect_grep 'message="recorded steps 0..3 in run A only (run B has no tensor_digests.bin)" type="not_compared"' v5.xml
+expect_exit 1 $DETCHECK bisect --allow-partial ra re
+expect_exit 1 $DETCHECK bisect --json ra re
+python3 - <<'PY2' || fail "bisect --json, recorded in one run only"
+import json
+d = json.load(open("out.txt"))
+assert d["identical"] is False and d["recorded_steps"] == [4, 0] and d["recorded_steps_in_both"] == 0, d
+assert d["first_tensor"] is None, d
+assert d["not_compared"] == [{"item": "recorded_steps", "run": "A", "count": 4, "first": 0, "last": 3, "empty_side": True,
+                              "detail": "recorded steps 0..3 in run A only (run B has no tensor_digests.bin)"}], d
+PY2
+ok
 mkrec rf side=0 traj=2
 expect_exit 1 $DETCHECK bisect rf ra --junit v6.xml --markdown v6.md
 verdict 1 v6
-expect_grep 'recorded in run B only' err.txt
+expect_grep '^not compared: recorded steps 0..3 in run B only (run A has no tensor_digests.bin)$' out.txt
+# a tensor_digests.bin that is only a header: "0 recorded steps agree" was exit 0
+mkrec rg side=0
+printf 'DCKTDIG\000\001\000\000\000\000\000\000\000' > rg/tensor_digests.bin
+expect_exit 1 $DETCHECK bisect ra rg --junit v8.xml
+expect_grep '^not compared: recorded steps 0..3 in run A only (run B recorded none)$' out.txt
+expect_grep '<skipped message="no step recorded in both: the tensors are not compared"/>' v8.xml
+expect_exit 1 $DETCHECK bisect --json rg ra
+expect_grep '"recorded_steps":\[0,4\],"recorded_steps_in_both":0,"first_tensor":null' out.txt
+expect_grep '"item":"recorded_steps","run":"B","count":4,"first":0,"last":3,"empty_side":true' out.txt
+# steps recorded in one run only: not compared; --allow-partial accepts them
+mkrec r6 steps=6
+expect_exit 1 $DETCHECK bisect ra r6
+expect_grep '^not compared: trajectory steps 4..5 in run B only$' out.txt
+expect_grep '^not compared: recorded steps 4..5 in run B only$' out.txt
+expect_exit 0 $DETCHECK bisect --allow-partial ra r6 --junit v7.xml --markdown v7.md
+verdict 0 v7
+expect_grep '^identical where both runs hold data (--allow-partial): 3 and 5 steps agree bit for bit; 0 checkpoints in both agree; 4 recorded steps agree tensor by tensor$' out.txt
+expect_exit 0 $DETCHECK bisect --json --allow-partial ra r6
+expect_grep '"identical":true,' out.txt
+expect_grep '"partial_accepted":true}$' out.txt
 
 # FIFOs are refused at once, naming the file (they blocked bisect forever)
 mkrec rh
@@ -221,8 +314,9 @@ expect_exit 2 $DETCHECK bisect ra rp
 expect_grep 'rp/tensor_digests.bin: byte 219: step ' err.txt
 # a torn last record (a killed run) is still ignored: its step is dropped
 mkrec rq flip=3 cut=7
-expect_exit 0 $DETCHECK bisect ra rq
+expect_exit 1 $DETCHECK bisect ra rq
 expect_grep '3 recorded steps agree tensor by tensor' out.txt
+expect_grep '^not compared: recorded step 3 in run A only$' out.txt
 mkrec rr flip=2 cut=25
 expect_exit 1 $DETCHECK bisect ra rr
 expect_grep '^first differing tensor: step 2, parameter layers.0.weight$' out.txt
@@ -274,11 +368,17 @@ for s in range(4):
 open(os.path.join(d, "tensor_digests.bin"), "wb").write(b)
 PY2
 python3 mkstate.py sa || fail "mkstate sa"
-# a state name recorded in one run only is no difference: start.* (the
-# first step of a process only) and any other
+# a state name recorded in one run only is no tensor difference, but it
+# was not compared (issue 30): start.* (the first step of a process only)
+# and any other are named; --allow-partial accepts them
 python3 mkstate.py sb start=0 extra=ema.layers.0.weight || fail "mkstate sb"
-expect_exit 0 $DETCHECK bisect sa sb
+expect_exit 1 $DETCHECK bisect sa sb
 expect_grep '4 recorded steps agree tensor by tensor' out.txt
+expect_grep '^not compared: 1 state entry in run A only, at steps both recorded (first: step 0, start.layers.0.weight)$' out.txt
+expect_grep '^not compared: 4 state entries in run B only, at steps both recorded (first: step 0, ema.layers.0.weight)$' out.txt
+expect_exit 0 $DETCHECK bisect --allow-partial sa sb
+expect_exit 1 $DETCHECK bisect --json sa sb
+expect_grep '"item":"recorded_state","run":"B","count":4,"first":0,"last":3,"empty_side":false,' out.txt
 # state comes first in a step: the RNG state before the gradient it made differ
 python3 mkstate.py sc rng=2 grad=2 || fail "mkstate sc"
 expect_exit 1 $DETCHECK bisect sa sc --junit s1.xml

@@ -17,7 +17,7 @@
 #   extra=S    step S: one more op at the end of the step
 #   modules=1  trace="modules": module events only
 #   trunc=S:N  step S keeps its first N events, flagged truncated
-#   only=S,S   trace these steps only (default all)
+#   only=S,S   trace these steps only (default all; empty: none)
 #   side=0     no trace.bin
 #   set=S:I:FIELD:V  event I of step S gets FIELD (phase kind module op
 #              call nin present) = V; prints the event's byte offset
@@ -80,7 +80,7 @@ def events(s):
     if o.get("modules") == "1":
         ev = [e for e in ev if e[2] is None]
     return ev
-only = set(map(int, o["only"].split(","))) if "only" in o else set(range(steps))
+only = set(map(int, filter(None, o["only"].split(",")))) if "only" in o else set(range(steps))
 trunc = tuple(map(int, o["trunc"].split(":"))) if "trunc" in o else (-1, 0)
 count = tuple(map(int, o["count"].split(":"))) if "count" in o else (-1, 0)
 setf = o["set"].split(":") if "set" in o else None
@@ -135,7 +135,7 @@ verdict 0 v0
 expect_grep 'name="traced steps"' v0.xml
 expect_grep '4 traced steps in both agree event by event' v0.xml
 expect_exit 0 $DETCHECK bisect --json a a2
-expect_grep '"traced_steps_in_both":4,"traced_steps_truncated":\[0,0\],"first_event":null' out.txt
+expect_grep '"traced_steps_in_both":4,"traced_steps_truncated":\[0,0\],"first_event":null,"not_compared":\[\],"partial_accepted":false}$' out.txt
 
 # ---------------------------------------------------------------- a culprit in forward
 mktrace f fwd=2
@@ -229,31 +229,56 @@ expect_exit 1 $DETCHECK bisect a n
 expect_grep '^execution differs at event 4 of step 1: run A ran forward model.fc2 (aten.mm.default, call 0) with 3 inputs and 1 output, run B ran forward model.fc2 (aten.mm.default, call 0) with 2 inputs and 1 output$' out.txt
 
 # ---------------------------------------------------------------- truncated steps, partial traces
-# the recorder cut step 1 short: only the events both hold are compared (a note says so)
+# the recorder cut step 1 short: only the events both hold are compared;
+# the events past the bound are named as not compared, exit 1 (issue 30,
+# part 6: was exit 0 with a note on stderr); --allow-partial accepts them
 mktrace t trunc=1:5
-expect_exit 0 $DETCHECK bisect a t
+expect_exit 1 $DETCHECK bisect a t --junit v7.xml --markdown v7.md
 expect_grep 'note: t/trace.bin: 1 compared traced step truncated by the recorder (first: step 1)' err.txt
+expect_grep '^incomplete: 3 and 3 steps agree bit for bit; 0 checkpoints in both agree; 4 traced steps agree event by event$' out.txt
+expect_grep "^not compared: events past the recorder's bound in traced step 1, which run B truncated$" out.txt
+verdict 1 v7
+expect_grep 'name="not compared: truncated_steps"' v7.xml
+expect_exit 1 $DETCHECK bisect --json a t
+expect_grep '"not_compared":\[{"item":"truncated_steps","run":"B","count":1,"first":1,"last":1,"empty_side":false,' out.txt
+expect_exit 0 $DETCHECK bisect --allow-partial a t --junit v8.xml --markdown v8.md
+verdict 0 v8
+expect_grep "^not compared: events past the recorder's bound in traced step 1, which run B truncated$" out.txt
 mktrace t2 trunc=1:5 fwd=1
 expect_exit 1 $DETCHECK bisect t t2
 expect_grep '^first differing op: step 1, forward, model.fc1 (aten.add.Tensor, call 0)' out.txt
+expect_grep "^not compared: events past the recorder's bound in traced step 1, which run A truncated$" out.txt
 mktrace t3 trunc=1:5 extra=1
-expect_exit 0 $DETCHECK bisect t t3
-# steps traced in one run only are not compared; the common ones are
+expect_exit 1 $DETCHECK bisect t t3
+expect_grep "^not compared: events past the recorder's bound in traced step 1, which run A truncated$" out.txt
+expect_grep "^not compared: events past the recorder's bound in traced step 1, which run B truncated$" out.txt
+# steps traced in one run only are not compared, the common ones are:
+# named, exit 1 unless --allow-partial
 mktrace p only=0,2 fwd=1
-expect_exit 0 $DETCHECK bisect a p
+expect_exit 1 $DETCHECK bisect a p
 expect_grep '2 traced steps agree event by event' out.txt
+expect_grep '^not compared: 2 traced steps from 1 to 3 in run A only$' out.txt
+expect_exit 0 $DETCHECK bisect --allow-partial a p
 mktrace p2 only=1,3 fwd=3
 expect_exit 1 $DETCHECK bisect a p2
 expect_grep '^first differing op: step 3, ' out.txt
 
 # ---------------------------------------------------------------- traced in one run only
+# an empty side: a difference (exit 1), which --allow-partial does not accept
 mktrace s side=0
-expect_exit 0 $DETCHECK bisect a s --junit v5.xml --markdown v5.md
+expect_exit 1 $DETCHECK bisect a s --junit v5.xml --markdown v5.md
 expect_grep 'warning: a/trace.bin: traced in run A only; the traces are not compared' err.txt
-verdict 0 v5
-expect_grep '<skipped message="trace.bin in run A only: the traces are not compared"/>' v5.xml
-expect_exit 0 $DETCHECK bisect s a
+expect_grep '^not compared: traced steps 0..3 in run A only (run B has no trace.bin)$' out.txt
+verdict 1 v5
+expect_grep 'message="traced steps 0..3 in run A only (run B has no trace.bin)" type="not_compared"' v5.xml
+expect_exit 1 $DETCHECK bisect --allow-partial s a
 expect_grep 'warning: a/trace.bin: traced in run B only' err.txt
+expect_grep '^not compared: traced steps 0..3 in run B only (run A has no trace.bin)$' out.txt
+# a trace.bin of a header only: it traced none
+mktrace s0 only=
+expect_exit 1 $DETCHECK bisect a s0 --junit v9.xml
+expect_grep '^not compared: traced steps 0..3 in run A only (run B traced none)$' out.txt
+expect_grep '<skipped message="no step traced in both: the traces are not compared"/>' v9.xml
 
 # ---------------------------------------------------------------- with recorded tensors and a differing trajectory
 mktrace c fwd=2
@@ -357,8 +382,9 @@ expect_grep 'ut/trace.bin: byte 16: unknown record type 7' err.txt
 # a torn last record (a killed run) is ignored: its step is dropped,
 # whatever it held; a damaged field inside it is still damage
 mktrace tl fwd=3 cut=30
-expect_exit 0 $DETCHECK bisect a tl
+expect_exit 1 $DETCHECK bisect a tl
 expect_grep '3 traced steps agree event by event' out.txt
+expect_grep '^not compared: traced step 3 in run A only$' out.txt
 mktrace tl2 fwd=2 cut=30
 expect_exit 1 $DETCHECK bisect a tl2
 expect_grep '^first differing op: step 2, ' out.txt
@@ -366,6 +392,6 @@ mktrace tl3 set=3:9:phase:3 cut=30
 expect_exit 2 $DETCHECK bisect a tl3
 expect_grep 'tl3/trace.bin: byte [0-9]*: step 3: event with phase 3' err.txt
 mktrace tl4 count=3:4000
-expect_exit 0 $DETCHECK bisect a tl4
+expect_exit 1 $DETCHECK bisect a tl4
 expect_grep '3 traced steps agree event by event' out.txt
 done_ok

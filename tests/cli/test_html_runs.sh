@@ -208,7 +208,8 @@ if html_render nan.html nan.png; then
 fi
 # a run that starts later (as a resumed one): the steps before are not recorded in both
 mkruns r start=4 trace=0
-expect_exit 0 $DETCHECK bisect a r --html late.html
+expect_exit 1 $DETCHECK bisect a r --html late.html
+expect_grep '^not compared: trajectory steps 0..3 in run A only$' out.txt
 html_check late.html
 expect_grep '<title>step 2, loss: not recorded in both runs</title>' late.html
 expect_grep 'B: run B (dashed, squares): r, steps 4..9' late.html

@@ -49,7 +49,10 @@ expect_exit 0 $DETCHECK train $CFG --steps 8 --resume-from ref/step_00000002 --o
 [ -f d/step_00000008/rank_00000_of_00001.safetensors.zst ] || fail "no zstd shard"; ok
 expect_exit 0 $DETCHECK hash -o ref8.yaml ref/step_00000008
 expect_exit 0 $DETCHECK verify --golden ref8.yaml d/step_00000008
-expect_exit 0 $DETCHECK bisect ref d
+# d holds steps 3..8 only: what ref alone holds is not compared (issue 30)
+expect_exit 1 $DETCHECK bisect ref d
+expect_grep '^not compared: trajectory steps 1..2 in run A only$' out.txt
+expect_exit 0 $DETCHECK bisect --allow-partial ref d
 expect_exit 2 $DETCHECK train $CFG --steps 8 --resume-from b/nonexistent --out e
 
 # resume-check: several kill points, then another K on resume

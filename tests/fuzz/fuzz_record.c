@@ -72,6 +72,8 @@ static void promises(const dck_recording *r) {
     const char *how;
     CHECK(dck_recording_compare(r, r, &step, &kind, name, sizeof name, &how) == 0, "a recording differs from itself");
     CHECK(dck_recording_common_steps(r, r) == r->nsteps, "common steps with itself");
+    dck_rec_state_only u;
+    CHECK(dck_recording_state_only(r, r, &u) == 0 && !u.count[0] && !u.count[1], "state in one of two equal runs");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
