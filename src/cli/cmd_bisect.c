@@ -408,7 +408,7 @@ int cmd_bisect(int argc, char **argv) {
         printf("\n");
     } else {
         if (traj_diff)
-            printf("first differing step: %ld (%s)\n", step, what);
+            printf("first differing step: %ld (%s)\n", step, cli_safe_line(what));
         else if (differ >= 0)
             printf("trajectories agree; the checkpoints do not\n");
         else if (recf.found)
@@ -431,10 +431,10 @@ int cmd_bisect(int argc, char **argv) {
                 printf("first differing checkpoint: step %ld, %zu of %zu tensors differ:\n", differ,
                        diff.n, diff.tensors_compared);
                 for (size_t i = 0; i < diff.n && (limit == 0 || i < (size_t)limit); i++)
-                    printf("  %s (%s)\n", diff.entries[i].name, dck_cmp_kind_name(diff.entries[i].kind));
+                    printf("  %s (%s)\n", cli_safe(diff.entries[i].name), dck_cmp_kind_name(diff.entries[i].kind));
                 if (limit && diff.n > (size_t)limit) printf("  ... %zu more\n", diff.n - (size_t)limit);
             }
-            if (replay[0]) printf("replay: %s\n", replay);
+            if (replay[0]) printf("replay: %s\n", cli_safe_line(replay));
         }
     }
     if (cli_report_wanted(&rep)) {
