@@ -418,7 +418,7 @@ int cmd_bisect(int argc, char **argv) {
         if (recf.found) rec_print(&recf);
         if (trf.found) printf("%s\n", trf.safe_line);
         if (!cli_quiet) {
-            if (trf.found && trf.magnitudes[0]) printf("%s\n", cli_safe(trf.magnitudes));
+            if (trf.found && trf.magnitudes[0]) printf("%s\n", cli_safe_line(trf.magnitudes));
             if (trf.both)
                 printf("traced steps in both: %zu, %zu agree%s\n", trf.d.common, trf.d.agreeing,
                        trf.found ? " before the first differing one" : "");
