@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,11 +227,15 @@ static const char *quote_to_ring(const char *s, size_t n, bool line) {
         p += k;
     }
     *w = 0;
+    /* messages may come from the library's worker threads */
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     static bool registered;
+    pthread_mutex_lock(&mu);
     if (!registered) registered = atexit(quote_ring_free) == 0;
     unsigned slot = quote_next++ % QUOTE_RING;
     free(quote_ring[slot]);
     quote_ring[slot] = b;
+    pthread_mutex_unlock(&mu);
     return b;
 }
 
