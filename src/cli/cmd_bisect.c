@@ -90,7 +90,7 @@ typedef struct {
     long step;
     int kind;
     const char *how;
-    char name[1024];
+    char name[DCK_REC_NAME_MAX + 1];
 } rec_first;
 
 /* Whether run dir holds path at all: a FIFO or a dangling link is there
@@ -167,7 +167,7 @@ static void rec_print(const rec_first *f) {
  * when neither was (runs of detcheck train). */
 static void rec_report(cli_report *rep, const rec_first *f) {
     static const char *const kinds[DCK_REC_KIND_COUNT] = {"gradients", "parameters", "optimizer_state", "state"};
-    char cls[128], msg[1400];
+    char cls[128], msg[DCK_REC_NAME_MAX + 256];
     if (f->found) {
         size_t h = how_index(f);
         snprintf(cls, sizeof cls, "detcheck.bisect.step_%ld.%s", f->step,
@@ -441,7 +441,7 @@ int cmd_bisect(int argc, char **argv) {
         /* The report states the verdict of the exit status: every reason
          * bisect has for exit 1 (the trajectory, a checkpoint, a recorded
          * tensor) is a failing case, and the title names the first of each. */
-        char msg[1200], pre[64], tensor[1400] = "", event[4200] = "";
+        char msg[1200], pre[64], tensor[DCK_REC_NAME_MAX + 256] = "", event[4200] = "";
         cli_report_property(&rep, "run_a", runs[0]);
         cli_report_property(&rep, "run_b", runs[1]);
         if (replay[0]) cli_report_property(&rep, "replay", replay);

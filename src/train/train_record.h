@@ -81,6 +81,9 @@ int dck_rec_kind_rank(int kind);
  * when every common step agrees. DCK_ERR_NOMEM is reported as -1. */
 int dck_recording_compare(const dck_recording *a, const dck_recording *b, long *step, int *kind,
                           char *name, size_t nlen, const char **how);
+/* The longest name a side file holds (its length field is 16 bits): a
+ * buffer of DCK_REC_NAME_MAX + 1 takes every name whole. */
+enum { DCK_REC_NAME_MAX = 65535 };
 /* Steps recorded in both (for the report). */
 size_t dck_recording_common_steps(const dck_recording *a, const dck_recording *b);
 

@@ -159,8 +159,9 @@ if cmd == "make":
     h = b'{"bad\xff\xc2\x9b\xe2\x80\xae":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
     h += b" " * (-len(h) % 8)
     open("nbad.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + b"\0" * 4)
-    # recorded runs (as test_bisect.sh's mkrec): the tensor named NAMES[k] differs from step 2
-    for d, flip in (("nra", -1), ("nrb", 2)):
+    # recorded runs (as test_bisect.sh's mkrec): every tensor differs from
+    # step 2 (nrb), or only the 4,005-byte one (nrl)
+    for d, flip, only in (("nra", -1, None), ("nrb", 2, None), ("nrl", 2, 9)):
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "trajectory.jsonl"), "w") as t:
             for s in range(4):
@@ -171,7 +172,7 @@ if cmd == "make":
         for s in range(4):
             b += struct.pack("<BqI", 2, s, len(NAMES))
             for i in range(len(NAMES)):
-                b += struct.pack("<IQQ", i, 1000 * s + i, 8 if (s >= flip >= 0) else 7)
+                b += struct.pack("<IQQ", i, 1000 * s + i, 8 if (s >= flip >= 0 and only in (None, i)) else 7)
         open(os.path.join(d, "tensor_digests.bin"), "wb").write(b)
 elif cmd == "clean":  # FILE...: stderr, logs
     for f in args: clean(f, True)
@@ -259,4 +260,13 @@ names clean b.html
 expect_exit 1 $T "$DETCHECK" bisect --json nra nrb
 names clean out.txt
 python3 -c "import json,sys; json.load(open('out.txt'))" || fail "bisect --json: not JSON"
+expect_exit 1 $T "$DETCHECK" bisect nra nrl --junit bl.xml
+names text out.txt 9
+python3 - <<'PY' || fail "bisect: the long name cut"
+import xml.etree.ElementTree as ET
+names = {c.get("name") for c in ET.parse("bl.xml").getroot().iter("testcase")}
+assert "long." + "n" * 4000 in names, sorted(len(n) for n in names)
+PY
+expect_exit 1 $T "$DETCHECK" bisect --json nra nrl
+python3 -c "import json; d = json.load(open('out.txt')); assert ('long.' + 'n' * 4000) in json.dumps(d, ensure_ascii=False), d" || fail "bisect --json: the long name cut"
 done_ok
