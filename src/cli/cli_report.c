@@ -544,7 +544,7 @@ static void classname(char *b, size_t n, const char *prefix, const char *what) {
  * actual manifest stand for ("golden", "checkpoint"; "run A", "run B"). */
 static void compare_case(cli_report *r, const char *prefix, const dck_cmp_result *cmp,
                          const dck_cmp_entry *e, const char *const sides[2]) {
-    char msg[2048], a[33], b[33], sa[256], sb[256], cls[256];
+    char msg[DCK_MAX_NAME + 2048], a[33], b[33], sa[256], sb[256], cls[256];
     const char *name = e->name, *type = dck_cmp_kind_name(e->kind);
     const dck_manifest_tensor *t = e->golden ? e->golden : e->actual;
     classname(cls, sizeof cls, prefix,
@@ -660,7 +660,7 @@ static void num_text(char *b, size_t n, double v) {
 }
 
 static void diff_case(cli_report *r, const dck_diff_tensor *t) {
-    char cls[256], msg[2048], sa[256], sb[256], h1[33], h2[33];
+    char cls[256], msg[DCK_MAX_NAME + 2048], sa[256], sb[256], h1[33], h2[33];
     classname(cls, sizeof cls, "detcheck.diff", dck_group_name(t->group));
     const char *type = dck_diff_status_name(t->status);
     cli_case_result res = CLI_CASE_FAIL;
@@ -724,7 +724,7 @@ static void diff_case(cli_report *r, const dck_diff_tensor *t) {
 
 void cli_report_diff(cli_report *r, const dck_diff_result *d) {
     for (size_t i = 0; i < d->ntensors; i++) diff_case(r, &d->tensors[i]);
-    char msg[2048];
+    char msg[DCK_MAX_NAME + 2048];
     for (size_t i = 0; i < d->nvalues; i++) {
         const dck_diff_value *v = &d->values[i];
         snprintf(msg, sizeof msg, "value %s: %s in A, %s in B", v->name, v->a ? v->a : "(absent)",

@@ -204,9 +204,13 @@ elif cmd == "md":
 elif cmd == "junit":
     import xml.etree.ElementTree as ET
     clean(args[0], True)
-    got = {c.get("name") for c in ET.parse(args[0]).getroot().iter("testcase")}
+    cases = {c.get("name"): c for c in ET.parse(args[0]).getroot().iter("testcase")}
     for n in NAMES:
-        if quote(n) not in got: sys.exit("%s: testcase %r missing" % (args[0], quote(n)[:80]))
+        c = cases.get(quote(n))
+        if c is None: sys.exit("%s: testcase %r missing" % (args[0], quote(n)[:80]))
+        f = c.find("failure")  # its message names it whole too
+        if f is not None and not f.get("message").startswith(quote(n) + ": "):
+            sys.exit("%s: message %r" % (args[0], f.get("message")[:80]))
 elif cmd == "html":
     t = clean(args[0], True)
     for n in NAMES:
