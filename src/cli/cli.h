@@ -160,7 +160,7 @@ json_t *cli_json_u64(uint64_t v);
 typedef enum { CLI_JSON_COMPACT, CLI_JSON_LINES, CLI_JSON_INDENT } cli_json_style;
 dck_status cli_json_print(json_t *doc, cli_json_style style, bool oom);
 
-/* Names are data (verdicts.md class 6): a tensor, file, module, op or host
+/* Names are data: a tensor, file, module, op or host
  * name, a value, a path: anything from a checkpoint, a recording or the
  * command line is shown whole, never cut, and quoted by one table in every
  * output (terminal, JSON, Markdown, JUnit, HTML), as git's core.quotePath
