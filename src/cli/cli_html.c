@@ -16,57 +16,23 @@
 
 /* ------------------------------------------------------------------ text */
 
-/* The code point of a well-formed UTF-8 sequence at p (of at most n bytes),
- * its length in *len; -1 for a byte that starts none (overlong forms,
- * surrogates and values past U+10FFFF included). */
-static long utf8_at(const unsigned char *p, size_t n, size_t *len) {
-    unsigned c = p[0];
-    size_t k;
-    long cp, min;
-    if (c < 0x80) {
-        *len = 1;
-        return c;
-    }
-    if (c >= 0xc2 && c <= 0xdf) k = 2, cp = c & 0x1f, min = 0x80;
-    else if (c >= 0xe0 && c <= 0xef) k = 3, cp = c & 0x0f, min = 0x800;
-    else if (c >= 0xf0 && c <= 0xf4) k = 4, cp = c & 0x07, min = 0x10000;
-    else return -1;
-    if (k > n) return -1;
-    for (size_t i = 1; i < k; i++) {
-        if ((p[i] & 0xc0) != 0x80) return -1;
-        cp = (cp << 6) | (p[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return -1;
-    *len = k;
-    return cp;
-}
-
+/* A name quoted as on the terminal (cli_quote_char: \\, \xNN, \u{HHHH}, so
+ * U+202E shows as text, never as a reference the browser would apply), then
+ * & < > " ' as entities and the other non-ASCII characters as references
+ * (the page is ASCII). */
 void cli_html_textn(FILE *f, const char *s, size_t n) {
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n && p[i]) {
-        size_t len = 1;
-        long cp = utf8_at(p + i, n - i, &len);
-        if (cp < 0) {
-            fprintf(f, "\\x%02x", p[i]);
-        } else if (cp < 0x80) {
-            switch (cp) {
-            case '&': fputs("&amp;", f); break;
-            case '<': fputs("&lt;", f); break;
-            case '>': fputs("&gt;", f); break;
-            case '"': fputs("&quot;", f); break;
-            case '\'': fputs("&#39;", f); break;
-            case '\\': fputs("\\\\", f); break;
-            default:
-                if (cp < 0x20 || cp == 0x7f) fprintf(f, "\\x%02x", (unsigned)cp);
-                else fputc((int)cp, f);
-            }
-        } else if (cp <= 0x9f || (cp >= 0xfdd0 && cp <= 0xfdef) || (cp & 0xfffe) == 0xfffe) {
-            fprintf(f, "\\u{%04lx}", cp);
-        } else {
-            fprintf(f, "&#x%lx;", cp);
-        }
-        i += len;
+    static const char *const entities[128] = {
+        ['&'] = "&amp;", ['<'] = "&lt;", ['>'] = "&gt;", ['"'] = "&quot;", ['\''] = "&#39;"};
+    const char *end = s + strnlen(s, n);
+    char esc[CLI_QUOTE_MAX];
+    long cp;
+    for (const char *p = s; p < end;) {
+        size_t len = cli_quote_char(p, end, esc, &cp);
+        if (esc[0]) fputs(esc, f);
+        else if (cp >= 0x80) fprintf(f, "&#x%lx;", cp);
+        else if (entities[cp]) fputs(entities[cp], f);
+        else fputc((int)cp, f);
+        p += len;
     }
 }
 

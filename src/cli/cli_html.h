@@ -19,12 +19,11 @@
 #include <stdio.h>
 
 /* ------------------------------------------------------------------ text
- * Text from files (tensor names, hosts, paths, messages) is escaped: & < > "
- * ' as entities; a backslash as \\, and control characters and bytes that are
- * not UTF-8 as the text \xNN (as cli_safe shows them on a terminal), so the
- * text stays one-to-one; other non-ASCII characters as &#xHHHH; (the page
- * itself is ASCII), except C1 controls and noncharacters, which HTML forbids
- * even as references: those as the text \u{HHHH}. */
+ * Text from files (tensor names, hosts, paths, messages) is quoted as on a
+ * terminal (cli_quote_char, cli.h: \\, \xNN, \u{HHHH}: a bidi override or a
+ * C1 control shows as that text, never as a reference the browser would
+ * apply), then & < > " ' are entities and other non-ASCII characters
+ * references &#xHHHH; (the page itself is ASCII). */
 void cli_html_text(FILE *f, const char *s);
 void cli_html_textf(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* the same, at most n bytes of s */

@@ -20,42 +20,23 @@ void cli_jappend(json_t *arr, json_t *value, bool *oom) {
     if (!arr || !value || json_array_append_new(arr, value)) *oom = true;
 }
 
-/* Bytes of the UTF-8 sequence at p (RFC 3629: no overlong forms, no
- * surrogates, at most U+10FFFF), 0 when it is not one. */
-static size_t utf8_len(const unsigned char *p) {
-    unsigned c = p[0], cp, min;
-    size_t n;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) n = 2, cp = c & 0x1F, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF) n = 3, cp = c & 0x0F, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4) n = 4, cp = c & 0x07, min = 0x10000;
-    else return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xC0) != 0x80) return 0; /* the terminating NUL stops here too */
-        cp = cp << 6 | (p[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-    return n;
-}
-
+/* A name as a JSON string is the name itself when it is UTF-8 (the code
+ * points cli.h quotes are escaped as \uHHHH when the document is written:
+ * cli_json_print); JSON cannot hold other bytes, so each byte that is not
+ * UTF-8 is the four characters \xNN, as on the terminal. */
 json_t *cli_json_text(const char *s) {
     json_t *v = json_string(s);
     if (v) return v;
-    /* not UTF-8 (a name or path from elsewhere): each stray byte as U+FFFD */
     size_t len = strlen(s);
-    char *t = malloc(3 * len + 1), *w = t;
+    char *t = malloc(4 * len + 1), *w = t;
     if (!t) return NULL;
-    for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        size_t n = utf8_len(p);
-        if (n) {
-            memcpy(w, p, n);
-            w += n;
-            p += n;
-        } else {
-            memcpy(w, "\xef\xbf\xbd", 3);
-            w += 3;
-            p++;
-        }
+    char esc[CLI_QUOTE_MAX];
+    long cp;
+    for (const char *p = s, *end = s + len; p < end;) {
+        size_t n = cli_quote_char(p, end, esc, &cp);
+        if (cp < 0) w = stpcpy(w, esc);
+        else w = (char *)memcpy(w, p, n) + n;
+        p += n;
     }
     *w = 0;
     v = json_string(t);
@@ -169,6 +150,25 @@ static char *dump_lines(const json_t *doc, size_t flags) {
     return buf;
 }
 
+/* The dumped document with the code points cli.h quotes (jansson writes
+ * them raw: C1 controls, bidi overrides, U+2028...) as JSON escapes: a
+ * parser reads the same string, a terminal or a page gets no raw control.
+ * They occur only inside strings; below DEL all is jansson's own (C0 inside
+ * strings escaped, newlines between values, backslashes of its escapes). */
+static void put_quoted(const char *text, FILE *out) {
+    const char *end = text + strlen(text);
+    char esc[CLI_QUOTE_MAX];
+    long cp;
+    for (const char *p = text; p < end;) {
+        size_t n = cli_quote_char(p, end, esc, &cp);
+        if (!esc[0] || cp < 0x7f) fwrite(p, 1, n, out);
+        else if (cp < 0x10000) fprintf(out, "\\u%04x", (unsigned)cp);
+        else fprintf(out, "\\u%04x\\u%04x", (unsigned)(0xd800 + ((cp - 0x10000) >> 10)),
+                     (unsigned)(0xdc00 + ((cp - 0x10000) & 0x3ff)));
+        p += n;
+    }
+}
+
 dck_status cli_json_print(json_t *doc, cli_json_style style, bool oom) {
     if (oom || !doc) {
         json_decref(doc);
@@ -196,7 +196,7 @@ dck_status cli_json_print(json_t *doc, cli_json_style style, bool oom) {
         }
     }
     *w = 0;
-    fputs(text, stdout);
+    put_quoted(text, stdout);
     fputc('\n', stdout);
     free(text);
     return DCK_OK;

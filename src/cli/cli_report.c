@@ -11,14 +11,14 @@
  * tests/junit.xsd is that shape, and the tests validate every report
  * against it with xmllint.
  *
- * Names come from files: any bytes. XML 1.0 cannot carry control characters
- * other than tab, newline and carriage return (not even as &#N;), nor bytes
- * that are not UTF-8, so those are written as the text \xNN, as cli_safe
- * shows them on a terminal, and a backslash as \\ (as the Markdown
- * summary does), so that the text stays one-to-one: the name "w\x01" (five
+ * Names come from files: any bytes. They are quoted as on a terminal
+ * (cli_quote_char, cli.h), so that XML 1.0's forbidden characters (controls
+ * other than tab, newline and CR, even as &#N;; bytes that are not UTF-8;
+ * U+FFFE/U+FFFF) and the ones a reader should not get raw (C1 controls,
+ * bidi overrides, line separators) are the text \xNN or \u{HHHH}, and a
+ * backslash is \\, so the text stays one-to-one: the name "w\x01" (five
  * characters) and "w" followed by byte 0x01 read differently; everything
- * else is escaped (&amp; &lt; &gt; &quot; &apos;, and in attributes &#9;
- * &#10; &#13;, which a parser would otherwise normalise to blanks). */
+ * else is escaped (&amp; &lt; &gt; &quot; &apos;). */
 #include "cli_report.h"
 #include "cli_html.h"
 
@@ -256,66 +256,47 @@ void cli_report_release(cli_report *r) {
 
 /* ------------------------------------------------------------------ text */
 
-/* Length of the UTF-8 sequence at p that XML 1.0 allows as a character
- * (no overlong forms, surrogates, U+FFFE/U+FFFF or beyond U+10FFFF), or 0. */
-static size_t xml_char_len(const unsigned char *p) {
-    unsigned c = p[0];
-    if (c < 0x80) return 1;
-    size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 0;
-    if (!n || c > 0xf4) return 0;
-    unsigned long cp = c & (0x7f >> n);
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xc0) != 0x80) return 0;
-        cp = cp << 6 | (p[i] & 0x3f);
-    }
-    static const unsigned long min[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || cp == 0xfffe || cp == 0xffff)
-        return 0;
-    return n;
-}
-
-static void put_hex(FILE *f, unsigned char b) { fprintf(f, "\\x%02x", b); }
-
-/* attr: inside an attribute value (tab, newline, CR as references) */
-static void xml_text(FILE *f, const char *s, bool attr) {
+/* The text quoted first (cli_quote_char): what XML 1.0 cannot carry (C0
+ * controls, bytes that are not UTF-8, U+FFFE/U+FFFF) and what a reader
+ * should not get raw (C1 controls, bidi overrides, line separators) arrive
+ * as the text \xNN / \u{HHHH}, a backslash as \\, then the entities. lines:
+ * a log's tail in an element's text, whose tabs and newlines stay. */
+static void xml_text(FILE *f, const char *s, bool lines) {
     if (!s) return;
-    static const struct {
-        char c;
-        const char *as;
-    } entities[] = {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&apos;"}};
-    for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        size_t n = xml_char_len(p);
-        if (n == 1 && *p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r') n = 0;
-        if (n == 1 && *p == 0x7f) n = 0; /* allowed, but invisible: shown as cli_safe does */
-        if (!n) {
-            put_hex(f, *p++);
-            continue;
-        }
-        const char *ent = NULL;
-        for (size_t i = 0; n == 1 && i < sizeof entities / sizeof entities[0]; i++)
-            if (*p == (unsigned char)entities[i].c) ent = entities[i].as;
-        if (attr && (*p == '\t' || *p == '\n' || *p == '\r')) fprintf(f, "&#%d;", *p);
-        else if (ent) fputs(ent, f);
-        else if (*p == '\\') fputs("\\\\", f); /* \xNN above is ours alone */
+    static const char *const entities[128] = {
+        ['&'] = "&amp;", ['<'] = "&lt;", ['>'] = "&gt;", ['"'] = "&quot;", ['\''] = "&apos;"};
+    const char *end = s + strlen(s);
+    char esc[CLI_QUOTE_MAX];
+    long cp;
+    for (const char *p = s; p < end;) {
+        size_t n = cli_quote_char(p, end, esc, &cp);
+        if (esc[0] && !(lines && (cp == '\t' || cp == '\n'))) fputs(esc, f);
+        else if (cp >= 0 && cp < 0x80 && entities[cp]) fputs(entities[cp], f);
         else fwrite(p, 1, n, f);
         p += n;
     }
 }
 
-/* Markdown table cell: every ASCII punctuation character that Markdown or
- * GitHub's tables give a meaning to is backslash-escaped (CommonMark lets
- * any ASCII punctuation be), control characters and bytes that are not
- * UTF-8 become \xNN, so a name cannot break the table or inject markup. */
+/* Markdown table cell: the text quoted (cli_quote_char), then every ASCII
+ * punctuation character that Markdown or GitHub's tables give a meaning to
+ * backslash-escaped (CommonMark lets any ASCII punctuation be), those of
+ * the quoted text too, so "\x01" renders as typed and a name cannot break
+ * the table, inject markup or read as another name. */
+static void md_chars(FILE *f, const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (strchr("\\`*_{}[]()<>#|~&!$^=", p[i])) fputc('\\', f);
+        fputc(p[i], f);
+    }
+}
+
 static void md_text(FILE *f, const char *s) {
     if (!s) return;
-    for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        size_t n = xml_char_len(p);
-        if (!n || (n == 1 && (*p < 0x20 || *p == 0x7f))) {
-            put_hex(f, *p++);
-            continue;
-        }
-        if (n == 1 && strchr("\\`*_{}[]()<>#|~&!$^=", *p)) fputc('\\', f);
-        fwrite(p, 1, n, f);
+    const char *end = s + strlen(s);
+    char esc[CLI_QUOTE_MAX];
+    long cp;
+    for (const char *p = s; p < end;) {
+        size_t n = cli_quote_char(p, end, esc, &cp);
+        md_chars(f, esc[0] ? esc : p, esc[0] ? strlen(esc) : n);
         p += n;
     }
 }
@@ -358,23 +339,23 @@ char *cli_report_junit_text(const cli_report *r, size_t *len) {
             "  <testsuite name=\"%s\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" skipped=\"%zu\" "
             "time=\"%.3f\" timestamp=\"%s\" hostname=\"",
             suite, r->n, fail, err, skip, secs, stamp);
-    xml_text(f, host, true);
+    xml_text(f, host, false);
     fprintf(f, "\">\n    <properties>\n");
     fprintf(f, "      <property name=\"detcheck.version\" value=\"%s\"/>\n", dck_version());
     for (size_t i = 0; i + 1 < r->nprops; i += 2) {
         fprintf(f, "      <property name=\"");
-        xml_text(f, r->props[i], true);
+        xml_text(f, r->props[i], false);
         fprintf(f, "\" value=\"");
-        xml_text(f, r->props[i + 1], true);
+        xml_text(f, r->props[i + 1], false);
         fprintf(f, "\"/>\n");
     }
     fprintf(f, "    </properties>\n");
     for (size_t i = 0; i < r->n; i++) {
         const cli_case *c = &r->cases[i];
         fprintf(f, "    <testcase classname=\"");
-        xml_text(f, c->classname ? c->classname : suite, true);
+        xml_text(f, c->classname ? c->classname : suite, false);
         fprintf(f, "\" name=\"");
-        xml_text(f, c->name, true);
+        xml_text(f, c->name, false);
         fprintf(f, "\" time=\"0\"");
         if (c->result == CLI_CASE_PASS && !c->message) {
             fprintf(f, "/>\n");
@@ -383,7 +364,7 @@ char *cli_report_junit_text(const cli_report *r, size_t *len) {
         fprintf(f, ">\n");
         if (c->result == CLI_CASE_SKIPPED) {
             fprintf(f, "      <skipped message=\"");
-            xml_text(f, c->message, true);
+            xml_text(f, c->message, false);
             fprintf(f, "\"/>\n");
         } else if (c->result == CLI_CASE_PASS) {
             /* a pass worth a note (within tolerance): shown as output */
@@ -393,15 +374,15 @@ char *cli_report_junit_text(const cli_report *r, size_t *len) {
         } else {
             const char *el = c->result == CLI_CASE_FAIL ? "failure" : "error";
             fprintf(f, "      <%s message=\"", el);
-            xml_text(f, c->message ? c->message : "", true);
+            xml_text(f, c->message ? c->message : "", false);
             fprintf(f, "\" type=\"");
-            xml_text(f, c->type ? c->type : el, true);
+            xml_text(f, c->type ? c->type : el, false);
             fprintf(f, "\">");
             /* the body repeats the message: some viewers show only one */
             xml_text(f, c->message, false);
             if (c->detail) {
                 fputc('\n', f);
-                xml_text(f, c->detail, false);
+                xml_text(f, c->detail, true);
             }
             fprintf(f, "</%s>\n", el);
         }
@@ -563,7 +544,7 @@ static void classname(char *b, size_t n, const char *prefix, const char *what) {
  * actual manifest stand for ("golden", "checkpoint"; "run A", "run B"). */
 static void compare_case(cli_report *r, const char *prefix, const dck_cmp_result *cmp,
                          const dck_cmp_entry *e, const char *const sides[2]) {
-    char msg[2048], a[33], b[33], sa[256], sb[256], cls[256];
+    char msg[DCK_MAX_NAME + 2048], a[33], b[33], sa[256], sb[256], cls[256];
     const char *name = e->name, *type = dck_cmp_kind_name(e->kind);
     const dck_manifest_tensor *t = e->golden ? e->golden : e->actual;
     classname(cls, sizeof cls, prefix,
@@ -679,7 +660,7 @@ static void num_text(char *b, size_t n, double v) {
 }
 
 static void diff_case(cli_report *r, const dck_diff_tensor *t) {
-    char cls[256], msg[2048], sa[256], sb[256], h1[33], h2[33];
+    char cls[256], msg[DCK_MAX_NAME + 2048], sa[256], sb[256], h1[33], h2[33];
     classname(cls, sizeof cls, "detcheck.diff", dck_group_name(t->group));
     const char *type = dck_diff_status_name(t->status);
     cli_case_result res = CLI_CASE_FAIL;
@@ -743,7 +724,7 @@ static void diff_case(cli_report *r, const dck_diff_tensor *t) {
 
 void cli_report_diff(cli_report *r, const dck_diff_result *d) {
     for (size_t i = 0; i < d->ntensors; i++) diff_case(r, &d->tensors[i]);
-    char msg[2048];
+    char msg[DCK_MAX_NAME + 2048];
     for (size_t i = 0; i < d->nvalues; i++) {
         const dck_diff_value *v = &d->values[i];
         snprintf(msg, sizeof msg, "value %s: %s in A, %s in B", v->name, v->a ? v->a : "(absent)",

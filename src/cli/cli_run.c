@@ -139,7 +139,7 @@ void cli_print_tail(const char *cmd, const char *path, int lines) {
     for (char *s = t, *e; s; s = e ? e + 1 : NULL) {
         e = strchr(s, '\n');
         if (e) *e = 0;
-        fprintf(stderr, "  %s\n", cli_safe(s));
+        fprintf(stderr, "  %s\n", cli_safe_line(s));
     }
     free(t);
 }

@@ -186,7 +186,7 @@ typedef struct {
     long step;
     int kind;
     const char *how;
-    char name[1024];
+    char name[DCK_REC_NAME_MAX + 1];
 } rec_first;
 
 /* Whether run dir holds path at all: a FIFO or a dangling link is there
@@ -278,7 +278,7 @@ static void rec_print(const rec_first *f) {
  * (what one run recorded alone is a "not compared" case). */
 static void rec_report(cli_report *rep, const rec_first *f) {
     static const char *const kinds[DCK_REC_KIND_COUNT] = {"gradients", "parameters", "optimizer_state", "state"};
-    char cls[128], msg[1400];
+    char cls[128], msg[DCK_REC_NAME_MAX + 256];
     if (f->found) {
         size_t h = how_index(f);
         snprintf(cls, sizeof cls, "detcheck.bisect.step_%ld.%s", f->step,
@@ -636,7 +636,7 @@ traj_out:
         for (size_t i = 0; i < g.n; i++) printf("not compared: %s\n", cli_safe(gap_line(&g.v[i])));
     } else {
         if (traj_diff)
-            printf("first differing step: %ld (%s)\n", step, what);
+            printf("first differing step: %ld (%s)\n", step, cli_safe_line(what));
         else if (differ >= 0)
             printf("trajectories agree; the checkpoints do not\n");
         else if (recf.found)
@@ -646,7 +646,7 @@ traj_out:
         if (recf.found) rec_print(&recf);
         if (trf.found) printf("%s\n", trf.safe_line);
         if (!cli_quiet) {
-            if (trf.found && trf.magnitudes[0]) printf("%s\n", cli_safe(trf.magnitudes));
+            if (trf.found && trf.magnitudes[0]) printf("%s\n", cli_safe_line(trf.magnitudes));
             if (trf.both)
                 printf("traced steps in both: %zu, %zu agree%s\n", trf.d.common, trf.d.agreeing,
                        trf.found ? " before the first differing one" : "");
@@ -659,10 +659,10 @@ traj_out:
                 printf("first differing checkpoint: step %ld, %zu of %zu tensors differ:\n", differ,
                        diff.n, diff.tensors_compared);
                 for (size_t i = 0; i < diff.n && (limit == 0 || i < (size_t)limit); i++)
-                    printf("  %s (%s)\n", diff.entries[i].name, dck_cmp_kind_name(diff.entries[i].kind));
+                    printf("  %s (%s)\n", cli_safe(diff.entries[i].name), dck_cmp_kind_name(diff.entries[i].kind));
                 if (limit && diff.n > (size_t)limit) printf("  ... %zu more\n", diff.n - (size_t)limit);
             }
-            if (replay[0]) printf("replay: %s\n", replay);
+            if (replay[0]) printf("replay: %s\n", cli_safe_line(replay));
             for (size_t i = 0; i < g.n; i++) printf("not compared: %s\n", cli_safe(gap_line(&g.v[i])));
         }
     }
@@ -670,7 +670,7 @@ traj_out:
         /* The report states the verdict of the exit status: every reason
          * bisect has for exit 1 (the trajectory, a checkpoint, a recorded
          * tensor) is a failing case, and the title names the first of each. */
-        char msg[1200], pre[64], tensor[1400] = "", event[4200] = "";
+        char msg[1200], pre[64], tensor[DCK_REC_NAME_MAX + 256] = "", event[4200] = "";
         cli_report_property(&rep, "run_a", runs[0]);
         cli_report_property(&rep, "run_b", runs[1]);
         if (replay[0]) cli_report_property(&rep, "replay", replay);

@@ -189,7 +189,7 @@ static void print_text(const dck_canary_report *r, const dck_canary_opts *o, con
                 printf("; pass %d of %d differed from the first at step %ld (%s)", x->pass_diff,
                        x->passes, x->pass_step, x->pass_tensor);
         } else if (x->result >= DCK_CANARY_ERROR) {
-            printf(": %s", cli_safe(x->error));
+            printf(": %s", cli_safe_line(x->error));
         } else if (x->passes > 1 && !undecided) {
             printf(" (%d passes)", x->passes);
         }

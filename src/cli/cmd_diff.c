@@ -291,7 +291,7 @@ static size_t *top_indices(const dck_diff_result *r, size_t *n) {
 
 static void print_table(const dck_diff_result *r, const char *pa, const char *pb, int verbose,
                         long top, const dck_diff_tolerance *tol) {
-    printf("A: %s\nB: %s\n", pa, pb);
+    printf("A: %s\nB: %s\n", cli_safe(pa), cli_safe(pb));
     if (r->digest_only)
         printf("(a manifest is involved: digests compared, no element statistics)\n");
     printf("\n");

@@ -742,7 +742,7 @@ int cmd_repro(int argc, char **argv) {
         char what[256];
         cli_run_describe(r->status, o.timeout, what, sizeof what);
         if (r->status != 0) {
-            cli_error(CMD, "run %d of %d %s: %s", i + 1, nruns, what, cli_safe(cmdline));
+            cli_error(CMD, "run %d of %d %s: %s", i + 1, nruns, what, cli_safe_line(cmdline));
             snprintf(trouble, sizeof trouble, "run %d of %d %s", i + 1, nruns, what);
             cli_print_tail(CMD, r->err, TAIL_LINES);
             failed = i;
@@ -949,7 +949,7 @@ int cmd_repro(int argc, char **argv) {
         fprintf(out, "%s\n", title);
         for (size_t k = 0; k < f->nlines; k++) fprintf(out, "%s\n", f->lines[k]);
         magnitudes_line(&o, f, magnitudes, sizeof magnitudes);
-        if (magnitudes[0]) fprintf(out, "%s\n", cli_safe(magnitudes));
+        if (magnitudes[0]) fprintf(out, "%s\n", cli_safe_line(magnitudes));
         if (f->records != runs[0].records || f->first_step != runs[0].first_step)
             fprintf(out, "steps recorded: run 1 %ld (%ld..%ld), run %d %ld (%ld..%ld)\n", runs[0].records,
                     runs[0].first_step, runs[0].last_step, first + 1, f->records, f->first_step, f->last_step);

@@ -573,7 +573,7 @@ int cmd_resume_check(int argc, char **argv) {
     } else {
         for (int i = 0; i < nchk; i++)
             if (checks[i].result == 1)
-                printf("%s: DIFFERENT: %s\n", checks[i].name, checks[i].what);
+                printf("%s: DIFFERENT: %s\n", checks[i].name, cli_safe_line(checks[i].what));
             else if (checks[i].result == 2)
                 cli_error(CMD, "%s: %s", checks[i].name, checks[i].what);
         if (worst == 0)
@@ -581,7 +581,7 @@ int cmd_resume_check(int argc, char **argv) {
                    nchk, c.steps);
         else
             printf("resume-check: %s; runs kept in %s\n", worst == 1 ? "NOT reproducible" : "trouble",
-                   work);
+                   cli_safe(work));
     }
     if (cli_report_wanted(&f.rep)) {
         static const char *const kinds[] = {NULL, "different", "trouble"};

@@ -170,7 +170,7 @@ static void print_legacy_summary(const dck_cmp_result *aside) {
         else more++;
     }
     for (size_t j = 0; j < ng; j++)
-        printf("%s%.*s (%zu)", j ? ", " : "  per rank directory: ", (int)g[j].len, cli_safe(g[j].name), g[j].count);
+        printf("%s%s (%zu)", j ? ", " : "  per rank directory: ", cli_safen(g[j].name, g[j].len), g[j].count);
     if (more) printf(", %zu more entries", more);
     if (ng) printf("\n");
 }
@@ -350,12 +350,12 @@ int cmd_verify(int argc, char **argv) {
     } else if (!cli_quiet) {
         if (!r.n && unaccepted) {
             printf("NOT COMPARED: %zu entr%s of layout state against %s (--accept-layout-state accepts them); "
-                   "%zu tensors identical\n", aside.n, aside.n == 1 ? "y" : "ies", golden_path, r.tensors_equal);
+                   "%zu tensors identical\n", aside.n, aside.n == 1 ? "y" : "ies", cli_safe(golden_path), r.tensors_equal);
         } else if (!r.n) {
-            printf("OK: %zu tensors identical to %s (root %s)\n", r.tensors_equal, golden_path, ha);
+            printf("OK: %zu tensors identical to %s (root %s)\n", r.tensors_equal, cli_safe(golden_path), ha);
         } else {
             printf("DIFFERENT: %zu difference%s against %s; first: %s\n", r.n, r.n == 1 ? "" : "s",
-                   golden_path, cli_safe(first));
+                   cli_safe(golden_path), cli_safe(first));
             for (size_t i = 0; i < r.n; i++) {
                 const dck_cmp_entry *e = &r.entries[i];
                 char a[33], b[33], sa[256], sb[256];

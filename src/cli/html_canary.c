@@ -353,13 +353,14 @@ static void label_text(char *out, size_t n, const char *host, size_t strip, size
     snprintf(out, n, "%.*s\xe2\x80\xa6%.*s", (int)head, host, (int)(len - tail), host + tail);
 }
 
-/* Characters as the page shows them (an escaped byte \xNN takes four). */
+/* Characters as the page shows them (quoted ones as their text: \xNN
+ * takes four). */
 static size_t shown_chars(const char *s) {
     size_t n = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if ((*p & 0xc0) == 0x80) continue;
-        n += *p < 0x20 || *p == 0x7f || *p >= 0xf8 ? 4 : 1;
-    }
+    const char *end = s + strlen(s);
+    char esc[CLI_QUOTE_MAX];
+    long cp;
+    for (const char *p = s; p < end; n += esc[0] ? strlen(esc) : 1) p += cli_quote_char(p, end, esc, &cp);
     return n;
 }
 

@@ -119,7 +119,7 @@ typedef struct {
     long tstep, rstep, cstep, estep, lstep, first;
     char twhat[1024];      /* the trajectory's fields that differ */
     int rkind;
-    char rname[1024];
+    char rname[DCK_REC_NAME_MAX + 1];
     const char *rhow;
     tensor_diff *rdiffs;   /* every tensor that differs at rstep */
     size_t nrdiffs, rdiffs_cap;

@@ -226,7 +226,7 @@ static void trouble(verdict *v, const char *err, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(v->error, sizeof v->error, fmt, ap);
     va_end(ap);
-    cli_error(CMD, "%s", cli_safe(v->error));
+    cli_error(CMD, "%s", cli_safe_line(v->error));
     v->rc = DCK_EXIT_TROUBLE;
     v->err = err;
 }
@@ -963,7 +963,7 @@ int resume_user(int argc, char **argv) {
                               "DETCHECK_TRACE",  trace,    "DETCHECK_STOP_AT",        NULL,
                               "DETCHECK_RESUME", NULL,     "DETCHECK_STOP_KILL",      NULL,
                               NULL};
-    cli_info(CMD, "uninterrupted run: %s", cli_safe(cmdline));
+    cli_info(CMD, "uninterrupted run: %s", cli_safe_line(cmdline));
     run_one(&o, &full, o.launcher, env_full, false, &v);
     if (!v.rc && full.has_rec == false)
         cli_warn(CMD, "%s/%s absent: only the trajectories are compared", full.dir, DCK_RECORD_FILE);
@@ -989,8 +989,8 @@ int resume_user(int argc, char **argv) {
             s->result = DCK_EXIT_TROUBLE;
             stop_line(s, "trouble: %s", v.error);
         } else if (!o.json) {
-            printf("%s\n", cli_safe(s->line));
-            if (s->trace[0]) printf("%s\n", cli_safe(s->trace));
+            printf("%s\n", cli_safe_line(s->line));
+            if (s->trace[0]) printf("%s\n", cli_safe_line(s->trace));
         }
     }
     if (!v.rc && cli_interrupted) trouble(&v, NULL, "interrupted");

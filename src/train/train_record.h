@@ -94,6 +94,9 @@ typedef struct {
 } dck_rec_state_only;
 /* Fills u over every step in both; -1 when out of memory. */
 int dck_recording_state_only(const dck_recording *a, const dck_recording *b, dck_rec_state_only *u);
+/* The longest name a side file holds (its length field is 16 bits): a
+ * buffer of DCK_REC_NAME_MAX + 1 takes every name whole. */
+enum { DCK_REC_NAME_MAX = 65535 };
 /* Steps recorded in both (for the report). */
 size_t dck_recording_common_steps(const dck_recording *a, const dck_recording *b);
 

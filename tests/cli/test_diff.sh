@@ -200,10 +200,10 @@ assert len(lines) == len(t), lines
 PY
 ok
 expect_grep '"tensors": 9, "equal": 2,' d.json
-# a path that is not UTF-8 still gives a document JSON can read (U+FFFD for the stray byte)
+# a path that is not UTF-8 still gives a document JSON can read (the stray byte as the text \xff)
 cp a.safetensors "$(printf 'x\377y.safetensors')"
 expect_exit 1 "$DETCHECK" diff --json "$(printf 'x\377y.safetensors')" b.safetensors
-expect_eq "$(jget out.txt "d['a'] == 'x\\ufffdy.safetensors', d['summary']['differ']")" "True 7" not-utf8
+expect_eq "$(jget out.txt "d['a'] == 'x\\\\xffy.safetensors', d['summary']['differ']")" "True 7" not-utf8
 
 # Every figure of tensors larger than one 1 MiB chunk, against an oracle in
 # Python that follows the documented arithmetic (not detcheck's code): per

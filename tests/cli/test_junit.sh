@@ -93,11 +93,11 @@ python3 - diff.xml <<'PY' || fail "diff.xml: names or messages"
 import sys, xml.etree.ElementTree as ET
 s = ET.parse(sys.argv[1]).getroot().find("testsuite")
 got = {c.get("name"): c.find("failure") for c in s.findall("testcase")}
-# control characters and U+FFFE (its UTF-8 bytes) as \xNN text, as on a terminal
+# control characters as \xNN text and U+FFFE as \u{fffe}, as on a terminal
 want = {"model.layers.0.\u00fcn\u00ef.\u5c42.\U0001F642.weight": ("digest", "digest "),
         "model.layers.1.esc<a>&\"'].weight": ("digest", "digest "),
         "model.layers.2.ctl\\x01\\x1b[31m\\x7f.weight": ("shape", "shape [8] in the checkpoint, [4] in the golden"),
-        "model.layers.3.nonchar\\xef\\xbf\\xbe.weight": None,
+        "model.layers.3.nonchar\\u{fffe}.weight": None,
         "model.layers.4.plain.weight": ("missing", "missing (in the golden, not in the checkpoint)"),
         "model.layers.5.extra.weight": ("extra", "extra (in the checkpoint, not in the golden)")}
 assert set(got) == set(want), sorted(got)

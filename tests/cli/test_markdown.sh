@@ -58,7 +58,7 @@ ok
 expect_grep '^### :x: detcheck verify: DIFFERENT$' v.md
 expect_grep '^| 4 | 1 | 3 | 0 | 0 |$' v.md
 expect_grep '^| :x: | model.layers.0.pipe\\|in\\|name.weight | digest [0-9a-f]\{32\} in the checkpoint' v.md
-expect_grep 'model.layers.2.ctl\\x0a\\| fake \\| row \\|.weight' v.md
+expect_grep 'model.layers.2.ctl\\\\x0a\\| fake \\| row \\|.weight' v.md
 expect_grep '\\<b\\>\\\*bold\\\*\\</b\\>\\`code\\`\\\[link\\\]\\(x\\)' v.md
 
 # "-": standard output, after the usual report
