@@ -124,4 +124,15 @@ cp a.yaml ro.yaml
 chmod a-w ro.yaml
 refused ro.yaml "read-only" $DETCHECK hash -q -o ro.yaml b.safetensors
 expect_exit 0 "$DETCHECK" hash -q -o a.yaml b.safetensors
+
+# logs a long-running command creates in its work folder (issue 30, part 9):
+# created new, so a link planted at a log's name is refused, never followed
+# (resume-check truncated the file it pointed at)
+echo "the user's notes" > victim.txt
+mkdir rw && ln -s ../victim.txt rw/reference.log
+expect_exit 2 timeout 60 $DETCHECK resume-check $CFG --steps 2 --at 1 --workdir rw
+expect_grep "rw/reference.log exists (a symbolic link) and this command creates it" err.txt
+expect_grep "^the user's notes$" victim.txt
+[ ! -e rw/reference ] || fail "resume-check ran the reference though its log was planted"
+ok
 done_ok
