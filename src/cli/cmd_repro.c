@@ -1294,6 +1294,7 @@ int cmd_repro(int argc, char **argv) {
         run_t *r = &runs[i];
         long only;
         bool steps_differ = first_unpaired(runs[0].steps, (size_t)runs[0].records, r->steps, (size_t)r->records, &only);
+        if (steps_differ && (r->div_step < 0 || only < r->div_step)) r->div_step = only;
         if (r->bisect == 1 || steps_differ) {
             if (r->bisect == 0) r->bisect = 1; /* fewer or more steps: not the same run */
             ndiff++;
@@ -1330,9 +1331,12 @@ int cmd_repro(int argc, char **argv) {
         for (size_t k = 0; k < f->nlines; k++) fprintf(out, "%s\n", f->lines[k]);
         magnitudes_line(&o, f, magnitudes, sizeof magnitudes);
         if (magnitudes[0]) fprintf(out, "%s\n", cli_safe(magnitudes));
-        if (f->records != runs[0].records || f->first_step != runs[0].first_step)
-            fprintf(out, "steps recorded: run 1 %ld (%ld..%ld), run %d %ld (%ld..%ld)\n", runs[0].records,
-                    runs[0].first_step, runs[0].last_step, first + 1, f->records, f->first_step, f->last_step);
+        long only;
+        int w = first_unpaired(runs[0].steps, (size_t)runs[0].records, f->steps, (size_t)f->records, &only);
+        if (w)
+            fprintf(out, "steps recorded: run 1 %ld (%ld..%ld), run %d %ld (%ld..%ld); step %ld in run %d only\n",
+                    runs[0].records, runs[0].first_step, runs[0].last_step, first + 1, f->records, f->first_step,
+                    f->last_step, only, w == 1 ? 1 : first + 1);
         if (f->var[0])
             fprintf(out, "varied: %s=%s in run 1, %s in run %d\n", f->var, cli_safe(runs[0].value), cli_safe(f->value),
                     first + 1);

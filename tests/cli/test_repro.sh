@@ -170,8 +170,8 @@ case $DETCHECK_RECORD in *run_2) export STEPS=4 ;; esac
 exec python3 rec.py
 SH
 expect_exit 1 $DETCHECK repro --workdir s -- sh short.sh
-expect_grep '^not reproducible: run 2 differs from run 1' out.txt
-expect_grep '^steps recorded: run 1 5 (0..4), run 2 4 (0..3)$' out.txt
+expect_grep '^not reproducible: run 2 differs from run 1 at step 4 ' out.txt
+expect_grep '^steps recorded: run 1 5 (0..4), run 2 4 (0..3); step 4 in run 1 only$' out.txt
 
 # ---------------------------------------------------------------- what one run recorded and another did not
 # (issue 30, part 1) run 2 records no tensor digests: a difference, never
