@@ -135,4 +135,18 @@ expect_grep "rw/reference.log exists (a symbolic link) and this command creates 
 expect_grep "^the user's notes$" victim.txt
 [ ! -e rw/reference ] || fail "resume-check ran the reference though its log was planted"
 ok
+
+# the rule again at the moment of writing (issue 30, part 10): a file that
+# appears at --write-golden's path while the canary runs (its check a second
+# in the past, its write three seconds ahead) is not replaced
+rm -f late.json
+"$DETCHECK" canary --seconds 4 --write-golden late.json > late.out 2> late.err &
+pid=$!
+sleep 1
+echo 'notes written during the run' > late.json
+set +e; wait $pid; got=$?; set -e
+[ $got -eq 2 ] || { cat late.out late.err; fail "canary --write-golden: exit $got, a file taken during the run"; }
+expect_grep "late.json exists and is not a canary golden file; refusing to overwrite it (it changed while the canary ran): not written" late.err
+[ "$(cat late.json)" = 'notes written during the run' ] || fail "late.json replaced"
+ok
 done_ok
