@@ -234,7 +234,7 @@ typedef struct {
 
 /* What a run recorded besides its trajectory, one file each: the steps of
  * its tensor digests and of its trace. One run recording a step that
- * another did not is a difference, never agreement (../verdicts, class 1). */
+ * another did not is a difference, never agreement. */
 enum { SIDE_TENSORS, SIDE_TRACE, NSIDES };
 static const struct {
     const char *file, *what;
