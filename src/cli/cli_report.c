@@ -120,16 +120,6 @@ static const struct {
 int cli_report_check(cli_report *r, bool json, const char *const *inputs, size_t ninputs) {
     const char *paths[NKINDS] = {r->junit, r->markdown, r->html};
     int on_stdout = 0;
-    /* kept for the moment of writing (the caller's array may not live so long) */
-    if (ninputs && !(r->inputs = calloc(ninputs, sizeof *r->inputs))) {
-        cli_fail(r->cmd, dck_oom(NULL));
-        return DCK_EXIT_TROUBLE;
-    }
-    for (size_t i = 0; i < ninputs; i++, r->ninputs++)
-        if (inputs[i] && !(r->inputs[i] = strdup(inputs[i]))) {
-            cli_fail(r->cmd, dck_oom(NULL));
-            return DCK_EXIT_TROUBLE;
-        }
     r->checked = true;
     for (size_t i = 0; i < NKINDS; i++) {
         struct stat st;
@@ -267,8 +257,6 @@ void cli_report_release(cli_report *r) {
     free(r->cases);
     free(r->title);
     free(r->figure);
-    for (size_t i = 0; i < r->ninputs; i++) free(r->inputs[i]);
-    free(r->inputs);
     const char *cmd = r->cmd;
     memset(r, 0, sizeof *r);
     r->cmd = cmd;
@@ -518,15 +506,16 @@ static dck_status append_summary(const char *path, const char *doc, size_t len) 
 
 /* The rule of cli_report_check again, at the moment of writing: the
  * command may have run for hours, and a user's file (or the command's own)
- * may have taken the path meanwhile. */
+ * may have taken the path meanwhile. The inputs were refused before the
+ * work; a path that became one since is refused by the kind (an input is
+ * never a report). */
 static dck_status recheck(const cli_report *r, size_t k, const char *path) {
     struct stat st;
     if (r->checked && !r->present[k] && lstat(path, &st) == 0)
         return dck_set_error(DCK_ERR_INVALID, "%s %s appeared while the command ran (detcheck did not write it); "
                                               "refusing to replace it: the report is not written",
                              kinds[k].option, path);
-    dck_status s = dck_output_check(kinds[k].option, path, kinds[k].what, kinds[k].kind,
-                                    (const char *const *)r->inputs, r->ninputs);
+    dck_status s = dck_output_check(kinds[k].option, path, kinds[k].what, kinds[k].kind, NULL, 0);
     if (s) return dck_set_error(s, "%s (it changed while the command ran): the report is not written", dck_last_error());
     return DCK_OK;
 }

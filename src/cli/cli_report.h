@@ -45,10 +45,8 @@ typedef struct {
     size_t nexclude;
     struct timespec t0;
     bool oom;                       /* sticky: an allocation failed */
-    /* cli_report_check's view, for the rule again at the moment of writing:
-     * the inputs (copied) and which report paths held a file then */
-    char **inputs;
-    size_t ninputs;
+    /* cli_report_check's view, for the rule again at the moment of
+     * writing: which report paths held a file then */
     bool checked, present[3];       /* junit, markdown, html */
 } cli_report;
 
