@@ -44,6 +44,11 @@ void cli_run_catch_signals(void);
  * link nor over a file someone planted there (O_EXCL | O_NOFOLLOW); the
  * error names the path and what is there. */
 dck_status cli_create_new(const char *path, int *fd);
+/* A folder a command created for a run, after the run (that ran a user's
+ * command): still that folder (dev, ino as created), not a link, at its
+ * own path (dir absolute: nothing above it swapped). The error says how
+ * it changed. */
+dck_status cli_dir_unchanged(const char *dir, dev_t dev, ino_t ino);
 /* Runs argv with stdin from /dev/null, stdout and stderr into files
  * (created new: cli_create_new) and the variables of env (NAME, VALUE
  * pairs; VALUE NULL unsets NAME; a NULL NAME ends the list) set, in its own

@@ -5,6 +5,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,6 +38,18 @@ dck_status cli_create_new(const char *path, int *fd) {
                              path,
                              S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISREG(st.st_mode) ? "a file" : "not a file");
     return dck_set_error(DCK_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+}
+
+dck_status cli_dir_unchanged(const char *dir, dev_t dev, ino_t ino) {
+    struct stat st;
+    char real[PATH_MAX];
+    const char *how = NULL;
+    if (lstat(dir, &st) != 0) how = "is gone";
+    else if (S_ISLNK(st.st_mode)) how = "is now a symbolic link";
+    else if (!S_ISDIR(st.st_mode)) how = "is no longer a folder";
+    else if (st.st_dev != dev || st.st_ino != ino) how = "is another folder than the one detcheck created";
+    else if (dir[0] == '/' && (!realpath(dir, real) || strcmp(real, dir))) how = "now resolves to another path";
+    return how ? dck_set_error(DCK_ERR_IO, "%s %s", dir, how) : DCK_OK;
 }
 
 int cli_run_child(char *const *argv, const char *const *env, const char *out, const char *err, double timeout,

@@ -535,19 +535,10 @@ static int check_work_files(const char *work, int nruns) {
  * and inode, not a link, at its own path). A command that swapped it, for
  * a link to run 1's say, would have run 1 compared with itself. */
 static int check_run_dir(const run_t *r, int idx) {
-    struct stat st;
-    char real[PATH_MAX];
-    const char *how = NULL;
-    if (lstat(r->dir, &st) != 0) how = "is gone";
-    else if (S_ISLNK(st.st_mode)) how = "is now a symbolic link";
-    else if (!S_ISDIR(st.st_mode)) how = "is no longer a folder";
-    else if (st.st_dev != r->dev || st.st_ino != r->ino) how = "is another folder than the one repro created";
-    else if (r->dir[0] == '/' && (!realpath(r->dir, real) || strcmp(real, r->dir)))
-        how = "now resolves to another path";
-    if (!how) return 0;
-    cli_error(CMD, "run %d's folder %s %s: its recording would not be its own (replaced during the runs); "
+    if (!cli_dir_unchanged(r->dir, r->dev, r->ino)) return 0;
+    cli_error(CMD, "run %d's folder %s: its recording would not be its own (replaced during the runs); "
                    "nothing is compared",
-              idx + 1, r->dir, how);
+              idx + 1, dck_last_error());
     return DCK_EXIT_TROUBLE;
 }
 

@@ -230,7 +230,7 @@ python3 rec.py || exit
 case $DETCHECK_RECORD in *run_3) w=${DETCHECK_RECORD%/run_3}; cp -r "$w/run_1" "$w/copy" && rm -rf "$w/run_1" && mv "$w/copy" "$w/run_1" ;; esac
 SH
 expect_exit 2 $DETCHECK repro -n 3 --workdir sw1 -- sh swap1.sh
-expect_grep "run 1's folder $PWD/sw1/run_1 is another folder than the one repro created" err.txt
+expect_grep "run 1's folder $PWD/sw1/run_1 is another folder than the one detcheck created" err.txt
 # a run's recorded file that is a link to run 1's, or the same file (hard link)
 for how in "ln -s:is a symbolic link" "ln:is the same file as run 1's tensor_digests.bin"; do
     cat > share.sh <<SH
