@@ -633,16 +633,20 @@ static int first_unpaired(const step_mark *a, size_t na, const step_mark *b, siz
 }
 
 static int add_line(run_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One more line of run r's difference, whole (names are never cut). */
 static int add_line(run_t *r, const char *fmt, ...) {
-    char b[2048];
+    char *b = NULL;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(b, sizeof b, fmt, ap);
+    int n = vasprintf(&b, fmt, ap);
     va_end(ap);
-    char **v = realloc(r->lines, (r->nlines + 1) * sizeof *v);
-    if (v) r->lines = v;
-    if (!v || !(v[r->nlines] = strdup(b))) return cli_fail(CMD, dck_oom(NULL));
-    r->nlines++;
+    char **v = n >= 0 ? realloc(r->lines, (r->nlines + 1) * sizeof *v) : NULL;
+    if (!v) {
+        if (n >= 0) free(b);
+        return cli_fail(CMD, dck_oom(NULL));
+    }
+    r->lines = v;
+    v[r->nlines++] = b;
     return 0;
 }
 
@@ -862,20 +866,14 @@ static int compare_runs(const char *self, const char *work, run_t *runs, int i) 
         return DCK_EXIT_TROUBLE;
     }
     char *t = rc == 1 ? cli_file_tail(out, 1000) : NULL;
-    for (char *s = t, *nl; s && *s; s = nl ? nl + 1 : NULL) {
+    int bad = 0;
+    for (char *s = t, *nl; s && *s && !bad; s = nl ? nl + 1 : NULL) {
         nl = strchr(s, '\n');
         if (nl) *nl = 0;
-        char **v = realloc(r->lines, (r->nlines + 1) * sizeof *v);
-        if (!v || !(v[r->nlines] = strdup(s))) {
-            free(t);
-            if (v) r->lines = v;
-            return cli_fail(CMD, dck_oom(NULL));
-        }
-        r->lines = v;
-        r->nlines++;
+        bad = add_line(r, "%s", s);
     }
     free(t);
-    return 0;
+    return bad;
 }
 
 /* ------------------------------------------------------------------ output */
