@@ -40,12 +40,24 @@ int resume_user(int argc, char **argv);
  * passes them on to the child's group. */
 extern volatile sig_atomic_t cli_interrupted;
 void cli_run_catch_signals(void);
-/* Runs argv with stdin from /dev/null, stdout and stderr into files and the
- * variables of env (NAME, VALUE pairs; VALUE NULL unsets NAME; a NULL NAME
- * ends the list) set, in its own process group; returns its exit status
- * (128+signal when killed), -1 when it could not start, -2 past timeout
- * (0: none), -3 interrupted. The group is killed at the end: nothing the
- * command left behind writes on. */
+/* Creates a file of ours in a work folder (a log): new, never through a
+ * link nor over a file someone planted there (O_EXCL | O_NOFOLLOW); the
+ * error names the path and what is there. */
+dck_status cli_create_new(const char *path, int *fd);
+/* A folder a command created for a run, after the run (that ran a user's
+ * command): still that folder (dev, ino as created), not a link, at its
+ * own path (dir absolute: nothing above it swapped). The error says how
+ * it changed. */
+dck_status cli_dir_unchanged(const char *dir, dev_t dev, ino_t ino);
+/* Runs argv with stdin from /dev/null, stdout and stderr into files
+ * (created new: cli_create_new) and the variables of env (NAME, VALUE
+ * pairs; VALUE NULL unsets NAME; a NULL NAME ends the list) set, in its own
+ * process group; returns its exit status (128+signal when killed), -1 when
+ * it could not start, -2 past timeout (0: none), -3 interrupted,
+ * CLI_RUN_NO_LOG when a log could not be created (not started; the error
+ * is set). The group is killed at the end: nothing the command left behind
+ * writes on. */
+enum { CLI_RUN_NO_LOG = -4 };
 int cli_run_child(char *const *argv, const char *const *env, const char *out, const char *err, double timeout,
                   double *seconds);
 /* cli_run_child's status in words: "exited with status 3", "was killed by

@@ -107,16 +107,24 @@ bool cli_report_is_html(const char *path) {
     return !strncmp(b, CLI_HTML_MAGIC, strlen(CLI_HTML_MAGIC));
 }
 
+/* The reports, in the order of cli_report's present[]: each may replace
+ * only a report of its own kind. */
 enum { NKINDS = 3 };
-int cli_report_check(const cli_report *r, bool json, const char *const *inputs, size_t ninputs) {
-    static const struct {
-        const char *option, *what;
-        dck_output_kind kind;
-    } kinds[NKINDS] = {{"--junit", "JUnit report", cli_report_is_junit},
-                       {"--markdown", "detcheck Markdown report", cli_report_is_markdown},
-                       {"--html", "detcheck HTML report", cli_report_is_html}};
+static const struct {
+    const char *option, *what;
+    dck_output_kind kind;
+} kinds[NKINDS] = {{"--junit", "JUnit report", cli_report_is_junit},
+                   {"--markdown", "detcheck Markdown report", cli_report_is_markdown},
+                   {"--html", "detcheck HTML report", cli_report_is_html}};
+
+int cli_report_check(cli_report *r, bool json, const char *const *inputs, size_t ninputs) {
     const char *paths[NKINDS] = {r->junit, r->markdown, r->html};
     int on_stdout = 0;
+    r->checked = true;
+    for (size_t i = 0; i < NKINDS; i++) {
+        struct stat st;
+        r->present[i] = paths[i] && lstat(paths[i], &st) == 0;
+    }
     for (size_t i = 0; i < NKINDS; i++) {
         if (!paths[i]) continue;
         if (!strcmp(paths[i], "-")) {
@@ -477,7 +485,37 @@ static dck_status append_summary(const char *path, const char *doc, size_t len) 
     return s;
 }
 
-static int emit(cli_report *r, const char *path, char *(*text)(const cli_report *, size_t *)) {
+/* The rule of cli_report_check again, at the moment of writing: the
+ * command may have run for hours, and a user's file (or the command's own)
+ * may have taken the path meanwhile. The inputs were refused before the
+ * work; a path that became one since is refused by the kind (an input is
+ * never a report). */
+static dck_status recheck(const cli_report *r, size_t k, const char *path) {
+    struct stat st;
+    if (r->checked && !r->present[k] && lstat(path, &st) == 0)
+        return dck_set_error(DCK_ERR_INVALID, "%s %s appeared while the command ran (detcheck did not write it); "
+                                              "refusing to replace it: the report is not written",
+                             kinds[k].option, path);
+    dck_status s = dck_output_check(kinds[k].option, path, kinds[k].what, kinds[k].kind, NULL, 0);
+    if (s) return dck_set_error(s, "%s (it changed while the command ran): the report is not written", dck_last_error());
+    return DCK_OK;
+}
+
+/* Written aside, checked, then renamed over the path. */
+static dck_status write_report(const cli_report *r, size_t k, const char *path, const char *doc, size_t len) {
+    dck_atomic_file af;
+    DCK_TRY(dck_atomic_open(path, &af));
+    dck_status s = dck_atomic_write(&af, doc, len);
+    if (!s) s = recheck(r, k, path);
+    if (s) {
+        dck_atomic_abort(&af);
+        return s;
+    }
+    return dck_atomic_commit(&af);
+}
+
+static int emit(cli_report *r, size_t k, char *(*text)(const cli_report *, size_t *)) {
+    const char *paths[NKINDS] = {r->junit, r->markdown, r->html}, *path = paths[k];
     size_t len = 0;
     char *doc = text(r, &len);
     if (!doc) {
@@ -491,7 +529,7 @@ static int emit(cli_report *r, const char *path, char *(*text)(const cli_report 
     } else if (is_step_summary(path)) {
         s = append_summary(path, doc, len);
     } else {
-        s = dck_write_file_atomic(path, doc, len);
+        s = write_report(r, k, path, doc, len);
     }
     free(doc);
     if (s) {
@@ -520,9 +558,11 @@ int cli_report_finish(cli_report *r, int exit_status) {
         cli_fail(r->cmd, dck_oom(NULL));
         rc = DCK_EXIT_TROUBLE;
     }
-    if (!rc && r->junit) rc = emit(r, r->junit, cli_report_junit_text);
-    if (!rc && r->markdown) rc = emit(r, r->markdown, cli_report_markdown_text);
-    if (!rc && r->html) rc = emit(r, r->html, cli_report_html_text);
+    char *(*const text[NKINDS])(const cli_report *, size_t *) = {cli_report_junit_text, cli_report_markdown_text,
+                                                                  cli_report_html_text};
+    const char *paths[NKINDS] = {r->junit, r->markdown, r->html};
+    for (size_t k = 0; k < NKINDS && !rc; k++)
+        if (paths[k]) rc = emit(r, k, text[k]);
     cli_report_release(r);
     return rc;
 }

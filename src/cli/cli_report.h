@@ -45,6 +45,9 @@ typedef struct {
     size_t nexclude;
     struct timespec t0;
     bool oom;                       /* sticky: an allocation failed */
+    /* cli_report_check's view, for the rule again at the moment of
+     * writing: which report paths held a file then */
+    bool checked, present[3];       /* junit, markdown, html */
 } cli_report;
 
 void cli_report_init(cli_report *r, const char *cmd);
@@ -61,7 +64,7 @@ bool cli_report_wanted(const cli_report *r);
  * a link, a FIFO, a read-only file; the two are not one file; and --json
  * with a report on standard output ('-') is refused, since stdout would hold
  * two documents. Returns 0, or DCK_EXIT_TROUBLE after a usage message. */
-int cli_report_check(const cli_report *r, bool json, const char *const *inputs, size_t ninputs);
+int cli_report_check(cli_report *r, bool json, const char *const *inputs, size_t ninputs);
 /* The kinds, for dck_output_check: the first bytes of a JUnit XML document,
  * of a Markdown summary as cli_report_markdown_text writes it. */
 bool cli_report_is_junit(const char *path);
@@ -90,7 +93,11 @@ void cli_report_compare(cli_report *r, const char *prefix, const dck_manifest *g
 /* A diff: one case per tensor (equal and within tolerance pass), one failing
  * case per differing value. */
 void cli_report_diff(cli_report *r, const dck_diff_result *d);
-/* Writes the reports asked for (atomically) and releases r. exit_status is
+/* Writes the reports asked for (atomically) and releases r. The rule of
+ * cli_report_check applies again at the moment of writing, after the
+ * document is written aside and before it takes the path: a file that is
+ * not a report of its kind (or that appeared there while the command ran)
+ * is never replaced, and the report is written nowhere. exit_status is
  * the status the command is about to exit with: a report never states
  * another verdict, so a trouble (2) that no error case explains, or a
  * difference (1) that no failing case names, becomes a case of its own.

@@ -5,6 +5,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,23 +28,57 @@ void cli_run_catch_signals(void) {
     sigaction(SIGHUP, &sa, NULL);
 }
 
+dck_status cli_create_new(const char *path, int *fd) {
+    *fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0644);
+    if (*fd >= 0) return DCK_OK;
+    struct stat st;
+    if (errno == EEXIST && lstat(path, &st) == 0)
+        return dck_set_error(DCK_ERR_IO, "%s exists (%s) and this command creates it: refusing to write through or "
+                                         "over it; remove it or choose another work folder",
+                             path,
+                             S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISREG(st.st_mode) ? "a file" : "not a file");
+    return dck_set_error(DCK_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+}
+
+dck_status cli_dir_unchanged(const char *dir, dev_t dev, ino_t ino) {
+    struct stat st;
+    char real[PATH_MAX];
+    const char *how = NULL;
+    if (lstat(dir, &st) != 0) how = "is gone";
+    else if (S_ISLNK(st.st_mode)) how = "is now a symbolic link";
+    else if (!S_ISDIR(st.st_mode)) how = "is no longer a folder";
+    else if (st.st_dev != dev || st.st_ino != ino) how = "is another folder than the one detcheck created";
+    else if (dir[0] == '/' && (!realpath(dir, real) || strcmp(real, dir))) how = "now resolves to another path";
+    return how ? dck_set_error(DCK_ERR_IO, "%s %s", dir, how) : DCK_OK;
+}
+
 int cli_run_child(char *const *argv, const char *const *env, const char *out, const char *err, double timeout,
                   double *seconds) {
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* the logs are created here, new, so that a file or link planted at
+     * their names is refused with its name rather than truncated */
+    int fo = -1, fe = -1;
+    if (cli_create_new(out, &fo)) return CLI_RUN_NO_LOG;
+    if (cli_create_new(err, &fe)) {
+        close(fo);
+        return CLI_RUN_NO_LOG;
+    }
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
-    if (pid < 0) return -1;
+    if (pid < 0) {
+        close(fo);
+        close(fe);
+        return -1;
+    }
     if (pid == 0) {
         setpgid(0, 0);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         signal(SIGHUP, SIG_DFL);
         int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (in < 0 || fo < 0 || fe < 0 || dup2(in, 0) < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0) _exit(127);
+        if (in < 0 || dup2(in, 0) < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0) _exit(127);
         /* a NULL value unsets: a variable of the contract that this run
          * must not see, though the caller's environment has it */
         for (size_t i = 0; env && env[i]; i += 2)
@@ -52,6 +87,8 @@ int cli_run_child(char *const *argv, const char *const *env, const char *out, co
         fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
+    close(fo);
+    close(fe);
     setpgid(pid, pid);
     int st, rc = -1;
     bool killed = false;
@@ -89,7 +126,8 @@ int cli_run_child(char *const *argv, const char *const *env, const char *out, co
 }
 
 void cli_run_describe(int st, double timeout, char *buf, size_t len) {
-    if (st == -1) snprintf(buf, len, "could not be started");
+    if (st == CLI_RUN_NO_LOG) snprintf(buf, len, "was not started: %s", dck_last_error());
+    else if (st == -1) snprintf(buf, len, "could not be started");
     else if (st == -2) snprintf(buf, len, "did not finish within %g s (--timeout): its process group was killed", timeout);
     else if (st == -3) snprintf(buf, len, "was interrupted");
     else if (st > 128) snprintf(buf, len, "was killed by signal %d (%s)", st - 128, strsignal(st - 128));

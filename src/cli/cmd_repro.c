@@ -9,6 +9,9 @@
 #include "cli.h"
 #include "cli_html.h"
 #include "cli_report.h"
+#include "train/train.h"
+#include "train/train_record.h"
+#include "train/train_trace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -221,8 +224,33 @@ static int parse_args(int argc, char **argv, repro_opts *o, bool *help) {
 
 /* ------------------------------------------------------------------ runs */
 
+/* A step a run recorded: in its trajectory, its tensor digests or its
+ * trace (events: how many the recorder kept, truncated: it dropped more). */
+typedef struct {
+    long step;
+    size_t events;
+    bool truncated;
+} step_mark;
+
+/* What a run recorded besides its trajectory, one file each: the steps of
+ * its tensor digests and of its trace. One run recording a step that
+ * another did not is a difference, never agreement. */
+enum { SIDE_TENSORS, SIDE_TRACE, NSIDES };
+static const struct {
+    const char *file, *what;
+} sides[NSIDES] = {{DCK_RECORD_FILE, "tensor digests"}, {DCK_TRACE_FILE, "traced steps"}};
+
+typedef struct {
+    bool has; /* the file is there */
+    step_mark *steps;
+    size_t n;
+} side_steps;
+
 typedef struct {
     char dir[PATH_MAX], out[PATH_MAX], err[PATH_MAX];
+    dev_t dev; /* its folder as repro created it */
+    ino_t ino;
+    step_mark *steps; /* its trajectory's, one per record */
     char var[64], value[256]; /* the varied variable, or "" */
     int status;               /* exit status, 128+signal; -2 timeout, -3 interrupted, -1 no start */
     double seconds;
@@ -282,7 +310,7 @@ static int read_trajectory(run_t *r, const char *path, bool times) {
         return cli_fail(CMD, dck_oom(NULL));
     }
     char *line = malloc(MAX_LINE + 2);
-    size_t cap = 0;
+    size_t cap = 0, scap = 0;
     long lineno = 0;
     int rc = 0;
     r->first_step = r->last_step = -1;
@@ -307,6 +335,12 @@ static int read_trajectory(run_t *r, const char *path, bool times) {
         long step = (long)json_integer_value(s);
         if (!r->records) r->first_step = step;
         r->last_step = step;
+        if (dck_grow((void **)&r->steps, &scap, (size_t)r->records + 1, sizeof *r->steps)) {
+            json_decref(o);
+            rc = cli_fail(CMD, dck_oom(path));
+            break;
+        }
+        r->steps[r->records] = (step_mark){step, 0, false};
         json_t *t = json_object_get(o, "step_time_s");
         if (times && r->records > 0) {
             if (!json_is_number(t) || !(json_number_value(t) >= 0)) r->times_missing = true;
@@ -472,6 +506,273 @@ static void report_settings(run_t *runs, int n, FILE *out, json_t *doc, bool *oo
     }
 }
 
+/* ------------------------------------------------------------------ the runs' own folders */
+
+/* Every file repro creates in its work folder, per run I: a file or a link
+ * someone planted at one of these names is refused, never truncated or
+ * followed (cli_create_new at the moment of creation; here before any run,
+ * so that no run is spent first). */
+static const char *const work_files[] = {"run_%d.out",    "run_%d.err",         "bisect_%d.out",
+                                         "bisect_%d.err", "bisect_%d_text.out", "bisect_%d_text.err"};
+
+static int check_work_files(const char *work, int nruns) {
+    for (int i = 0; i < nruns; i++)
+        for (size_t k = 0; k < sizeof work_files / sizeof work_files[0]; k++) {
+            char name[64], p[PATH_MAX];
+            struct stat st;
+            snprintf(name, sizeof name, work_files[k], i + 1);
+            snprintf(p, sizeof p, "%s/%s", work, name);
+            if (lstat(p, &st) == 0) {
+                cli_error(CMD, "%s exists (%s) and repro creates it: remove it or choose another --workdir", p,
+                          S_ISLNK(st.st_mode) ? "a symbolic link" : "an earlier run's log?");
+                return DCK_EXIT_TROUBLE;
+            }
+        }
+    return 0;
+}
+
+/* A run's folder after a run: still the folder repro created (same device
+ * and inode, not a link, at its own path). A command that swapped it, for
+ * a link to run 1's say, would have run 1 compared with itself. */
+static int check_run_dir(const run_t *r, int idx) {
+    if (!cli_dir_unchanged(r->dir, r->dev, r->ino)) return 0;
+    cli_error(CMD, "run %d's folder %s: its recording would not be its own (replaced during the runs); "
+                   "nothing is compared",
+              idx + 1, dck_last_error());
+    return DCK_EXIT_TROUBLE;
+}
+
+/* The files the runs recorded are their own: not links, not one file
+ * shared by two runs (a hard link to another run's). */
+static int check_run_files(const run_t *runs, int n) {
+    static const char *const files[] = {DCK_TRAJECTORY, DCK_RECORD_FILE, DCK_TRACE_FILE, "run.json"};
+    enum { NF = sizeof files / sizeof files[0] };
+    struct stat *seen = calloc((size_t)n * NF, sizeof *seen);
+    if (!seen) return cli_fail(CMD, dck_oom(NULL));
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++)
+        for (size_t k = 0; k < NF && !rc; k++) {
+            char p[PATH_MAX + 32];
+            struct stat *st = &seen[(size_t)i * NF + k];
+            snprintf(p, sizeof p, "%s/%s", runs[i].dir, files[k]);
+            if (lstat(p, st) != 0) {
+                st->st_ino = 0; /* absent: said where it matters */
+                continue;
+            }
+            if (S_ISLNK(st->st_mode)) {
+                cli_error(CMD, "%s is a symbolic link: a run's recording must be its own; nothing is compared", p);
+                rc = DCK_EXIT_TROUBLE;
+            }
+            for (int j = 0; j < i && !rc; j++) {
+                const struct stat *o = &seen[(size_t)j * NF + k];
+                if (o->st_ino && o->st_dev == st->st_dev && o->st_ino == st->st_ino) {
+                    cli_error(CMD, "%s is the same file as run %d's %s: a run's recording must be its own; "
+                                   "nothing is compared",
+                              p, j + 1, files[k]);
+                    rc = DCK_EXIT_TROUBLE;
+                }
+            }
+        }
+    free(seen);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ recordings */
+
+/* The steps of run dir's side file k (absent: has false). rec, when not
+ * NULL, keeps its tensor digests for dck_recording_compare. */
+static int load_side(const char *dir, int k, side_steps *out, dck_recording *rec) {
+    memset(out, 0, sizeof *out);
+    char p[PATH_MAX + 32];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, sides[k].file);
+    if (lstat(p, &st) != 0 && errno == ENOENT) return 0;
+    out->has = true;
+    dck_status s;
+    if (k == SIDE_TENSORS) {
+        dck_recording r;
+        s = dck_recording_load(p, &r);
+        if (!s && r.nsteps && !(out->steps = calloc(r.nsteps, sizeof *out->steps))) s = dck_oom(p);
+        for (size_t i = 0; !s && i < r.nsteps; i++) out->steps[out->n++] = (step_mark){r.steps[i].step, r.steps[i].n, false};
+        if (rec && !s) *rec = r;
+        else dck_recording_release(&r);
+    } else {
+        dck_trace t;
+        s = dck_trace_load(p, &t);
+        if (!s && t.nsteps && !(out->steps = calloc(t.nsteps, sizeof *out->steps))) s = dck_oom(p);
+        for (size_t i = 0; !s && i < t.nsteps; i++)
+            out->steps[out->n++] = (step_mark){t.steps[i].step, t.steps[i].n, t.steps[i].truncated};
+        dck_trace_release(&t);
+    }
+    return s ? cli_fail(CMD, s) : 0;
+}
+
+/* "4 steps (0..3)", or why none. */
+static void side_text(const side_steps *s, int k, char *buf, size_t n) {
+    if (!s->has) snprintf(buf, n, "none (no %s)", sides[k].file);
+    else if (!s->n) snprintf(buf, n, "none (its %s holds no step)", sides[k].file);
+    else
+        snprintf(buf, n, "%zu step%s (%ld..%ld)", s->n, s->n == 1 ? "" : "s", s->steps[0].step,
+                 s->steps[s->n - 1].step);
+}
+
+/* The first step one list has and the other lacks: 1 in a only, 2 in b
+ * only, 0 the same steps. */
+static int first_unpaired(const step_mark *a, size_t na, const step_mark *b, size_t nb, long *step) {
+    for (size_t i = 0, j = 0; i < na || j < nb; i++, j++) {
+        if (j == nb || (i < na && a[i].step < b[j].step)) {
+            *step = a[i].step;
+            return 1;
+        }
+        if (i == na || b[j].step < a[i].step) {
+            *step = b[j].step;
+            return 2;
+        }
+    }
+    return 0;
+}
+
+static int add_line(run_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One more line of run r's difference, whole (names are never cut). */
+static int add_line(run_t *r, const char *fmt, ...) {
+    char *b = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&b, fmt, ap);
+    va_end(ap);
+    char **v = n >= 0 ? realloc(r->lines, (r->nlines + 1) * sizeof *v) : NULL;
+    if (!v) {
+        if (n >= 0) free(b);
+        return cli_fail(CMD, dck_oom(NULL));
+    }
+    r->lines = v;
+    v[r->nlines++] = b;
+    return 0;
+}
+
+static int cmp_name(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
+
+/* The state entries (dck_rec_kind: optional, no difference when one run
+ * only has one) of a recording's step, sorted by name; NULL: no memory. */
+static const char **state_names(const dck_recording *r, const dck_rec_step *st, size_t *n) {
+    const char **v = malloc((st->n ? st->n : 1) * sizeof *v);
+    *n = 0;
+    for (size_t e = 0; v && e < st->n; e++) {
+        uint32_t id = r->entries[st->first + e].id;
+        if (r->kinds[id] == DCK_REC_STATE) v[(*n)++] = r->names[id];
+    }
+    if (v) qsort(v, *n, sizeof *v, cmp_name);
+    return v;
+}
+
+/* State entries recorded in one of a and b only, over their common steps:
+ * not compared, and the verdict says so. -1: no memory. */
+static long unpaired_state(const dck_recording *a, const dck_recording *b, char *example, size_t elen) {
+    long n = 0;
+    for (size_t i = 0, j = 0; i < a->nsteps && j < b->nsteps;) {
+        if (a->steps[i].step != b->steps[j].step) {
+            if (a->steps[i].step < b->steps[j].step) i++;
+            else j++;
+            continue;
+        }
+        size_t na, nb;
+        const char **x = state_names(a, &a->steps[i], &na), **y = state_names(b, &b->steps[j], &nb);
+        for (size_t p = 0, q = 0; x && y && (p < na || q < nb);) {
+            int c = p == na ? 1 : q == nb ? -1 : strcmp(x[p], y[q]);
+            if (c && !n++) snprintf(example, elen, "%s", c < 0 ? x[p] : y[q]);
+            p += c <= 0;
+            q += c >= 0;
+        }
+        if (!x || !y) n = -1;
+        free(x);
+        free(y);
+        if (n < 0) return -1;
+        i++, j++;
+    }
+    return n;
+}
+
+/* What was set aside over all comparisons: said in the verdict. */
+typedef struct {
+    long state;          /* state entries recorded in one run only */
+    char state_eg[256];  /* one of them */
+    long truncated;      /* traced steps both runs truncated alike */
+} not_compared;
+
+/* Run i's recordings against run 1's (ref, rec1), by repro itself, so that
+ * the verdict does not rest on bisect's: the same steps of tensor digests
+ * and of traces, the same tensors in each common step, the same truncation
+ * of each traced step. A difference adds its line to run i and marks it
+ * different; returns non-zero on trouble. */
+static int compare_recordings(run_t *runs, int i, side_steps ref[NSIDES], const dck_recording *rec1,
+                              not_compared *nc) {
+    run_t *r = &runs[i];
+    side_steps cur[NSIDES];
+    dck_recording rec;
+    memset(&rec, 0, sizeof rec);
+    memset(cur, 0, sizeof cur);
+    int rc = 0;
+    bool differ = false;
+    long at = -1;
+    for (int k = 0; k < NSIDES && !rc; k++) {
+        if ((rc = load_side(r->dir, k, &cur[k], k == SIDE_TENSORS ? &rec : NULL))) break;
+        long step;
+        int w = first_unpaired(ref[k].steps, ref[k].n, cur[k].steps, cur[k].n, &step);
+        if (w) {
+            char a[128], b[128];
+            side_text(&ref[k], k, a, sizeof a);
+            side_text(&cur[k], k, b, sizeof b);
+            rc = add_line(r, "%s: run 1 recorded %s, run %d %s; step %ld recorded in run %d only", sides[k].what, a,
+                          i + 1, b, step, w == 1 ? 1 : i + 1);
+            differ = true;
+            if (at < 0 || step < at) at = step;
+            continue;
+        }
+        for (size_t s = 0; k == SIDE_TRACE && s < cur[k].n && !rc; s++) {
+            const step_mark *x = &ref[k].steps[s], *y = &cur[k].steps[s];
+            if (!x->truncated && !y->truncated) continue;
+            if (x->truncated && y->truncated && x->events == y->events) {
+                nc->truncated++;
+                continue;
+            }
+            rc = add_line(r, "traced step %ld: run 1 kept %zu events%s, run %d %zu%s; the events past the "
+                             "shorter are not compared",
+                          x->step, x->events, x->truncated ? " (truncated by the recorder)" : "", i + 1, y->events,
+                          y->truncated ? " (truncated by the recorder)" : "");
+            differ = true;
+            if (at < 0 || x->step < at) at = x->step;
+        }
+    }
+    if (!rc && ref[SIDE_TENSORS].n && cur[SIDE_TENSORS].n) {
+        long step;
+        int kind;
+        char name[1024];
+        const char *how;
+        int c = dck_recording_compare(rec1, &rec, &step, &kind, name, sizeof name, &how);
+        long st = c >= 0 ? unpaired_state(rec1, &rec, nc->state_eg, sizeof nc->state_eg) : 0;
+        if (c < 0 || st < 0) rc = cli_fail(CMD, dck_oom("comparing the recorded tensors"));
+        else nc->state += st;
+        if (!rc && c > 0 && r->bisect == 0) { /* bisect said otherwise: its own line is missing */
+            char only[64] = "";
+            if (strcmp(how, "digest"))
+                snprintf(only, sizeof only, " (recorded in run %d only)", !strcmp(how, "only in A") ? 1 : i + 1);
+            rc = add_line(r, "first differing tensor: step %ld, %s %s%s", step,
+                          dck_rec_kind_name((dck_rec_kind)kind), cli_safe(name), only);
+        }
+        if (c > 0) {
+            differ = true;
+            if (at < 0 || step < at) at = step;
+        }
+    }
+    if (differ) {
+        if (r->bisect == 0) r->bisect = 1;
+        if (r->div_step < 0 || (at >= 0 && at < r->div_step)) r->div_step = at;
+    }
+    for (int k = 0; k < NSIDES; k++) free(cur[k].steps);
+    dck_recording_release(&rec);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ bisect */
 
 /* Runs `detcheck bisect ARGS run_1 run_I` (this binary) with its output
@@ -485,11 +786,39 @@ static int bisect_child(const char *self, const char *work, const char *name, co
     return cli_run_child(argv, NULL, out, err, 0, &sec);
 }
 
+/* Keys of bisect's document that say something was not compared (steps or
+ * tensors one run only recorded, events past a truncation): any of them
+ * not empty, false or 0 makes the comparison not an agreement, whatever
+ * "identical" says. traced_steps_truncated is [run A's, run B's]. */
+static const char *const not_compared_keys[] = {"not_compared", "missing_steps", "steps_in_one_run_only",
+                                                "recorded_in_one_run_only", "only_in_a", "only_in_b"};
+
+static bool truthy(json_t *v) {
+    return json_is_true(v) || (json_is_integer(v) && json_integer_value(v) != 0) ||
+           (json_is_array(v) && json_array_size(v)) || (json_is_object(v) && json_object_size(v)) ||
+           (json_is_string(v) && *json_string_value(v));
+}
+
+/* The first key of bisect's document that says something was not
+ * compared, or NULL. */
+static const char *bisect_not_compared(json_t *doc) {
+    for (size_t k = 0; k < sizeof not_compared_keys / sizeof not_compared_keys[0]; k++)
+        if (truthy(json_object_get(doc, not_compared_keys[k]))) return not_compared_keys[k];
+    json_t *t = json_object_get(doc, "traced_steps_truncated");
+    if (json_array_size(t) == 2 && !json_equal(json_array_get(t, 0), json_array_get(t, 1)))
+        return "traced_steps_truncated";
+    return NULL;
+}
+
 static int compare_runs(const char *self, const char *work, run_t *runs, int i) {
     char out[PATH_MAX], err[PATH_MAX], name[64];
     run_t *r = &runs[i];
     snprintf(name, sizeof name, "bisect_%d", i + 1);
     r->bisect = bisect_child(self, work, name, "--json", &runs[0], r, out, err);
+    if (r->bisect == CLI_RUN_NO_LOG) {
+        cli_error(CMD, "comparing run %d with run 1: %s", i + 1, dck_last_error());
+        return DCK_EXIT_TROUBLE;
+    }
     char *e = cli_file_tail(err, 1000);
     if (e && *e && r->bisect >= 0 && r->bisect <= 1) {
         cli_progress_clear();
@@ -513,6 +842,14 @@ static int compare_runs(const char *self, const char *work, run_t *runs, int i) 
         return DCK_EXIT_TROUBLE;
     }
     r->div_step = -1;
+    const char *nc = bisect_not_compared(r->result);
+    if (nc && r->bisect == 0) {
+        char *v = json_dumps(json_object_get(r->result, nc), JSON_COMPACT | JSON_ENCODE_ANY);
+        int e = add_line(r, "bisect compared not everything: %s %s", nc, v ? cli_safe(v) : "");
+        free(v);
+        if (e) return e;
+        r->bisect = 1;
+    }
     if (r->bisect == 0) return 0;
     /* the earliest step any part names: trajectory, tensor, traced event */
     json_t *steps[] = {json_object_get(r->result, "first_step"),
@@ -524,21 +861,19 @@ static int compare_runs(const char *self, const char *work, run_t *runs, int i) 
     /* and its lines as bisect prints them */
     snprintf(name, sizeof name, "bisect_%d_text", i + 1);
     int rc = bisect_child(self, work, name, "-q", &runs[0], r, out, err);
+    if (rc == CLI_RUN_NO_LOG) {
+        cli_error(CMD, "comparing run %d with run 1: %s", i + 1, dck_last_error());
+        return DCK_EXIT_TROUBLE;
+    }
     char *t = rc == 1 ? cli_file_tail(out, 1000) : NULL;
-    for (char *s = t, *nl; s && *s; s = nl ? nl + 1 : NULL) {
+    int bad = 0;
+    for (char *s = t, *nl; s && *s && !bad; s = nl ? nl + 1 : NULL) {
         nl = strchr(s, '\n');
         if (nl) *nl = 0;
-        char **v = realloc(r->lines, (r->nlines + 1) * sizeof *v);
-        if (!v || !(v[r->nlines] = strdup(s))) {
-            free(t);
-            if (v) r->lines = v;
-            return cli_fail(CMD, dck_oom(NULL));
-        }
-        r->lines = v;
-        r->nlines++;
+        bad = add_line(r, "%s", s);
     }
     free(t);
-    return 0;
+    return bad;
 }
 
 /* ------------------------------------------------------------------ output */
@@ -693,6 +1028,7 @@ int cmd_repro(int argc, char **argv) {
         char abs[PATH_MAX];
         if (realpath(work, abs) && strlen(abs) < PATH_MAX - 64) snprintf(work, sizeof work, "%s", abs);
     }
+    if ((rc = check_work_files(work, nruns))) goto done;
     cli_run_catch_signals();
 
     /* ---- the runs */
@@ -703,11 +1039,14 @@ int cmd_repro(int argc, char **argv) {
         snprintf(r->dir, sizeof r->dir, "%s/run_%d", work, i + 1);
         snprintf(r->out, sizeof r->out, "%s/run_%d.out", work, i + 1);
         snprintf(r->err, sizeof r->err, "%s/run_%d.err", work, i + 1);
-        if (mkdir(r->dir, 0777) != 0) {
+        struct stat dst;
+        if (mkdir(r->dir, 0777) != 0 || lstat(r->dir, &dst) != 0) {
             cli_error(CMD, "%s: cannot create: %s", r->dir, strerror(errno));
             rc = DCK_EXIT_TROUBLE;
             break;
         }
+        r->dev = dst.st_dev;
+        r->ino = dst.st_ino;
         if (o.vary >= 0) {
             /* run 1 the CPU count, then 1, 2, 3... without it again */
             long v = ncpu;
@@ -744,9 +1083,16 @@ int cmd_repro(int argc, char **argv) {
         if (r->status != 0) {
             cli_error(CMD, "run %d of %d %s: %s", i + 1, nruns, what, cli_safe_line(cmdline));
             snprintf(trouble, sizeof trouble, "run %d of %d %s", i + 1, nruns, what);
-            cli_print_tail(CMD, r->err, TAIL_LINES);
+            if (r->status != CLI_RUN_NO_LOG) cli_print_tail(CMD, r->err, TAIL_LINES);
+            else r->err[0] = 0; /* not ours: never read back */
             failed = i;
             rc = DCK_EXIT_TROUBLE;
+            break;
+        }
+        /* the folders of this run and the earlier ones are still theirs */
+        for (int k = 0; k <= i && !rc; k++) rc = check_run_dir(&runs[k], k);
+        if (rc) {
+            snprintf(trouble, sizeof trouble, "a run folder was replaced during run %d", i + 1);
             break;
         }
         char *traj = dck_path_join(r->dir, "trajectory.jsonl");
@@ -779,6 +1125,8 @@ int cmd_repro(int argc, char **argv) {
         r->settings = read_settings(i + 1, r->dir);
         cli_info(CMD, "run %d of %d: %ld steps in %.1f s", i + 1, nruns, r->records, r->seconds);
     }
+    if (!rc && (rc = check_run_files(runs, nruns)))
+        snprintf(trouble, sizeof trouble, "a run's recorded file is not its own");
 
     json_t *doc = o.json ? json_object() : NULL;
     FILE *devnull = fopen("/dev/null", "w");
@@ -919,15 +1267,23 @@ int cmd_repro(int argc, char **argv) {
 
     /* ---- compare every run with run 1 */
     int ndiff = 0, first = -1;
-    bool tensors = true;
-    for (int i = 1; i < nruns; i++) {
-        if ((rc = compare_runs(self, work, runs, i))) {
+    side_steps ref[NSIDES];
+    dck_recording rec1;
+    not_compared nc;
+    memset(ref, 0, sizeof ref);
+    memset(&rec1, 0, sizeof rec1);
+    memset(&nc, 0, sizeof nc);
+    for (int k = 0; k < NSIDES && !rc; k++) rc = load_side(runs[0].dir, k, &ref[k], k == SIDE_TENSORS ? &rec1 : NULL);
+    if (rc) snprintf(title, sizeof title, "trouble: run 1's recording cannot be read");
+    for (int i = 1; i < nruns && !rc; i++) {
+        if ((rc = compare_runs(self, work, runs, i)) || (rc = compare_recordings(runs, i, ref, &rec1, &nc))) {
             snprintf(title, sizeof title, "trouble: comparing run %d with run 1 failed", i + 1);
-            goto finish;
+            break;
         }
         run_t *r = &runs[i];
-        if (!json_object_get(r->result, "recorded_steps_in_both")) tensors = false;
-        bool steps_differ = r->records != runs[0].records || r->first_step != runs[0].first_step;
+        long only;
+        bool steps_differ = first_unpaired(runs[0].steps, (size_t)runs[0].records, r->steps, (size_t)r->records, &only);
+        if (steps_differ && (r->div_step < 0 || only < r->div_step)) r->div_step = only;
         if (r->bisect == 1 || steps_differ) {
             if (r->bisect == 0) r->bisect = 1; /* fewer or more steps: not the same run */
             ndiff++;
@@ -936,9 +1292,23 @@ int cmd_repro(int argc, char **argv) {
             if (first < 0 || s < best) first = i;
         }
     }
+    /* every run recorded the steps of run 1 (else they differ) */
+    bool tensors = ref[SIDE_TENSORS].n > 0;
+    for (int k = 0; k < NSIDES; k++) free(ref[k].steps);
+    dck_recording_release(&rec1);
+    if (rc) goto finish;
     if (!ndiff) {
-        snprintf(title, sizeof title, "reproducible: %d runs, %ld steps, %s", nruns, runs[0].records,
-                 tensors ? "every tensor identical" : "every trajectory record identical (no tensor digests recorded)");
+        char aside[512] = "";
+        if (nc.state)
+            snprintf(aside, sizeof aside, "; not compared: %ld state entr%s recorded in one run only (%s)", nc.state,
+                     nc.state == 1 ? "y" : "ies", cli_safe(nc.state_eg));
+        if (nc.truncated)
+            snprintf(aside + strlen(aside), sizeof aside - strlen(aside),
+                     "%s the events past the recorder's bound in %ld traced step%s (truncated alike in both runs)",
+                     aside[0] ? "," : "; not compared:", nc.truncated, nc.truncated == 1 ? "" : "s");
+        snprintf(title, sizeof title, "reproducible: %d runs, %ld steps, %s%s", nruns, runs[0].records,
+                 tensors ? "every tensor identical" : "every trajectory record identical (no tensor digests recorded)",
+                 aside);
         fprintf(out, "%s\n", title);
     } else {
         run_t *f = &runs[first];
@@ -950,9 +1320,12 @@ int cmd_repro(int argc, char **argv) {
         for (size_t k = 0; k < f->nlines; k++) fprintf(out, "%s\n", f->lines[k]);
         magnitudes_line(&o, f, magnitudes, sizeof magnitudes);
         if (magnitudes[0]) fprintf(out, "%s\n", cli_safe_line(magnitudes));
-        if (f->records != runs[0].records || f->first_step != runs[0].first_step)
-            fprintf(out, "steps recorded: run 1 %ld (%ld..%ld), run %d %ld (%ld..%ld)\n", runs[0].records,
-                    runs[0].first_step, runs[0].last_step, first + 1, f->records, f->first_step, f->last_step);
+        long only;
+        int w = first_unpaired(runs[0].steps, (size_t)runs[0].records, f->steps, (size_t)f->records, &only);
+        if (w)
+            fprintf(out, "steps recorded: run 1 %ld (%ld..%ld), run %d %ld (%ld..%ld); step %ld in run %d only\n",
+                    runs[0].records, runs[0].first_step, runs[0].last_step, first + 1, f->records, f->first_step,
+                    f->last_step, only, w == 1 ? 1 : first + 1);
         if (f->var[0])
             fprintf(out, "varied: %s=%s in run 1, %s in run %d\n", f->var, cli_safe(runs[0].value), cli_safe(f->value),
                     first + 1);
@@ -1060,6 +1433,7 @@ finish:
 done:
     for (int i = 0; runs && i < nruns; i++) {
         free(runs[i].step_times);
+        free(runs[i].steps);
         json_decref(runs[i].settings);
         json_decref(runs[i].result);
         for (size_t k = 0; k < runs[i].nlines; k++) free(runs[i].lines[k]);

@@ -199,15 +199,18 @@ static int add_config(strv *s, const dck_train_config *c) {
 /* Runs argv with stdout and stderr into log; exit status, 128+signal when
  * killed, -1 when it could not start, -2 on timeout. */
 static int run_child(char **argv, const char *log, long timeout_s) {
+    int fd; /* new: a file or link planted at its name is refused, never truncated */
+    if (cli_create_new(log, &fd)) {
+        cli_fail(CMD, DCK_ERR_IO);
+        return CLI_RUN_NO_LOG;
+    }
     pid_t pid = fork();
+    if (pid < 0 || pid > 0) close(fd);
     if (pid < 0) return -1;
     if (pid == 0) {
         setpgid(0, 0);
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
+        dup2(fd, 1);
+        dup2(fd, 2);
         execvp(argv[0], argv);
         fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
@@ -267,7 +270,7 @@ static int train_run(ctx_t *x, const char *launcher, const char *name, const cha
     if (flip) e |= sv_addf(&a, "--flip-bit=%s", flip);
     int rc = e ? -1 : run_child(a.v, log, x->timeout);
     sv_free(&a);
-    if (log_out) *log_out = strdup(log);
+    if (log_out) *log_out = strdup(rc == CLI_RUN_NO_LOG ? "" : log); /* not ours: never shown */
     return rc;
 }
 

@@ -1277,6 +1277,8 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
         else if (have_oracle && first_diff(mine.roots, mine.dg, oracle_t.roots, oracle_t.dg, steps, np, &w))
             s = dck_set_error(DCK_ERR_MISMATCH, "--write-golden: rank 0's run differs from the CPU "
                               "reference at step %ld: %s not written", w.step, o->write_golden);
+        else if ((s = check_output(o))) /* the rule again at the moment of writing: the run took its seconds */
+            s = dck_set_error(s, "%s (it changed while the canary ran): not written", dck_last_error());
         else
             s = golden_write(o->write_golden, &o->cfg, &mine, &m);
     }

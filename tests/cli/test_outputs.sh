@@ -124,4 +124,29 @@ cp a.yaml ro.yaml
 chmod a-w ro.yaml
 refused ro.yaml "read-only" $DETCHECK hash -q -o ro.yaml b.safetensors
 expect_exit 0 "$DETCHECK" hash -q -o a.yaml b.safetensors
+
+# logs a long-running command creates in its work folder (issue 30, part 9):
+# created new, so a link planted at a log's name is refused, never followed
+# (resume-check truncated the file it pointed at)
+echo "the user's notes" > victim.txt
+mkdir rw && ln -s ../victim.txt rw/reference.log
+expect_exit 2 timeout 60 $DETCHECK resume-check $CFG --steps 2 --at 1 --workdir rw
+expect_grep "rw/reference.log exists (a symbolic link) and this command creates it" err.txt
+expect_grep "^the user's notes$" victim.txt
+[ ! -e rw/reference ] || fail "resume-check ran the reference though its log was planted"
+ok
+
+# the rule again at the moment of writing (issue 30, part 10): a file that
+# appears at --write-golden's path while the canary runs (its check a second
+# in the past, its write three seconds ahead) is not replaced
+rm -f late.json
+"$DETCHECK" canary --seconds 4 --write-golden late.json > late.out 2> late.err &
+pid=$!
+sleep 1
+echo 'notes written during the run' > late.json
+set +e; wait $pid; got=$?; set -e
+[ $got -eq 2 ] || { cat late.out late.err; fail "canary --write-golden: exit $got, a file taken during the run"; }
+expect_grep "late.json exists and is not a canary golden file; refusing to overwrite it (it changed while the canary ran): not written" late.err
+[ "$(cat late.json)" = 'notes written during the run' ] || fail "late.json replaced"
+ok
 done_ok

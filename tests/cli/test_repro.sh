@@ -13,6 +13,9 @@ export TMPDIR="$PWD/tmp"
 # nothing (records nothing), notimes (no step_time_s). VARY_ON=NAME: the
 # parameter's digest from step 2 on depends on variable NAME (threads,
 # --env), so runs with other values part there. STEPS: records (default 5).
+# DIGESTS_RUN=I with DIGESTS=header|absent|N: run I's tensor_digests.bin
+# holds only its header, is absent, or holds N steps. STATE_RUN=I: run I
+# alone records a state entry (start.layers.0.weight, kind 3) at step 0.
 cat > rec.py <<'PY'
 import json, os, struct, sys
 mode = sys.argv[1] if len(sys.argv) > 1 else "same"
@@ -50,15 +53,22 @@ with open(os.path.join(d, "trajectory.jsonl"), "w") as t:
             rec["step_time_s"] = 5.0 if s == 0 else per
         t.write(json.dumps(rec) + "\n")
 names = [(0, b"layers.0.weight"), (1, b"layers.0.weight"), (2, b"layers.0.weight.exp_avg")]
+state = os.environ.get("STATE_RUN") == str(run)
+if state:
+    names.append((3, b"start.layers.0.weight"))
 b = bytearray(b"DCKTDIG\0" + struct.pack("<II", 1, 0))
 for i, (k, n) in enumerate(names):
     b += struct.pack("<BIBH", 1, i, k, len(n)) + n
 salt = sum(vary.encode())
-for s in range(steps):
-    b += struct.pack("<BqI", 2, s, len(names))
-    for i in range(len(names)):
+digests = os.environ.get("DIGESTS", "") if os.environ.get("DIGESTS_RUN") == str(run) else ""
+dsteps = int(digests) if digests.isdigit() else 0 if digests == "header" else steps
+for s in range(dsteps):
+    n = len(names) if state and s == 0 else 3
+    b += struct.pack("<BqI", 2, s, n)
+    for i in range(n):
         b += struct.pack("<IQQ", i, 1000 * s + i, 7 + (salt if s >= 2 and i == 1 else 0))
-open(os.path.join(d, "tensor_digests.bin"), "wb").write(b)
+if digests != "absent":
+    open(os.path.join(d, "tensor_digests.bin"), "wb").write(b)
 print("trained %d steps" % steps)
 PY
 nothing_left() { [ -z "$(ls tmp)" ] || { ls -l tmp; fail "$1: tmp holds $(ls tmp)"; }; ok; }
@@ -160,8 +170,127 @@ case $DETCHECK_RECORD in *run_2) export STEPS=4 ;; esac
 exec python3 rec.py
 SH
 expect_exit 1 $DETCHECK repro --workdir s -- sh short.sh
-expect_grep '^not reproducible: run 2 differs from run 1' out.txt
-expect_grep '^steps recorded: run 1 5 (0..4), run 2 4 (0..3)$' out.txt
+expect_grep '^not reproducible: run 2 differs from run 1 at step 4 ' out.txt
+expect_grep '^steps recorded: run 1 5 (0..4), run 2 4 (0..3); step 4 in run 1 only$' out.txt
+
+# ---------------------------------------------------------------- what one run recorded and another did not
+# (issue 30, part 1) run 2 records no tensor digests: a difference, never
+# "every tensor identical"; the verdict says which run recorded what
+expect_exit 1 env DIGESTS_RUN=2 DIGESTS=header $DETCHECK repro --workdir d1 -- python3 rec.py
+expect_grep '^not reproducible: run 2 differs from run 1 at step 0 ' out.txt
+expect_grep '^tensor digests: run 1 recorded 5 steps (0..4), run 2 none (its tensor_digests.bin holds no step); step 0 recorded in run 1 only$' out.txt
+expect_no_grep 'identical' out.txt
+expect_exit 1 env DIGESTS_RUN=2 DIGESTS=absent $DETCHECK repro --json --workdir d2 -- python3 rec.py
+python3 - <<'PY' || fail "repro --json, run 2 without tensor digests"
+import json
+d = json.load(open("out.txt"))
+assert d["verdict"] == "different" and d["reproducible"] is False, d
+assert "tensor digests: run 1 recorded 5 steps (0..4), run 2 none (no tensor_digests.bin); step 0 recorded in run 1 only" in d["first_divergence"]["lines"], d
+PY
+ok
+# the other way round, and a run whose digests stop before its trajectory
+expect_exit 1 env DIGESTS_RUN=1 DIGESTS=header $DETCHECK repro --workdir d3 -- python3 rec.py
+expect_grep '^tensor digests: run 1 recorded none (its tensor_digests.bin holds no step), run 2 5 steps (0..4); step 0 recorded in run 2 only$' out.txt
+expect_exit 1 env DIGESTS_RUN=3 DIGESTS=4 $DETCHECK repro -n 3 --workdir d4 -- python3 rec.py
+expect_grep '^not reproducible: run 3 differs from run 1 at step 4 (1 of 3 runs differ from run 1)$' out.txt
+expect_grep '^tensor digests: run 1 recorded 5 steps (0..4), run 3 4 steps (0..3); step 4 recorded in run 1 only$' out.txt
+# neither run records digests: the trajectories alone, and said so
+cat > nodig.sh <<'SH'
+case $DETCHECK_RECORD in *run_1) export DIGESTS_RUN=1 ;; *) export DIGESTS_RUN=2 ;; esac
+DIGESTS=absent exec python3 rec.py
+SH
+expect_exit 0 $DETCHECK repro --workdir d5 -- sh nodig.sh
+expect_grep '^reproducible: 2 runs, 5 steps, every trajectory record identical (no tensor digests recorded)$' out.txt
+# a state entry (optional: start.*) one run only recorded is not compared, and the verdict says so
+expect_exit 0 env STATE_RUN=2 $DETCHECK repro --workdir d6 -- python3 rec.py
+expect_grep '^reproducible: 2 runs, 5 steps, every tensor identical; not compared: 1 state entry recorded in one run only (start.layers.0.weight)$' out.txt
+# traced in one run only: a difference (a trace.bin of one step, no event)
+cat > traced.sh <<'SH'
+python3 rec.py || exit
+case $DETCHECK_RECORD in *run_2) python3 -c 'import struct,sys; open(sys.argv[1],"wb").write(b"DCKTRAC\0"+struct.pack("<II",1,0)+struct.pack("<BqIB",2,0,0,0))' "$DETCHECK_RECORD/trace.bin" ;; esac
+SH
+expect_exit 1 $DETCHECK repro --workdir d7 -- sh traced.sh
+expect_grep '^traced steps: run 1 recorded none (no trace.bin), run 2 ' out.txt
+
+# ---------------------------------------------------------------- run folders swapped during the runs
+# (issue 30, part 2) run 2 replaces its folder by a link to run 1's: run 1
+# would be compared with itself
+cat > swap.sh <<'SH'
+case $DETCHECK_RECORD in
+*run_2) rmdir "$DETCHECK_RECORD" && ln -s run_1 "$DETCHECK_RECORD" ;;
+*) exec python3 rec.py ;;
+esac
+SH
+expect_exit 2 $DETCHECK repro --workdir sw -- sh swap.sh
+expect_grep "run 2's folder $PWD/sw/run_2 is now a symbolic link" err.txt
+expect_no_grep 'reproducible' out.txt
+# run 3 swaps run 1's folder for a copy of it (another inode)
+cat > swap1.sh <<'SH'
+python3 rec.py || exit
+case $DETCHECK_RECORD in *run_3) w=${DETCHECK_RECORD%/run_3}; cp -r "$w/run_1" "$w/copy" && rm -rf "$w/run_1" && mv "$w/copy" "$w/run_1" ;; esac
+SH
+expect_exit 2 $DETCHECK repro -n 3 --workdir sw1 -- sh swap1.sh
+expect_grep "run 1's folder $PWD/sw1/run_1 is another folder than the one detcheck created" err.txt
+# a run's recorded file that is a link to run 1's, or the same file (hard link)
+for how in "ln -s:is a symbolic link" "ln:is the same file as run 1's tensor_digests.bin"; do
+    cat > share.sh <<SH
+python3 rec.py || exit
+case \$DETCHECK_RECORD in *run_2) rm "\$DETCHECK_RECORD/tensor_digests.bin" && ${how%%:*} "\$DETCHECK_RECORD/../run_1/tensor_digests.bin" "\$DETCHECK_RECORD/tensor_digests.bin" ;; esac
+SH
+    rm -rf sh
+    expect_exit 2 $DETCHECK repro --workdir sh -- sh share.sh
+    expect_grep "sh/run_2/tensor_digests.bin ${how#*:}: a run's recording must be its own" err.txt
+done
+
+# ---------------------------------------------------------------- files repro creates in its work folder
+# (issue 30, part 9) a link planted at a log's name is refused, never followed
+echo "the user's notes" > victim.txt
+mkdir pl && ln -s ../victim.txt pl/run_1.out
+expect_exit 2 $DETCHECK repro --workdir pl -- python3 rec.py
+expect_grep "pl/run_1.out exists (a symbolic link) and repro creates it" err.txt
+[ -e pl/run_1 ] && fail "a run started though its log was planted"
+expect_grep "^the user's notes$" victim.txt
+# planted during the runs (after the check before them): refused when created
+cat > plant.sh <<'SH'
+case $DETCHECK_RECORD in *run_1) ln -s ../victim.txt "${DETCHECK_RECORD%/run_1}/bisect_2.out" ;; esac
+exec python3 rec.py
+SH
+expect_exit 2 $DETCHECK repro --workdir pl2 -- sh plant.sh
+expect_grep "pl2/bisect_2.out exists (a symbolic link) and this command creates it: refusing to write through or over it" err.txt
+expect_grep "^the user's notes$" victim.txt
+cat > plant2.sh <<'SH'
+case $DETCHECK_RECORD in *run_1) echo mine > "${DETCHECK_RECORD%/run_1}/run_2.err" ;; esac
+exec python3 rec.py
+SH
+expect_exit 2 $DETCHECK repro --workdir pl3 -- sh plant2.sh
+expect_grep "run 2 of 2 was not started: .*pl3/run_2.err exists (a file)" err.txt
+expect_grep '^mine$' pl3/run_2.err
+
+# ---------------------------------------------------------------- reports: the output rule at the moment of writing
+# (issue 30, part 10) the training command writes the report's path during
+# the runs: the user's file stays, the report is written nowhere, exit 2
+for kind in html markdown junit; do
+    cat > takes.sh <<SH
+case \$DETCHECK_RECORD in *run_2) echo "my $kind notes" > "$PWD/r.$kind" ;; esac
+exec python3 rec.py
+SH
+    rm -f r.$kind
+    expect_exit 2 $DETCHECK repro --$kind r.$kind -- sh takes.sh
+    expect_grep "report r.$kind: --$kind r.$kind appeared while the command ran" err.txt
+    expect_grep "^my $kind notes\$" r.$kind
+    [ -z "$(ls | grep "^r.$kind.tmp")" ] || fail "--$kind: a temporary file left: $(ls)"
+    ok
+done
+# a report of ours there before the runs, the user's notes there after them
+expect_exit 0 $DETCHECK repro --markdown r2.md -- python3 rec.py
+cat > takes2.sh <<SH
+case \$DETCHECK_RECORD in *run_2) echo "# my notes" > "$PWD/r2.md" ;; esac
+exec python3 rec.py
+SH
+expect_exit 2 $DETCHECK repro --markdown r2.md -- sh takes2.sh
+expect_grep "report r2.md: --markdown r2.md exists and is not a detcheck Markdown report; refusing to overwrite it" err.txt
+expect_grep '^# my notes$' r2.md
+rm -rf tmp/*
 
 # ---------------------------------------------------------------- trouble in the runs
 expect_exit 2 $DETCHECK repro -- python3 rec.py fail
