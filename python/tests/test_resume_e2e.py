@@ -8,7 +8,8 @@ man detcheck-resume-check(1)):
 - negative controls are caught with the right name: a loop that forgets the
   RNG state, one whose loader restarts at the epoch's start, one that steps
   the scheduler once more, one that omits the optimizer state;
-- a script that never stops at K is trouble (exit 2), saying so.
+- a script that never stops at K is trouble (exit 2), saying so;
+- a clean stop needs no session().stopped() (no stop.json); --kill does.
 CPU only; each run takes seconds."""
 import json
 import os
@@ -74,6 +75,20 @@ def test_correct_resume_passes(tmp_path, name, mode):
     assert "at 4 (%s): resumed steps 5..8 identical to the uninterrupted run" % how in r.stdout, show(r)
     assert "reproduced: 1 stop point, every resumed step bitwise identical to the uninterrupted run (8 steps)" \
         in r.stdout, show(r)
+
+
+def test_clean_stop_without_stopped(tmp_path):
+    """should_stop -> save -> exit 0 is a clean stop (no stop.json needed);
+    with --kill the tool needs stopped(), and says so."""
+    r = resume_check(tmp_path, "plain_exit_stop", "--at", 4)
+    assert r.returncode == 0, show(r)
+    assert "at 4 (clean stop): resumed steps 5..8 identical to the uninterrupted run" in r.stdout, show(r)
+    assert not (tmp_path / "w" / "stop_4" / "stop.json").exists()
+    (tmp_path / "k").mkdir()
+    k = resume_check(tmp_path / "k", "plain_exit_stop", "--at", 4, "--kill")
+    assert k.returncode == 2, show(k)
+    assert "wrote no stop.json" in k.stderr and "with --kill the script must call detcheck.session().stopped(4)" \
+        in k.stderr, show(k)
 
 
 def test_two_stop_points_and_json(tmp_path):

@@ -1,7 +1,8 @@
 /* detcheck resume-check -- CMD ARGS...: does a user's own training resume
  * bit for bit? Runs the command uninterrupted, then per stop point K a run
- * that stops at K through the detcheck package's contract (DETCHECK_STOP_AT,
- * stop.json; with --kill it SIGKILLs itself right after the checkpoint) and
+ * that stops at K through the detcheck package's contract (DETCHECK_STOP_AT;
+ * stop.json when it calls session().stopped(K), required with --kill,
+ * where it SIGKILLs itself right after the checkpoint) and
  * a run that resumes from that checkpoint (DETCHECK_RESUME=1); reads the
  * recordings (trajectory.jsonl, tensor_digests.bin) in-process and names
  * the first differing resumed step and the state that was not restored
@@ -33,12 +34,13 @@ static void usage(FILE *out) {
             "usage: detcheck resume-check [OPTIONS] -- CMD ARGS...\n"
             "\n"
             "Runs your training command uninterrupted, then for each stop point K a run\n"
-            "that stops at step K (DETCHECK_STOP_AT=K: the detcheck package saves the\n"
-            "checkpoint, writes stop.json and stops) and a run that resumes from that\n"
-            "checkpoint (DETCHECK_RESUME=1); compares the resumed steps K+1.. with the\n"
-            "uninterrupted run bit for bit (trajectory and every recorded tensor) and\n"
-            "names the state that was not restored: weights, data, RNG, LR, GradScaler,\n"
-            "EMA or optimizer state.\n"
+            "that stops at step K (DETCHECK_STOP_AT=K: the script saves the checkpoint\n"
+            "and exits 0; detcheck.session().stopped(K) also writes stop.json, which\n"
+            "--kill needs) and a run that resumes from that checkpoint\n"
+            "(DETCHECK_RESUME=1); compares every resumed step K+1.. with the\n"
+            "uninterrupted run bit for bit (trajectory and every recorded tensor; a\n"
+            "step one run lacks differs) and names the state that was not restored:\n"
+            "weights, data, RNG, LR, GradScaler, EMA or optimizer state.\n"
             "\n"
             "Options:\n"
             "  --at K[,K...]            stop points (default: half of the uninterrupted\n"
@@ -212,6 +214,11 @@ static void run_release(urun *r) {
 
 static long first_step(const urun *r) { return r->ntraj ? r->traj[0].step : -1; }
 static long last_step(const urun *r) { return r->ntraj ? r->traj[r->ntraj - 1].step : -1; }
+/* The last step of its trajectory or its tensor digests. */
+static long last_recorded(const urun *r) {
+    long t = last_step(r), d = r->has_rec && r->rec.nsteps ? r->rec.steps[r->rec.nsteps - 1].step : -1;
+    return t > d ? t : d;
+}
 
 /* The outcome of the whole command; trouble stops it. */
 typedef struct {
@@ -326,20 +333,26 @@ static void run_one(const uopts *o, urun *r, const char *launcher, const char *c
     if (!v->rc) cli_info(CMD, "%s: steps %ld..%ld in %.1f s", r->label, first_step(r), last_step(r), r->seconds);
 }
 
-/* stop.json of a stop run: {"detcheck_stop": 1, "step": K, ...}. */
-static void check_stop_json(const urun *r, long K, verdict *v) {
+/* stop.json of a stop run: {"detcheck_stop": 1, "step": K, ...}, written
+ * by detcheck.session().stopped(K). A clean stop needs none (the process
+ * exits 0 with its recording ending at K); --kill does: the process dies
+ * by SIGKILL, and stop.json is what says its checkpoint of K was complete.
+ * When present it must say K. False when absent (nothing set in v). */
+static bool check_stop_json(const urun *r, long K, bool kill, verdict *v) {
     char *p = dck_path_join(r->dir, "stop.json");
     if (!p) {
         trouble(v, NULL, "out of memory");
-        return;
+        return false;
     }
     if (absent(p)) {
-        trouble(v, r->err,
-                "%s wrote no stop.json (%s): the script must call detcheck.session().stopped(%ld) once the checkpoint "
-                "of step %ld is complete (DETCHECK_STOP_AT)",
-                r->label, p, K, K);
+        if (kill)
+            trouble(v, r->err,
+                    "%s wrote no stop.json (%s): with --kill the script must call detcheck.session().stopped(%ld) once "
+                    "the checkpoint of step %ld is complete: it writes stop.json, then SIGKILLs the process "
+                    "(DETCHECK_STOP_KILL=1)",
+                    r->label, p, K, K);
         free(p);
-        return;
+        return false;
     }
     int fd;
     struct stat st;
@@ -347,14 +360,26 @@ static void check_stop_json(const urun *r, long K, verdict *v) {
     if (s) {
         trouble(v, NULL, "%s", dck_last_error());
         free(p);
-        return;
+        return true;
     }
-    char *b = st.st_size <= MAX_STOP_JSON ? malloc((size_t)st.st_size + 1) : NULL;
+    if (st.st_size > MAX_STOP_JSON) {
+        close(fd);
+        trouble(v, r->err, "%s: %lld bytes, too large for a stop record (at most %d bytes: {\"detcheck_stop\": 1, "
+                           "\"step\": K, ...})",
+                p, (long long)st.st_size, MAX_STOP_JSON);
+        free(p);
+        return true;
+    }
+    char *b = malloc((size_t)st.st_size + 1);
     ssize_t got = b ? pread(fd, b, (size_t)st.st_size, 0) : -1;
     close(fd);
     json_t *doc = got >= 0 ? json_loadb(b, (size_t)got, 0, NULL) : NULL;
     json_t *mark = json_object_get(doc, "detcheck_stop"), *step = json_object_get(doc, "step");
-    if (!json_is_integer(mark) || json_integer_value(mark) != 1 || !json_is_integer(step))
+    if (!b)
+        trouble(v, NULL, "out of memory reading %s", p);
+    else if (got < 0)
+        trouble(v, NULL, "%s: cannot read: %s", p, strerror(errno));
+    else if (!json_is_integer(mark) || json_integer_value(mark) != 1 || !json_is_integer(step))
         trouble(v, NULL, "%s: not a stop record ({\"detcheck_stop\": 1, \"step\": K, \"checkpoint\": ..., \"pid\": ...})",
                 p);
     else if (json_integer_value(step) != K)
@@ -363,6 +388,7 @@ static void check_stop_json(const urun *r, long K, verdict *v) {
     json_decref(doc);
     free(b);
     free(p);
+    return true;
 }
 
 /* ------------------------------------------------------------------ lookups */
@@ -520,6 +546,53 @@ static int first_parting(const urun *a, const urun *b, parting *p, verdict *v) {
     p->step = p->tstep;
     if (p->rstep >= 0 && (p->step < 0 || p->rstep < p->step)) p->step = p->rstep;
     return 0;
+}
+
+/* The first step of lo..hi that one run recorded and the other did not:
+ * the comparisons pair the steps both hold, so without this a step one
+ * run lacks would be compared nowhere. Each run holds a trajectory line
+ * of every step, and tensor digests of the same steps as the other (a
+ * Recorder digests every `every` steps, the same in every run). */
+typedef struct {
+    long step;            /* -1: none */
+    const char *lacks;    /* the role of the run that lacks it, the other's */
+    const char *has;
+    const char *file;     /* DCK_TRAJECTORY or DCK_RECORD_FILE */
+    bool ended;           /* a trajectory that ended before it (else a hole) */
+} gap;
+
+static void gap_take(gap *g, long step, const char *lacks, const char *has, const char *file, bool ended) {
+    if (step >= 0 && (g->step < 0 || step < g->step)) *g = (gap){step, lacks, has, file, ended};
+}
+
+/* The first step of lo..hi whose digests one recording holds and the
+ * other not, or -1; *in_a: a holds it. */
+static long digests_unmatched(const urun *a, const urun *b, long lo, long hi, bool *in_a) {
+    size_t na = a->has_rec ? a->rec.nsteps : 0, nb = b->has_rec ? b->rec.nsteps : 0, i = 0, j = 0;
+    while (i < na && a->rec.steps[i].step < lo) i++;
+    while (j < nb && b->rec.steps[j].step < lo) j++;
+    for (;;) {
+        long x = i < na && a->rec.steps[i].step <= hi ? a->rec.steps[i].step : -1;
+        long y = j < nb && b->rec.steps[j].step <= hi ? b->rec.steps[j].step : -1;
+        if (x < 0 && y < 0) return -1;
+        if (x == y) {
+            i++, j++;
+            continue;
+        }
+        *in_a = y < 0 || (x >= 0 && x < y);
+        return *in_a ? x : y;
+    }
+}
+
+static gap first_gap(const urun *a, const char *role_a, const urun *b, const char *role_b, long lo, long hi) {
+    gap g = {-1, NULL, NULL, NULL, false};
+    long ma = dck_traj_first_missing(a->traj, a->ntraj, lo, hi), mb = dck_traj_first_missing(b->traj, b->ntraj, lo, hi);
+    gap_take(&g, ma, role_a, role_b, DCK_TRAJECTORY, ma > last_step(a));
+    gap_take(&g, mb, role_b, role_a, DCK_TRAJECTORY, mb > last_step(b));
+    bool in_a = false;
+    long d = digests_unmatched(a, b, lo, hi, &in_a);
+    gap_take(&g, d, in_a ? role_b : role_a, in_a ? role_a : role_b, DCK_RECORD_FILE, false);
+    return g;
 }
 
 /* RNG states: their names, in the order they are looked at, and why. */
@@ -805,11 +878,17 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
                        "detcheck-resume-check, USER COMMANDS)");
         goto out;
     }
-    check_stop_json(&stop, K, v);
+    bool said = check_stop_json(&stop, K, o->kill, v);
     if (v->rc) goto out;
     if (last_step(&stop) < K) {
-        trouble(v, stop.err, "%s recorded steps %ld..%ld, but its stop.json says step %ld", stop.label,
-                first_step(&stop), last_step(&stop), K);
+        if (said)
+            trouble(v, stop.err, "%s recorded steps %ld..%ld, but its stop.json says step %ld", stop.label,
+                    first_step(&stop), last_step(&stop), K);
+        else
+            trouble(v, stop.err,
+                    "%s exited with status 0 after recording steps %ld..%ld: a clean stop ends its recording at step "
+                    "%ld (DETCHECK_STOP_AT=%ld not honoured)",
+                    stop.label, first_step(&stop), last_step(&stop), K, K);
         goto out;
     }
     if (o->kill && stop.status == 0) {
@@ -819,9 +898,21 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
                 stop.label);
         goto out;
     }
-    /* the stop run must be the uninterrupted run up to K */
+    /* the stop run must be the uninterrupted run up to K, step by step */
     parting p;
     if (first_parting(full, &stop, &p, v)) goto out;
+    long lo = first_step(&stop) < first_step(full) ? first_step(&stop) : first_step(full);
+    gap g = first_gap(full, "the uninterrupted run", &stop, "the stopped run", lo, K);
+    if (g.step >= 0 && (p.step < 0 || g.step <= p.step)) {
+        s->done = true;
+        s->result = DCK_EXIT_DIFFERENT;
+        s->cause = "before_stop";
+        s->first_step = g.step;
+        stop_line(s, "step %ld is missing from %s's %s (%s recorded it): every step %ld..%ld before the stop is "
+                     "compared, so both runs must record each",
+                  g.step, g.lacks, g.file, g.has, lo, K);
+        goto out;
+    }
     if (p.step >= 0 && p.step <= K) {
         s->done = true;
         s->result = DCK_EXIT_DIFFERENT;
@@ -862,6 +953,25 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
     if (first_parting(full, &res, &p, v)) goto out;
     long tstep = -1;
     if (strcmp(trace, "none") && compare_traces(full, &res, s, &tstep, v)) goto out;
+    /* every step K+1.. recorded by both, and compared: the first step one
+     * lacks is the verdict unless a difference comes before it */
+    long hi = last_recorded(full) > last_recorded(&res) ? last_recorded(full) : last_recorded(&res);
+    g = first_gap(full, "the uninterrupted run", &res, "the resumed run", K + 1, hi);
+    long other = p.step >= 0 ? p.step : tstep;
+    if (g.step >= 0 && (other < 0 || g.step <= other)) {
+        s->result = DCK_EXIT_DIFFERENT;
+        s->cause = "steps";
+        s->first_step = g.step;
+        s->index = g.step - K;
+        if (g.ended && !strcmp(g.file, DCK_TRAJECTORY))
+            stop_line(s, "the resumed run recorded steps %ld..%ld, the uninterrupted run steps %ld..%ld", F, L,
+                      first_step(full), S);
+        else
+            stop_line(s, "step %ld is missing from %s's %s (%s recorded it): every resumed step %ld..%ld is "
+                         "compared, so both runs must record each",
+                      g.step, g.lacks, g.file, g.has, K + 1, hi);
+        goto out;
+    }
     if (p.step < 0 && tstep >= 0) {
         /* every recorded tensor agrees, an intermediate does not */
         char nth[32];
@@ -872,16 +982,6 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
         ordinal(s->index, nth, sizeof nth);
         stop_line(s, "first difference at step %ld (the %s resumed step): %s", tstep, nth, s->trace);
         s->trace[0] = 0;
-        goto out;
-    }
-    if (p.step < 0 && L != S) {
-        long D = (L < S ? L : S) + 1;
-        s->result = DCK_EXIT_DIFFERENT;
-        s->cause = "steps";
-        s->first_step = D;
-        s->index = D - K;
-        stop_line(s, "the resumed run recorded steps %ld..%ld, the uninterrupted run steps %ld..%ld", F, L,
-                  first_step(full), S);
         goto out;
     }
     if (p.step < 0) {
