@@ -223,20 +223,45 @@ static long last_recorded(const urun *r) {
 /* The outcome of the whole command; trouble stops it. */
 typedef struct {
     int rc;              /* 0, 1, 2 */
-    char error[4096];    /* the trouble, one line */
+    char *error;         /* the trouble, malloc'd (NULL: none, or out of memory) */
     const char *err;     /* stderr of the run that failed, or NULL */
 } verdict;
+
+/* Sets and prints the trouble. cmdline: a command line to rerun, added
+ * after ": " whole and as it is (cli_shell_join's words are printable and
+ * read back by sh -c; cli_safe would cut and escape them). */
+static void vtrouble(verdict *v, const char *err, const char *cmdline, const char *fmt, va_list ap) {
+    char *text = NULL;
+    if (vasprintf(&text, fmt, ap) < 0) text = NULL;
+    free(v->error);
+    v->error = NULL;
+    if (text && cmdline && asprintf(&v->error, "%s: %s", text, cmdline) < 0) v->error = NULL;
+    if (cmdline) cli_error(CMD, "%s: %s", text ? cli_safe(text) : "trouble", cmdline);
+    else cli_error(CMD, "%s", text ? cli_safe(text) : "out of memory");
+    if (!cmdline) v->error = text, text = NULL;
+    free(text);
+    v->rc = DCK_EXIT_TROUBLE;
+    v->err = err;
+}
 
 static void trouble(verdict *v, const char *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void trouble(verdict *v, const char *err, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(v->error, sizeof v->error, fmt, ap);
+    vtrouble(v, err, NULL, fmt, ap);
     va_end(ap);
-    cli_error(CMD, "%s", cli_safe(v->error));
-    v->rc = DCK_EXIT_TROUBLE;
-    v->err = err;
 }
+
+static void trouble_rerun(verdict *v, const char *err, const char *cmdline, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void trouble_rerun(verdict *v, const char *err, const char *cmdline, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vtrouble(v, err, cmdline, fmt, ap);
+    va_end(ap);
+}
+
+static const char *error_text(const verdict *v) { return v->error ? v->error : "trouble (out of memory)"; }
 
 /* Splits a launcher on blanks (no quoting: a launcher is a plain command
  * line such as "torchrun --nproc_per_node 2"), as the trainer form does,
@@ -301,7 +326,7 @@ static void run_one(const uopts *o, urun *r, const char *launcher, const char *c
     if (r->status != 0 && !(expect_kill && killed)) {
         char what[256];
         cli_run_describe(r->status, o->timeout, what, sizeof what);
-        trouble(v, r->err, "%s %s: %s", r->label, what, line ? line : "");
+        trouble_rerun(v, r->err, line ? line : "(out of memory)", "%s %s", r->label, what);
         free(line);
         if (r->status != -3) cli_print_tail(CMD, r->err, TAIL_LINES);
         return;
@@ -1063,7 +1088,7 @@ int resume_user(int argc, char **argv) {
                               "DETCHECK_TRACE",  trace,    "DETCHECK_STOP_AT",        NULL,
                               "DETCHECK_RESUME", NULL,     "DETCHECK_STOP_KILL",      NULL,
                               NULL};
-    cli_info(CMD, "uninterrupted run: %s", cli_safe(cmdline));
+    cli_info(CMD, "uninterrupted run: %s", cmdline); /* shell words: printable, whole */
     run_one(&o, &full, o.launcher, env_full, false, &v);
     if (!v.rc && full.has_rec == false)
         cli_warn(CMD, "%s/%s absent: only the trajectories are compared", full.dir, DCK_RECORD_FILE);
@@ -1087,7 +1112,7 @@ int resume_user(int argc, char **argv) {
         check_stop(&o, work, &full, s, &v);
         if (v.rc) {
             s->result = DCK_EXIT_TROUBLE;
-            stop_line(s, "trouble: %s", v.error);
+            stop_line(s, "trouble: %s", error_text(&v));
         } else if (!o.json) {
             printf("%s\n", cli_safe(s->line));
             if (s->trace[0]) printf("%s\n", cli_safe(s->trace));
@@ -1100,7 +1125,7 @@ int resume_user(int argc, char **argv) {
     for (int i = 0; i < nstops; i++) ndiff += stops[i].result == DCK_EXIT_DIFFERENT;
     rc = v.rc ? DCK_EXIT_TROUBLE : ndiff ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
     if (rc == DCK_EXIT_TROUBLE)
-        snprintf(title, sizeof title, "trouble: %s", v.error);
+        snprintf(title, sizeof title, "trouble: %s", error_text(&v));
     else if (ndiff)
         snprintf(title, sizeof title, "not reproduced: %d of %d stop point%s differ%s", ndiff, nstops,
                  nstops == 1 ? "" : "s", nstops == 1 ? "s" : "");
@@ -1120,7 +1145,7 @@ int resume_user(int argc, char **argv) {
         char *tail = v.err ? cli_file_tail(v.err, TAIL_LINES) : NULL;
         if (rc == DCK_EXIT_TROUBLE && (!nstops || stops[nstops - 1].result != DCK_EXIT_TROUBLE))
             cli_report_case(&o.rep, "detcheck.resume_check", S < 0 ? "uninterrupted" : "stop_points", CLI_CASE_ERROR,
-                            "run", v.error, tail);
+                            "run", error_text(&v), tail);
         for (int i = 0; i < nstops; i++) {
             ustop *s = &stops[i];
             char nm[64];
@@ -1182,7 +1207,7 @@ int resume_user(int argc, char **argv) {
         cli_jset(doc, "stops", arr, &oom);
         if (rc == DCK_EXIT_TROUBLE) {
             char *tail = v.err ? cli_file_tail(v.err, TAIL_LINES) : NULL;
-            cli_jset(doc, "error", cli_json_text(v.error[0] ? v.error : "trouble"), &oom);
+            cli_jset(doc, "error", cli_json_text(error_text(&v)), &oom);
             cli_jset(doc, "stderr_tail", tail ? cli_json_text(tail) : json_null(), &oom);
             free(tail);
         }
@@ -1199,6 +1224,7 @@ int resume_user(int argc, char **argv) {
     }
     if (cli_interrupted) rc = DCK_EXIT_TROUBLE;
 done:
+    free(v.error);
     run_release(&full);
     for (int i = 0; stops && i < nstops; i++) json_decref(stops[i].event);
     free(stops);

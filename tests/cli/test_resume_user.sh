@@ -303,6 +303,35 @@ expect_grep 'its stderr, last 20 lines' err.txt
 expect_grep '^  line 29 of the failure$' err.txt
 expect_no_grep 'line 9 of the failure' err.txt
 rm -rf tmp/*
+# the command line printed to rerun a failed run: whole (no cut at 1 KiB),
+# shell words that sh -c reads back byte for byte (spaces, quotes, a
+# newline, a tab, ESC, CR, DEL, C1 CSI, U+202E, U+2028, a byte that is not
+# UTF-8, a long argument), and nothing a terminal would act on (issue 30)
+cat > argv.py <<'PY'
+import json, os, sys
+open("argv.json", "w").write(json.dumps([os.fsencode(a).hex() for a in sys.argv[1:]]))
+sys.exit(3)
+PY
+long=$(python3 -c 'print("x" * 3000)') lf=$(printf 'lf\n\n.') lf=${lf%.}
+expect_exit 2 $RC -- python3 argv.py "a b" "it's" '"q"' "$(printf 'l1\nl2')" "$lf" "$(printf 't\tab')" \
+    "$(printf 'esc\033[31mred')" "$(printf 'cr\rx')" "$(printf 'del\177')" "$(printf 'csi\302\233x')" \
+    "$(printf 'rlo\342\200\256x')" "$(printf 'ls\342\200\250x')" "$(printf 'bad\377')" "$long" '$HOME' '' "$(printf '\303\251')"
+mv argv.json first.json
+python3 - <<'PY' || fail "the printed command line"
+import json, re, subprocess
+err = open("err.txt", "rb").read()
+head = b"detcheck resume-check: error: the uninterrupted run exited with status 3: "
+assert err.count(head) == 1, err
+line = err.split(head, 1)[1].split(b"\ndetcheck resume-check: ", 1)[0]
+assert len(line) > 3000 and line.startswith(b"python3 argv.py 'a b' "), line[:200]
+# printable ASCII, newlines inside the quotes, and the e-acute: nothing a terminal acts on
+assert not re.search(rb"[\x00-\x09\x0b-\x1f\x7f]", line), line
+assert not re.search(rb"[\x80-\xff]", line.replace(b"\xc3\xa9", b"")), line
+subprocess.run(["sh", "-c", line], check=False)
+assert json.load(open("argv.json")) == json.load(open("first.json")), (open("argv.json").read(), line)
+PY
+ok
+rm -rf tmp/*
 expect_exit 2 $RC -- true
 expect_grep 'the uninterrupted run recorded nothing: .*/full/trajectory.jsonl is absent, so the command did not honour DETCHECK_RECORD' err.txt
 rm -rf tmp/*
