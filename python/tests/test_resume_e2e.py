@@ -134,6 +134,18 @@ def test_script_that_never_stops_is_trouble(tmp_path):
     assert "DETCHECK_STOP_AT" in r.stderr + r.stdout, show(r)
 
 
+def test_a_step_traced_in_one_run_only_differs(tmp_path):
+    """With --trace every resumed step's trace is compared: a resumed run
+    that traced steps 5 and 7 only (DETCHECK_TRACE_STEPS through its
+    launcher) differs at step 6, naming trace.bin, instead of agreeing over
+    the steps both traced."""
+    r = resume_check(tmp_path, "plain_ok", "--at", 4, "--trace", "modules", "--resume-launcher",
+                     "env DETCHECK_TRACE_STEPS=5,7")
+    assert r.returncode == 1, show(r)
+    assert "at 4 (clean stop): step 6 is missing from the resumed run's trace.bin (the uninterrupted run recorded " \
+        "it)" in r.stdout, show(r)
+
+
 def test_trace_names_the_op_of_the_forgotten_rng(tmp_path):
     """With --trace ops the resumed steps' traces are compared too: the op
     that drew other random numbers is named after the cause."""

@@ -20,6 +20,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -590,15 +591,19 @@ static void gap_take(gap *g, long step, const char *lacks, const char *has, cons
     if (step >= 0 && (g->step < 0 || step < g->step)) *g = (gap){step, lacks, has, file, ended};
 }
 
-/* The first step of lo..hi whose digests one recording holds and the
- * other not, or -1; *in_a: a holds it. */
-static long digests_unmatched(const urun *a, const urun *b, long lo, long hi, bool *in_a) {
-    size_t na = a->has_rec ? a->rec.nsteps : 0, nb = b->has_rec ? b->rec.nsteps : 0, i = 0, j = 0;
-    while (i < na && a->rec.steps[i].step < lo) i++;
-    while (j < nb && b->rec.steps[j].step < lo) j++;
+/* The first step of lo..hi in one of two ascending step lists only, or
+ * -1; *in_a: a holds it. The lists are arrays of a struct of size stride
+ * whose first member is its step (dck_rec_step, dck_trace_step). */
+static long steps_unmatched(const void *a, size_t na, const void *b, size_t nb, size_t stride, long lo, long hi,
+                            bool *in_a) {
+#define STEP_AT(v, k) (*(const long *)(const void *)((const char *)(v) + (k) * stride))
+    size_t i = 0, j = 0;
+    while (i < na && STEP_AT(a, i) < lo) i++;
+    while (j < nb && STEP_AT(b, j) < lo) j++;
     for (;;) {
-        long x = i < na && a->rec.steps[i].step <= hi ? a->rec.steps[i].step : -1;
-        long y = j < nb && b->rec.steps[j].step <= hi ? b->rec.steps[j].step : -1;
+        long x = i < na && STEP_AT(a, i) <= hi ? STEP_AT(a, i) : -1;
+        long y = j < nb && STEP_AT(b, j) <= hi ? STEP_AT(b, j) : -1;
+#undef STEP_AT
         if (x < 0 && y < 0) return -1;
         if (x == y) {
             i++, j++;
@@ -608,6 +613,8 @@ static long digests_unmatched(const urun *a, const urun *b, long lo, long hi, bo
         return *in_a ? x : y;
     }
 }
+_Static_assert(offsetof(dck_rec_step, step) == 0 && offsetof(dck_trace_step, step) == 0,
+               "steps_unmatched reads a step list's steps at offset 0");
 
 static gap first_gap(const urun *a, const char *role_a, const urun *b, const char *role_b, long lo, long hi) {
     gap g = {-1, NULL, NULL, NULL, false};
@@ -615,7 +622,9 @@ static gap first_gap(const urun *a, const char *role_a, const urun *b, const cha
     gap_take(&g, ma, role_a, role_b, DCK_TRAJECTORY, ma > last_step(a));
     gap_take(&g, mb, role_b, role_a, DCK_TRAJECTORY, mb > last_step(b));
     bool in_a = false;
-    long d = digests_unmatched(a, b, lo, hi, &in_a);
+    long d = steps_unmatched(a->has_rec ? a->rec.steps : NULL, a->has_rec ? a->rec.nsteps : 0,
+                             b->has_rec ? b->rec.steps : NULL, b->has_rec ? b->rec.nsteps : 0, sizeof(dck_rec_step), lo,
+                             hi, &in_a);
     gap_take(&g, d, in_a ? role_b : role_a, in_a ? role_a : role_b, DCK_RECORD_FILE, false);
     return g;
 }
@@ -845,7 +854,8 @@ static void run_paths(urun *r, const char *work, const char *name, const char *c
  * the steps both traced (the resumed ones), as bisect compares them: the
  * first differing module or op, into s->trace and s->event. Non-zero on
  * trouble. */
-static int compare_traces(const urun *full, const urun *res, ustop *s, long *step, verdict *v) {
+static int compare_traces(const urun *full, const urun *res, long lo, long hi, ustop *s, long *step, gap *g,
+                          verdict *v) {
     cli_trace_first *tf = calloc(1, sizeof *tf);
     *step = -1;
     if (!tf) {
@@ -853,10 +863,27 @@ static int compare_traces(const urun *full, const urun *res, ustop *s, long *ste
         trouble(v, NULL, "out of memory comparing the traces");
         return -1;
     }
-    const char *runs[2] = {full->dir, res->dir};
+    const char *runs[2] = {full->dir, res->dir}, *roles[2] = {"the uninterrupted run", "the resumed run"};
     int rc = cli_trace_compare(CMD, runs, tf);
+    bool in_a = false;
+    long d = -1;
+    /* --trace asked for the traces of every resumed step: a run without
+     * one, or a step one run traced and the other not, is compared nowhere */
+    if (!rc && !tf->has[0] && !tf->has[1]) {
+        trouble(v, res->err, "--trace: neither %s nor %s wrote %s, so no trace was compared (record with "
+                             "detcheck.autorecord or detcheck.Recorder.from_env, which read DETCHECK_TRACE)",
+                full->dir, res->dir, DCK_TRACE_FILE);
+        rc = -1;
+    } else if (!rc && !tf->both) {
+        in_a = tf->has[0];
+        d = lo;
+    } else if (!rc) {
+        d = steps_unmatched(tf->t[0].steps, tf->t[0].nsteps, tf->t[1].steps, tf->t[1].nsteps, sizeof(dck_trace_step),
+                            lo, hi, &in_a);
+    }
+    if (d >= 0) gap_take(g, d, roles[in_a], roles[!in_a], DCK_TRACE_FILE, false);
     if (rc) {
-        trouble(v, NULL, "the traces of %s and %s could not be compared", full->dir, res->dir);
+        if (!v->rc) trouble(v, NULL, "the traces of %s and %s could not be compared", full->dir, res->dir);
     } else if (tf->found) {
         bool oom = false;
         snprintf(s->trace, sizeof s->trace, "%s", tf->line);
@@ -976,12 +1003,12 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
         goto out;
     }
     if (first_parting(full, &res, &p, v)) goto out;
-    long tstep = -1;
-    if (strcmp(trace, "none") && compare_traces(full, &res, s, &tstep, v)) goto out;
     /* every step K+1.. recorded by both, and compared: the first step one
      * lacks is the verdict unless a difference comes before it */
     long hi = last_recorded(full) > last_recorded(&res) ? last_recorded(full) : last_recorded(&res);
     g = first_gap(full, "the uninterrupted run", &res, "the resumed run", K + 1, hi);
+    long tstep = -1;
+    if (strcmp(trace, "none") && compare_traces(full, &res, K + 1, hi, s, &tstep, &g, v)) goto out;
     long other = p.step >= 0 ? p.step : tstep;
     if (g.step >= 0 && (other < 0 || g.step <= other)) {
         s->result = DCK_EXIT_DIFFERENT;

@@ -183,7 +183,10 @@ expect_grep '^reproduced: 2 stop points, every resumed step bitwise identical to
 ok
 nothing_left "--kill"
 # the environment of each run, and the layout of the work dir
-expect_exit 0 $RC --workdir w --at 4 --trace ops -- python3 fake.py
+# (fake.py writes no trace.bin: --trace asked for traces that no run wrote,
+# so none was compared: trouble, after every run of the stop point)
+expect_exit 2 $RC --workdir w --at 4 --trace ops -- python3 fake.py
+expect_grep "error: --trace: neither .*/w/full nor .*/w/resume_4 wrote trace.bin, so no trace was compared" err.txt
 W="$PWD/w"
 expect_grep "^DETCHECK_RECORD=$W/full$" w/full/env.txt
 expect_grep "^DETCHECK_CHECKPOINT_DIR=$W/full.ckpt$" w/full/env.txt
