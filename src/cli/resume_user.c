@@ -852,8 +852,8 @@ static void run_paths(urun *r, const char *work, const char *name, const char *c
 /* One stop point: the stop run, its checks, the resume run, the verdict. */
 /* With --trace: the uninterrupted run's and the resumed run's traces over
  * the steps both traced (the resumed ones), as bisect compares them: the
- * first differing module or op, into s->trace and s->event. Non-zero on
- * trouble. */
+ * first differing module or op, into s->trace and s->event; the first
+ * step of lo..hi traced in one run only into g. Non-zero on trouble. */
 static int compare_traces(const urun *full, const urun *res, long lo, long hi, ustop *s, long *step, gap *g,
                           verdict *v) {
     cli_trace_first *tf = calloc(1, sizeof *tf);
@@ -925,9 +925,9 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
     if (last_step(&stop) > K) {
         trouble(v, stop.err, "%s did not stop at step %ld: it recorded steps %ld..%ld (DETCHECK_STOP_AT not honoured)",
                 stop.label, K, first_step(&stop), last_step(&stop));
-        cli_error(CMD, "hint: after step K's checkpoint, stop when detcheck.session().should_stop(step) says so and "
-                       "call .stopped(step, path); the Hugging Face and Lightning callbacks do both (man "
-                       "detcheck-resume-check, USER COMMANDS)");
+        cli_error(CMD, "hint: when detcheck.session().should_stop(step) says so, save step K's checkpoint and exit 0 "
+                       "(or call .stopped(step, path), which --kill needs); the Hugging Face and Lightning callbacks "
+                       "do both (man detcheck-resume-check, USER COMMANDS)");
         goto out;
     }
     bool said = check_stop_json(&stop, K, o->kill, v);
