@@ -8,7 +8,8 @@ man detcheck-resume-check(1)):
 - negative controls are caught with the right name: a loop that forgets the
   RNG state, one whose loader restarts at the epoch's start, one that steps
   the scheduler once more, one that omits the optimizer state;
-- a script that never stops at K is trouble (exit 2), saying so.
+- a script that never stops at K is trouble (exit 2), saying so;
+- a clean stop needs no session().stopped() (no stop.json); --kill does.
 CPU only; each run takes seconds."""
 import json
 import os
@@ -76,6 +77,20 @@ def test_correct_resume_passes(tmp_path, name, mode):
         in r.stdout, show(r)
 
 
+def test_clean_stop_without_stopped(tmp_path):
+    """should_stop -> save -> exit 0 is a clean stop (no stop.json needed);
+    with --kill the tool needs stopped(), and says so."""
+    r = resume_check(tmp_path, "plain_exit_stop", "--at", 4)
+    assert r.returncode == 0, show(r)
+    assert "at 4 (clean stop): resumed steps 5..8 identical to the uninterrupted run" in r.stdout, show(r)
+    assert not (tmp_path / "w" / "stop_4" / "stop.json").exists()
+    (tmp_path / "k").mkdir()
+    k = resume_check(tmp_path / "k", "plain_exit_stop", "--at", 4, "--kill")
+    assert k.returncode == 2, show(k)
+    assert "wrote no stop.json" in k.stderr and "with --kill the script must call detcheck.session().stopped(4)" \
+        in k.stderr, show(k)
+
+
 def test_two_stop_points_and_json(tmp_path):
     r = resume_check(tmp_path, "plain_ok", "--at", "3,6", "--json")
     assert r.returncode == 0, show(r)
@@ -117,6 +132,18 @@ def test_script_that_never_stops_is_trouble(tmp_path):
     assert r.returncode == 2, show(r)
     assert "did not stop at step 4" in r.stderr + r.stdout, show(r)
     assert "DETCHECK_STOP_AT" in r.stderr + r.stdout, show(r)
+
+
+def test_a_step_traced_in_one_run_only_differs(tmp_path):
+    """With --trace every resumed step's trace is compared: a resumed run
+    that traced steps 5 and 7 only (DETCHECK_TRACE_STEPS through its
+    launcher) differs at step 6, naming trace.bin, instead of agreeing over
+    the steps both traced."""
+    r = resume_check(tmp_path, "plain_ok", "--at", 4, "--trace", "modules", "--resume-launcher",
+                     "env DETCHECK_TRACE_STEPS=5,7")
+    assert r.returncode == 1, show(r)
+    assert "at 4 (clean stop): step 6 is missing from the resumed run's trace.bin (the uninterrupted run recorded " \
+        "it)" in r.stdout, show(r)
 
 
 def test_trace_names_the_op_of_the_forgotten_rng(tmp_path):

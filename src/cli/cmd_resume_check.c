@@ -321,10 +321,23 @@ static int compare_runs(ctx_t *x, const char *a, const char *b, check_t *ck) {
     long step = -1;
     char what[600];
     int diff = dck_traj_compare(ra, na, rb, nb, &step, what, sizeof what);
-    if (!diff && (na != nb || (na && ra[na - 1].step != rb[nb - 1].step))) {
+    /* every step 1..steps in both, and no other: dck_traj_compare pairs the
+     * steps both hold, so a step one lacks is a difference of its own */
+    long steps = x->c->steps, lack_a = dck_traj_first_missing(ra, na, 1, steps),
+         lack_b = dck_traj_first_missing(rb, nb, 1, steps);
+    long gap = lack_a >= 0 && (lack_b < 0 || lack_a <= lack_b) ? lack_a : lack_b;
+    if (gap >= 0 && (!diff || gap <= step)) {
         diff = 1;
-        step = na && nb ? (ra[na - 1].step < rb[nb - 1].step ? ra[na - 1].step : rb[nb - 1].step) + 1 : 1;
-        snprintf(what, sizeof what, "trajectories hold %zu and %zu records", na, nb);
+        step = gap;
+        snprintf(what, sizeof what, "step %ld is missing from the %s run's trajectory (%zu and %zu records)", gap,
+                 gap == lack_a ? "reference" : "resumed", na, nb);
+    } else if (!diff && (na != (size_t)steps || nb != (size_t)steps)) {
+        /* each holds 1..steps: the others are steps never run */
+        const dck_traj_rec *extra = na != (size_t)steps ? ra : rb;
+        diff = 1;
+        step = extra[0].step < 1 ? extra[0].step : steps + 1;
+        snprintf(what, sizeof what, "step %ld was never run, but the %s run's trajectory holds it (%zu and %zu "
+                 "records)", step, extra == ra ? "reference" : "resumed", na, nb);
     }
     free(ra);
     free(rb);

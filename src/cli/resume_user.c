@@ -1,7 +1,8 @@
 /* detcheck resume-check -- CMD ARGS...: does a user's own training resume
  * bit for bit? Runs the command uninterrupted, then per stop point K a run
- * that stops at K through the detcheck package's contract (DETCHECK_STOP_AT,
- * stop.json; with --kill it SIGKILLs itself right after the checkpoint) and
+ * that stops at K through the detcheck package's contract (DETCHECK_STOP_AT;
+ * stop.json when it calls session().stopped(K), required with --kill,
+ * where it SIGKILLs itself right after the checkpoint) and
  * a run that resumes from that checkpoint (DETCHECK_RESUME=1); reads the
  * recordings (trajectory.jsonl, tensor_digests.bin) in-process and names
  * the first differing resumed step and the state that was not restored
@@ -19,6 +20,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,12 +35,13 @@ static void usage(FILE *out) {
             "usage: detcheck resume-check [OPTIONS] -- CMD ARGS...\n"
             "\n"
             "Runs your training command uninterrupted, then for each stop point K a run\n"
-            "that stops at step K (DETCHECK_STOP_AT=K: the detcheck package saves the\n"
-            "checkpoint, writes stop.json and stops) and a run that resumes from that\n"
-            "checkpoint (DETCHECK_RESUME=1); compares the resumed steps K+1.. with the\n"
-            "uninterrupted run bit for bit (trajectory and every recorded tensor) and\n"
-            "names the state that was not restored: weights, data, RNG, LR, GradScaler,\n"
-            "EMA or optimizer state.\n"
+            "that stops at step K (DETCHECK_STOP_AT=K: the script saves the checkpoint\n"
+            "and exits 0; detcheck.session().stopped(K) also writes stop.json, which\n"
+            "--kill needs) and a run that resumes from that checkpoint\n"
+            "(DETCHECK_RESUME=1); compares every resumed step K+1.. with the\n"
+            "uninterrupted run bit for bit (trajectory and every recorded tensor; a\n"
+            "step one run lacks differs) and names the state that was not restored:\n"
+            "weights, data, RNG, LR, GradScaler, EMA or optimizer state.\n"
             "\n"
             "Options:\n"
             "  --at K[,K...]            stop points (default: half of the uninterrupted\n"
@@ -212,24 +215,54 @@ static void run_release(urun *r) {
 
 static long first_step(const urun *r) { return r->ntraj ? r->traj[0].step : -1; }
 static long last_step(const urun *r) { return r->ntraj ? r->traj[r->ntraj - 1].step : -1; }
+/* The last step of its trajectory or its tensor digests. */
+static long last_recorded(const urun *r) {
+    long t = last_step(r), d = r->has_rec && r->rec.nsteps ? r->rec.steps[r->rec.nsteps - 1].step : -1;
+    return t > d ? t : d;
+}
 
 /* The outcome of the whole command; trouble stops it. */
 typedef struct {
     int rc;              /* 0, 1, 2 */
-    char error[4096];    /* the trouble, one line */
+    char *error;         /* the trouble, malloc'd (NULL: none, or out of memory) */
     const char *err;     /* stderr of the run that failed, or NULL */
 } verdict;
+
+/* Sets and prints the trouble. cmdline: a command line to rerun, added
+ * after ": " whole and as it is (cli_shell_join's words are printable and
+ * read back by sh -c; cli_safe would cut and escape them). */
+static void vtrouble(verdict *v, const char *err, const char *cmdline, const char *fmt, va_list ap) {
+    char *text = NULL;
+    if (vasprintf(&text, fmt, ap) < 0) text = NULL;
+    free(v->error);
+    v->error = NULL;
+    if (text && cmdline && asprintf(&v->error, "%s: %s", text, cmdline) < 0) v->error = NULL;
+    if (cmdline) cli_error(CMD, "%s: %s", text ? cli_safe_line(text) : "trouble", cmdline);
+    else cli_error(CMD, "%s", text ? cli_safe_line(text) : "out of memory");
+    if (!cmdline) v->error = text, text = NULL;
+    free(text);
+    v->rc = DCK_EXIT_TROUBLE;
+    v->err = err;
+}
 
 static void trouble(verdict *v, const char *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void trouble(verdict *v, const char *err, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(v->error, sizeof v->error, fmt, ap);
+    vtrouble(v, err, NULL, fmt, ap);
     va_end(ap);
-    cli_error(CMD, "%s", cli_safe_line(v->error));
-    v->rc = DCK_EXIT_TROUBLE;
-    v->err = err;
 }
+
+static void trouble_rerun(verdict *v, const char *err, const char *cmdline, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void trouble_rerun(verdict *v, const char *err, const char *cmdline, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vtrouble(v, err, cmdline, fmt, ap);
+    va_end(ap);
+}
+
+static const char *error_text(const verdict *v) { return v->error ? v->error : "trouble (out of memory)"; }
 
 /* Splits a launcher on blanks (no quoting: a launcher is a plain command
  * line such as "torchrun --nproc_per_node 2"), as the trainer form does,
@@ -294,7 +327,7 @@ static void run_one(const uopts *o, urun *r, const char *launcher, const char *c
     if (r->status != 0 && !(expect_kill && killed)) {
         char what[256];
         cli_run_describe(r->status, o->timeout, what, sizeof what);
-        trouble(v, r->err, "%s %s: %s", r->label, what, line ? line : "");
+        trouble_rerun(v, r->err, line ? line : "(out of memory)", "%s %s", r->label, what);
         free(line);
         if (r->status != -3) cli_print_tail(CMD, r->err, TAIL_LINES);
         return;
@@ -326,20 +359,26 @@ static void run_one(const uopts *o, urun *r, const char *launcher, const char *c
     if (!v->rc) cli_info(CMD, "%s: steps %ld..%ld in %.1f s", r->label, first_step(r), last_step(r), r->seconds);
 }
 
-/* stop.json of a stop run: {"detcheck_stop": 1, "step": K, ...}. */
-static void check_stop_json(const urun *r, long K, verdict *v) {
+/* stop.json of a stop run: {"detcheck_stop": 1, "step": K, ...}, written
+ * by detcheck.session().stopped(K). A clean stop needs none (the process
+ * exits 0 with its recording ending at K); --kill does: the process dies
+ * by SIGKILL, and stop.json is what says its checkpoint of K was complete.
+ * When present it must say K. False when absent (nothing set in v). */
+static bool check_stop_json(const urun *r, long K, bool kill, verdict *v) {
     char *p = dck_path_join(r->dir, "stop.json");
     if (!p) {
         trouble(v, NULL, "out of memory");
-        return;
+        return false;
     }
     if (absent(p)) {
-        trouble(v, r->err,
-                "%s wrote no stop.json (%s): the script must call detcheck.session().stopped(%ld) once the checkpoint "
-                "of step %ld is complete (DETCHECK_STOP_AT)",
-                r->label, p, K, K);
+        if (kill)
+            trouble(v, r->err,
+                    "%s wrote no stop.json (%s): with --kill the script must call detcheck.session().stopped(%ld) once "
+                    "the checkpoint of step %ld is complete: it writes stop.json, then SIGKILLs the process "
+                    "(DETCHECK_STOP_KILL=1)",
+                    r->label, p, K, K);
         free(p);
-        return;
+        return false;
     }
     int fd;
     struct stat st;
@@ -347,14 +386,26 @@ static void check_stop_json(const urun *r, long K, verdict *v) {
     if (s) {
         trouble(v, NULL, "%s", dck_last_error());
         free(p);
-        return;
+        return true;
     }
-    char *b = st.st_size <= MAX_STOP_JSON ? malloc((size_t)st.st_size + 1) : NULL;
+    if (st.st_size > MAX_STOP_JSON) {
+        close(fd);
+        trouble(v, r->err, "%s: %lld bytes, too large for a stop record (at most %d bytes: {\"detcheck_stop\": 1, "
+                           "\"step\": K, ...})",
+                p, (long long)st.st_size, MAX_STOP_JSON);
+        free(p);
+        return true;
+    }
+    char *b = malloc((size_t)st.st_size + 1);
     ssize_t got = b ? pread(fd, b, (size_t)st.st_size, 0) : -1;
     close(fd);
     json_t *doc = got >= 0 ? json_loadb(b, (size_t)got, 0, NULL) : NULL;
     json_t *mark = json_object_get(doc, "detcheck_stop"), *step = json_object_get(doc, "step");
-    if (!json_is_integer(mark) || json_integer_value(mark) != 1 || !json_is_integer(step))
+    if (!b)
+        trouble(v, NULL, "out of memory reading %s", p);
+    else if (got < 0)
+        trouble(v, NULL, "%s: cannot read: %s", p, strerror(errno));
+    else if (!json_is_integer(mark) || json_integer_value(mark) != 1 || !json_is_integer(step))
         trouble(v, NULL, "%s: not a stop record ({\"detcheck_stop\": 1, \"step\": K, \"checkpoint\": ..., \"pid\": ...})",
                 p);
     else if (json_integer_value(step) != K)
@@ -363,6 +414,7 @@ static void check_stop_json(const urun *r, long K, verdict *v) {
     json_decref(doc);
     free(b);
     free(p);
+    return true;
 }
 
 /* ------------------------------------------------------------------ lookups */
@@ -520,6 +572,61 @@ static int first_parting(const urun *a, const urun *b, parting *p, verdict *v) {
     p->step = p->tstep;
     if (p->rstep >= 0 && (p->step < 0 || p->rstep < p->step)) p->step = p->rstep;
     return 0;
+}
+
+/* The first step of lo..hi that one run recorded and the other did not:
+ * the comparisons pair the steps both hold, so without this a step one
+ * run lacks would be compared nowhere. Each run holds a trajectory line
+ * of every step, and tensor digests of the same steps as the other (a
+ * Recorder digests every `every` steps, the same in every run). */
+typedef struct {
+    long step;            /* -1: none */
+    const char *lacks;    /* the role of the run that lacks it, the other's */
+    const char *has;
+    const char *file;     /* DCK_TRAJECTORY or DCK_RECORD_FILE */
+    bool ended;           /* a trajectory that ended before it (else a hole) */
+} gap;
+
+static void gap_take(gap *g, long step, const char *lacks, const char *has, const char *file, bool ended) {
+    if (step >= 0 && (g->step < 0 || step < g->step)) *g = (gap){step, lacks, has, file, ended};
+}
+
+/* The first step of lo..hi in one of two ascending step lists only, or
+ * -1; *in_a: a holds it. The lists are arrays of a struct of size stride
+ * whose first member is its step (dck_rec_step, dck_trace_step). */
+static long steps_unmatched(const void *a, size_t na, const void *b, size_t nb, size_t stride, long lo, long hi,
+                            bool *in_a) {
+#define STEP_AT(v, k) (*(const long *)(const void *)((const char *)(v) + (k) * stride))
+    size_t i = 0, j = 0;
+    while (i < na && STEP_AT(a, i) < lo) i++;
+    while (j < nb && STEP_AT(b, j) < lo) j++;
+    for (;;) {
+        long x = i < na && STEP_AT(a, i) <= hi ? STEP_AT(a, i) : -1;
+        long y = j < nb && STEP_AT(b, j) <= hi ? STEP_AT(b, j) : -1;
+#undef STEP_AT
+        if (x < 0 && y < 0) return -1;
+        if (x == y) {
+            i++, j++;
+            continue;
+        }
+        *in_a = y < 0 || (x >= 0 && x < y);
+        return *in_a ? x : y;
+    }
+}
+_Static_assert(offsetof(dck_rec_step, step) == 0 && offsetof(dck_trace_step, step) == 0,
+               "steps_unmatched reads a step list's steps at offset 0");
+
+static gap first_gap(const urun *a, const char *role_a, const urun *b, const char *role_b, long lo, long hi) {
+    gap g = {-1, NULL, NULL, NULL, false};
+    long ma = dck_traj_first_missing(a->traj, a->ntraj, lo, hi), mb = dck_traj_first_missing(b->traj, b->ntraj, lo, hi);
+    gap_take(&g, ma, role_a, role_b, DCK_TRAJECTORY, ma > last_step(a));
+    gap_take(&g, mb, role_b, role_a, DCK_TRAJECTORY, mb > last_step(b));
+    bool in_a = false;
+    long d = steps_unmatched(a->has_rec ? a->rec.steps : NULL, a->has_rec ? a->rec.nsteps : 0,
+                             b->has_rec ? b->rec.steps : NULL, b->has_rec ? b->rec.nsteps : 0, sizeof(dck_rec_step), lo,
+                             hi, &in_a);
+    gap_take(&g, d, in_a ? role_b : role_a, in_a ? role_a : role_b, DCK_RECORD_FILE, false);
+    return g;
 }
 
 /* RNG states: their names, in the order they are looked at, and why. */
@@ -745,9 +852,10 @@ static void run_paths(urun *r, const char *work, const char *name, const char *c
 /* One stop point: the stop run, its checks, the resume run, the verdict. */
 /* With --trace: the uninterrupted run's and the resumed run's traces over
  * the steps both traced (the resumed ones), as bisect compares them: the
- * first differing module or op, into s->trace and s->event. Non-zero on
- * trouble. */
-static int compare_traces(const urun *full, const urun *res, ustop *s, long *step, verdict *v) {
+ * first differing module or op, into s->trace and s->event; the first
+ * step of lo..hi traced in one run only into g. Non-zero on trouble. */
+static int compare_traces(const urun *full, const urun *res, long lo, long hi, ustop *s, long *step, gap *g,
+                          verdict *v) {
     cli_trace_first *tf = calloc(1, sizeof *tf);
     *step = -1;
     if (!tf) {
@@ -755,10 +863,27 @@ static int compare_traces(const urun *full, const urun *res, ustop *s, long *ste
         trouble(v, NULL, "out of memory comparing the traces");
         return -1;
     }
-    const char *runs[2] = {full->dir, res->dir};
+    const char *runs[2] = {full->dir, res->dir}, *roles[2] = {"the uninterrupted run", "the resumed run"};
     int rc = cli_trace_compare(CMD, runs, tf);
+    bool in_a = false;
+    long d = -1;
+    /* --trace asked for the traces of every resumed step: a run without
+     * one, or a step one run traced and the other not, is compared nowhere */
+    if (!rc && !tf->has[0] && !tf->has[1]) {
+        trouble(v, res->err, "--trace: neither %s nor %s wrote %s, so no trace was compared (record with "
+                             "detcheck.autorecord or detcheck.Recorder.from_env, which read DETCHECK_TRACE)",
+                full->dir, res->dir, DCK_TRACE_FILE);
+        rc = -1;
+    } else if (!rc && !tf->both) {
+        in_a = tf->has[0];
+        d = lo;
+    } else if (!rc) {
+        d = steps_unmatched(tf->t[0].steps, tf->t[0].nsteps, tf->t[1].steps, tf->t[1].nsteps, sizeof(dck_trace_step),
+                            lo, hi, &in_a);
+    }
+    if (d >= 0) gap_take(g, d, roles[in_a], roles[!in_a], DCK_TRACE_FILE, false);
     if (rc) {
-        trouble(v, NULL, "the traces of %s and %s could not be compared", full->dir, res->dir);
+        if (!v->rc) trouble(v, NULL, "the traces of %s and %s could not be compared", full->dir, res->dir);
     } else if (tf->found) {
         bool oom = false;
         snprintf(s->trace, sizeof s->trace, "%s", tf->line);
@@ -800,16 +925,22 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
     if (last_step(&stop) > K) {
         trouble(v, stop.err, "%s did not stop at step %ld: it recorded steps %ld..%ld (DETCHECK_STOP_AT not honoured)",
                 stop.label, K, first_step(&stop), last_step(&stop));
-        cli_error(CMD, "hint: after step K's checkpoint, stop when detcheck.session().should_stop(step) says so and "
-                       "call .stopped(step, path); the Hugging Face and Lightning callbacks do both (man "
-                       "detcheck-resume-check, USER COMMANDS)");
+        cli_error(CMD, "hint: when detcheck.session().should_stop(step) says so, save step K's checkpoint and exit 0 "
+                       "(or call .stopped(step, path), which --kill needs); the Hugging Face and Lightning callbacks "
+                       "do both (man detcheck-resume-check, USER COMMANDS)");
         goto out;
     }
-    check_stop_json(&stop, K, v);
+    bool said = check_stop_json(&stop, K, o->kill, v);
     if (v->rc) goto out;
     if (last_step(&stop) < K) {
-        trouble(v, stop.err, "%s recorded steps %ld..%ld, but its stop.json says step %ld", stop.label,
-                first_step(&stop), last_step(&stop), K);
+        if (said)
+            trouble(v, stop.err, "%s recorded steps %ld..%ld, but its stop.json says step %ld", stop.label,
+                    first_step(&stop), last_step(&stop), K);
+        else
+            trouble(v, stop.err,
+                    "%s exited with status 0 after recording steps %ld..%ld: a clean stop ends its recording at step "
+                    "%ld (DETCHECK_STOP_AT=%ld not honoured)",
+                    stop.label, first_step(&stop), last_step(&stop), K, K);
         goto out;
     }
     if (o->kill && stop.status == 0) {
@@ -819,9 +950,21 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
                 stop.label);
         goto out;
     }
-    /* the stop run must be the uninterrupted run up to K */
+    /* the stop run must be the uninterrupted run up to K, step by step */
     parting p;
     if (first_parting(full, &stop, &p, v)) goto out;
+    long lo = first_step(&stop) < first_step(full) ? first_step(&stop) : first_step(full);
+    gap g = first_gap(full, "the uninterrupted run", &stop, "the stopped run", lo, K);
+    if (g.step >= 0 && (p.step < 0 || g.step <= p.step)) {
+        s->done = true;
+        s->result = DCK_EXIT_DIFFERENT;
+        s->cause = "before_stop";
+        s->first_step = g.step;
+        stop_line(s, "step %ld is missing from %s's %s (%s recorded it): every step %ld..%ld before the stop is "
+                     "compared, so both runs must record each",
+                  g.step, g.lacks, g.file, g.has, lo, K);
+        goto out;
+    }
     if (p.step >= 0 && p.step <= K) {
         s->done = true;
         s->result = DCK_EXIT_DIFFERENT;
@@ -860,8 +1003,27 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
         goto out;
     }
     if (first_parting(full, &res, &p, v)) goto out;
+    /* every step K+1.. recorded by both, and compared: the first step one
+     * lacks is the verdict unless a difference comes before it */
+    long hi = last_recorded(full) > last_recorded(&res) ? last_recorded(full) : last_recorded(&res);
+    g = first_gap(full, "the uninterrupted run", &res, "the resumed run", K + 1, hi);
     long tstep = -1;
-    if (strcmp(trace, "none") && compare_traces(full, &res, s, &tstep, v)) goto out;
+    if (strcmp(trace, "none") && compare_traces(full, &res, K + 1, hi, s, &tstep, &g, v)) goto out;
+    long other = p.step >= 0 ? p.step : tstep;
+    if (g.step >= 0 && (other < 0 || g.step <= other)) {
+        s->result = DCK_EXIT_DIFFERENT;
+        s->cause = "steps";
+        s->first_step = g.step;
+        s->index = g.step - K;
+        if (g.ended && !strcmp(g.file, DCK_TRAJECTORY))
+            stop_line(s, "the resumed run recorded steps %ld..%ld, the uninterrupted run steps %ld..%ld", F, L,
+                      first_step(full), S);
+        else
+            stop_line(s, "step %ld is missing from %s's %s (%s recorded it): every resumed step %ld..%ld is "
+                         "compared, so both runs must record each",
+                      g.step, g.lacks, g.file, g.has, K + 1, hi);
+        goto out;
+    }
     if (p.step < 0 && tstep >= 0) {
         /* every recorded tensor agrees, an intermediate does not */
         char nth[32];
@@ -872,16 +1034,6 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
         ordinal(s->index, nth, sizeof nth);
         stop_line(s, "first difference at step %ld (the %s resumed step): %s", tstep, nth, s->trace);
         s->trace[0] = 0;
-        goto out;
-    }
-    if (p.step < 0 && L != S) {
-        long D = (L < S ? L : S) + 1;
-        s->result = DCK_EXIT_DIFFERENT;
-        s->cause = "steps";
-        s->first_step = D;
-        s->index = D - K;
-        stop_line(s, "the resumed run recorded steps %ld..%ld, the uninterrupted run steps %ld..%ld", F, L,
-                  first_step(full), S);
         goto out;
     }
     if (p.step < 0) {
@@ -963,7 +1115,7 @@ int resume_user(int argc, char **argv) {
                               "DETCHECK_TRACE",  trace,    "DETCHECK_STOP_AT",        NULL,
                               "DETCHECK_RESUME", NULL,     "DETCHECK_STOP_KILL",      NULL,
                               NULL};
-    cli_info(CMD, "uninterrupted run: %s", cli_safe_line(cmdline));
+    cli_info(CMD, "uninterrupted run: %s", cmdline); /* shell words: printable, whole */
     run_one(&o, &full, o.launcher, env_full, false, &v);
     if (!v.rc && full.has_rec == false)
         cli_warn(CMD, "%s/%s absent: only the trajectories are compared", full.dir, DCK_RECORD_FILE);
@@ -987,7 +1139,7 @@ int resume_user(int argc, char **argv) {
         check_stop(&o, work, &full, s, &v);
         if (v.rc) {
             s->result = DCK_EXIT_TROUBLE;
-            stop_line(s, "trouble: %s", v.error);
+            stop_line(s, "trouble: %s", error_text(&v));
         } else if (!o.json) {
             printf("%s\n", cli_safe_line(s->line));
             if (s->trace[0]) printf("%s\n", cli_safe_line(s->trace));
@@ -1000,7 +1152,7 @@ int resume_user(int argc, char **argv) {
     for (int i = 0; i < nstops; i++) ndiff += stops[i].result == DCK_EXIT_DIFFERENT;
     rc = v.rc ? DCK_EXIT_TROUBLE : ndiff ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
     if (rc == DCK_EXIT_TROUBLE)
-        snprintf(title, sizeof title, "trouble: %s", v.error);
+        snprintf(title, sizeof title, "trouble: %s", error_text(&v));
     else if (ndiff)
         snprintf(title, sizeof title, "not reproduced: %d of %d stop point%s differ%s", ndiff, nstops,
                  nstops == 1 ? "" : "s", nstops == 1 ? "s" : "");
@@ -1020,7 +1172,7 @@ int resume_user(int argc, char **argv) {
         char *tail = v.err ? cli_file_tail(v.err, TAIL_LINES) : NULL;
         if (rc == DCK_EXIT_TROUBLE && (!nstops || stops[nstops - 1].result != DCK_EXIT_TROUBLE))
             cli_report_case(&o.rep, "detcheck.resume_check", S < 0 ? "uninterrupted" : "stop_points", CLI_CASE_ERROR,
-                            "run", v.error, tail);
+                            "run", error_text(&v), tail);
         for (int i = 0; i < nstops; i++) {
             ustop *s = &stops[i];
             char nm[64];
@@ -1082,7 +1234,7 @@ int resume_user(int argc, char **argv) {
         cli_jset(doc, "stops", arr, &oom);
         if (rc == DCK_EXIT_TROUBLE) {
             char *tail = v.err ? cli_file_tail(v.err, TAIL_LINES) : NULL;
-            cli_jset(doc, "error", cli_json_text(v.error[0] ? v.error : "trouble"), &oom);
+            cli_jset(doc, "error", cli_json_text(error_text(&v)), &oom);
             cli_jset(doc, "stderr_tail", tail ? cli_json_text(tail) : json_null(), &oom);
             free(tail);
         }
@@ -1099,6 +1251,7 @@ int resume_user(int argc, char **argv) {
     }
     if (cli_interrupted) rc = DCK_EXIT_TROUBLE;
 done:
+    free(v.error);
     run_release(&full);
     for (int i = 0; stops && i < nstops; i++) json_decref(stops[i].event);
     free(stops);

@@ -296,6 +296,10 @@ dck_status dck_traj_load(const char *path, dck_traj_rec **recs, size_t *n);
  * have one) differ: returns 1 and sets *step and a description, else 0. */
 int dck_traj_compare(const dck_traj_rec *a, size_t na, const dck_traj_rec *b, size_t nb,
                      long *step, char *what, size_t wlen);
+/* The first step of lo..hi that trajectory t (ascending) holds no record
+ * of, or -1 when it holds each: dck_traj_compare pairs the steps both
+ * hold, so a step one run lacks is compared nowhere unless asked here. */
+long dck_traj_first_missing(const dck_traj_rec *t, size_t n, long lo, long hi);
 
 /* ------------------------------------------------------------------ train_inject.c
  * Taps on a step's state, for detcheck canary (canary.h): the trainer calls

@@ -304,6 +304,16 @@ int dck_traj_compare(const dck_traj_rec *a, size_t na, const dck_traj_rec *b, si
     return 0;
 }
 
+long dck_traj_first_missing(const dck_traj_rec *t, size_t n, long lo, long hi) {
+    long want = lo;
+    for (size_t i = 0; i < n && want <= hi; i++) {
+        if (t[i].step < want) continue;
+        if (t[i].step != want) return want;
+        want++;
+    }
+    return want <= hi ? want : -1;
+}
+
 /* ------------------------------------------------------------------ clearing a step directory
  *
  * A step directory is cleared before its checkpoint is (re)written: a torn

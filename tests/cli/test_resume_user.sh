@@ -15,9 +15,16 @@ export TMPDIR="$PWD/tmp"
 # sched_twice, no_optim, weights (the checkpoint holds the weights before
 # step K's update), no_ema, no_scaler, drift (a gradient differs at K+2),
 # loss (loss bits at K+1), short (the resume ends 2 steps early), restart
-# (the resume records from step 1); contract failures: never_stops,
-# no_stop_json, wrong_step, ignore_kill; unrepro (every run differs); fail
-# (30 lines on stderr, exit 3). STEPS: the steps (default 10).
+# (the resume records from step 1); steps one run lacks: gap_traj /
+# gap_digests (the resume records no trajectory line / no digests of its
+# 2nd step), full_gap (the uninterrupted run digests no step 8), stop_gap
+# (the stop run has no trajectory line of step 2), no_digests (the resume
+# writes no tensor_digests.bin), dup_traj / dup_digests (the resume records
+# its first step twice); no_stop_json (a clean stop without
+# session().stopped(): no stop.json); contract failures: never_stops,
+# early (stops a step early, no stop.json), wrong_step, ignore_kill;
+# unrepro (every run differs); fail (30 lines on stderr, exit 3); huge_stop
+# (a 300 MB stop.json, sparse). STEPS: the steps (default 10).
 cat > fake.py <<'PY'
 import hashlib, json, os, signal, struct, sys
 mode = sys.argv[1] if len(sys.argv) > 1 else "ok"
@@ -61,7 +68,7 @@ first = True
 for s in range(st["step"] + 1, steps + 1):
     if mode == "short" and resume and s > steps - 2:
         break
-    if stop_at is not None and mode != "never_stops" and st["step"] >= stop_at:
+    if stop_at is not None and mode != "never_stops" and st["step"] >= stop_at - (mode == "early"):
         break
     batch = H("batch", st["pos"])
     lr = 0.5 ** st["sched"]
@@ -88,20 +95,30 @@ for s in range(st["step"] + 1, steps + 1):
             names[(k, n)] = len(names)
             nb = n.encode()
             out += struct.pack("<BIBH", 1, names[(k, n)], k, len(nb)) + nb
-    out += struct.pack("<BqI", 2, s, len(ents))
+    nth = s - st.get("resumed_from", 0) if resume else 0  # the nth resumed step
+    full = stop_at is None and not resume
+    digests = struct.pack("<BqI", 2, s, len(ents))
     for k, n, d in ents:
-        out += struct.pack("<IQQ", names[(k, n)], d >> 64, d & ((1 << 64) - 1))
+        digests += struct.pack("<IQQ", names[(k, n)], d >> 64, d & ((1 << 64) - 1))
+    if not ((mode == "gap_digests" and nth == 2) or (mode == "full_gap" and full and s == 8)):
+        out += digests * (2 if mode == "dup_digests" and nth == 1 else 1)
     lb = st["w"] & 0xffffffff
     if mode == "loss" and resume and s == st.get("resumed_from", 0) + 1:
         lb ^= 1
-    traj.write(json.dumps({"step": s, "loss": 1.0, "loss_bits": "%08x" % lb, "grad_norm": 1.0,
-                           "grad_norm_bits": "%08x" % (g & 0xffffffff), "lr": lr}) + "\n")
+    line = json.dumps({"step": s, "loss": 1.0, "loss_bits": "%08x" % lb, "grad_norm": 1.0,
+                       "grad_norm_bits": "%08x" % (g & 0xffffffff), "lr": lr}) + "\n"
+    if not ((mode == "gap_traj" and nth == 2) or (mode == "stop_gap" and stop_at is not None and s == 2)):
+        traj.write(line * (2 if mode == "dup_traj" and nth == 1 else 1))
 traj.flush()
-open(os.path.join(rec, "tensor_digests.bin"), "wb").write(out)
-if stop_at is not None and mode != "never_stops" and st["step"] >= stop_at:
+if not (mode == "no_digests" and resume):
+    open(os.path.join(rec, "tensor_digests.bin"), "wb").write(out)
+if stop_at is not None and mode != "never_stops" and st["step"] >= stop_at - (mode == "early"):
     st["resumed_from"] = st["step"]
     json.dump(st, open(ck, "w"))
-    if mode != "no_stop_json":
+    if mode == "huge_stop":
+        with open(os.path.join(rec, "stop.json"), "wb") as f:
+            f.truncate(300 << 20)
+    elif mode not in ("no_stop_json", "early"):
         json.dump({"detcheck_stop": 1, "step": st["step"] + (1 if mode == "wrong_step" else 0), "checkpoint": ck,
                    "pid": os.getpid()}, open(os.path.join(rec, "stop.json"), "w"))
     if kill and mode != "ignore_kill":
@@ -166,7 +183,10 @@ expect_grep '^reproduced: 2 stop points, every resumed step bitwise identical to
 ok
 nothing_left "--kill"
 # the environment of each run, and the layout of the work dir
-expect_exit 0 $RC --workdir w --at 4 --trace ops -- python3 fake.py
+# (fake.py writes no trace.bin: --trace asked for traces that no run wrote,
+# so none was compared: trouble, after every run of the stop point)
+expect_exit 2 $RC --workdir w --at 4 --trace ops -- python3 fake.py
+expect_grep "error: --trace: neither .*/w/full nor .*/w/resume_4 wrote trace.bin, so no trace was compared" err.txt
 W="$PWD/w"
 expect_grep "^DETCHECK_RECORD=$W/full$" w/full/env.txt
 expect_grep "^DETCHECK_CHECKPOINT_DIR=$W/full.ckpt$" w/full/env.txt
@@ -218,6 +238,29 @@ diff_is drift tensor 'at 3 (clean stop): first difference at step 5 (the 2nd res
 diff_is loss trajectory 'at 5 (clean stop): first difference at step 6 (the first resumed step): trajectory: loss_bits [0-9a-f]* vs [0-9a-f]*'
 diff_is short steps 'at 5 (clean stop): the resumed run recorded steps 6..8, the uninterrupted run steps 1..10'
 diff_is restart steps 'at 5 (clean stop): the resumed run recorded steps 1..10: it started over at step 1 (no checkpoint loaded?)'
+# every step K+1..S recorded by both runs and compared (issue 30): a step
+# one run lacks is a difference naming the step and the run, never skipped
+diff_is gap_traj steps "at 5 (clean stop): step 7 is missing from the resumed run's trajectory.jsonl (the uninterrupted run recorded it): every resumed step 6..10 is compared, so both runs must record each"
+diff_is gap_digests steps "at 5 (SIGKILL after the checkpoint): step 7 is missing from the resumed run's tensor_digests.bin (the uninterrupted run recorded it): every resumed step 6..10 is compared, so both runs must record each" --kill
+diff_is full_gap steps "at 5 (clean stop): step 8 is missing from the uninterrupted run's tensor_digests.bin (the resumed run recorded it): every resumed step 6..10 is compared, so both runs must record each"
+diff_is no_digests steps "at 5 (clean stop): step 6 is missing from the resumed run's tensor_digests.bin (the uninterrupted run recorded it): every resumed step 6..10 is compared, so both runs must record each"
+# ... and before the stop
+diff_is stop_gap before_stop "at 5 (clean stop): step 2 is missing from the stopped run's trajectory.jsonl (the uninterrupted run recorded it): every step 1..5 before the stop is compared, so both runs must record each"
+expect_exit 1 $RC --json -- python3 fake.py gap_traj
+python3 - <<'PY' || fail "--json, a step missing"
+import json
+s = json.load(open("out.txt"))["stops"][0]
+assert (s["identical"], s["first_step"], s["resumed_index"], s["cause"]) == (False, 7, 2, "steps"), s
+PY
+ok
+rm -rf tmp/*
+# a step recorded twice is not taken as one: trouble naming the file
+expect_exit 2 $RC -- python3 fake.py dup_traj
+expect_grep 'resume_5/trajectory.jsonl:2: step 6 does not follow step 6' err.txt
+rm -rf tmp/*
+expect_exit 2 $RC -- python3 fake.py dup_digests
+expect_grep 'resume_5/tensor_digests.bin: byte [0-9]*: step 6 after step 6' err.txt
+rm -rf tmp/*
 diff_is unrepro before_stop 'at 5 (clean stop): the stopped run already differs at step 1 before the stop (the command is not reproducible: try detcheck repro)'
 # two stop points, one differs
 cat > half.sh <<'SH'
@@ -234,8 +277,22 @@ rm -rf tmp/*
 expect_exit 2 $RC -- python3 fake.py never_stops
 expect_grep 'the stop run at 5 did not stop at step 5: it recorded steps 1..10 (DETCHECK_STOP_AT not honoured)' err.txt
 rm -rf tmp/*
-expect_exit 2 $RC -- python3 fake.py no_stop_json
-expect_grep 'the stop run at 5 wrote no stop.json (.*/stop_5/stop.json): the script must call detcheck.session().stopped(5)' err.txt
+# a clean stop needs no stop.json (issue 30): the process exits 0 with its
+# recording ending at K; --kill needs it (the tool cannot tell a complete
+# checkpoint from a crash without it), and says so
+expect_exit 0 $RC -- python3 fake.py no_stop_json
+expect_grep '^at 5 (clean stop): resumed steps 6..10 identical to the uninterrupted run$' out.txt
+nothing_left "a clean stop without stop.json"
+expect_exit 2 $RC --kill -- python3 fake.py no_stop_json
+expect_grep 'the stop run at 5 wrote no stop.json (.*/stop_5/stop.json): with --kill the script must call detcheck.session().stopped(5) once the checkpoint of step 5 is complete: it writes stop.json, then SIGKILLs the process (DETCHECK_STOP_KILL=1)' err.txt
+rm -rf tmp/*
+expect_exit 2 $RC -- python3 fake.py early
+expect_grep 'the stop run at 5 exited with status 0 after recording steps 1..4: a clean stop ends its recording at step 5 (DETCHECK_STOP_AT=5 not honoured)' err.txt
+rm -rf tmp/*
+# a stop.json too large to be one is named so, with the limit
+expect_exit 2 $RC -- python3 fake.py huge_stop
+expect_grep 'stop_5/stop.json: 314572800 bytes, too large for a stop record (at most 65536 bytes' err.txt
+expect_no_grep 'not a stop record' err.txt
 rm -rf tmp/*
 expect_exit 2 $RC -- python3 fake.py wrong_step
 expect_grep 'stop_5/stop.json says step 6, not 5 (DETCHECK_STOP_AT=5 not honoured)' err.txt
@@ -248,6 +305,35 @@ expect_grep 'the uninterrupted run exited with status 3: python3 fake.py fail' e
 expect_grep 'its stderr, last 20 lines' err.txt
 expect_grep '^  line 29 of the failure$' err.txt
 expect_no_grep 'line 9 of the failure' err.txt
+rm -rf tmp/*
+# the command line printed to rerun a failed run: whole (no cut at 1 KiB),
+# shell words that sh -c reads back byte for byte (spaces, quotes, a
+# newline, a tab, ESC, CR, DEL, C1 CSI, U+202E, U+2028, a byte that is not
+# UTF-8, a long argument), and nothing a terminal would act on (issue 30)
+cat > argv.py <<'PY'
+import json, os, sys
+open("argv.json", "w").write(json.dumps([os.fsencode(a).hex() for a in sys.argv[1:]]))
+sys.exit(3)
+PY
+long=$(python3 -c 'print("x" * 3000)') lf=$(printf 'lf\n\n.') lf=${lf%.}
+expect_exit 2 $RC -- python3 argv.py "a b" "it's" '"q"' "$(printf 'l1\nl2')" "$lf" "$(printf 't\tab')" \
+    "$(printf 'esc\033[31mred')" "$(printf 'cr\rx')" "$(printf 'del\177')" "$(printf 'csi\302\233x')" \
+    "$(printf 'rlo\342\200\256x')" "$(printf 'ls\342\200\250x')" "$(printf 'bad\377')" "$long" '$HOME' '' "$(printf '\303\251')"
+mv argv.json first.json
+python3 - <<'PY' || fail "the printed command line"
+import json, re, subprocess
+err = open("err.txt", "rb").read()
+head = b"detcheck resume-check: error: the uninterrupted run exited with status 3: "
+assert err.count(head) == 1, err
+line = err.split(head, 1)[1].split(b"\ndetcheck resume-check: ", 1)[0]
+assert len(line) > 3000 and line.startswith(b"python3 argv.py 'a b' "), line[:200]
+# printable ASCII, newlines inside the quotes, and the e-acute: nothing a terminal acts on
+assert not re.search(rb"[\x00-\x09\x0b-\x1f\x7f]", line), line
+assert not re.search(rb"[\x80-\xff]", line.replace(b"\xc3\xa9", b"")), line
+subprocess.run(["sh", "-c", line], check=False)
+assert json.load(open("argv.json")) == json.load(open("first.json")), (open("argv.json").read(), line)
+PY
+ok
 rm -rf tmp/*
 expect_exit 2 $RC -- true
 expect_grep 'the uninterrupted run recorded nothing: .*/full/trajectory.jsonl is absent, so the command did not honour DETCHECK_RECORD' err.txt

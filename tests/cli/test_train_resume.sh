@@ -75,6 +75,22 @@ ok
 expect_exit 1 $DETCHECK resume-check $CFG --steps 6 --at 3 --resume-flip-bit 5:model.blocks.0.mlp.fc.weight:7 --workdir rc
 expect_grep 'first differing step 5' out.txt
 expect_grep 'NOT reproducible' out.txt
+# every step of both trajectories compared (issue 30): a resumed run whose
+# trajectory lacks step 4 is a difference at step 4, naming the run that lacks it
+cat > drop4.sh <<'SH'
+"$@"; rc=$?
+for a in "$@"; do case $a in --out=*) sed -i '/"step":4,/d' "${a#--out=}/trajectory.jsonl" ;; esac; done
+exit $rc
+SH
+expect_exit 1 $DETCHECK resume-check $CFG --steps 6 --at 2 --resume-launcher "sh drop4.sh" --json
+python3 - <<'PY' || fail "resume-check: a step missing from the resumed trajectory"
+import json
+d = json.load(open("out.txt"))
+c = d["checks"][0]
+assert d["identical"] is False and c["result"] == "different" and c["first_step"] == 4, d
+assert "step 4 is missing from the resumed run's trajectory (6 and 5 records)" in c["detail"], c
+PY
+ok
 expect_exit 2 $DETCHECK resume-check $CFG --steps 6 --at 6
 expect_exit 2 $DETCHECK resume-check $CFG --at 2
 # --json of a difference: its step and tensor as numbers and strings

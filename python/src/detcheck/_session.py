@@ -12,10 +12,14 @@ resume-check``, read from the environment the command sets:
 - ``DETCHECK_STOP_KILL=1``: after the checkpoint at K, the process SIGKILLs
   itself instead of stopping cleanly (a crash right after the checkpoint).
 
-A stopped run leaves ``DIR/stop.json`` (written atomically: a temporary
-name, fsync, rename): ``{"detcheck_stop": 1, "step": K, "checkpoint":
-"<absolute path or null>", "pid": PID}``; resume-check refuses a stop run
-without it.
+A clean stop is the process exiting 0 with its recording ending at step K
+(after :meth:`Session.should_stop` said so and the checkpoint was saved).
+:meth:`Session.stopped` is the precise form: it leaves ``DIR/stop.json``
+(written atomically: a temporary name, fsync, rename): ``{"detcheck_stop":
+1, "step": K, "checkpoint": "<absolute path or null>", "pid": PID}``,
+which resume-check checks when present and requires with ``--kill``
+(DETCHECK_STOP_KILL=1: the process dies by SIGKILL, and only stop.json
+says that its checkpoint of K was complete).
 """
 import json
 import os
@@ -105,7 +109,8 @@ class Session:
     def should_stop(self, step):
         """True once the last completed step ``step`` reached stop_at
         (never without DETCHECK_STOP_AT). Save the checkpoint of this step,
-        then call :meth:`stopped`."""
+        then stop (exit 0, step K the last one recorded), or call
+        :meth:`stopped` -- which DETCHECK_STOP_KILL=1 (``--kill``) needs."""
         if isinstance(step, bool):
             raise TypeError("detcheck.session().should_stop: step %r is a bool, not an integer" % (step,))
         try:
@@ -122,7 +127,8 @@ class Session:
         closes the Recorders writing into DETCHECK_RECORD (their last step
         is on disk), writes ``stop.json`` there atomically, and with
         DETCHECK_STOP_KILL=1 SIGKILLs this process (it does not return).
-        Returns the stop.json path (None when nothing is recorded)."""
+        Returns the stop.json path (None when nothing is recorded).
+        Optional for a clean stop; required with DETCHECK_STOP_KILL=1."""
         import operator
         step = operator.index(step)
         ckpt = None
