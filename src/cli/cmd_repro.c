@@ -58,6 +58,9 @@ static void usage(FILE *out) {
             "  --workdir DIR     keep the runs in DIR (default: a temporary directory under\n"
             "                    $TMPDIR, removed when the runs are reproducible)\n"
             "  --keep            keep the temporary directory\n"
+            "  --allow-partial   accept traced steps that every run's recorder cut alike\n"
+            "                    (their events past the bound not compared; said in the\n"
+            "                    verdict); without it they make the verdict incomplete (1)\n"
             "  --json            machine-readable result (one document)\n"
             "  --junit FILE      also a JUnit XML report (a test case per run)\n"
             "  --markdown FILE   also a Markdown summary ('-': stdout)\n"
@@ -84,7 +87,7 @@ static const struct {
 
 typedef struct {
     long n;
-    bool n_set, keep, json, tax;
+    bool n_set, keep, json, tax, allow_partial;
     const char *workdir, *trace;
     int vary; /* index in factors, or -1 */
     const char *env_arg;
@@ -147,6 +150,7 @@ static int parse_args(int argc, char **argv, repro_opts *o, bool *help) {
         }
         if (!strcmp(a, "--json")) { o->json = true; continue; }
         if (!strcmp(a, "--keep")) { o->keep = true; continue; }
+        if (!strcmp(a, "--allow-partial")) { o->allow_partial = true; continue; }
         if (!strcmp(a, "--tax")) { o->tax = true; continue; }
         if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { cli_quiet = true; continue; }
         if ((r = cli_report_arg(&o->rep, a, i + 1 < argc ? argv[i + 1] : NULL, &used))) {
@@ -650,53 +654,9 @@ static int add_line(run_t *r, const char *fmt, ...) {
     return 0;
 }
 
-static int cmp_name(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
-
-/* The state entries (dck_rec_kind: optional, no difference when one run
- * only has one) of a recording's step, sorted by name; NULL: no memory. */
-static const char **state_names(const dck_recording *r, const dck_rec_step *st, size_t *n) {
-    const char **v = malloc((st->n ? st->n : 1) * sizeof *v);
-    *n = 0;
-    for (size_t e = 0; v && e < st->n; e++) {
-        uint32_t id = r->entries[st->first + e].id;
-        if (r->kinds[id] == DCK_REC_STATE) v[(*n)++] = r->names[id];
-    }
-    if (v) qsort(v, *n, sizeof *v, cmp_name);
-    return v;
-}
-
-/* State entries recorded in one of a and b only, over their common steps:
- * not compared, and the verdict says so. -1: no memory. */
-static long unpaired_state(const dck_recording *a, const dck_recording *b, char *example, size_t elen) {
-    long n = 0;
-    for (size_t i = 0, j = 0; i < a->nsteps && j < b->nsteps;) {
-        if (a->steps[i].step != b->steps[j].step) {
-            if (a->steps[i].step < b->steps[j].step) i++;
-            else j++;
-            continue;
-        }
-        size_t na, nb;
-        const char **x = state_names(a, &a->steps[i], &na), **y = state_names(b, &b->steps[j], &nb);
-        for (size_t p = 0, q = 0; x && y && (p < na || q < nb);) {
-            int c = p == na ? 1 : q == nb ? -1 : strcmp(x[p], y[q]);
-            if (c && !n++) snprintf(example, elen, "%s", c < 0 ? x[p] : y[q]);
-            p += c <= 0;
-            q += c >= 0;
-        }
-        if (!x || !y) n = -1;
-        free(x);
-        free(y);
-        if (n < 0) return -1;
-        i++, j++;
-    }
-    return n;
-}
-
 /* What was set aside over all comparisons: said in the verdict. */
 typedef struct {
-    long state;          /* state entries recorded in one run only */
-    char state_eg[256];  /* one of them */
-    long truncated;      /* traced steps both runs truncated alike */
+    long truncated; /* traced steps both runs truncated alike */
 } not_compared;
 
 /* Run i's recordings against run 1's (ref, rec1), by repro itself, so that
@@ -749,9 +709,17 @@ static int compare_recordings(run_t *runs, int i, side_steps ref[NSIDES], const 
         char name[1024];
         const char *how;
         int c = dck_recording_compare(rec1, &rec, &step, &kind, name, sizeof name, &how);
-        long st = c >= 0 ? unpaired_state(rec1, &rec, nc->state_eg, sizeof nc->state_eg) : 0;
-        if (c < 0 || st < 0) rc = cli_fail(CMD, dck_oom("comparing the recorded tensors"));
-        else nc->state += st;
+        dck_rec_state_only so;
+        if (c < 0 || dck_recording_state_only(rec1, &rec, &so)) rc = cli_fail(CMD, dck_oom("comparing the recorded tensors"));
+        /* a state entry one run recorded and the other did not: a
+         * difference, as every entry one side lacks */
+        for (int k = 0; k < 2 && !rc; k++) {
+            if (!so.count[k]) continue;
+            rc = add_line(r, "state entries recorded in run %d only: %zu, the first %s at step %ld", k ? i + 1 : 1,
+                          so.count[k], cli_safe(so.name[k]), so.step[k]);
+            differ = true;
+            if (at < 0 || so.step[k] < at) at = so.step[k];
+        }
         if (!rc && c > 0 && r->bisect == 0) { /* bisect said otherwise: its own line is missing */
             char only[64] = "";
             if (strcmp(how, "digest"))
@@ -775,38 +743,31 @@ static int compare_recordings(run_t *runs, int i, side_steps ref[NSIDES], const 
 
 /* ------------------------------------------------------------------ bisect */
 
-/* Runs `detcheck bisect ARGS run_1 run_I` (this binary) with its output
+/* Runs `detcheck bisect FLAG --allow-partial run_1 run_I` (this binary; what
+ * it did not compare is judged here) with its output
  * into WORKDIR/NAME.out and .err; its exit status. */
 static int bisect_child(const char *self, const char *work, const char *name, const char *flag, run_t *a,
                         run_t *b, char *out, char *err) {
     snprintf(out, PATH_MAX, "%s/%s.out", work, name);
     snprintf(err, PATH_MAX, "%s/%s.err", work, name);
-    char *argv[] = {(char *)self, (char *)"bisect", (char *)flag, a->dir, b->dir, NULL};
+    char *argv[] = {(char *)self, (char *)"bisect", (char *)flag, (char *)"--allow-partial", a->dir, b->dir, NULL};
     double sec;
     return cli_run_child(argv, NULL, out, err, 0, &sec);
 }
 
-/* Keys of bisect's document that say something was not compared (steps or
- * tensors one run only recorded, events past a truncation): any of them
- * not empty, false or 0 makes the comparison not an agreement, whatever
- * "identical" says. traced_steps_truncated is [run A's, run B's]. */
-static const char *const not_compared_keys[] = {"not_compared", "missing_steps", "steps_in_one_run_only",
-                                                "recorded_in_one_run_only", "only_in_a", "only_in_b"};
-
-static bool truthy(json_t *v) {
-    return json_is_true(v) || (json_is_integer(v) && json_integer_value(v) != 0) ||
-           (json_is_array(v) && json_array_size(v)) || (json_is_object(v) && json_object_size(v)) ||
-           (json_is_string(v) && *json_string_value(v));
-}
-
-/* The first key of bisect's document that says something was not
- * compared, or NULL. */
-static const char *bisect_not_compared(json_t *doc) {
-    for (size_t k = 0; k < sizeof not_compared_keys / sizeof not_compared_keys[0]; k++)
-        if (truthy(json_object_get(doc, not_compared_keys[k]))) return not_compared_keys[k];
-    json_t *t = json_object_get(doc, "traced_steps_truncated");
-    if (json_array_size(t) == 2 && !json_equal(json_array_get(t, 0), json_array_get(t, 1)))
-        return "traced_steps_truncated";
+/* The first item of bisect's not_compared list (steps, roots, tensors,
+ * state entries, traces, checkpoints one run only holds) that is not a
+ * truncation, as compact JSON, or NULL. bisect runs with --allow-partial
+ * so that it still names the first difference; what it did not compare is
+ * a difference here, but for traced steps the recorder cut, which
+ * compare_recordings judges (alike in both runs: --allow-partial's). */
+static char *bisect_not_compared(json_t *doc) {
+    json_t *v;
+    size_t k;
+    json_array_foreach(json_object_get(doc, "not_compared"), k, v) {
+        const char *item = json_string_value(json_object_get(v, "item"));
+        if (!item || strcmp(item, "truncated_steps")) return json_dumps(v, JSON_COMPACT);
+    }
     return NULL;
 }
 
@@ -842,13 +803,14 @@ static int compare_runs(const char *self, const char *work, run_t *runs, int i) 
         return DCK_EXIT_TROUBLE;
     }
     r->div_step = -1;
-    const char *nc = bisect_not_compared(r->result);
+    char *nc = bisect_not_compared(r->result);
     if (nc && r->bisect == 0) {
-        char *v = json_dumps(json_object_get(r->result, nc), JSON_COMPACT | JSON_ENCODE_ANY);
-        int e = add_line(r, "bisect compared not everything: %s %s", nc, v ? cli_safe(v) : "");
-        free(v);
+        int e = add_line(r, "not compared (one run only): %s", cli_safe(nc));
+        free(nc);
         if (e) return e;
         r->bisect = 1;
+    } else {
+        free(nc);
     }
     if (r->bisect == 0) return 0;
     /* the earliest step any part names: trajectory, tensor, traced event */
@@ -1297,16 +1259,18 @@ int cmd_repro(int argc, char **argv) {
     for (int k = 0; k < NSIDES; k++) free(ref[k].steps);
     dck_recording_release(&rec1);
     if (rc) goto finish;
+    /* traced steps the recorder cut alike in every run: what lies past the
+     * bound was compared nowhere, so no OK without --allow-partial */
+    bool incomplete = !ndiff && nc.truncated && !o.allow_partial;
     if (!ndiff) {
-        char aside[512] = "";
-        if (nc.state)
-            snprintf(aside, sizeof aside, "; not compared: %ld state entr%s recorded in one run only (%s)", nc.state,
-                     nc.state == 1 ? "y" : "ies", cli_safe(nc.state_eg));
+        char aside[256] = "";
         if (nc.truncated)
-            snprintf(aside + strlen(aside), sizeof aside - strlen(aside),
-                     "%s the events past the recorder's bound in %ld traced step%s (truncated alike in both runs)",
-                     aside[0] ? "," : "; not compared:", nc.truncated, nc.truncated == 1 ? "" : "s");
-        snprintf(title, sizeof title, "reproducible: %d runs, %ld steps, %s%s", nruns, runs[0].records,
+            snprintf(aside, sizeof aside,
+                     "; not compared: the events past the recorder's bound in %ld traced step%s (truncated alike in "
+                     "every run)%s",
+                     nc.truncated, nc.truncated == 1 ? "" : "s", incomplete ? " (--allow-partial accepts them)" : "");
+        snprintf(title, sizeof title, "%s: %d runs, %ld steps, %s%s", incomplete ? "incomplete" : "reproducible", nruns,
+                 runs[0].records,
                  tensors ? "every tensor identical" : "every trajectory record identical (no tensor digests recorded)",
                  aside);
         fprintf(out, "%s\n", title);
@@ -1331,8 +1295,9 @@ int cmd_repro(int argc, char **argv) {
                     first + 1);
     }
     if (doc) {
-        cli_jset(doc, "verdict", json_string(ndiff ? "different" : "reproducible"), &oom);
-        cli_jset(doc, "reproducible", json_boolean(!ndiff), &oom);
+        cli_jset(doc, "verdict", json_string(ndiff ? "different" : incomplete ? "incomplete" : "reproducible"), &oom);
+        cli_jset(doc, "reproducible", json_boolean(!ndiff && !incomplete), &oom);
+        cli_jset(doc, "truncated_steps_not_compared", json_integer(nc.truncated), &oom);
         cli_jset(doc, "steps", json_integer(runs[0].records), &oom);
         cli_jset(doc, "tensors_compared", json_boolean(tensors), &oom);
         json_t *fd = json_null();
@@ -1402,7 +1367,7 @@ int cmd_repro(int argc, char **argv) {
             cli_report_figure(&o.rep, cli_html_runs_figure(CMD, pair));
         }
     }
-    rc = ndiff ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
+    rc = ndiff || incomplete ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
 
 finish:
     if (cli_report_wanted(&o.rep)) {

@@ -201,9 +201,23 @@ DIGESTS=absent exec python3 rec.py
 SH
 expect_exit 0 $DETCHECK repro --workdir d5 -- sh nodig.sh
 expect_grep '^reproducible: 2 runs, 5 steps, every trajectory record identical (no tensor digests recorded)$' out.txt
-# a state entry (optional: start.*) one run only recorded is not compared, and the verdict says so
-expect_exit 0 env STATE_RUN=2 $DETCHECK repro --workdir d6 -- python3 rec.py
-expect_grep '^reproducible: 2 runs, 5 steps, every tensor identical; not compared: 1 state entry recorded in one run only (start.layers.0.weight)$' out.txt
+# a state entry (start.*) one run only recorded: a difference, as every
+# entry one side lacks (issue 30: never agreement)
+expect_exit 1 env STATE_RUN=2 $DETCHECK repro --workdir d6 -- python3 rec.py
+expect_grep '^not reproducible: run 2 differs from run 1 at step 0 ' out.txt
+expect_grep '^state entries recorded in run 2 only: 1, the first start.layers.0.weight at step 0$' out.txt
+# traced steps the recorder cut alike in both runs: the events past the
+# bound were compared nowhere: incomplete (1), unless --allow-partial
+cat > cut.sh <<'SH'
+python3 rec.py || exit
+python3 -c 'import struct,sys; open(sys.argv[1],"wb").write(b"DCKTRAC\0"+struct.pack("<II",1,0)+struct.pack("<BqIB",2,0,0,1))' "$DETCHECK_RECORD/trace.bin"
+SH
+expect_exit 1 $DETCHECK repro --workdir d6b -- sh cut.sh
+expect_grep "^incomplete: 2 runs, 5 steps, every tensor identical; not compared: the events past the recorder's bound in 1 traced step (truncated alike in every run) (--allow-partial accepts them)$" out.txt
+expect_exit 1 $DETCHECK repro --json --workdir d6c -- sh cut.sh
+expect_grep '^{"verdict":"incomplete",' out.txt
+expect_exit 0 $DETCHECK repro --allow-partial --workdir d6d -- sh cut.sh
+expect_grep "^reproducible: 2 runs, 5 steps, every tensor identical; not compared: the events past the recorder's bound in 1 traced step (truncated alike in every run)$" out.txt
 # traced in one run only: a difference (a trace.bin of one step, no event)
 cat > traced.sh <<'SH'
 python3 rec.py || exit
