@@ -107,31 +107,17 @@ same_as l3.json module. ds_zero3_dp2.json    # ZeRO-3: the weights from the part
 # ZeRO-3's Adam state: no deepspeed tool writes it whole, so rebuilt here from
 # the zip members by ZeRO-3's rule (each parameter cut into 2 parts of
 # ceil(numel/2), part r at the same offset of rank r's flat group).
-python3 - "$MC/ds_zero3_dp2" z3_ref.safetensors <<'EOF' || fail "ZeRO-3 reference"
-import json, os, pickle, struct, sys, zipfile
+PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$DCK_TOP/tests/cli" python3 - "$MC/ds_zero3_dp2" z3_ref.safetensors <<'EOF' || fail "ZeRO-3 reference"
+import json, os, struct, sys, zipfile
+from ds_zip_edit import U   # torch.save's pickle, tensors as (storage key, offset)
 root, out = sys.argv[1], sys.argv[2]
 tag = os.path.join(root, open(os.path.join(root, 'latest')).read().strip())
-class T:
-    def __init__(self, st, off, size): self.st, self.off, self.size = st, off, size
-def rebuild(storage, offset, size, stride, *rest): return T(storage, offset, tuple(size))
-class Obj:
-    def __init__(self, *a): self.args = a
-    def __setstate__(self, st): self.state = st
-class OD(dict):
-    def __setstate__(self, st): pass
-class U(pickle.Unpickler):
-    def find_class(self, mod, name):
-        if name == '_rebuild_tensor_v2': return rebuild
-        if mod == 'collections' and name == 'OrderedDict': return OD
-        if mod == 'torch' and name == 'Size': return tuple
-        return type(name, (Obj,), {})
-    def persistent_load(self, pid): return pid[2]
 def load(name):
     z = zipfile.ZipFile(os.path.join(tag, name))
     pkl = [n for n in z.namelist() if n.endswith('/data.pkl')][0]
     return z, pkl[:-8], U(z.open(pkl)).load()
 def raw(z, pre, t, lo, hi):
-    return z.read(pre + 'data/' + t.st)[(t.off + lo) * 4:(t.off + hi) * 4]
+    return z.read(pre + 'data/' + t.key)[(t.off + lo) * 4:(t.off + hi) * 4]
 _, _, model = load('zero_pp_rank_0_mp_rank_00_model_states.pt')
 params = [(k, v) for g in model['param_shapes'] for k, v in g.items()]
 ranks = [load('zero_pp_rank_%d_mp_rank_00_optim_states.pt' % r) for r in range(2)]
