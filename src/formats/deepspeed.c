@@ -750,9 +750,11 @@ static dck_status zero3_span(ds_ctx *c, const char *name, const ds_param *p, con
  * part r at the same offset of rank r's flat groups. Nothing in the
  * checkpoint but param_shapes says where a parameter ends and its padding
  * begins (the module holds empty placeholders, the flat groups only add
- * up), so the padding is never set aside: it is reported, compared, as
- * deepspeed.zero3_padding.NAME, and a param_shapes that makes real elements
- * padding cannot hide them. */
+ * up), so the moments' padding is reported, compared, as
+ * deepspeed.zero3_padding.NAME: DeepSpeed keeps it zero (the gradients'
+ * padding is), and a param_shapes that makes real elements padding shows
+ * there. The fp32 partition's padding is torch.empty's, different in two
+ * identical runs: it is never digested, as at ZeRO-1/2. */
 static dck_status zero3_params(ds_ctx *c, size_t ngroups) {
     const char *opath = fpath(c, c->optim[0]);
     uint64_t *cum = calloc(ngroups + 1, sizeof *cum), *len = calloc(c->world, sizeof *len);
@@ -816,12 +818,13 @@ static dck_status zero3_params(ds_ctx *c, size_t ngroups) {
             /* rank r's part: its elements of the parameter, then what
              * param_shapes makes padding, which goes to the padding tensor */
             ds_param pp = {.nd = 1, .shape = {part * c->world - p->numel}, .numel = part * c->world - p->numel};
+            if (!k) pp.numel = 0; /* fp32_param: torch.empty's */
             if (!s && pp.numel) s = padding_name(pname, sizeof pname, name);
             for (size_t r = 0; r < c->world && !s; r++) {
                 uint64_t real = p->numel > r * part ? p->numel - r * part : 0;
                 if (real > part) real = part;
                 s = zero3_span(c, name, p, fl, cum, g0, ngroups, r, o, 0, real, r * part);
-                if (!s)
+                if (!s && pp.numel)
                     s = zero3_span(c, pname, &pp, fl, cum, g0, ngroups, r, o, real, part, r * part + real - p->numel);
             }
             o += part;
@@ -868,11 +871,11 @@ static dck_status zero3_weights(ds_ctx *c) {
 }
 
 /* ZeRO-3 frozen parameters: the ranks' fragments concatenated, cut to the
- * parameter's size; what they hold beyond it is its padding, compared (as
- * in zero3_params). */
+ * parameter's size (what they hold beyond it is torch.empty's padding,
+ * never digested; the fragments must hold the whole parameter). */
 static dck_status zero3_frozen(ds_ctx *c, const pk_node *shapes) {
     if (none(shapes) || shapes->kind != PK_DICT) return DCK_OK;
-    char path[NAME_MAX_LEN], name[NAME_MAX_LEN], pname[NAME_MAX_LEN];
+    char path[NAME_MAX_LEN], name[NAME_MAX_LEN];
     ds_flat *f = calloc(c->world, sizeof *f);
     dck_status s = f ? DCK_OK : dck_oom(NULL);
     for (size_t i = 0; i < shapes->u.dict.n && !s; i++) {
@@ -893,19 +896,17 @@ static dck_status zero3_frozen(ds_ctx *c, const pk_node *shapes) {
             s = flat_of(c, c->zmodel[r], path, &f[r]);
             held += s ? 0 : f[r].n;
         }
-        if (!s && held < p.numel)
-            s = dck_set_error(DCK_ERR_FORMAT, "%s: frozen parameter %s: the ranks' fragments hold %llu of its %llu "
-                              "elements", fpath(c, c->model), p.name, (unsigned long long)held,
-                              (unsigned long long)p.numel);
-        ds_param pp = {.nd = 1, .shape = {held - p.numel}, .numel = held - p.numel};
-        if (!s && pp.numel) s = padding_name(pname, sizeof pname, name);
+        /* each rank a fragment of ceil(numel / ranks), as DeepSpeed cuts it */
+        uint64_t part = (p.numel + c->world - 1) / c->world;
+        if (!s && held != part * c->world)
+            s = dck_set_error(DCK_ERR_FORMAT, "%s: frozen parameter %s of %llu elements: the ranks' fragments hold "
+                              "%llu, not %zu x %llu", fpath(c, c->model), p.name, (unsigned long long)p.numel,
+                              (unsigned long long)held, c->world, (unsigned long long)part);
         if (!s && !p.numel) s = place(c->ck, name, &p, &f[0], 0, 0, 0);
-        for (uint64_t r = 0, at = 0, pat = 0; r < c->world && !s; r++) {
+        for (uint64_t r = 0, at = 0; r < c->world && !s; r++) {
             uint64_t cnt = f[r].n < p.numel - at ? f[r].n : p.numel - at;
             if (cnt) s = place(c->ck, name, &p, &f[r], 0, at, cnt);
-            if (!s && f[r].n > cnt) s = place(c->ck, pname, &pp, &f[r], cnt, pat, f[r].n - cnt);
             at += cnt;
-            pat += f[r].n - cnt;
         }
     }
     free(f);
