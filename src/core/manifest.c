@@ -2097,6 +2097,8 @@ static const struct {
      * samples of all ranks) as the files claim it */
     {"deepspeed.layout.partition_count*", LS_LAYOUT_STORED},
     {"deepspeed.layout.*", LS_LAYOUT_VALUE},
+    /* ZeRO-3's padding of each parameter, which the partition count decides */
+    {"deepspeed.zero3_padding.*", LS_PER_RANK},
     /* per-rank ShardedObjects: RNG of (pipeline, tensor) rank */
     {"rng_state/shard_*", LS_PER_RANK},
     {"*.rng_state/shard_*", LS_PER_RANK},

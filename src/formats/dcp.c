@@ -406,6 +406,7 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
     if (s) goto done;
     c.mem = (dck_memfile){ck, ck->files[mf->file]->path, 0, false, 0};
     c.label = ck->files[mf->file]->path;
+    uint32_t meta_file = mf->file; /* mf moves when c.files grows */
     if ((s = dck_pk_ctx_create(c.label, NULL, &dck_pk_torch_handlers, &pc))) goto done;
     pk_node *root;
     size_t used;
@@ -519,11 +520,18 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
         }
         size_t nch;
         pk_node **ch = dck_pk_items(dck_pk_get(md, "chunks"), &nch);
-        if (nch == 0) { /* DCP's loaders would create it and fill nothing */
+        if (nch == 0) { /* DCP's loaders create it from .metadata and fill nothing */
             uint64_t nb;
-            if (!dck_shape_bytes((dck_dtype)dtype, gshape, gnd, &nb) && nb == 0) continue;
-            s = dck_set_error(DCK_ERR_LAYOUT, "%s: tensor %s has no chunks: none of its elements is stored", c.label, fqn);
-            break;
+            if (dck_shape_bytes((dck_dtype)dtype, gshape, gnd, &nb) || nb != 0) {
+                s = dck_set_error(DCK_ERR_LAYOUT, "%s: tensor %s has no chunks: none of its elements is stored",
+                                  c.label, fqn);
+                break;
+            }
+            /* with no elements it is still a tensor of the checkpoint (one
+             * side that lacks it differs): an empty piece in .metadata */
+            dck_piece q = {.file = meta_file};
+            memcpy(q.shape, gshape, sizeof *gshape * (size_t)gnd);
+            s = dck_ck_add_piece(ck, name, (dck_dtype)dtype, gshape, gnd, &q);
         }
         for (size_t j = 0; j < nch && !s; j++) {
             int nd1, nd2;

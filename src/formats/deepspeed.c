@@ -726,15 +726,42 @@ static dck_status zero12_group(ds_ctx *c, size_t g, const ds_param *p, size_t np
     return s;
 }
 
+/* The name of tensor name's padding: the elements that DeepSpeed's
+ * partitions hold beyond the size param_shapes gives it. */
+static dck_status padding_name(char *buf, size_t n, const char *name) {
+    if ((size_t)snprintf(buf, n, "deepspeed.zero3_padding.%s", name) >= n)
+        return dck_set_error(DCK_ERR_LIMIT, "tensor name %.60s...: too long", name);
+    return DCK_OK;
+}
+
+/* ZeRO-3: elements [lo, hi) of rank r's part of a parameter (at offset o of
+ * the rank's flat groups, in group g0 or later; cum[g] where group g
+ * starts) as elements [at, at + hi - lo) of tensor name of shape p. */
+static dck_status zero3_span(ds_ctx *c, const char *name, const ds_param *p, const ds_flat *fl, const uint64_t *cum,
+                             size_t g0, size_t ngroups, size_t r, uint64_t o, uint64_t lo, uint64_t hi, uint64_t at) {
+    for (size_t g = g0; g < ngroups && cum[g] < o + hi; g++) {
+        uint64_t a = o + lo > cum[g] ? o + lo : cum[g], b = o + hi < cum[g + 1] ? o + hi : cum[g + 1];
+        if (a < b) DCK_TRY(place(c->ck, name, p, &fl[g * c->world + r], a - cum[g], at + (a - o - lo), b - a));
+    }
+    return DCK_OK;
+}
+
 /* ZeRO-3: every parameter cut into world equal parts (the last padded),
- * part r at the same offset of rank r's flat groups. */
+ * part r at the same offset of rank r's flat groups. Nothing in the
+ * checkpoint but param_shapes says where a parameter ends and its padding
+ * begins (the module holds empty placeholders, the flat groups only add
+ * up), so the moments' padding is reported, compared, as
+ * deepspeed.zero3_padding.NAME: DeepSpeed keeps it zero (the gradients'
+ * padding is), and a param_shapes that makes real elements padding shows
+ * there. The fp32 partition's padding is torch.empty's, different in two
+ * identical runs: it is never digested, as at ZeRO-1/2. */
 static dck_status zero3_params(ds_ctx *c, size_t ngroups) {
     const char *opath = fpath(c, c->optim[0]);
     uint64_t *cum = calloc(ngroups + 1, sizeof *cum), *len = calloc(c->world, sizeof *len);
     ds_flat *fl = calloc(c->world * (ngroups ? ngroups : 1), sizeof *fl);
     ds_state_key *keys = NULL;
     size_t nk = 0;
-    char path[NAME_MAX_LEN], name[NAME_MAX_LEN];
+    char path[NAME_MAX_LEN], name[NAME_MAX_LEN], pname[NAME_MAX_LEN];
     dck_status s = cum && len && fl ? DCK_OK : dck_oom(NULL);
     /* the groups: the same lengths on every rank */
     for (size_t g = 0; g < ngroups && !s; g++) {
@@ -788,13 +815,17 @@ static dck_status zero3_params(ds_ctx *c, size_t ngroups) {
                 continue;
             }
             if (p->numel == 0) s = place(c->ck, name, p, &fl[g0 * c->world], 0, 0, 0);
-            for (size_t r = 0; r < c->world && !s && (uint64_t)r * part < p->numel; r++) {
-                uint64_t cnt = p->numel - r * part < part ? p->numel - r * part : part;
-                for (size_t g = g0; g < ngroups && !s && cum[g] < o + cnt; g++) {
-                    uint64_t lo = o > cum[g] ? o : cum[g], hi = o + cnt < cum[g + 1] ? o + cnt : cum[g + 1];
-                    if (lo < hi)
-                        s = place(c->ck, name, p, &fl[g * c->world + r], lo - cum[g], r * part + (lo - o), hi - lo);
-                }
+            /* rank r's part: its elements of the parameter, then what
+             * param_shapes makes padding, which goes to the padding tensor */
+            ds_param pp = {.nd = 1, .shape = {part * c->world - p->numel}, .numel = part * c->world - p->numel};
+            if (!k) pp.numel = 0; /* fp32_param: torch.empty's */
+            if (!s && pp.numel) s = padding_name(pname, sizeof pname, name);
+            for (size_t r = 0; r < c->world && !s; r++) {
+                uint64_t real = p->numel > r * part ? p->numel - r * part : 0;
+                if (real > part) real = part;
+                s = zero3_span(c, name, p, fl, cum, g0, ngroups, r, o, 0, real, r * part);
+                if (!s && pp.numel)
+                    s = zero3_span(c, pname, &pp, fl, cum, g0, ngroups, r, o, real, part, r * part + real - p->numel);
             }
             o += part;
         }
@@ -840,35 +871,46 @@ static dck_status zero3_weights(ds_ctx *c) {
 }
 
 /* ZeRO-3 frozen parameters: the ranks' fragments concatenated, cut to the
- * parameter's size. */
+ * parameter's size (what they hold beyond it is torch.empty's padding,
+ * never digested; the fragments must hold the whole parameter). */
 static dck_status zero3_frozen(ds_ctx *c, const pk_node *shapes) {
     if (none(shapes) || shapes->kind != PK_DICT) return DCK_OK;
     char path[NAME_MAX_LEN], name[NAME_MAX_LEN];
-    for (size_t i = 0; i < shapes->u.dict.n; i++) {
+    ds_flat *f = calloc(c->world, sizeof *f);
+    dck_status s = f ? DCK_OK : dck_oom(NULL);
+    for (size_t i = 0; i < shapes->u.dict.n && !s; i++) {
         const pk_node *k = shapes->u.dict.keys[i];
         ds_param p = {0};
-        if (k->kind != PK_STR || !shape_of(shapes->u.dict.vals[i], &p))
-            return dck_set_error(DCK_ERR_FORMAT, "%s: frozen_param_shapes: entry %zu is not a name and a shape",
-                                 fpath(c, c->model), i);
+        if (k->kind != PK_STR || !shape_of(shapes->u.dict.vals[i], &p)) {
+            s = dck_set_error(DCK_ERR_FORMAT, "%s: frozen_param_shapes: entry %zu is not a name and a shape",
+                              fpath(c, c->model), i);
+            break;
+        }
         p.name = k->u.s.p;
         snprintf(name, sizeof name, "module.%s", p.name);
         long ph = sfind(c, c->model, name);
         if (ph >= 0) c->used[ph] = 1;
         snprintf(path, sizeof path, "frozen_param_fragments.%s", p.name);
-        uint64_t at = 0;
-        for (size_t r = 0; r < c->world && at < p.numel; r++) {
-            ds_flat f;
-            DCK_TRY(flat_of(c, c->zmodel[r], path, &f));
-            uint64_t cnt = f.n < p.numel - at ? f.n : p.numel - at;
-            DCK_TRY(place(c->ck, name, &p, &f, 0, at, cnt));
+        uint64_t held = 0;
+        for (size_t r = 0; r < c->world && !s; r++) {
+            s = flat_of(c, c->zmodel[r], path, &f[r]);
+            held += s ? 0 : f[r].n;
+        }
+        /* each rank a fragment of ceil(numel / ranks), as DeepSpeed cuts it */
+        uint64_t part = (p.numel + c->world - 1) / c->world;
+        if (!s && held != part * c->world)
+            s = dck_set_error(DCK_ERR_FORMAT, "%s: frozen parameter %s of %llu elements: the ranks' fragments hold "
+                              "%llu, not %zu x %llu", fpath(c, c->model), p.name, (unsigned long long)p.numel,
+                              (unsigned long long)held, c->world, (unsigned long long)part);
+        if (!s && !p.numel) s = place(c->ck, name, &p, &f[0], 0, 0, 0);
+        for (uint64_t r = 0, at = 0; r < c->world && !s; r++) {
+            uint64_t cnt = f[r].n < p.numel - at ? f[r].n : p.numel - at;
+            if (cnt) s = place(c->ck, name, &p, &f[r], 0, at, cnt);
             at += cnt;
         }
-        if (at < p.numel)
-            return dck_set_error(DCK_ERR_FORMAT, "%s: frozen parameter %s: the ranks' fragments hold %llu of its %llu "
-                                 "elements", fpath(c, c->model), p.name, (unsigned long long)at,
-                                 (unsigned long long)p.numel);
     }
-    return DCK_OK;
+    free(f);
+    return s;
 }
 
 /* ------------------------------------------------------------------ values */

@@ -90,6 +90,16 @@ def stray_storage(fqn, offsets):
     return edit
 
 
+def add_empty(fqn, size, dtype):
+    """A tensor of no elements that .metadata declares with no chunks (a
+    sharded save whose ranks held none of it): DCP's loaders create it."""
+    def edit(m):
+        from torch.distributed.checkpoint.metadata import TensorProperties, TensorStorageMetadata
+        m.state_dict_metadata[fqn] = TensorStorageMetadata(
+            properties=TensorProperties(dtype=dtype), size=torch.Size(size), chunks=[])
+    return edit
+
+
 DUP_MARK = "\x01dup\x01"
 
 
@@ -130,6 +140,8 @@ CASES = {
     "length_long": set_length("model.bias", 4),
     "stray_storage": stray_storage("model.bias", (3,)),
     "duplicate_storage": duplicate_storage("model.bias", "model.w"),
+    # a tensor without elements, and so without chunks
+    "empty_tensor": add_empty("model.gone", (0, 4), torch.bfloat16),
 }
 
 

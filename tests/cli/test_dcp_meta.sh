@@ -42,7 +42,7 @@ dcp2    length_beyond_file         __1_0.distcp  truncated: chunk of model.bias 
 EOF
 # and copies rewritten without a change: they read as the originals, so the
 # rewrite itself is not what the rows see. One Python for all (torch loads once).
-{ printf '%s none\n' dcp1 dcp2 dcp_raw; awk '{print $1, $2}' rows; } > cases
+{ printf '%s none\n' dcp1 dcp2 dcp_raw; echo dcp1 empty_tensor; awk '{print $1, $2}' rows; } > cases
 set +e; "$PY" "$DCK_TOP/tests/cli/dcp_meta_edit.py" "$FXD" < cases; rc=$?; set -e
 [ "$rc" -ne 77 ] || skip "$PY cannot import torch.distributed.checkpoint: no .metadata to rewrite"
 [ "$rc" -eq 0 ] || fail "dcp_meta_edit.py: exit $rc"
@@ -64,4 +64,28 @@ expect_exit 2 "$DETCHECK" diff "$FXD/dcp1" dcp1_dtype_bf16
 expect_grep "model.bias at byte 7852 is stored as F32, .metadata says BF16" err.txt
 expect_exit 2 "$DETCHECK" verify dcp1_dtype_bf16 --golden dcp1.yaml
 expect_grep "model.bias at byte 7852 is stored as F32, .metadata says BF16" err.txt
+
+# A tensor that .metadata declares is part of the checkpoint, elements or
+# none: model.gone, BF16 [0, 4] without chunks (DCP's loaders create it),
+# is reported with the digest of an empty BF16 [0, 4] tensor (the same as a
+# safetensors file's, detcheck-digest(7)), and one side that lacks it differs.
+"$DETCHECK" hash -q dcp1_empty_tensor -o empty.yaml || fail "hash dcp1_empty_tensor"
+expect_grep '{name: model.gone, group: weights, dtype: BF16, shape: \[0, 4\], digest: ' empty.yaml
+python3 - <<'EOF2' || fail "empty.safetensors"
+import json, struct
+h = json.dumps({"model.gone": {"dtype": "BF16", "shape": [0, 4], "data_offsets": [0, 0]}}).encode()
+open("empty.safetensors", "wb").write(struct.pack("<Q", len(h)) + h)
+EOF2
+"$DETCHECK" hash -q empty.safetensors -o st.yaml || fail "hash empty.safetensors"
+[ "$(grep -o 'name: model.gone.*digest: [0-9a-f]*' st.yaml)" = "$(grep -o 'name: model.gone.*digest: [0-9a-f]*' empty.yaml)" ] ||
+    fail "model.gone: the DCP and safetensors digests differ"
+ok
+expect_exit 1 "$DETCHECK" diff "$FXD/dcp1" dcp1_empty_tensor
+expect_grep "model.gone" out.txt
+expect_exit 1 "$DETCHECK" diff dcp1_empty_tensor "$FXD/dcp1"
+expect_exit 1 "$DETCHECK" verify dcp1_empty_tensor --golden dcp1.yaml
+expect_grep "model.gone" out.txt
+expect_exit 1 "$DETCHECK" verify "$FXD/dcp1" --golden empty.yaml
+expect_grep "model.gone" out.txt
+expect_exit 0 "$DETCHECK" verify dcp1_empty_tensor --golden empty.yaml
 done_ok

@@ -107,31 +107,17 @@ same_as l3.json module. ds_zero3_dp2.json    # ZeRO-3: the weights from the part
 # ZeRO-3's Adam state: no deepspeed tool writes it whole, so rebuilt here from
 # the zip members by ZeRO-3's rule (each parameter cut into 2 parts of
 # ceil(numel/2), part r at the same offset of rank r's flat group).
-python3 - "$MC/ds_zero3_dp2" z3_ref.safetensors <<'EOF' || fail "ZeRO-3 reference"
-import json, os, pickle, struct, sys, zipfile
+PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$DCK_TOP/tests/cli" python3 - "$MC/ds_zero3_dp2" z3_ref.safetensors <<'EOF' || fail "ZeRO-3 reference"
+import json, os, struct, sys, zipfile
+from ds_zip_edit import U   # torch.save's pickle, tensors as (storage key, offset)
 root, out = sys.argv[1], sys.argv[2]
 tag = os.path.join(root, open(os.path.join(root, 'latest')).read().strip())
-class T:
-    def __init__(self, st, off, size): self.st, self.off, self.size = st, off, size
-def rebuild(storage, offset, size, stride, *rest): return T(storage, offset, tuple(size))
-class Obj:
-    def __init__(self, *a): self.args = a
-    def __setstate__(self, st): self.state = st
-class OD(dict):
-    def __setstate__(self, st): pass
-class U(pickle.Unpickler):
-    def find_class(self, mod, name):
-        if name == '_rebuild_tensor_v2': return rebuild
-        if mod == 'collections' and name == 'OrderedDict': return OD
-        if mod == 'torch' and name == 'Size': return tuple
-        return type(name, (Obj,), {})
-    def persistent_load(self, pid): return pid[2]
 def load(name):
     z = zipfile.ZipFile(os.path.join(tag, name))
     pkl = [n for n in z.namelist() if n.endswith('/data.pkl')][0]
     return z, pkl[:-8], U(z.open(pkl)).load()
 def raw(z, pre, t, lo, hi):
-    return z.read(pre + 'data/' + t.st)[(t.off + lo) * 4:(t.off + hi) * 4]
+    return z.read(pre + 'data/' + t.key)[(t.off + lo) * 4:(t.off + hi) * 4]
 _, _, model = load('zero_pp_rank_0_mp_rank_00_model_states.pt')
 params = [(k, v) for g in model['param_shapes'] for k, v in g.items()]
 ranks = [load('zero_pp_rank_%d_mp_rank_00_optim_states.pt' % r) for r in range(2)]
@@ -189,7 +175,7 @@ EOF
     same_as "pad_ref_$f.json" "" "pad_$f.json"
     n=$((n + 1))
 done
-[ "$n" -eq 7 ] || fail "$n ds_padding fixtures, not 7"
+[ "$n" -eq 8 ] || fail "$n ds_padding fixtures, not 8"
 # names and groups at a glance; nothing in storage form, no per-file names
 for f in ds_zero1_dp1 ds_zero2_dp2 ds_zero3_dp2 ds_zero2_dp2_universal; do
     expect_grep '{name: module.0.weight, group: weights, dtype: F32, shape: \[48, 32\]' "$f.yaml"
@@ -270,35 +256,11 @@ expect_grep "badtag/latest names global_step9" err.txt
 
 # param_shapes against what is stored (issue 30, part 7): ds_zero2_dp2's last
 # parameter 4.bias (64,) said to be (61,): 3 real elements would be taken for
-# the 2 x ranks padding and never compared. patch_pkl FILE REGEX: in the
-# pickle, the first match of REGEX (its group 1 a BININT1 size byte 64, '@')
-# becomes 61 ('='), in place, the zip's CRCs set again.
-patch_pkl() {
-    python3 - "$@" <<'EOF' || fail "patch_pkl $*"
-import re, struct, sys, zipfile, zlib
-path, rx = sys.argv[1], sys.argv[2].encode()
-z = zipfile.ZipFile(path)
-info = [i for i in z.infolist() if i.filename.endswith('/data.pkl')][0]
-z.close()
-b = bytearray(open(path, 'rb').read())
-name_len, extra_len = struct.unpack('<HH', b[info.header_offset + 26:info.header_offset + 30])
-start = info.header_offset + 30 + name_len + extra_len
-pkl = b[start:start + info.file_size]
-m = re.search(rx, bytes(pkl), re.S)
-assert m and pkl[m.start(1)] == 0x40, 'pattern not found'
-pkl[m.start(1)] = 0x3d
-b[start:start + info.file_size] = pkl
-crc = struct.pack('<I', zlib.crc32(bytes(pkl)))
-b[info.header_offset + 14:info.header_offset + 18] = crc
-cd = b.find(b'PK\x01\x02', start)
-while cd >= 0:
-    n = struct.unpack('<H', b[cd + 28:cd + 30])[0]
-    if b[cd + 46:cd + 46 + n] == info.filename.encode():
-        b[cd + 16:cd + 20] = crc
-    cd = b.find(b'PK\x01\x02', cd + 4)
-open(path, 'wb').write(b)
-EOF
-}
+# the 2 x ranks padding and never compared. patch_pkl FILE REGEX [HEX]: in the
+# pickle, the first match of REGEX (its group 1 a BININT1 size byte) becomes
+# HEX (3d: 61), in place, the zip's CRCs set again (ds_zip_edit.py).
+ZE="$DCK_TOP/tests/cli/ds_zip_edit.py"
+patch_pkl() { python3 "$ZE" "$1" byte "$2" "${3:-3d}" || fail "patch_pkl $*"; }
 ms=global_step3/mp_rank_00_model_states.pt
 mk shape61 ds_zero2_dp2
 patch_pkl "shape61/$ms" '4\.bias.{4}K(@)\x85.{2}\x85.{2}R'   # param_shapes' torch.Size((64,))
@@ -317,6 +279,64 @@ mk uni61 ds_zero2_dp2_universal
 patch_pkl "uni61/global_step3_universal/mp_rank_00_model_states.pt" '4\.bias.*?K(@)\x85.{2}K\x01\x85'
 expect_exit 2 "$DETCHECK" hash uni61
 expect_grep "zero/4.bias/[a-z_0-9]*.pt: \[64\], the module's tensor 4.bias is \[61\] (.*mp_rank_00_model_states.pt)" err.txt
+
+# ZeRO-3 (issue 30): each parameter cut into ceil(numel / ranks) per rank,
+# and nothing but param_shapes says where it ends (the module holds empty
+# placeholders), so what param_shapes calls padding in the Adam moments
+# (zero as DeepSpeed writes them) is reported and compared, as
+# deepspeed.zero3_padding.NAME: a param_shapes shortened by up to ranks - 1
+# (the same in both copies) cannot hide a real change there. The fp32
+# partitions' padding is torch.empty's: never digested.
+# ds_zero3_dp2's padding-free sizes report none (40 tensors above);
+# z3_dp3_f32 (prime sizes, DP 3) reports each parameter's, of DeepSpeed's
+# sizes (w1: 77 elements in 3 x 26, b1 and ln: 7 in 3 x 3).
+"$DETCHECK" hash -q -o z3.yaml "$DP/z3_dp3_f32" || fail "hash z3_dp3_f32"
+expect_grep '{name: deepspeed.zero3_padding.optimizer.state.exp_avg.w1, group: optimizer, dtype: F32, shape: \[1\]' z3.yaml
+expect_no_grep 'deepspeed.zero3_padding.optimizer.state.fp32_param' z3.yaml
+expect_no_grep 'deepspeed.zero3_padding.module' z3.yaml
+expect_grep '{name: deepspeed.zero3_padding.optimizer.state.exp_avg_sq.ln, group: optimizer, dtype: F32, shape: \[2\]' z3.yaml
+[ "$(grep -c '^- {name: deepspeed.zero3_padding\.' z3.yaml)" -eq 10 ] || fail "z3_dp3_f32: not 10 padding tensors"
+ok
+# 4.bias (64,) said to be (63,) in both ranks' model files; in lie2 also
+# exp_avg's element 63 of 4.bias (the last of rank 1's flat group) changed
+mk lie ds_zero3_dp2
+for r in 0 1; do
+    patch_pkl "lie/global_step3/zero_pp_rank_${r}_mp_rank_00_model_states.pt" '4\.bias.{4}K(@)\x85.{2}\x85.{2}R' 3f
+done
+cp -r lie lie2
+python3 "$ZE" lie2/global_step3/zero_pp_rank_1_mp_rank_00_optim_states.pt elem \
+    optimizer_state_dict.optimizer_state_dict.state.0.exp_avg 2663 || fail "edit lie2"
+"$DETCHECK" hash -q -o lie.yaml lie || fail "hash lie"
+expect_grep '{name: module.4.bias, group: weights, dtype: F32, shape: \[63\]' lie.yaml
+expect_grep '{name: deepspeed.zero3_padding.optimizer.state.exp_avg.4.bias, group: optimizer, dtype: F32, shape: \[1\]' lie.yaml
+expect_exit 1 "$DETCHECK" diff lie lie2
+expect_grep "^differ  deepspeed.zero3_padding.optimizer.state.exp_avg.4.bias " out.txt
+expect_exit 1 "$DETCHECK" verify --golden lie.yaml lie2
+expect_grep "differs  deepspeed.zero3_padding.optimizer.state.exp_avg.4.bias" out.txt
+expect_exit 0 "$DETCHECK" diff lie lie
+# z3_dp3_f32, DP 3: b2 (5,) said to be (4,); in z3lie2 element 4 of b2's
+# exp_avg (rank 2's, at 12 of group 1) changed
+mkd() { rm -rf "$1" && cp -r "$DP/$2" "$1" && chmod -R u+w "$1"; }
+mkd z3lie z3_dp3_f32
+for r in 0 1 2; do
+    m="z3lie/global_step3/zero_pp_rank_${r}_mp_rank_00_model_states.pt"
+    patch_pkl "$m" 'param_shapes.*?h\(hLK(\x05)\x85' 04
+done
+cp -r z3lie z3lie2
+python3 "$ZE" z3lie2/global_step3/zero_pp_rank_2_mp_rank_00_optim_states.pt elem \
+    optimizer_state_dict.optimizer_state_dict.state.1.exp_avg 12 || fail "edit z3lie2"
+"$DETCHECK" hash -q -o z3lie.yaml z3lie || fail "hash z3lie"
+expect_grep '{name: module.b2, group: weights, dtype: F32, shape: \[4\]' z3lie.yaml
+expect_exit 1 "$DETCHECK" verify --golden z3lie.yaml z3lie2
+expect_grep "differs  deepspeed.zero3_padding.optimizer.state.exp_avg.b2" out.txt
+expect_grep "40 of 41 golden tensors identical" out.txt
+expect_exit 1 "$DETCHECK" diff z3lie z3lie2
+# another layout (ZeRO-2 at DP 3): the padding is layout state, set aside
+# and named, never part of an OK without --accept-layout-state
+"$DETCHECK" hash -q -o z2dp3.yaml "$DP/z2_dp3_f32" || fail "hash z2_dp3_f32"
+expect_exit 1 "$DETCHECK" verify --golden z2dp3.yaml "$DP/z3_dp3_f32" --exclude 'optimizer.*' --exclude 'module.*'
+expect_grep "layout   deepspeed.zero3_padding.optimizer.state.exp_avg.b1 (in checkpoint only)" out.txt
+expect_grep "^NOT COMPARED: " out.txt
 
 # tensor parallelism and pipeline stages are refused, not misread
 mk tp ds_zero2_dp2
