@@ -118,6 +118,9 @@ int cli_getopt(int argc, char **argv, const char *own_short, const struct option
 /* One shared option by its code (a command's alias calls it too): 1 done,
  * 0 not a shared option, -1 misuse (usage message printed). */
 int cli_shared_option(cli_shared *sh, int code, const char *arg);
+/* What an OK leaves out, said with it: "; left out by --exclude: 'G1',
+ * 'G2'" on f (nothing without --exclude). */
+void cli_print_excluded(FILE *f, const cli_shared *sh);
 /* --tp-split: appends a rule (argv strings outlive the command) to o;
  * cli_check_megatron, after the options, refuses rules with
  * --megatron-per-rank (the commands set o->megatron_merge: merging is the

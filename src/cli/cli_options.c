@@ -161,3 +161,8 @@ int cli_getopt(int argc, char **argv, const char *own_short, const struct option
         }
     }
 }
+
+void cli_print_excluded(FILE *f, const cli_shared *sh) {
+    for (size_t g = 0; g < sh->nexclude; g++)
+        fprintf(f, "%s'%s'", g ? ", " : "; left out by --exclude: ", cli_safe(sh->exclude[g]));
+}

@@ -68,6 +68,7 @@ static const char diff_help[] =
 
 /* --accept-layout-state: what was set aside is accepted (printed so) */
 static bool layout_accepted;
+static const cli_shared *diff_shared; /* for what --exclude left out */
 static const char *C_RED = "\033[31m", *C_GREEN = "\033[32m", *C_YELLOW = "\033[33m",
                   *C_BOLD = "\033[1m", *C_OFF = "\033[0m";
 static int use_color;
@@ -391,7 +392,9 @@ static void print_table(const dck_diff_result *r, const char *pa, const char *pb
         if (r->count[s]) printf(", %zu %s", r->count[s], dck_diff_status_name((dck_diff_status)s));
     if (r->nvalues) printf(", %zu value%s", r->nvalues, r->nvalues == 1 ? " differs" : "s differ");
     if (naside) printf(", %zu not compared%s", naside, layout_accepted ? " (accepted)" : "");
-    printf(")\n");
+    printf(")");
+    if (diff_shared) cli_print_excluded(stdout, diff_shared);
+    printf("\n");
 }
 
 /* ------------------------------------------------------------------ JSON */
@@ -669,6 +672,7 @@ int cmd_diff(int argc, char **argv) {
     if (cli_report_check(&rep, json, (const char *const *)argv + optind, 2)) return DCK_EXIT_TROUBLE;
     opt.exclude = sh.exclude;
     opt.nexclude = sh.nexclude;
+    diff_shared = &sh;
     opt.ignore_aliases = sh.ignore_aliases;
     opt.require_rank_state = sh.require_rank_state;
     opt.accept_layout_state = sh.accept_layout_state;

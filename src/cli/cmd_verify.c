@@ -352,7 +352,9 @@ int cmd_verify(int argc, char **argv) {
             printf("NOT COMPARED: %zu entr%s of layout state against %s (--accept-layout-state accepts them); "
                    "%zu tensors identical\n", aside.n, aside.n == 1 ? "y" : "ies", cli_safe(golden_path), r.tensors_equal);
         } else if (!r.n) {
-            printf("OK: %zu tensors identical to %s (root %s)\n", r.tensors_equal, cli_safe(golden_path), ha);
+            printf("OK: %zu tensors identical to %s (root %s)", r.tensors_equal, cli_safe(golden_path), ha);
+            cli_print_excluded(stdout, &sh);
+            printf("\n");
         } else {
             printf("DIFFERENT: %zu difference%s against %s; first: %s\n", r.n, r.n == 1 ? "" : "s",
                    cli_safe(golden_path), cli_safe(first));

@@ -156,6 +156,8 @@ expect_eq "$(python3 -c "import json; d = json.load(open('out.txt')); print(d['d
     "transformer.wte.weight" "verify JSON alias_of"
 expect_exit 0 "$DETCHECK" verify --ignore-aliases --golden st.yaml "$L/hf_bin"
 expect_exit 0 "$DETCHECK" verify --exclude 'lm_head.*' --golden st.yaml "$L/hf_bin"
+# an OK says what --exclude left out of it
+expect_grep "^OK: .*; left out by --exclude: 'lm_head\.\*'$" out.txt
 expect_exit 1 "$DETCHECK" verify --exclude 'nothing*' --golden st.yaml "$L/hf_bin"
 # a manifest on the checkpoint side cannot tell: plain "extra"
 expect_exit 1 "$DETCHECK" verify --golden st.yaml bin.yaml
