@@ -49,6 +49,11 @@ dck_status cli_create_new(const char *path, int *fd);
  * own path (dir absolute: nothing above it swapped). The error says how
  * it changed. */
 dck_status cli_dir_unchanged(const char *dir, dev_t dev, ino_t ino);
+/* The same file of several runs (RUN/trajectory.jsonl of each), after the
+ * runs: each its own, not a symbolic link and no two the same file (a hard
+ * link to another run's); absent ones pass. At most 8; the error names
+ * the path (and the other). */
+dck_status cli_run_files_own(const char *const *paths, size_t n);
 /* Runs argv with stdin from /dev/null, stdout and stderr into files
  * (created new: cli_create_new) and the variables of env (NAME, VALUE
  * pairs; VALUE NULL unsets NAME; a NULL NAME ends the list) set, in its own
@@ -63,7 +68,8 @@ int cli_run_child(char *const *argv, const char *const *env, const char *out, co
 /* cli_run_child's status in words: "exited with status 3", "was killed by
  * signal 9 (Killed)", "did not finish within T s (--timeout)..." */
 void cli_run_describe(int st, double timeout, char *buf, size_t len);
-/* The last `lines` lines of a file (of its last 64 KiB), malloc'd, or NULL. */
+/* The last `lines` lines of a file (of its last 64 KiB), malloc'd, or NULL
+ * (also for a symbolic link there: a log is read back only when ours). */
 char *cli_file_tail(const char *path, int lines);
 /* The tail of a failed run's stderr as error lines ("its stderr, last N
  * lines (PATH):", then each line indented), or that it is empty. */

@@ -52,6 +52,22 @@ dck_status cli_dir_unchanged(const char *dir, dev_t dev, ino_t ino) {
     return how ? dck_set_error(DCK_ERR_IO, "%s %s", dir, how) : DCK_OK;
 }
 
+dck_status cli_run_files_own(const char *const *paths, size_t n) {
+    struct stat st[8];
+    if (n > sizeof st / sizeof st[0]) return dck_set_error(DCK_ERR_INVALID, "cli_run_files_own: %zu files", n);
+    for (size_t i = 0; i < n; i++) {
+        if (lstat(paths[i], &st[i]) != 0) {
+            st[i].st_ino = 0; /* absent: said where it matters */
+            continue;
+        }
+        if (S_ISLNK(st[i].st_mode)) return dck_set_error(DCK_ERR_IO, "%s is a symbolic link", paths[i]);
+        for (size_t j = 0; j < i; j++)
+            if (st[j].st_ino && st[j].st_dev == st[i].st_dev && st[j].st_ino == st[i].st_ino)
+                return dck_set_error(DCK_ERR_IO, "%s is the same file as %s", paths[i], paths[j]);
+    }
+    return DCK_OK;
+}
+
 int cli_run_child(char *const *argv, const char *const *env, const char *out, const char *err, double timeout,
                   double *seconds) {
     struct timespec t0, t;
@@ -136,7 +152,7 @@ void cli_run_describe(int st, double timeout, char *buf, size_t len) {
 }
 
 char *cli_file_tail(const char *path, int lines) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK); /* a link planted there is not ours */
     if (fd < 0) return NULL;
     struct stat st;
     char *buf = NULL;

@@ -310,6 +310,14 @@ static int compare_runs(ctx_t *x, const char *a, const char *b, check_t *ck) {
     snprintf(pb, sizeof pb, "%s/%s/%s", x->work, b, DCK_TRAJECTORY);
     dck_traj_rec *ra = NULL, *rb = NULL;
     size_t na = 0, nb = 0;
+    /* each run's own (a launcher is the user's command: it may have
+     * linked a file to another run's) */
+    const char *const own[2] = {pa, pb};
+    if (cli_run_files_own(own, 2)) {
+        snprintf(ck->what, sizeof ck->what, "%s: a run's recording must be its own; nothing is compared",
+                 dck_last_error());
+        return ck->result = 2;
+    }
     dck_status s = dck_traj_load(pa, &ra, &na);
     if (!s) s = dck_traj_load(pb, &rb, &nb);
     if (s) {
@@ -326,7 +334,16 @@ static int compare_runs(ctx_t *x, const char *a, const char *b, check_t *ck) {
     long steps = x->c->steps, lack_a = dck_traj_first_missing(ra, na, 1, steps),
          lack_b = dck_traj_first_missing(rb, nb, 1, steps);
     long gap = lack_a >= 0 && (lack_b < 0 || lack_a <= lack_b) ? lack_a : lack_b;
-    if (gap >= 0 && (!diff || gap <= step)) {
+    /* a root digest one run holds at a step both hold: compared nowhere
+     * unless it is a difference of its own */
+    bool root_a = false;
+    long root = dck_traj_root_unmatched(ra, na, rb, nb, 1, steps, &root_a);
+    if (root >= 0 && (!diff || root < step) && (gap < 0 || root < gap)) {
+        diff = 1;
+        step = root;
+        snprintf(what, sizeof what, "the root digest of step %ld is missing from the %s run's trajectory (the %s run "
+                 "recorded it)", root, root_a ? "resumed" : "reference", root_a ? "reference" : "resumed");
+    } else if (gap >= 0 && (!diff || gap <= step)) {
         diff = 1;
         step = gap;
         snprintf(what, sizeof what, "step %ld is missing from the %s run's trajectory (%zu and %zu records)", gap,
@@ -355,7 +372,10 @@ static int compare_runs(ctx_t *x, const char *a, const char *b, check_t *ck) {
     ma = da ? dck_path_join(da, DCK_CKPT_MANIFEST) : NULL;
     mb = db ? dck_path_join(db, DCK_CKPT_MANIFEST) : NULL;
     dck_manifest *A = NULL, *B = NULL;
-    s = ma && mb ? dck_manifest_load(ma, &A) : dck_oom(CMD);
+    const char *const steps_own[2] = {da, db}, *const manifests_own[2] = {ma, mb};
+    if (!ma || !mb) s = dck_oom(CMD);
+    else if (cli_run_files_own(steps_own, 2) || cli_run_files_own(manifests_own, 2)) s = DCK_ERR_IO;
+    else s = dck_manifest_load(ma, &A);
     if (!s) s = dck_manifest_load(mb, &B);
     if (!s) {
         dck_cmp_result r;
@@ -504,6 +524,15 @@ int cmd_resume_check(int argc, char **argv) {
         return DCK_EXIT_TROUBLE;
     }
     free(log);
+    /* the run folders as their runs left them, re-checked after every
+     * later run (a launcher is the user's command) */
+    char ref_dir[DCK_TRAIN_PATH + 16];
+    struct stat ref_st;
+    snprintf(ref_dir, sizeof ref_dir, "%s/reference", work);
+    if (lstat(ref_dir, &ref_st) != 0 || !S_ISDIR(ref_st.st_mode)) {
+        cli_error(CMD, "%s: the reference run left no folder there", ref_dir);
+        return DCK_EXIT_TROUBLE;
+    }
     cli_progress_steps(pdone += (uint64_t)c.steps, ptotal);
     for (int i = 0; i < nat && worst < 2; i++) {
         long K = ats[i], E = c.ckpt_every > 0 ? c.ckpt_every : K;
@@ -520,6 +549,8 @@ int cmd_resume_check(int argc, char **argv) {
             bool ok = r != 0 && r != -1 && r != -2 && r != 2;
             char dir[DCK_TRAIN_PATH + 80];
             snprintf(dir, sizeof dir, "%s/%s", work, ck->name);
+            struct stat run_st;
+            if (ok && (lstat(dir, &run_st) != 0 || !S_ISDIR(run_st.st_mode))) ok = false;
             if (ok && !exists(dir, K, DCK_CKPT_MARKER)) ok = false;
             if (ok && kind && exists(dir, D, DCK_CKPT_MARKER)) ok = false;
             if (!ok) {
@@ -553,6 +584,13 @@ int cmd_resume_check(int argc, char **argv) {
             }
             free(log);
             cli_progress_steps(pdone += (uint64_t)(c.steps - K), ptotal);
+            if (cli_dir_unchanged(ref_dir, ref_st.st_dev, ref_st.st_ino) ||
+                cli_dir_unchanged(dir, run_st.st_dev, run_st.st_ino)) {
+                snprintf(ck->what, sizeof ck->what, "%s (replaced during the runs): its recording would not be its "
+                         "own; nothing is compared", dck_last_error());
+                ck->result = worst = 2;
+                break;
+            }
             compare_runs(&x, "reference", ck->name, ck);
             if (ck->result > worst) worst = ck->result;
             if (!f.json) {

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <math.h>
@@ -28,6 +29,8 @@
 #include <unistd.h>
 
 #define CMD "resume-check"
+/* CAUSE_MAX: a cause's text, one recorded name whole and words */
+enum { CAUSE_MAX = DCK_REC_NAME_MAX + 1024 };
 enum { MAX_STOPS = 64, TAIL_LINES = 20, MAX_STOP_JSON = 1 << 16, MAX_TRAJ_LINE = 1 << 16 };
 
 static void usage(FILE *out) {
@@ -197,6 +200,8 @@ static int parse_args(int argc, char **argv, uopts *o, bool *help) {
 typedef struct {
     char label[64];                                  /* "the uninterrupted run", "the stop run at 5" */
     char dir[PATH_MAX], ckpt[PATH_MAX], out[PATH_MAX], err[PATH_MAX];
+    dev_t dev;                                       /* the folder as created (re-checked after each run) */
+    ino_t ino;
     int status;
     double seconds;
     dck_traj_rec *traj;
@@ -237,8 +242,14 @@ static void vtrouble(verdict *v, const char *err, const char *cmdline, const cha
     free(v->error);
     v->error = NULL;
     if (text && cmdline && asprintf(&v->error, "%s: %s", text, cmdline) < 0) v->error = NULL;
-    if (cmdline) cli_error(CMD, "%s: %s", text ? cli_safe_line(text) : "trouble", cmdline);
-    else cli_error(CMD, "%s", text ? cli_safe_line(text) : "out of memory");
+    if (cmdline) {
+        /* not through cli_error, whose quoting would turn the newlines
+         * inside the shell quotes into \x0a, which sh reads as text */
+        cli_progress_clear();
+        fprintf(stderr, "detcheck %s: error: %s: %s\n", CMD, text ? cli_safe_line(text) : "trouble", cmdline);
+    } else {
+        cli_error(CMD, "%s", text ? cli_safe_line(text) : "out of memory");
+    }
     if (!cmdline) v->error = text, text = NULL;
     free(text);
     v->rc = DCK_EXIT_TROUBLE;
@@ -301,14 +312,44 @@ static bool absent(const char *path) {
     return lstat(path, &st) != 0 && errno == ENOENT;
 }
 
+/* The files a run records: each run's own, re-checked after every run. */
+static const char *const recorded_files[] = {DCK_TRAJECTORY, DCK_RECORD_FILE, DCK_TRACE_FILE, "stop.json"};
+
+/* After a run of the user's command (which may have touched anything in
+ * the work folder): every run folder so far is still the folder detcheck
+ * created, and what they recorded is their own (not a link, not another
+ * run's file): a folder or file swapped for another run's would have a
+ * run compared with itself. runs[n - 1] is the run that just ended. */
+static void check_runs(const urun *const *runs, int n, verdict *v) {
+    for (int i = 0; i < n && !v->rc; i++)
+        if (cli_dir_unchanged(runs[i]->dir, runs[i]->dev, runs[i]->ino))
+            trouble(v, NULL, "%s's folder %s (replaced during %s): its recording would not be its own; nothing is "
+                             "compared",
+                    runs[i]->label, dck_last_error(), runs[n - 1]->label);
+    for (size_t k = 0; k < sizeof recorded_files / sizeof recorded_files[0] && !v->rc; k++) {
+        char *paths[3] = {NULL, NULL, NULL};
+        bool oom = false;
+        for (int i = 0; i < n; i++) oom |= !(paths[i] = dck_path_join(runs[i]->dir, recorded_files[k]));
+        if (oom) trouble(v, NULL, "out of memory");
+        else if (cli_run_files_own((const char *const *)paths, (size_t)n))
+            trouble(v, NULL, "%s (after %s): a run's recording must be its own; nothing is compared", dck_last_error(),
+                    runs[n - 1]->label);
+        for (int i = 0; i < n; i++) free(paths[i]);
+    }
+}
+
 /* Runs one run and reads what it recorded. Returns 0; on trouble sets v.
- * expect_kill: the run must end by SIGKILL (--kill's stop run). */
+ * expect_kill: the run must end by SIGKILL (--kill's stop run); earlier:
+ * the runs before it (at most 2), re-checked with it. */
 static void run_one(const uopts *o, urun *r, const char *launcher, const char *const *env, bool expect_kill,
-                    verdict *v) {
-    if (mkdir(r->dir, 0777) != 0) {
+                    const urun *const *earlier, int nearlier, verdict *v) {
+    struct stat dst;
+    if (mkdir(r->dir, 0777) != 0 || lstat(r->dir, &dst) != 0) {
         trouble(v, NULL, "%s: cannot create: %s", r->dir, strerror(errno));
         return;
     }
+    r->dev = dst.st_dev;
+    r->ino = dst.st_ino;
     if (mkdir(r->ckpt, 0777) != 0 && errno != EEXIST) {
         trouble(v, NULL, "%s: cannot create: %s", r->ckpt, strerror(errno));
         return;
@@ -325,14 +366,23 @@ static void run_one(const uopts *o, urun *r, const char *launcher, const char *c
     free_argv(argv);
     bool killed = r->status == 128 + SIGKILL;
     if (r->status != 0 && !(expect_kill && killed)) {
-        char what[256];
+        char what[PATH_MAX + 512];
         cli_run_describe(r->status, o->timeout, what, sizeof what);
-        trouble_rerun(v, r->err, line ? line : "(out of memory)", "%s %s", r->label, what);
+        /* a log that could not be created is a file someone planted at
+         * its name: not ours, never read back (nor its tail reported) */
+        bool ours = r->status != CLI_RUN_NO_LOG;
+        if (!ours) r->err[0] = 0;
+        trouble_rerun(v, ours ? r->err : NULL, line ? line : "(out of memory)", "%s %s", r->label, what);
         free(line);
-        if (r->status != -3) cli_print_tail(CMD, r->err, TAIL_LINES);
+        if (ours && r->status != -3) cli_print_tail(CMD, r->err, TAIL_LINES);
         return;
     }
     free(line);
+    const urun *runs[3];
+    for (int i = 0; i < nearlier && i < 2; i++) runs[i] = earlier[i];
+    runs[nearlier < 2 ? nearlier : 2] = r;
+    check_runs(runs, (nearlier < 2 ? nearlier : 2) + 1, v);
+    if (v->rc) return;
     char *traj = dck_path_join(r->dir, DCK_TRAJECTORY), *side = dck_path_join(r->dir, DCK_RECORD_FILE);
     if (!traj || !side) {
         free(traj);
@@ -528,21 +578,40 @@ typedef struct {
     long first_step;   /* -1: none */
     long index;        /* resumed_index, -1: none */
     const char *cause; /* NULL: none */
-    char state[1024];  /* the state entry the cause names, "" none */
-    char line[8192];   /* "at K (...): ..." */
-    char trace[4096];  /* with --trace: the first differing module or op of the resumed steps, "" none */
-    json_t *event;     /* its JSON (bisect's "first_event"), or NULL */
+    /* names whole (recorded names run to DCK_REC_NAME_MAX bytes, a command
+     * line to any length): malloc'd, NULL none */
+    char *state;        /* the state entry the cause names */
+    char *line;         /* "at K (...): ..." */
+    char *not_compared; /* what both runs left out alike (events past the trace bound) */
+    char trace[4096];   /* with --trace: the first differing module or op of the resumed steps, "" none */
+    json_t *event;      /* its JSON (bisect's "first_event"), or NULL */
 } ustop;
 
 static const char *mode_text(const ustop *s) { return s->kill ? "SIGKILL after the checkpoint" : "clean stop"; }
+static const char *line_of(const ustop *s) { return s->line ? s->line : "(out of memory)"; }
+
+static void stop_release(ustop *s) {
+    free(s->state);
+    free(s->line);
+    free(s->not_compared);
+    json_decref(s->event);
+}
 
 static void stop_line(ustop *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void stop_line(ustop *s, const char *fmt, ...) {
-    int k = snprintf(s->line, sizeof s->line, "at %ld (%s): ", s->at, mode_text(s));
+    char *text = NULL;
     va_list ap;
     va_start(ap, fmt);
-    if (k > 0 && (size_t)k < sizeof s->line) vsnprintf(s->line + k, sizeof s->line - (size_t)k, fmt, ap);
+    if (vasprintf(&text, fmt, ap) < 0) text = NULL;
     va_end(ap);
+    free(s->line);
+    if (!text || asprintf(&s->line, "at %ld (%s): %s", s->at, mode_text(s), text) < 0) s->line = NULL;
+    free(text);
+}
+
+static void set_state(ustop *s, const char *prefix, const char *name) {
+    free(s->state);
+    if (asprintf(&s->state, "%s%s", prefix, name) < 0) s->state = NULL;
 }
 
 /* The first step where b parts from a (trajectory, or any recorded entry;
@@ -552,7 +621,7 @@ typedef struct {
     long step, tstep, rstep;
     char what[1024];
     int kind;
-    char name[1024];
+    char name[DCK_REC_NAME_MAX + 1]; /* whole */
     const char *how;
 } parting;
 
@@ -579,16 +648,77 @@ static int first_parting(const urun *a, const urun *b, parting *p, verdict *v) {
  * run lacks would be compared nowhere. Each run holds a trajectory line
  * of every step, and tensor digests of the same steps as the other (a
  * Recorder digests every `every` steps, the same in every run). */
+/* Within a step both hold, the same rule: a root digest, a state entry,
+ * traced events one run recorded and the other did not. */
+typedef enum { GAP_STEP, GAP_ROOT, GAP_STATE, GAP_CUT } gap_kind;
 typedef struct {
     long step;            /* -1: none */
     const char *lacks;    /* the role of the run that lacks it, the other's */
     const char *has;
-    const char *file;     /* DCK_TRAJECTORY or DCK_RECORD_FILE */
-    bool ended;           /* a trajectory that ended before it (else a hole) */
+    const char *file;     /* DCK_TRAJECTORY, DCK_RECORD_FILE or DCK_TRACE_FILE */
+    bool ended;           /* GAP_STEP: a trajectory that ended before it (else a hole) */
+    gap_kind kind;
+    const char *entry;    /* GAP_STATE: its name (into the recording that holds it) */
+    size_t events;        /* GAP_CUT: the events the lacking run's truncated step holds */
 } gap;
 
-static void gap_take(gap *g, long step, const char *lacks, const char *has, const char *file, bool ended) {
-    if (step >= 0 && (g->step < 0 || step < g->step)) *g = (gap){step, lacks, has, file, ended};
+static void gap_take(gap *g, gap c) {
+    if (c.step >= 0 && (g->step < 0 || c.step < g->step)) *g = c;
+}
+
+/* What g says one run lacks, as the subject of "... is missing from":
+ * malloc'd (names whole), NULL when out of memory. */
+static char *gap_subject(const gap *g) {
+    char *t = NULL;
+    int k;
+    switch (g->kind) {
+    case GAP_ROOT: k = asprintf(&t, "the root digest of step %ld", g->step); break;
+    case GAP_STATE: k = asprintf(&t, "state entry %s of step %ld", g->entry, g->step); break;
+    case GAP_CUT:
+        k = asprintf(&t, "what traced step %ld holds past its first %zu events (truncated by the recorder)", g->step,
+                     g->events);
+        break;
+    default: k = asprintf(&t, "step %ld", g->step); break;
+    }
+    return k < 0 ? NULL : t;
+}
+
+/* The stop line of a gap; span: "every resumed step 6..10". */
+static void gap_line(ustop *s, const gap *g, const char *span) {
+    char *subject = gap_subject(g);
+    stop_line(s, "%s is missing from %s's %s (%s recorded it): %s is compared, so both runs must record each",
+              subject ? subject : "(out of memory)", g->lacks, g->file, g->has, span);
+    if (g->kind == GAP_STATE) set_state(s, "", g->entry);
+    free(subject);
+}
+
+/* r less the start.* entries of its first step, for
+ * dck_recording_state_only: a process records the weights it started from
+ * once, at its first step, and a resumed process's first step is none of
+ * the uninterrupted run's first (diagnose compares them with the weights
+ * after K). Shares r's names; free out's steps and entries. */
+static bool without_start(const dck_recording *r, dck_recording *out) {
+    *out = *r;
+    out->steps = malloc((r->nsteps ? r->nsteps : 1) * sizeof *r->steps);
+    out->entries = malloc((r->nentries ? r->nentries : 1) * sizeof *r->entries);
+    if (!out->steps || !out->entries) {
+        free(out->steps);
+        free(out->entries);
+        return false;
+    }
+    memcpy(out->steps, r->steps, r->nsteps * sizeof *r->steps);
+    memcpy(out->entries, r->entries, r->nentries * sizeof *r->entries);
+    if (r->nsteps) {
+        dck_rec_step *f = &out->steps[0];
+        size_t k = 0;
+        for (size_t i = 0; i < f->n; i++) {
+            const dck_rec_entry *e = &r->entries[f->first + i];
+            if (r->kinds[e->id] != DCK_REC_STATE || strncmp(r->names[e->id], "start.", 6))
+                out->entries[f->first + k++] = *e;
+        }
+        f->n = k;
+    }
+    return true;
 }
 
 /* The first step of lo..hi in one of two ascending step lists only, or
@@ -616,17 +746,62 @@ static long steps_unmatched(const void *a, size_t na, const void *b, size_t nb, 
 _Static_assert(offsetof(dck_rec_step, step) == 0 && offsetof(dck_trace_step, step) == 0,
                "steps_unmatched reads a step list's steps at offset 0");
 
-static gap first_gap(const urun *a, const char *role_a, const urun *b, const char *role_b, long lo, long hi) {
-    gap g = {-1, NULL, NULL, NULL, false};
+/* The first of lo..hi that one run recorded and the other did not, into
+ * g: steps, root digests, state entries (kind 3: dck_recording_compare
+ * passes over them). Non-zero (v set) when out of memory. */
+static int first_gap(const urun *a, const char *role_a, const urun *b, const char *role_b, long lo, long hi, gap *g,
+                     verdict *v) {
+    *g = (gap){.step = -1};
     long ma = dck_traj_first_missing(a->traj, a->ntraj, lo, hi), mb = dck_traj_first_missing(b->traj, b->ntraj, lo, hi);
-    gap_take(&g, ma, role_a, role_b, DCK_TRAJECTORY, ma > last_step(a));
-    gap_take(&g, mb, role_b, role_a, DCK_TRAJECTORY, mb > last_step(b));
+    gap_take(g, (gap){.step = ma, .lacks = role_a, .has = role_b, .file = DCK_TRAJECTORY, .ended = ma > last_step(a)});
+    gap_take(g, (gap){.step = mb, .lacks = role_b, .has = role_a, .file = DCK_TRAJECTORY, .ended = mb > last_step(b)});
     bool in_a = false;
     long d = steps_unmatched(a->has_rec ? a->rec.steps : NULL, a->has_rec ? a->rec.nsteps : 0,
                              b->has_rec ? b->rec.steps : NULL, b->has_rec ? b->rec.nsteps : 0, sizeof(dck_rec_step), lo,
                              hi, &in_a);
-    gap_take(&g, d, in_a ? role_b : role_a, in_a ? role_a : role_b, DCK_RECORD_FILE, false);
-    return g;
+    gap_take(g, (gap){.step = d, .lacks = in_a ? role_b : role_a, .has = in_a ? role_a : role_b, .file = DCK_RECORD_FILE});
+    d = dck_traj_root_unmatched(a->traj, a->ntraj, b->traj, b->ntraj, lo, hi, &in_a);
+    gap_take(g, (gap){.step = d, .lacks = in_a ? role_b : role_a, .has = in_a ? role_a : role_b, .file = DCK_TRAJECTORY,
+                      .kind = GAP_ROOT});
+    if (!a->has_rec || !b->has_rec) return 0;
+    dck_recording x, y;
+    dck_rec_state_only u;
+    bool okx = without_start(&a->rec, &x), oky = okx && without_start(&b->rec, &y);
+    int c = oky ? dck_recording_state_only(&x, &y, &u) : -1;
+    if (okx) free(x.steps), free(x.entries);
+    if (oky) free(y.steps), free(y.entries);
+    if (c < 0) {
+        cli_fail(CMD, dck_oom("comparing the recorded state"));
+        trouble(v, NULL, "out of memory comparing the recorded state");
+        return -1;
+    }
+    /* u counts over every step both hold: within lo..hi for the pairs compared here */
+    for (int k = 0; k < 2; k++)
+        if (u.count[k] && u.step[k] >= lo && u.step[k] <= hi)
+            gap_take(g, (gap){.step = u.step[k], .lacks = k ? role_a : role_b, .has = k ? role_b : role_a,
+                              .file = DCK_RECORD_FILE, .kind = GAP_STATE, .entry = u.name[k]});
+    return 0;
+}
+
+/* The first parameter (model order) whose start.NAME, the weights the
+ * resumed process started step K+1 from, differs from the uninterrupted
+ * run's NAME after step K, into *best (NULL: none, or not both recorded);
+ * false when out of memory. */
+static bool start_differing(const urun *full, const urun *res, long K, const char **best) {
+    *best = NULL;
+    if (!res->has_rec || !res->rec.nsteps || res->rec.steps[0].step != K + 1) return true;
+    sview ak, b;
+    bool oka = view_of(full, K, &ak), okb = view_of(res, K + 1, &b); /* both: both are freed */
+    for (size_t i = 0; oka && okb && i < b.n; i++) {
+        const char *sn = ename(&b, &b.v[i]);
+        if (ekind(&b, &b.v[i]) != DCK_REC_STATE || strncmp(sn, "start.", 6)) continue;
+        const dck_rec_entry *w = view_get(&ak, DCK_REC_PARAMETER, sn + 6);
+        if (w && !dck_digest_equal(w->digest, b.v[i].digest) && (!*best || dck_name_compare(sn + 6, *best) < 0))
+            *best = sn + 6;
+    }
+    free(ak.v);
+    free(b.v);
+    return oka && okb;
 }
 
 /* RNG states: their names, in the order they are looked at, and why. */
@@ -643,8 +818,7 @@ static const struct {
  * tensor, trajectory). Writes s->cause, s->state and the text into buf. */
 static bool diagnose(const urun *full, const urun *res, long K, const parting *p, ustop *s, char *buf, size_t n) {
     long D = p->step;
-    sview a, b, ak;
-    memset(&ak, 0, sizeof ak);
+    sview a, b;
     bool oka = view_of(full, D, &a), okb = view_of(res, D, &b); /* both, whatever the first gives: both are freed */
     bool okv = oka && okb;
     const char *nm;
@@ -652,19 +826,12 @@ static bool diagnose(const urun *full, const urun *res, long K, const parting *p
     if (!okv) goto oom;
     /* 1 weights: the weights the resumed process started step K+1 from
      * (start.NAME) against the uninterrupted run's after step K */
-    if (D == K + 1 && res->has_rec && res->rec.nsteps && res->rec.steps[0].step == K + 1) {
-        if (!view_of(full, K, &ak)) goto oom;
-        const char *best = NULL;
-        for (size_t i = 0; i < b.n; i++) {
-            const char *sn = ename(&b, &b.v[i]);
-            if (ekind(&b, &b.v[i]) != DCK_REC_STATE || strncmp(sn, "start.", 6)) continue;
-            const dck_rec_entry *w = view_get(&ak, DCK_REC_PARAMETER, sn + 6);
-            if (w && !dck_digest_equal(w->digest, b.v[i].digest) && (!best || dck_name_compare(sn + 6, best) < 0))
-                best = sn + 6;
-        }
+    if (D == K + 1) {
+        const char *best;
+        if (!start_differing(full, res, K, &best)) goto oom;
         if (best) {
             s->cause = "weights";
-            snprintf(s->state, sizeof s->state, "start.%s", best);
+            set_state(s, "start.", best);
             snprintf(buf, n,
                      "weights: the resumed run started from other weights than those after step %ld: parameter %s "
                      "(the checkpoint does not hold the weights after step %ld's update)",
@@ -688,7 +855,7 @@ static bool diagnose(const urun *full, const urun *res, long K, const parting *p
             }
         }
         s->cause = "data";
-        snprintf(s->state, sizeof s->state, "data.batch");
+        set_state(s, "", "data.batch");
         if (J < 0) snprintf(buf, n, "data: the batch differs (it equals no batch of the uninterrupted run)");
         else if (J < D) snprintf(buf, n, "data: the batch differs (the loader restarted: the batch equals that of step %ld)", J);
         else snprintf(buf, n, "data: the batch differs (the batch equals that of step %ld)", J);
@@ -698,7 +865,7 @@ static bool diagnose(const urun *full, const urun *res, long K, const parting *p
     for (size_t i = 0; i < sizeof rngs / sizeof rngs[0]; i++)
         if (differs(&a, &b, DCK_REC_STATE, rngs[i].name)) {
             s->cause = "rng";
-            snprintf(s->state, sizeof s->state, "%s", rngs[i].name);
+            set_state(s, "", rngs[i].name);
             snprintf(buf, n, "%s differs before any tensor (%s)", rngs[i].name, rngs[i].why);
             goto done;
         }
@@ -709,7 +876,7 @@ static bool diagnose(const urun *full, const urun *res, long K, const parting *p
         bool traj = isnan(la) != isnan(lb) || (!isnan(la) && la != lb);
         if (traj || g) {
             s->cause = "lr";
-            snprintf(s->state, sizeof s->state, "%s", g ? g : "");
+            set_state(s, "", g ? g : "");
             if (traj) {
                 char ta[64], tb[64];
                 lr_text(la, ta, sizeof ta);
@@ -725,13 +892,13 @@ static bool diagnose(const urun *full, const urun *res, long K, const parting *p
     /* 5 scaler, 6 ema */
     if ((nm = first_differing(&a, &b, DCK_REC_STATE, "scaler."))) {
         s->cause = "scaler";
-        snprintf(s->state, sizeof s->state, "%s", nm);
+        set_state(s, "", nm);
         snprintf(buf, n, "%s differs (the GradScaler state was not restored)", nm);
         goto done;
     }
     if ((nm = first_differing(&a, &b, DCK_REC_STATE, "ema."))) {
         s->cause = "ema";
-        snprintf(s->state, sizeof s->state, "%s", nm);
+        set_state(s, "", nm);
         snprintf(buf, n, "%s differs (the EMA weights were not restored)", nm);
         goto done;
     }
@@ -762,7 +929,7 @@ static bool diagnose(const urun *full, const urun *res, long K, const parting *p
         for (size_t i = 0; i < sizeof hows / sizeof hows[0]; i++)
             if (!strcmp(p->how, hows[i].how)) suffix = hows[i].suffix;
         s->cause = "tensor";
-        if (p->kind == DCK_REC_STATE) snprintf(s->state, sizeof s->state, "%s", p->name);
+        if (p->kind == DCK_REC_STATE) set_state(s, "", p->name);
         snprintf(buf, n, "first differing tensor: %s %s%s", dck_rec_kind_name((dck_rec_kind)p->kind), p->name, suffix);
         goto done;
     }
@@ -772,12 +939,10 @@ static bool diagnose(const urun *full, const urun *res, long K, const parting *p
 done:
     free(a.v);
     free(b.v);
-    free(ak.v);
     return true;
 oom:
     free(a.v);
     free(b.v);
-    free(ak.v);
     return false;
 }
 
@@ -812,13 +977,36 @@ static bool run_entry(const char *n) {
     return false;
 }
 
-/* --workdir: created when absent; empty run dirs go, others are refused. */
+/* The mark of a work folder of ours: resume-check writes it into the
+ * --workdir it takes, and removes the run entries an earlier check left
+ * only in a folder that holds it (read without following a link), so a
+ * user's own file of such a name (full.out, stop_3...) is never deleted. */
+#define WORK_MARK ".detcheck-resume-check"
+static const char work_magic[] = "detcheck resume-check work folder, version 1\n";
+
+static bool work_marked(const char *work) {
+    char p[PATH_MAX], buf[sizeof work_magic];
+    snprintf(p, sizeof p, "%s/%s", work, WORK_MARK);
+    int fd = open(p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return false;
+    struct stat st;
+    ssize_t got = -1;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == (off_t)sizeof work_magic - 1)
+        got = read(fd, buf, sizeof buf);
+    close(fd);
+    return got == (ssize_t)sizeof work_magic - 1 && !memcmp(buf, work_magic, sizeof work_magic - 1);
+}
+
+/* --workdir: created when absent, and marked as ours. An earlier check's
+ * empty run folders and its files go, only in a marked folder; anything
+ * else of a run's name is refused, naming it. */
 static int prepare_workdir(const char *work) {
     struct stat st;
     if (mkdir(work, 0777) != 0 && (errno != EEXIST || stat(work, &st) != 0 || !S_ISDIR(st.st_mode))) {
         cli_error(CMD, "--workdir %s: cannot create it: %s", work, errno == EEXIST ? "not a directory" : strerror(errno));
         return DCK_EXIT_TROUBLE;
     }
+    bool ours = work_marked(work);
     DIR *d = opendir(work);
     if (!d) {
         cli_error(CMD, "--workdir %s: cannot read it: %s", work, strerror(errno));
@@ -829,12 +1017,30 @@ static int prepare_workdir(const char *work) {
         if (!run_entry(e->d_name)) continue;
         char p[PATH_MAX];
         snprintf(p, sizeof p, "%s/%s", work, e->d_name);
-        if (rmdir(p) != 0 && unlink(p) != 0) {
+        rc = DCK_EXIT_TROUBLE;
+        if (!ours)
+            cli_error(CMD, "%s exists and detcheck did not create it (%s holds no %s of an earlier check): "
+                           "resume-check never deletes or writes over it; remove it or choose another --workdir",
+                      p, work, WORK_MARK);
+        else if (lstat(p, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+            cli_error(CMD, "%s exists and is neither a file nor a folder of an earlier check: remove it or choose "
+                           "another --workdir", p);
+        else if ((S_ISDIR(st.st_mode) ? rmdir(p) : unlink(p)) != 0)
             cli_error(CMD, "%s exists and is not empty (an earlier check?): remove it or choose another --workdir", p);
-            rc = DCK_EXIT_TROUBLE;
-        }
+        else
+            rc = 0;
     }
     closedir(d);
+    if (!rc && !ours) {
+        char p[PATH_MAX];
+        int fd;
+        snprintf(p, sizeof p, "%s/%s", work, WORK_MARK);
+        dck_status s = cli_create_new(p, &fd);
+        if (!s && write(fd, work_magic, sizeof work_magic - 1) != (ssize_t)sizeof work_magic - 1)
+            s = dck_set_error(DCK_ERR_IO, "%s: cannot write: %s", p, strerror(errno));
+        if (fd >= 0) close(fd);
+        if (s) rc = cli_fail(CMD, s);
+    }
     return rc;
 }
 
@@ -881,7 +1087,42 @@ static int compare_traces(const urun *full, const urun *res, long lo, long hi, u
         d = steps_unmatched(tf->t[0].steps, tf->t[0].nsteps, tf->t[1].steps, tf->t[1].nsteps, sizeof(dck_trace_step),
                             lo, hi, &in_a);
     }
-    if (d >= 0) gap_take(g, d, roles[in_a], roles[!in_a], DCK_TRACE_FILE, false);
+    if (d >= 0) gap_take(g, (gap){.step = d, .lacks = roles[in_a], .has = roles[!in_a], .file = DCK_TRACE_FILE});
+    /* a step the recorder truncated: its events past the bound were never
+     * compared. Truncated differently, one run holds events the other
+     * lacks: a gap; alike, said in the verdict as not compared */
+    size_t alike = 0;
+    long alike_first = -1, alike_last = -1;
+    for (size_t i = 0, j = 0; !rc && tf->both && i < tf->t[0].nsteps && j < tf->t[1].nsteps;) {
+        const dck_trace_step *x[2] = {&tf->t[0].steps[i], &tf->t[1].steps[j]};
+        if (x[0]->step != x[1]->step) {
+            if (x[0]->step < x[1]->step) i++;
+            else j++;
+            continue;
+        }
+        i++, j++;
+        if (x[0]->step < lo || x[0]->step > hi || (!x[0]->truncated && !x[1]->truncated)) continue;
+        if (x[0]->truncated == x[1]->truncated && x[0]->n == x[1]->n) {
+            if (!alike++) alike_first = x[0]->step;
+            alike_last = x[0]->step;
+            continue;
+        }
+        /* the run that cut the step shorter; a run that ended its step
+         * before the other's cut is an execution difference of its own */
+        int k = x[0]->truncated && (!x[1]->truncated || x[0]->n < x[1]->n) ? 0 : 1;
+        if (x[k]->n <= x[!k]->n)
+            gap_take(g, (gap){.step = x[0]->step, .lacks = roles[k], .has = roles[!k], .file = DCK_TRACE_FILE,
+                                   .kind = GAP_CUT, .events = x[k]->n});
+    }
+    if (alike && asprintf(&s->not_compared,
+                          "events past the recorder's bound in %zu traced step%s (%ld..%ld), which both runs truncated "
+                          "alike",
+                          alike, alike == 1 ? "" : "s", alike_first, alike_last) < 0) {
+        s->not_compared = NULL;
+        cli_fail(CMD, dck_oom(NULL));
+        trouble(v, NULL, "out of memory comparing the traces");
+        rc = -1;
+    }
     if (rc) {
         if (!v->rc) trouble(v, NULL, "the traces of %s and %s could not be compared", full->dir, res->dir);
     } else if (tf->found) {
@@ -918,7 +1159,8 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
                               "DETCHECK_RESUME", NULL,      "DETCHECK_STOP_KILL",      o->kill ? "1" : NULL,
                               NULL};
     cli_info(CMD, "stop run at %ld (%s)", K, mode_text(s));
-    run_one(o, &stop, o->launcher, env_stop, o->kill, v);
+    const urun *before_stop[1] = {full}, *before_res[2] = {full, &stop};
+    run_one(o, &stop, o->launcher, env_stop, o->kill, before_stop, 1, v);
     if (v->rc) goto out;
     /* the contract: stopped at K (recorded no step past it), said so in
      * stop.json, and with --kill died by SIGKILL after it */
@@ -954,15 +1196,16 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
     parting p;
     if (first_parting(full, &stop, &p, v)) goto out;
     long lo = first_step(&stop) < first_step(full) ? first_step(&stop) : first_step(full);
-    gap g = first_gap(full, "the uninterrupted run", &stop, "the stopped run", lo, K);
+    gap g;
+    if (first_gap(full, "the uninterrupted run", &stop, "the stopped run", lo, K, &g, v)) goto out;
     if (g.step >= 0 && (p.step < 0 || g.step <= p.step)) {
         s->done = true;
         s->result = DCK_EXIT_DIFFERENT;
         s->cause = "before_stop";
         s->first_step = g.step;
-        stop_line(s, "step %ld is missing from %s's %s (%s recorded it): every step %ld..%ld before the stop is "
-                     "compared, so both runs must record each",
-                  g.step, g.lacks, g.file, g.has, lo, K);
+        char span[96];
+        snprintf(span, sizeof span, "every step %ld..%ld before the stop", lo, K);
+        gap_line(s, &g, span);
         goto out;
     }
     if (p.step >= 0 && p.step <= K) {
@@ -984,7 +1227,7 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
                              "DETCHECK_STOP_AT", NULL,   "DETCHECK_STOP_KILL",      NULL,
                              NULL};
     cli_info(CMD, "resume run from %ld", K);
-    run_one(o, &res, o->resume_launcher ? o->resume_launcher : o->launcher, env_res, false, v);
+    run_one(o, &res, o->resume_launcher ? o->resume_launcher : o->launcher, env_res, false, before_res, 2, v);
     if (v->rc) goto out;
     s->done = true;
     long F = first_step(&res), L = last_step(&res), S = last_step(full);
@@ -1003,10 +1246,21 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
         goto out;
     }
     if (first_parting(full, &res, &p, v)) goto out;
+    /* the weights the resumed process started from: recorded once
+     * (start.*), compared here even when every later step agrees */
+    if (p.step < 0 || p.step > K + 1) {
+        const char *w;
+        if (!start_differing(full, &res, K, &w)) {
+            cli_fail(CMD, dck_oom(NULL));
+            trouble(v, NULL, "out of memory comparing the starting weights");
+            goto out;
+        }
+        if (w) p.step = K + 1;
+    }
     /* every step K+1.. recorded by both, and compared: the first step one
      * lacks is the verdict unless a difference comes before it */
     long hi = last_recorded(full) > last_recorded(&res) ? last_recorded(full) : last_recorded(&res);
-    g = first_gap(full, "the uninterrupted run", &res, "the resumed run", K + 1, hi);
+    if (first_gap(full, "the uninterrupted run", &res, "the resumed run", K + 1, hi, &g, v)) goto out;
     long tstep = -1;
     if (strcmp(trace, "none") && compare_traces(full, &res, K + 1, hi, s, &tstep, &g, v)) goto out;
     long other = p.step >= 0 ? p.step : tstep;
@@ -1018,10 +1272,11 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
         if (g.ended && !strcmp(g.file, DCK_TRAJECTORY))
             stop_line(s, "the resumed run recorded steps %ld..%ld, the uninterrupted run steps %ld..%ld", F, L,
                       first_step(full), S);
-        else
-            stop_line(s, "step %ld is missing from %s's %s (%s recorded it): every resumed step %ld..%ld is "
-                         "compared, so both runs must record each",
-                      g.step, g.lacks, g.file, g.has, K + 1, hi);
+        else {
+            char span[96];
+            snprintf(span, sizeof span, "every resumed step %ld..%ld", K + 1, hi);
+            gap_line(s, &g, span);
+        }
         goto out;
     }
     if (p.step < 0 && tstep >= 0) {
@@ -1038,20 +1293,23 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
     }
     if (p.step < 0) {
         s->result = DCK_EXIT_SAME;
-        stop_line(s, "resumed steps %ld..%ld identical to the uninterrupted run", K + 1, S);
+        stop_line(s, "resumed steps %ld..%ld identical to the uninterrupted run%s%s", K + 1, S,
+                  s->not_compared ? "; not compared: " : "", s->not_compared ? s->not_compared : "");
         goto out;
     }
-    char cause[4096], nth[32];
+    char *cause = malloc(CAUSE_MAX), nth[32];
     s->result = DCK_EXIT_DIFFERENT;
     s->first_step = p.step;
     s->index = p.step - K;
-    if (!diagnose(full, &res, K, &p, s, cause, sizeof cause)) {
+    if (!cause || !diagnose(full, &res, K, &p, s, cause, CAUSE_MAX)) {
+        free(cause);
         cli_fail(CMD, dck_oom("naming the cause"));
         trouble(v, NULL, "out of memory naming the cause");
         goto out;
     }
     ordinal(s->index, nth, sizeof nth);
     stop_line(s, "first difference at step %ld (the %s resumed step): %s", p.step, nth, cause);
+    free(cause);
 out:
     run_release(&stop);
     run_release(&res);
@@ -1068,7 +1326,7 @@ int resume_user(int argc, char **argv) {
     memset(&full, 0, sizeof full);
     verdict v;
     memset(&v, 0, sizeof v);
-    char work[PATH_MAX - 128] = "", *cmdline = NULL, title[8192] = "";
+    char work[PATH_MAX - 128] = "", *cmdline = NULL, *title = NULL;
     int rc = stops ? parse_args(argc, argv, &o, &help) : cli_fail(CMD, dck_oom(NULL));
     if (rc) goto done;
     if (help) {
@@ -1116,7 +1374,7 @@ int resume_user(int argc, char **argv) {
                               "DETCHECK_RESUME", NULL,     "DETCHECK_STOP_KILL",      NULL,
                               NULL};
     cli_info(CMD, "uninterrupted run: %s", cmdline); /* shell words: printable, whole */
-    run_one(&o, &full, o.launcher, env_full, false, &v);
+    run_one(&o, &full, o.launcher, env_full, false, NULL, 0, &v);
     if (!v.rc && full.has_rec == false)
         cli_warn(CMD, "%s/%s absent: only the trajectories are compared", full.dir, DCK_RECORD_FILE);
     long S = v.rc ? -1 : last_step(&full), F0 = v.rc ? -1 : first_step(&full);
@@ -1141,7 +1399,7 @@ int resume_user(int argc, char **argv) {
             s->result = DCK_EXIT_TROUBLE;
             stop_line(s, "trouble: %s", error_text(&v));
         } else if (!o.json) {
-            printf("%s\n", cli_safe_line(s->line));
+            printf("%s\n", cli_safe_line(line_of(s)));
             if (s->trace[0]) printf("%s\n", cli_safe_line(s->trace));
         }
     }
@@ -1149,18 +1407,29 @@ int resume_user(int argc, char **argv) {
 
     /* ---- the verdict */
     int ndiff = 0;
-    for (int i = 0; i < nstops; i++) ndiff += stops[i].result == DCK_EXIT_DIFFERENT;
+    const char *nc_text = NULL; /* what the stop points left out alike: said in the verdict too */
+    for (int i = 0; i < nstops; i++) {
+        ndiff += stops[i].result == DCK_EXIT_DIFFERENT;
+        if (!nc_text) nc_text = stops[i].not_compared;
+    }
     rc = v.rc ? DCK_EXIT_TROUBLE : ndiff ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
+    /* whole: the trouble may hold a command line of any length */
+    int tl;
     if (rc == DCK_EXIT_TROUBLE)
-        snprintf(title, sizeof title, "trouble: %s", error_text(&v));
+        tl = asprintf(&title, "trouble: %s", error_text(&v));
     else if (ndiff)
-        snprintf(title, sizeof title, "not reproduced: %d of %d stop point%s differ%s", ndiff, nstops,
-                 nstops == 1 ? "" : "s", nstops == 1 ? "s" : "");
+        tl = asprintf(&title, "not reproduced: %d of %d stop point%s differ%s", ndiff, nstops, nstops == 1 ? "" : "s",
+                      nstops == 1 ? "s" : "");
     else
-        snprintf(title, sizeof title,
-                 "reproduced: %d stop point%s, every resumed step bitwise identical to the uninterrupted run (%ld "
-                 "steps)",
-                 nstops, nstops == 1 ? "" : "s", S);
+        tl = asprintf(&title,
+                      "reproduced: %d stop point%s, every resumed step bitwise identical to the uninterrupted run (%ld "
+                      "steps)%s%s",
+                      nstops, nstops == 1 ? "" : "s", S, nc_text ? "; not compared: " : "", nc_text ? nc_text : "");
+    if (tl < 0) {
+        title = NULL;
+        rc = cli_fail(CMD, dck_oom(NULL));
+        goto done;
+    }
     if (rc != DCK_EXIT_TROUBLE && !o.json) printf("%s\n", title);
     bool keep = rc || !temp || o.keep;
 
@@ -1177,14 +1446,14 @@ int resume_user(int argc, char **argv) {
             ustop *s = &stops[i];
             char nm[64];
             snprintf(nm, sizeof nm, "at_%ld", s->at);
-            if (s->result == DCK_EXIT_TROUBLE)
-                cli_report_case(&o.rep, "detcheck.resume_check", nm, CLI_CASE_ERROR, "contract", s->line, tail);
-            else
-            {
-                char msg[12300];
-                snprintf(msg, sizeof msg, "%s%s%s", s->line, s->trace[0] ? "; " : "", s->trace);
+            if (s->result == DCK_EXIT_TROUBLE) {
+                cli_report_case(&o.rep, "detcheck.resume_check", nm, CLI_CASE_ERROR, "contract", line_of(s), tail);
+            } else {
+                char *msg = NULL;
+                if (asprintf(&msg, "%s%s%s", line_of(s), s->trace[0] ? "; " : "", s->trace) < 0) msg = NULL;
                 cli_report_case(&o.rep, "detcheck.resume_check", nm, s->result ? CLI_CASE_FAIL : CLI_CASE_PASS,
-                                s->result ? s->cause : NULL, msg, NULL);
+                                s->result ? s->cause : NULL, msg ? msg : line_of(s), NULL);
+                free(msg);
             }
         }
         free(tail);
@@ -1225,8 +1494,9 @@ int resume_user(int argc, char **argv) {
             cli_jset(e, "first_step", s->first_step >= 0 ? json_integer(s->first_step) : json_null(), &oom);
             cli_jset(e, "resumed_index", s->index >= 0 ? json_integer(s->index) : json_null(), &oom);
             cli_jset(e, "cause", s->cause ? json_string(s->cause) : json_null(), &oom);
-            cli_jset(e, "state", s->state[0] ? cli_json_text(s->state) : json_null(), &oom);
-            cli_jset(e, "line", cli_json_text(s->line), &oom);
+            cli_jset(e, "state", s->state && s->state[0] ? cli_json_text(s->state) : json_null(), &oom);
+            cli_jset(e, "line", cli_json_text(line_of(s)), &oom);
+            cli_jset(e, "not_compared", cli_json_str_or_null(s->not_compared), &oom);
             cli_jset(e, "trace", s->trace[0] ? cli_json_text(s->trace) : json_null(), &oom);
             cli_jset(e, "event", s->event ? json_incref(s->event) : json_null(), &oom);
             cli_jappend(arr, e, &oom);
@@ -1253,7 +1523,8 @@ int resume_user(int argc, char **argv) {
 done:
     free(v.error);
     run_release(&full);
-    for (int i = 0; stops && i < nstops; i++) json_decref(stops[i].event);
+    for (int i = 0; stops && i < nstops; i++) stop_release(&stops[i]);
+    free(title);
     free(stops);
     free(cmdline);
     cli_report_release(&o.rep);

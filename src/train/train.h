@@ -300,6 +300,11 @@ int dck_traj_compare(const dck_traj_rec *a, size_t na, const dck_traj_rec *b, si
  * of, or -1 when it holds each: dck_traj_compare pairs the steps both
  * hold, so a step one run lacks is compared nowhere unless asked here. */
 long dck_traj_first_missing(const dck_traj_rec *t, size_t n, long lo, long hi);
+/* The first step of lo..hi both trajectories hold where one has a root
+ * digest and the other none (dck_traj_compare compares a root only where
+ * both have one), or -1; *in_a: a has it. */
+long dck_traj_root_unmatched(const dck_traj_rec *a, size_t na, const dck_traj_rec *b, size_t nb, long lo, long hi,
+                             bool *in_a);
 
 /* ------------------------------------------------------------------ train_inject.c
  * Taps on a step's state, for detcheck canary (canary.h): the trainer calls

@@ -314,6 +314,23 @@ long dck_traj_first_missing(const dck_traj_rec *t, size_t n, long lo, long hi) {
     return want <= hi ? want : -1;
 }
 
+long dck_traj_root_unmatched(const dck_traj_rec *a, size_t na, const dck_traj_rec *b, size_t nb, long lo, long hi,
+                             bool *in_a) {
+    for (size_t i = 0, j = 0; i < na && j < nb;) {
+        if (a[i].step != b[j].step) {
+            if (a[i].step < b[j].step) i++;
+            else j++;
+            continue;
+        }
+        if (a[i].step >= lo && a[i].step <= hi && a[i].has_root != b[j].has_root) {
+            *in_a = a[i].has_root;
+            return a[i].step;
+        }
+        i++, j++;
+    }
+    return -1;
+}
+
 /* ------------------------------------------------------------------ clearing a step directory
  *
  * A step directory is cleared before its checkpoint is (re)written: a torn

@@ -24,7 +24,15 @@ export TMPDIR="$PWD/tmp"
 # session().stopped(): no stop.json); contract failures: never_stops,
 # early (stops a step early, no stop.json), wrong_step, ignore_kill;
 # unrepro (every run differs); fail (30 lines on stderr, exit 3); huge_stop
-# (a 300 MB stop.json, sparse). STEPS: the steps (default 10).
+# (a 300 MB stop.json, sparse); one side only within a step (issue 30):
+# root_gap (trajectory roots, the resume has none at its 2nd step),
+# state_res / state_full (a state entry, rng.cuda, recorded by the resume
+# at its 2nd step / by the uninterrupted run at step 8 only); with
+# DETCHECK_TRACE, a trace.bin of 3 module events a step: cut_res (the
+# resume's 2nd step truncated after 1 event), cut_both (every step of every
+# run truncated after 2); bad_start (the resume's start.* says other
+# weights, every step agrees); longname (no_ema, the EMA entry named by 9,000
+# bytes). STEPS: the steps (default 10).
 cat > fake.py <<'PY'
 import hashlib, json, os, signal, struct, sys
 mode = sys.argv[1] if len(sys.argv) > 1 else "ok"
@@ -59,10 +67,13 @@ if resume and mode != "restart":
     if mode == "sched_twice": st["sched"] += 1
     if mode == "no_optim": st["m"] = 0
     if mode == "weights": st["w"] = st["w_before"]
-    if mode == "no_ema": st["ema"] = H("ema0")
+    if mode in ("no_ema", "longname"): st["ema"] = H("ema0")
     if mode == "no_scaler": st["scale"] = 65536
 
 names, out = {}, bytearray(b"DCKTDIG\0" + struct.pack("<II", 1, 0))
+traced = os.environ.get("DETCHECK_TRACE", "none") != "none" and mode.startswith("cut")
+tr = bytearray(b"DCKTRAC\0" + struct.pack("<II", 1, 0) + struct.pack("<BIH", 1, 0, 5) + b"model")
+ema_name = "ema." + "x" * 9000 + ".weight" if mode == "longname" else "ema.layers.0.weight"
 traj = open(os.path.join(rec, "trajectory.jsonl"), "w")
 first = True
 for s in range(st["step"] + 1, steps + 1):
@@ -73,9 +84,9 @@ for s in range(st["step"] + 1, steps + 1):
     batch = H("batch", st["pos"])
     lr = 0.5 ** st["sched"]
     ents = [(3, "data.batch", batch), (3, "rng.torch", st["rng"]), (3, "lr.0", H(lr)),
-            (3, "scaler.scale", H(st["scale"])), (3, "ema.layers.0.weight", st["ema"])]
+            (3, "scaler.scale", H(st["scale"])), (3, ema_name, st["ema"])]
     if first:
-        ents.append((3, "start.layers.0.weight", st["w"]))
+        ents.append((3, "start.layers.0.weight", H("other") if mode == "bad_start" and resume else st["w"]))
         first = False
     g = H("grad", st["w"], batch, st["rng"], salt)
     if mode == "drift" and resume and s == st.get("resumed_from", 0) + 2:
@@ -90,13 +101,23 @@ for s in range(st["step"] + 1, steps + 1):
     st["scale"] += 1
     st["step"] = s
     ents += [(0, "layers.0.weight", g), (1, "layers.0.weight", st["w"]), (2, "layers.0.weight.exp_avg", st["m"])]
+    nth = s - st.get("resumed_from", 0) if resume else 0  # the nth resumed step
+    full = stop_at is None and not resume
+    if (mode == "state_res" and nth == 2) or (mode == "state_full" and full and s == 8):
+        ents.append((3, "rng.cuda", H("cuda", s)))
     for k, n, _ in ents:
         if (k, n) not in names:
             names[(k, n)] = len(names)
             nb = n.encode()
             out += struct.pack("<BIBH", 1, names[(k, n)], k, len(nb)) + nb
-    nth = s - st.get("resumed_from", 0) if resume else 0  # the nth resumed step
-    full = stop_at is None and not resume
+    if traced:
+        n_ev, cut = 3, 0
+        if mode == "cut_both": n_ev, cut = 2, 1
+        if mode == "cut_res" and nth == 2: n_ev, cut = 1, 1
+        tr += struct.pack("<BqIB", 2, s, n_ev, cut)
+        for e in range(n_ev):
+            d = H("event", s, e)
+            tr += struct.pack("<BBIIIBB", 0, 0, 0, 0xffffffff, e, 0, 1) + struct.pack("<BQQ", 1, d >> 64, d & ((1 << 64) - 1))
     digests = struct.pack("<BqI", 2, s, len(ents))
     for k, n, d in ents:
         digests += struct.pack("<IQQ", names[(k, n)], d >> 64, d & ((1 << 64) - 1))
@@ -105,13 +126,18 @@ for s in range(st["step"] + 1, steps + 1):
     lb = st["w"] & 0xffffffff
     if mode == "loss" and resume and s == st.get("resumed_from", 0) + 1:
         lb ^= 1
-    line = json.dumps({"step": s, "loss": 1.0, "loss_bits": "%08x" % lb, "grad_norm": 1.0,
-                       "grad_norm_bits": "%08x" % (g & 0xffffffff), "lr": lr}) + "\n"
+    rec_line = {"step": s, "loss": 1.0, "loss_bits": "%08x" % lb, "grad_norm": 1.0,
+                "grad_norm_bits": "%08x" % (g & 0xffffffff), "lr": lr}
+    if mode == "root_gap" and nth != 2:
+        rec_line["root"] = "%032x" % st["w"]
+    line = json.dumps(rec_line) + "\n"
     if not ((mode == "gap_traj" and nth == 2) or (mode == "stop_gap" and stop_at is not None and s == 2)):
         traj.write(line * (2 if mode == "dup_traj" and nth == 1 else 1))
 traj.flush()
 if not (mode == "no_digests" and resume):
     open(os.path.join(rec, "tensor_digests.bin"), "wb").write(out)
+if traced:
+    open(os.path.join(rec, "trace.bin"), "wb").write(tr)
 if stop_at is not None and mode != "never_stops" and st["step"] >= stop_at - (mode == "early"):
     st["resumed_from"] = st["step"]
     json.dump(st, open(ck, "w"))
@@ -161,8 +187,24 @@ bad stray -- touch ran
 expect_grep "'stray': the command comes after '--'" err.txt
 mkdir -p wd/stop_5 && touch wd/stop_5/trajectory.jsonl
 bad --workdir wd -- touch ran
-expect_grep 'wd/stop_5 exists and is not empty' err.txt
+expect_grep 'wd/stop_5 exists and detcheck did not create it (wd holds no .detcheck-resume-check of an earlier check)' err.txt
 rm -rf wd
+# a user's files of a run's name in a folder detcheck did not create are
+# never deleted (issue 30): refused, naming the file, the file intact
+for f in full.out full.err stop_3 resume_3.err ckpt_3; do
+    mkdir -p wd && echo "precious $f" > "wd/$f"
+    bad --workdir wd -- touch ran
+    expect_grep "wd/$f exists and detcheck did not create it" err.txt
+    expect_grep "^precious $f\$" "wd/$f"
+    rm -rf wd
+done
+# ... nor through a mark that is a link to a file with the magic
+mkdir -p wd && echo precious > wd/full.out && printf 'detcheck resume-check work folder, version 1\n' > magic
+ln -s ../magic wd/.detcheck-resume-check
+bad --workdir wd -- touch ran
+expect_grep "wd/full.out exists and detcheck did not create it" err.txt
+expect_grep '^precious$' wd/full.out
+rm -rf wd magic
 expect_exit 0 $RC --help --
 expect_grep '^usage: detcheck resume-check \[OPTIONS\] -- CMD ARGS' out.txt
 expect_grep 'DETCHECK_STOP_KILL=1' out.txt
@@ -188,6 +230,17 @@ nothing_left "--kill"
 expect_exit 2 $RC --workdir w --at 4 --trace ops -- python3 fake.py
 expect_grep "error: --trace: neither .*/w/full nor .*/w/resume_4 wrote trace.bin, so no trace was compared" err.txt
 W="$PWD/w"
+# the work folder is marked as detcheck's; a second check in it removes
+# the earlier one's files and empty folders only there; a folder that
+# still holds something is refused, naming it
+expect_grep '^detcheck resume-check work folder, version 1$' w/.detcheck-resume-check
+mkdir w2 && cp w/.detcheck-resume-check w2/ && touch w2/full.out w2/stop_3.err && mkdir w2/ckpt_3
+expect_exit 0 $RC --workdir w2 -- python3 fake.py
+[ ! -e w2/stop_3.err ] && [ ! -e w2/ckpt_3 ] || fail "an earlier check's entries were not removed"
+ok
+rm -rf w2
+expect_exit 2 $RC --workdir w -- python3 fake.py
+expect_grep "error: w/[a-z_0-9]* exists and is not empty (an earlier check?)" err.txt
 expect_grep "^DETCHECK_RECORD=$W/full$" w/full/env.txt
 expect_grep "^DETCHECK_CHECKPOINT_DIR=$W/full.ckpt$" w/full/env.txt
 expect_grep '^DETCHECK_STOP_AT=$' w/full/env.txt
@@ -273,6 +326,76 @@ expect_grep '^at 7 (clean stop): first difference at step 8 (the first resumed s
 expect_grep '^not reproduced: 1 of 2 stop points differ$' out.txt
 rm -rf tmp/*
 
+# what one run recorded and the other did not within a step both hold
+# (issue 30): a root digest, a state entry (kind 3; start.* of a process's
+# first step aside), traced events past a truncation one run made alone
+diff_is root_gap steps "at 5 (clean stop): the root digest of step 7 is missing from the resumed run's trajectory.jsonl (the uninterrupted run recorded it): every resumed step 6..10 is compared, so both runs must record each"
+diff_is state_res steps "at 5 (clean stop): state entry rng.cuda of step 7 is missing from the uninterrupted run's tensor_digests.bin (the resumed run recorded it): every resumed step 6..10 is compared, so both runs must record each"
+diff_is state_full steps "at 5 (clean stop): state entry rng.cuda of step 8 is missing from the resumed run's tensor_digests.bin (the uninterrupted run recorded it): every resumed step 6..10 is compared, so both runs must record each"
+diff_is cut_res steps "at 5 (clean stop): what traced step 7 holds past its first 1 events (truncated by the recorder) is missing from the resumed run's trace.bin (the uninterrupted run recorded it): every resumed step 6..10 is compared, so both runs must record each" --trace modules
+diff_is bad_start weights "at 5 (clean stop): first difference at step 6 (the first resumed step): weights: the resumed run started from other weights than those after step 5: parameter layers.0.weight (the checkpoint does not hold the weights after step 5.s update)"
+# both truncated alike: the verdict says what was not compared
+expect_exit 0 $RC --trace modules -- python3 fake.py cut_both
+nc="not compared: events past the recorder's bound in 5 traced steps (6..10), which both runs truncated alike"
+expect_grep "^at 5 (clean stop): resumed steps 6..10 identical to the uninterrupted run; $nc\$" out.txt
+expect_grep "^reproduced: 1 stop point, every resumed step bitwise identical to the uninterrupted run (10 steps); $nc\$" out.txt
+rm -rf tmp/*
+
+# ---------------------------------------------------------------- the runs' folders and files, re-checked (issue 30)
+# after each run: a run folder swapped for a link or another folder, a
+# recorded file that is a link or another run's file, is trouble naming it
+cat > swap.sh <<'SH'
+python3 fake.py || exit $?
+W=$(dirname "$DETCHECK_RECORD")
+case "$SWAP:$DETCHECK_RECORD" in
+link:*/resume_5) rm -rf "$DETCHECK_RECORD" && ln -s full "$DETCHECK_RECORD" ;;
+other:*/stop_5) mv "$W/full" "$W/full.old" && cp -r "$W/full.old" "$W/full" ;;
+hard:*/resume_5) ln -f "$W/full/trajectory.jsonl" "$DETCHECK_RECORD/trajectory.jsonl" ;;
+sym:*/resume_5) ln -sf ../full/tensor_digests.bin "$DETCHECK_RECORD/tensor_digests.bin" ;;
+stopjson:*/resume_5) ln -sf ../stop_5/stop.json "$DETCHECK_RECORD/stop.json" ;;
+esac
+SH
+swapped() {
+    expect_exit 2 env SWAP=$1 $RC -- sh swap.sh
+    expect_grep "$2" err.txt
+    expect_grep "nothing is compared" err.txt
+    rm -rf tmp/*
+}
+swapped link "the resume run from 5's folder .*/resume_5 is now a symbolic link (replaced during the resume run from 5)"
+swapped other "the uninterrupted run's folder .*/full is another folder than the one detcheck created (replaced during the stop run at 5)"
+swapped hard "/resume_5/trajectory.jsonl is the same file as .*/full/trajectory.jsonl (after the resume run from 5)"
+swapped sym "/resume_5/tensor_digests.bin is a symbolic link (after the resume run from 5)"
+swapped stopjson "/resume_5/stop.json is a symbolic link"
+# a log that cannot be created (a file planted at its name during an
+# earlier run) is refused, naming it, and never read back
+cat > plant.sh <<'SH'
+[ -n "$DETCHECK_STOP_AT$DETCHECK_RESUME" ] || echo "SECRET-CONTENT" > "$(dirname "$DETCHECK_RECORD")/stop_5.err"
+exec python3 fake.py
+SH
+expect_exit 2 $RC --json -- sh plant.sh
+expect_grep 'stop_5.err exists (a file) and this command creates it' err.txt
+expect_no_grep SECRET err.txt
+expect_no_grep SECRET out.txt
+python3 - <<'PY' || fail "--json, a planted log"
+import json
+d = json.load(open("out.txt"))
+assert d["verdict"] == "trouble" and d["stderr_tail"] is None and "stop_5.err exists" in d["error"], d
+PY
+ok
+rm -rf tmp/*
+
+# names whole (issue 30): a 9,000-byte state name in the line, the state and the JSON
+expect_exit 1 $RC --json -- python3 fake.py longname
+python3 - <<'PY' || fail "--json, a long name"
+import json
+s = json.load(open("out.txt"))["stops"][0]
+name = "ema." + "x" * 9000 + ".weight"
+assert s["state"] == name and s["cause"] == "ema", (len(s["state"] or ""), s["cause"])
+assert s["line"].endswith(": " + name + " differs (the EMA weights were not restored)"), len(s["line"])
+PY
+ok
+rm -rf tmp/*
+
 # ---------------------------------------------------------------- contract failures: exit 2
 expect_exit 2 $RC -- python3 fake.py never_stops
 expect_grep 'the stop run at 5 did not stop at step 5: it recorded steps 1..10 (DETCHECK_STOP_AT not honoured)' err.txt
@@ -335,6 +458,15 @@ assert json.load(open("argv.json")) == json.load(open("first.json")), (open("arg
 PY
 ok
 rm -rf tmp/*
+# ... and whole in the reports' title (no cut at 8 KiB)
+expect_exit 2 $RC --markdown long.md -- python3 argv.py "$(python3 -c 'print("y" * 10000)')"
+python3 - <<'PY' || fail "a long command line in the report's title"
+import re
+runs = [len(r) for r in re.findall("y{2,}", open("long.md").read())]
+assert runs and all(n == 10000 for n in runs), runs
+PY
+ok
+rm -rf tmp/*
 expect_exit 2 $RC -- true
 expect_grep 'the uninterrupted run recorded nothing: .*/full/trajectory.jsonl is absent, so the command did not honour DETCHECK_RECORD' err.txt
 rm -rf tmp/*
@@ -359,7 +491,7 @@ assert [s["at"] for s in d["stops"]] == [3, 6], d
 s = d["stops"][0]
 assert s == {"at": 3, "mode": "clean", "identical": True, "first_step": None, "resumed_index": None, "cause": None,
              "state": None, "line": "at 3 (clean stop): resumed steps 4..10 identical to the uninterrupted run",
-             "trace": None, "event": None}, s
+             "not_compared": None, "trace": None, "event": None}, s
 PY
 ok
 nothing_left "--json"

@@ -91,6 +91,27 @@ assert d["identical"] is False and c["result"] == "different" and c["first_step"
 assert "step 4 is missing from the resumed run's trajectory (6 and 5 records)" in c["detail"], c
 PY
 ok
+# the run folders and recorded files, re-checked after the runs (issue 30;
+# a launcher is the user's command): a resumed run's folder swapped for a
+# link to the reference's, or its trajectory a link to the reference's, is
+# trouble, never the reference compared with itself; a root digest one
+# trajectory lacks at a step both hold is a difference
+cat > swap.sh <<'SH'
+"$@"; rc=$?
+for a in "$@"; do case $a in --out=*) out=${a#--out=} ;; esac; done
+case $SWAP in
+dir) rm -rf "$out" && ln -s reference "$out" ;;
+file) ln -sf ../reference/trajectory.jsonl "$out/trajectory.jsonl" ;;
+noroot) sed -i '/"step":4,/s/,"root":"[0-9a-f]*"//' "$out/trajectory.jsonl" ;;
+esac
+exit $rc
+SH
+expect_exit 2 env SWAP=dir $DETCHECK resume-check $CFG --steps 5 --at 2 --resume-launcher "sh swap.sh"
+expect_grep 'killed_after_2 is now a symbolic link (replaced during the runs)' err.txt
+expect_exit 2 env SWAP=file $DETCHECK resume-check $CFG --steps 5 --at 2 --resume-launcher "sh swap.sh"
+expect_grep 'killed_after_2/trajectory.jsonl is a symbolic link: a run.s recording must be its own' err.txt
+expect_exit 1 env SWAP=noroot $DETCHECK resume-check $CFG --steps 5 --at 2 --resume-launcher "sh swap.sh"
+expect_grep 'first differing step 4: the root digest of step 4 is missing from the resumed run.s trajectory (the reference run recorded it)' out.txt
 expect_exit 2 $DETCHECK resume-check $CFG --steps 6 --at 6
 expect_exit 2 $DETCHECK resume-check $CFG --at 2
 # --json of a difference: its step and tensor as numbers and strings
