@@ -60,6 +60,9 @@ static void usage(FILE *out) {
             "  --workdir DIR            keep the runs in DIR (default: a temporary directory\n"
             "                           under $TMPDIR, removed when every stop reproduces)\n"
             "  --keep                   keep the temporary directory\n"
+            "  --allow-partial          accept traced steps that both runs' recorders cut\n"
+            "                           alike (their events past the bound not compared;\n"
+            "                           said in the verdict); without it: incomplete (1)\n"
             "  --json                   machine-readable result (one document)\n"
             "  --junit FILE             also a JUnit XML report (a test case per stop point)\n"
             "  --markdown FILE          also a Markdown summary ('-': stdout)\n"
@@ -67,7 +70,8 @@ static void usage(FILE *out) {
             "                           step x module grid)\n"
             "  -q, --quiet              no progress lines\n"
             "\n"
-            "Exit status: 0 every stop point reproduced, 1 one differs, 2 trouble (bad\n"
+            "Exit status: 0 every stop point reproduced, 1 one differs (or incomplete:\n"
+            "something not compared, without --allow-partial), 2 trouble (bad\n"
             "options, a run that failed, recorded nothing or did not honour the contract).\n");
 }
 
@@ -83,7 +87,7 @@ static const struct {
 typedef struct {
     long at[MAX_STOPS];
     int nat;
-    bool kill, keep, json;
+    bool kill, keep, json, allow_partial;
     const char *trace, *launcher, *resume_launcher, *workdir;
     double timeout; /* 0: none */
     char **cmd;
@@ -139,6 +143,7 @@ static int parse_args(int argc, char **argv, uopts *o, bool *help) {
         if (!strcmp(a, "--json")) { o->json = true; continue; }
         if (!strcmp(a, "--keep")) { o->keep = true; continue; }
         if (!strcmp(a, "--kill")) { o->kill = true; continue; }
+        if (!strcmp(a, "--allow-partial")) { o->allow_partial = true; continue; }
         if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { cli_quiet = true; continue; }
         if ((r = cli_report_arg(&o->rep, a, i + 1 < argc ? argv[i + 1] : NULL, &used))) {
             if (r < 0) return DCK_EXIT_TROUBLE;
@@ -1292,9 +1297,15 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
         goto out;
     }
     if (p.step < 0) {
-        s->result = DCK_EXIT_SAME;
-        stop_line(s, "resumed steps %ld..%ld identical to the uninterrupted run%s%s", K + 1, S,
-                  s->not_compared ? "; not compared: " : "", s->not_compared ? s->not_compared : "");
+        /* what both runs left out alike was compared nowhere: no OK
+         * without --allow-partial */
+        bool incomplete = s->not_compared && !o->allow_partial;
+        s->result = incomplete ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
+        if (incomplete) s->cause = "not_compared";
+        stop_line(s, "%s %ld..%ld identical to the uninterrupted run%s%s%s",
+                  incomplete ? "incomplete: resumed steps" : "resumed steps", K + 1, S,
+                  s->not_compared ? "; not compared: " : "", s->not_compared ? s->not_compared : "",
+                  incomplete ? " (--allow-partial accepts them)" : "");
         goto out;
     }
     char *cause = malloc(CAUSE_MAX), nth[32];
@@ -1406,13 +1417,15 @@ int resume_user(int argc, char **argv) {
     if (!v.rc && cli_interrupted) trouble(&v, NULL, "interrupted");
 
     /* ---- the verdict */
-    int ndiff = 0;
+    int ndiff = 0, nincomplete = 0;
     const char *nc_text = NULL; /* what the stop points left out alike: said in the verdict too */
     for (int i = 0; i < nstops; i++) {
-        ndiff += stops[i].result == DCK_EXIT_DIFFERENT;
+        bool inc = stops[i].cause && !strcmp(stops[i].cause, "not_compared");
+        nincomplete += inc;
+        ndiff += stops[i].result == DCK_EXIT_DIFFERENT && !inc;
         if (!nc_text) nc_text = stops[i].not_compared;
     }
-    rc = v.rc ? DCK_EXIT_TROUBLE : ndiff ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
+    rc = v.rc ? DCK_EXIT_TROUBLE : ndiff || nincomplete ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
     /* whole: the trouble may hold a command line of any length */
     int tl;
     if (rc == DCK_EXIT_TROUBLE)
@@ -1422,9 +1435,11 @@ int resume_user(int argc, char **argv) {
                       nstops == 1 ? "s" : "");
     else
         tl = asprintf(&title,
-                      "reproduced: %d stop point%s, every resumed step bitwise identical to the uninterrupted run (%ld "
-                      "steps)%s%s",
-                      nstops, nstops == 1 ? "" : "s", S, nc_text ? "; not compared: " : "", nc_text ? nc_text : "");
+                      "%s: %d stop point%s, every resumed step bitwise identical to the uninterrupted run (%ld "
+                      "steps)%s%s%s",
+                      nincomplete ? "incomplete" : "reproduced", nstops, nstops == 1 ? "" : "s", S,
+                      nc_text ? "; not compared: " : "", nc_text ? nc_text : "",
+                      nincomplete ? " (--allow-partial accepts them)" : "");
     if (tl < 0) {
         title = NULL;
         rc = cli_fail(CMD, dck_oom(NULL));
@@ -1481,7 +1496,7 @@ int resume_user(int argc, char **argv) {
     if (o.json) {
         json_t *doc = json_object(), *c = json_array(), *arr = json_array();
         static const char *const verdicts[] = {"reproduced", "different", "trouble"};
-        cli_jset(doc, "verdict", json_string(verdicts[rc]), &oom);
+        cli_jset(doc, "verdict", json_string(rc == DCK_EXIT_DIFFERENT && !ndiff ? "incomplete" : verdicts[rc]), &oom);
         for (int i = 0; i < o.ncmd; i++) cli_jappend(c, cli_json_text(o.cmd[i]), &oom);
         cli_jset(doc, "command", c, &oom);
         cli_jset(doc, "steps", S >= 0 ? json_integer(S) : json_null(), &oom);

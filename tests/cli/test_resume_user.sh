@@ -334,9 +334,17 @@ diff_is state_res steps "at 5 (clean stop): state entry rng.cuda of step 7 is mi
 diff_is state_full steps "at 5 (clean stop): state entry rng.cuda of step 8 is missing from the resumed run's tensor_digests.bin (the uninterrupted run recorded it): every resumed step 6..10 is compared, so both runs must record each"
 diff_is cut_res steps "at 5 (clean stop): what traced step 7 holds past its first 1 events (truncated by the recorder) is missing from the resumed run's trace.bin (the uninterrupted run recorded it): every resumed step 6..10 is compared, so both runs must record each" --trace modules
 diff_is bad_start weights "at 5 (clean stop): first difference at step 6 (the first resumed step): weights: the resumed run started from other weights than those after step 5: parameter layers.0.weight (the checkpoint does not hold the weights after step 5.s update)"
-# both truncated alike: the verdict says what was not compared
-expect_exit 0 $RC --trace modules -- python3 fake.py cut_both
+# both truncated alike: compared nowhere, so incomplete (1) unless
+# --allow-partial; the verdict says what was not compared either way
 nc="not compared: events past the recorder's bound in 5 traced steps (6..10), which both runs truncated alike"
+expect_exit 1 $RC --trace modules -- python3 fake.py cut_both
+expect_grep "^at 5 (clean stop): incomplete: resumed steps 6..10 identical to the uninterrupted run; $nc (--allow-partial accepts them)\$" out.txt
+expect_grep "^incomplete: 1 stop point, every resumed step bitwise identical to the uninterrupted run (10 steps); $nc (--allow-partial accepts them)\$" out.txt
+rm -rf tmp/*
+expect_exit 1 $RC --json --trace modules -- python3 fake.py cut_both
+expect_grep '"verdict": *"incomplete"' out.txt
+rm -rf tmp/*
+expect_exit 0 $RC --allow-partial --trace modules -- python3 fake.py cut_both
 expect_grep "^at 5 (clean stop): resumed steps 6..10 identical to the uninterrupted run; $nc\$" out.txt
 expect_grep "^reproduced: 1 stop point, every resumed step bitwise identical to the uninterrupted run (10 steps); $nc\$" out.txt
 rm -rf tmp/*
