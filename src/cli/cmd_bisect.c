@@ -713,8 +713,11 @@ traj_out:
             /* the figure reads the runs again, traces included: the cases
              * hold copies of what they name, so these can go first */
             const cli_html_run pair[2] = {{runs[0], "run A"}, {runs[1], "run B"}};
+            const char *lines[sizeof g.v / sizeof g.v[0]];
+            for (size_t i = 0; i < g.n; i++) lines[i] = gap_line(&g.v[i]);
+            const cli_html_unpaired unpaired = {lines, g.n, !accepted};
             cli_trace_release(&trf);
-            cli_report_figure(&rep, cli_html_runs_figure(CMD, pair));
+            cli_report_figure(&rep, cli_html_runs_figure_unpaired(CMD, pair, &unpaired));
         }
         if (cli_report_finish(&rep, different ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME)) {
             rc = DCK_EXIT_TROUBLE;

@@ -1399,7 +1399,16 @@ int cmd_repro(int argc, char **argv) {
             char lb[32];
             snprintf(lb, sizeof lb, "run %d", b + 1);
             const cli_html_run pair[2] = {{runs[0].dir, "run 1"}, {runs[b].dir, lb}};
-            cli_report_figure(&o.rep, cli_html_runs_figure(CMD, pair));
+            /* what bisect found one of them holding alone (its not_compared
+             * details): repro accepts none of it */
+            json_t *ncs = json_object_get(runs[b].result, "not_compared");
+            size_t nnc = json_array_size(ncs);
+            const char **lines = calloc(nnc ? nnc : 1, sizeof *lines);
+            for (size_t k = 0; lines && k < nnc; k++)
+                lines[k] = json_string_value(json_object_get(json_array_get(ncs, k), "detail"));
+            const cli_html_unpaired unpaired = {lines, nnc, true};
+            cli_report_figure(&o.rep, lines ? cli_html_runs_figure_unpaired(CMD, pair, &unpaired) : NULL);
+            free(lines);
         }
     }
     rc = ndiff ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
