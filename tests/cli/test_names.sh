@@ -273,4 +273,31 @@ assert "long." + "n" * 4000 in names, sorted(len(n) for n in names)
 PY
 expect_exit 1 $T "$DETCHECK" bisect --json nra nrl
 python3 -c "import json; d = json.load(open('out.txt')); assert ('long.' + 'n' * 4000) in json.dumps(d, ensure_ascii=False), d" || fail "bisect --json: the long name cut"
+
+# traced runs (trace.bin) with a 4,000-byte module and 3,000-byte ops: the
+# verdict line of the first differing op (an output differs: tb) and of an
+# execution that parts (another op: tc) names them whole, on the terminal
+# and in the reports (cli_trace.c kept them in 2 KiB buffers)
+python3 - <<'PY' || fail "trace runs"
+import os, struct
+M, OA, OB = "mod." + "m" * 4000, "aten.a" + "o" * 3000, "aten.b" + "o" * 3000
+for d, op, out in (("ta", OA, 7), ("tb", OA, 8), ("tc", OB, 7)):
+    os.makedirs(d, exist_ok=True)
+    open(os.path.join(d, "trajectory.jsonl"), "w").write(
+        '{"step":0,"loss":1,"loss_bits":"3f800000","grad_norm":1,"grad_norm_bits":"3f800000","lr":0.1}\n')
+    b = bytearray(b"DCKTRAC\0" + struct.pack("<II", 1, 0))
+    for i, n in enumerate((M, op)):
+        b += struct.pack("<BIH", 1, i, len(n)) + n.encode()
+    b += struct.pack("<BqIB", 2, 0, 1, 0)
+    b += struct.pack("<BBIIIBB", 0, 1, 0, 1, 0, 1, 1) + struct.pack("<BQQ", 1, 0, 1) + struct.pack("<BQQ", 1, 0, out)
+    open(os.path.join(d, "trace.bin"), "wb").write(b)
+PY
+M="mod.$(printf 'm%.0s' $(seq 4000))" OA="aten.a$(printf 'o%.0s' $(seq 3000))" OB="aten.b$(printf 'o%.0s' $(seq 3000))"
+expect_exit 1 $T "$DETCHECK" bisect ta tb --junit tb.xml --markdown tb.md
+expect_grep "^first differing op: step 0, forward, $M ($OA, call 0), output 0: inputs equal, output differs (culprit)\$" out.txt
+expect_grep "first differing op: step 0, forward, $M ($OA, call 0), output 0: inputs equal" tb.xml
+expect_grep "name=\"$M ($OA, call 0)\"" tb.xml
+expect_exit 1 $T "$DETCHECK" bisect ta tc --junit tc.xml
+expect_grep "^execution differs at event 0 of step 0: run A ran forward $M ($OA, call 0), run B ran forward $M ($OB, call 0)\$" out.txt
+expect_grep "run B ran forward $M ($OB, call 0)" tc.xml
 done_ok
