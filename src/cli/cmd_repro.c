@@ -667,7 +667,7 @@ static const char **state_names(const dck_recording *r, const dck_rec_step *st, 
 
 /* State entries recorded in one of a and b only, over their common steps:
  * not compared, and the verdict says so. -1: no memory. */
-static long unpaired_state(const dck_recording *a, const dck_recording *b, char *example, size_t elen) {
+static long unpaired_state(const dck_recording *a, const dck_recording *b, char **example) {
     long n = 0;
     for (size_t i = 0, j = 0; i < a->nsteps && j < b->nsteps;) {
         if (a->steps[i].step != b->steps[j].step) {
@@ -679,7 +679,7 @@ static long unpaired_state(const dck_recording *a, const dck_recording *b, char 
         const char **x = state_names(a, &a->steps[i], &na), **y = state_names(b, &b->steps[j], &nb);
         for (size_t p = 0, q = 0; x && y && (p < na || q < nb);) {
             int c = p == na ? 1 : q == nb ? -1 : strcmp(x[p], y[q]);
-            if (c && !n++) snprintf(example, elen, "%s", c < 0 ? x[p] : y[q]);
+            if (c && !n++ && !*example && !(*example = strdup(c < 0 ? x[p] : y[q]))) n = -1;
             p += c <= 0;
             q += c >= 0;
         }
@@ -695,7 +695,7 @@ static long unpaired_state(const dck_recording *a, const dck_recording *b, char 
 /* What was set aside over all comparisons: said in the verdict. */
 typedef struct {
     long state;          /* state entries recorded in one run only */
-    char state_eg[256];  /* one of them */
+    char *state_eg;      /* one of them, whole (malloc'd) */
     long truncated;      /* traced steps both runs truncated alike */
 } not_compared;
 
@@ -746,10 +746,10 @@ static int compare_recordings(run_t *runs, int i, side_steps ref[NSIDES], const 
     if (!rc && ref[SIDE_TENSORS].n && cur[SIDE_TENSORS].n) {
         long step;
         int kind;
-        char name[1024];
+        char name[DCK_REC_NAME_MAX + 1]; /* every name whole */
         const char *how;
         int c = dck_recording_compare(rec1, &rec, &step, &kind, name, sizeof name, &how);
-        long st = c >= 0 ? unpaired_state(rec1, &rec, nc->state_eg, sizeof nc->state_eg) : 0;
+        long st = c >= 0 ? unpaired_state(rec1, &rec, &nc->state_eg) : 0;
         if (c < 0 || st < 0) rc = cli_fail(CMD, dck_oom("comparing the recorded tensors"));
         else nc->state += st;
         if (!rc && c > 0 && r->bisect == 0) { /* bisect said otherwise: its own line is missing */
@@ -1296,20 +1296,28 @@ int cmd_repro(int argc, char **argv) {
     bool tensors = ref[SIDE_TENSORS].n > 0;
     for (int k = 0; k < NSIDES; k++) free(ref[k].steps);
     dck_recording_release(&rec1);
-    if (rc) goto finish;
+    if (rc) {
+        free(nc.state_eg);
+        goto finish;
+    }
     if (!ndiff) {
-        char aside[512] = "";
+        /* whole, however long the state entry's name: no fixed buffer */
+        char *line = NULL, state[96] = "", cut[160] = "";
         if (nc.state)
-            snprintf(aside, sizeof aside, "; not compared: %ld state entr%s recorded in one run only (%s)", nc.state,
-                     nc.state == 1 ? "y" : "ies", cli_safe(nc.state_eg));
+            snprintf(state, sizeof state, "; not compared: %ld state entr%s recorded in one run only (", nc.state,
+                     nc.state == 1 ? "y" : "ies");
         if (nc.truncated)
-            snprintf(aside + strlen(aside), sizeof aside - strlen(aside),
+            snprintf(cut, sizeof cut,
                      "%s the events past the recorder's bound in %ld traced step%s (truncated alike in both runs)",
-                     aside[0] ? "," : "; not compared:", nc.truncated, nc.truncated == 1 ? "" : "s");
-        snprintf(title, sizeof title, "reproducible: %d runs, %ld steps, %s%s", nruns, runs[0].records,
-                 tensors ? "every tensor identical" : "every trajectory record identical (no tensor digests recorded)",
-                 aside);
-        fprintf(out, "%s\n", title);
+                     nc.state ? "," : "; not compared:", nc.truncated, nc.truncated == 1 ? "" : "s");
+        if (asprintf(&line, "reproducible: %d runs, %ld steps, %s%s%s%s%s", nruns, runs[0].records,
+                     tensors ? "every tensor identical" : "every trajectory record identical (no tensor digests recorded)",
+                     state, nc.state ? cli_safe(nc.state_eg ? nc.state_eg : "") : "", nc.state ? ")" : "", cut) < 0)
+            line = NULL;
+        fprintf(out, "%s\n", line ? line : "reproducible (the rest of this line not shown: out of memory)");
+        /* the title, whole (title[] holds the short ones) */
+        if (cli_report_wanted(&o.rep)) cli_report_title(&o.rep, "%s", line ? line : "reproducible");
+        free(line);
     } else {
         run_t *f = &runs[first];
         char at[64] = "";
@@ -1330,6 +1338,7 @@ int cmd_repro(int argc, char **argv) {
             fprintf(out, "varied: %s=%s in run 1, %s in run %d\n", f->var, cli_safe(runs[0].value), cli_safe(f->value),
                     first + 1);
     }
+    free(nc.state_eg);
     if (doc) {
         cli_jset(doc, "verdict", json_string(ndiff ? "different" : "reproducible"), &oom);
         cli_jset(doc, "reproducible", json_boolean(!ndiff), &oom);
@@ -1377,19 +1386,31 @@ int cmd_repro(int argc, char **argv) {
                 snprintf(msg, sizeof msg, "identical to run 1%s: %ld steps", var, r->records);
                 cli_report_case(&o.rep, "detcheck.repro", nm, CLI_CASE_PASS, NULL, msg, NULL);
             } else {
-                size_t at = (size_t)snprintf(msg, sizeof msg, "differs from run 1%s", var);
-                for (size_t k = 0; k < r->nlines && at < sizeof msg; k++)
-                    at += (size_t)snprintf(msg + at, sizeof msg - at, "; %s", r->lines[k]);
-                if (!r->nlines && at < sizeof msg)
-                    snprintf(msg + at, sizeof msg - at, "; steps recorded: run 1 %ld, run %d %ld", runs[0].records,
-                             i + 1, r->records);
+                /* bisect's lines whole (their names have no bound) */
+                char *text = NULL;
+                size_t tlen = 0;
+                FILE *m = open_memstream(&text, &tlen);
+                if (m) {
+                    fprintf(m, "differs from run 1%s", var);
+                    for (size_t k = 0; k < r->nlines; k++) fprintf(m, "; %s", r->lines[k]);
+                    if (!r->nlines)
+                        fprintf(m, "; steps recorded: run 1 %ld, run %d %ld", runs[0].records, i + 1, r->records);
+                    if (fclose(m) != 0) {
+                        free(text);
+                        text = NULL;
+                    }
+                }
                 snprintf(detail, sizeof detail, "%s", summary);
-                cli_report_case(&o.rep, "detcheck.repro", nm, CLI_CASE_FAIL,
-                                json_object_get(r->result, "first_tensor") &&
-                                        json_is_object(json_object_get(r->result, "first_tensor"))
-                                    ? "digest"
-                                    : "trajectory",
-                                msg, summary[0] ? detail : NULL);
+                if (text)
+                    cli_report_case(&o.rep, "detcheck.repro", nm, CLI_CASE_FAIL,
+                                    json_object_get(r->result, "first_tensor") &&
+                                            json_is_object(json_object_get(r->result, "first_tensor"))
+                                        ? "digest"
+                                        : "trajectory",
+                                    text, summary[0] ? detail : NULL);
+                else
+                    o.rep.oom = true;
+                free(text);
             }
         }
         if (o.rep.html) {

@@ -1208,30 +1208,37 @@ static void choose_rows(fig *F, group *g) {
     free(p);
 }
 
-/* A cell's title (a run of cells c0..c1 drawn as one, folded into x). */
-static void cell_title(char *buf, size_t n, const fig *F, size_t c0, size_t c1, const char *rowname, const cell *x) {
+/* A cell's title (a run of cells c0..c1 drawn as one, folded into x),
+ * malloc'd and whole however long its names; NULL when out of memory. */
+static char *cell_title(const fig *F, size_t c0, size_t c1, const char *rowname, const cell *x) {
     long lo = F->smin + (long)c0 * F->bin, hi = F->smin + (long)(c1 + 1) * F->bin - 1;
     if (hi > F->smax) hi = F->smax;
-    int k = lo == hi ? snprintf(buf, n, "step %ld, %s: ", lo, rowname)
-                     : snprintf(buf, n, "steps %ld-%ld, %s: ", lo, hi, rowname);
-    if (k < 0 || (size_t)k >= n) return;
-    buf += k, n -= (size_t)k;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
+    if (lo == hi) fprintf(f, "step %ld, %s: ", lo, rowname);
+    else fprintf(f, "steps %ld-%ld, %s: ", lo, hi, rowname);
     const char *what = x->what ? x->what : "";
     switch (x->mark) {
-    case CLI_MARK_COUNT: snprintf(buf, n, "not recorded in both runs"); break;
+    case CLI_MARK_COUNT: fputs("not recorded in both runs", f); break;
     case CLI_MARK_EQUAL:
-        if (lo == hi) snprintf(buf, n, "identical");
-        else snprintf(buf, n, "identical (%u step%s compared)", x->ncmp, x->ncmp == 1 ? "" : "s");
+        if (lo == hi) fputs("identical", f);
+        else fprintf(f, "identical (%u step%s compared)", x->ncmp, x->ncmp == 1 ? "" : "s");
         break;
     default: {
         const char *w = x->mark == CLI_MARK_NONFINITE ? "NaN/Inf on one side"
                         : x->mark == CLI_MARK_MISSING ? "on one side only"
                                                       : "differs";
-        if (lo == hi) snprintf(buf, n, "%s: %s", w, what);
-        else snprintf(buf, n, "%s at %u of %u compared steps; first at step %ld: %s", w, x->ndiff, x->ncmp, x->first,
-                      what);
+        if (lo == hi) fprintf(f, "%s: %s", w, what);
+        else fprintf(f, "%s at %u of %u compared steps; first at step %ld: %s", w, x->ndiff, x->ncmp, x->first, what);
     }
     }
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
 }
 
 static int drawn(int mark) { return mark == CLI_MARK_COUNT ? CLI_MARK_ABSENT : mark; }
@@ -1279,17 +1286,20 @@ static double draw_group(FILE *f, fig *F, const group *g, double y, int rh, unsi
                     if (run.first < 0) run.first = y->first, run.what = y->what;
                 }
             x = &run;
-            char t[2048];
-            cell_title(t, sizeof t, F, c, e, r->name, x);
+            char *t = cell_title(F, c, e, r->name, x);
+            if (!t) F->oom = true;
             int m = drawn(x->mark);
             *mask |= 1u << m;
-            cli_svg_cell(f, GX0 + (double)c * F->colw, ry, (double)(e - c + 1) * F->colw - gap, rh - 1, (cli_mark)m, t);
+            cli_svg_cell(f, GX0 + (double)c * F->colw, ry, (double)(e - c + 1) * F->colw - gap, rh - 1, (cli_mark)m,
+                         t ? t : "");
+            free(t);
             c = e + 1;
         }
         if (r == mark_row) {
-            char t[4096];
-            snprintf(t, sizeof t, "first difference: %s, step %ld", r->name, F->first);
-            cli_svg_first_marker(f, GX0 - 2, ry + (rh - 1) / 2.0, rh - 1 > 8 ? rh - 1 : 8, t);
+            char *t = NULL;
+            if (asprintf(&t, "first difference: %s, step %ld", r->name, F->first) < 0) t = NULL, F->oom = true;
+            cli_svg_first_marker(f, GX0 - 2, ry + (rh - 1) / 2.0, rh - 1 > 8 ? rh - 1 : 8, t ? t : "");
+            free(t);
         }
     }
     return y + (double)g->nshown * rh + 8;
