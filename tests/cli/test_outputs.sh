@@ -168,6 +168,7 @@ appears late.xml $D --junit late.xml
 appears late.md $D --markdown late.md
 appears late.html $DETCHECK bisect ra rb --html late.html
 appears late.yaml "$DETCHECK" hash -q -o late.yaml a.safetensors
+appears late-golden.json "$DETCHECK" canary --steps 2 --write-golden late-golden.json
 # a path that held a report at the check is still replaced, as before
 expect_exit 1 $D --junit late2.xml
 export DCK_TEST_OUTPUT_APPEARS=nothing-here
