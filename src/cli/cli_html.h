@@ -104,6 +104,18 @@ typedef struct {
     const char *dir, *label;
 } cli_html_run;
 char *cli_html_runs_figure(const char *cmd, const cli_html_run runs[2]);
+/* What the command found one run holding and the other lacking, in its own
+ * words (bisect's "not compared: " lines, the JSON's not_compared details),
+ * and whether they count against its verdict (exit 1; false where
+ * --allow-partial accepted them). The page names each, and never says "no
+ * difference" where they count: what was not compared is no agreement. */
+typedef struct {
+    const char *const *lines;
+    size_t n;
+    bool counted;
+} cli_html_unpaired;
+/* cli_html_runs_figure with the command's unpaired items (NULL: none) */
+char *cli_html_runs_figure_unpaired(const char *cmd, const cli_html_run runs[2], const cli_html_unpaired *unpaired);
 /* canary: rank 0's report (html_canary.c): hosts x devices */
 char *cli_html_canary_figure(const dck_canary_report *rep);
 /* canary's title, properties and one case per rank (html_canary.c), shared

@@ -489,29 +489,25 @@ static dck_status append_summary(const char *path, const char *doc, size_t len) 
  * command may have run for hours, and a user's file (or the command's own)
  * may have taken the path meanwhile. The inputs were refused before the
  * work; a path that became one since is refused by the kind (an input is
- * never a report). */
-static dck_status recheck(const cli_report *r, size_t k, const char *path) {
-    struct stat st;
-    if (r->checked && !r->present[k] && lstat(path, &st) == 0)
-        return dck_set_error(DCK_ERR_INVALID, "%s %s appeared while the command ran (detcheck did not write it); "
-                                              "refusing to replace it: the report is not written",
-                             kinds[k].option, path);
-    dck_status s = dck_output_check(kinds[k].option, path, kinds[k].what, kinds[k].kind, NULL, 0);
-    if (s) return dck_set_error(s, "%s (it changed while the command ran): the report is not written", dck_last_error());
-    return DCK_OK;
-}
-
-/* Written aside, checked, then renamed over the path. */
+ * never a report). Where the path holds nothing at the check, the rename
+ * never replaces (dck_output_commit): a file that appears in between stays. */
 static dck_status write_report(const cli_report *r, size_t k, const char *path, const char *doc, size_t len) {
     dck_atomic_file af;
     DCK_TRY(dck_atomic_open(path, &af));
     dck_status s = dck_atomic_write(&af, doc, len);
-    if (!s) s = recheck(r, k, path);
+    struct stat st;
+    if (!s && r->checked && !r->present[k] && lstat(path, &st) == 0)
+        s = dck_set_error(DCK_ERR_INVALID, "%s %s appeared while the command ran (detcheck did not write it); "
+                                           "refusing to replace it: the report is not written",
+                          kinds[k].option, path);
     if (s) {
         dck_atomic_abort(&af);
         return s;
     }
-    return dck_atomic_commit(&af);
+    s = dck_output_commit(&af, kinds[k].option, kinds[k].what, kinds[k].kind, NULL, 0);
+    if (s == DCK_ERR_INVALID)
+        return dck_set_error(s, "%s (it changed while the command ran): the report is not written", dck_last_error());
+    return s;
 }
 
 static int emit(cli_report *r, size_t k, char *(*text)(const cli_report *, size_t *)) {

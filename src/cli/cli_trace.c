@@ -21,71 +21,69 @@ static bool present(const char *path) {
 void cli_trace_release(cli_trace_first *f) {
     dck_trace_release(&f->t[0]);
     dck_trace_release(&f->t[1]);
+    free(f->line);
+    free(f->safe_line);
+    free(f->magnitudes);
+    f->line = f->safe_line = f->magnitudes = NULL;
 }
 
 static const char *same_name(const char *s) { return s; }
 
-/* Appends to buf (cut at its size: names may be long, and a line stays a
- * line). */
-static void catf(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void catf(char *buf, size_t n, const char *fmt, ...) {
-    size_t k = strnlen(buf, n);
-    if (k + 1 >= n) return;
+/* A malloc'd string, whole however long its names are; NULL when out of
+ * memory. */
+static char *strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *strf(const char *fmt, ...) {
+    char *s;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf + k, n - k, fmt, ap);
+    if (vasprintf(&s, fmt, ap) < 0) s = NULL;
     va_end(ap);
+    return s;
 }
 
 /* "forward model.fc (aten.mm.default, call 0)", "forward model.fc (module,
  * call 0)"; with counts, " with 2 inputs and 1 output" after it. */
-static void event_desc(char *buf, size_t n, const dck_trace *t, const dck_trace_event *e, bool counts,
-                       const char *(*name)(const char *)) {
-    int k = snprintf(buf, n, "%s %s (", dck_trace_phase_name(e->phase), name(t->names[e->module]));
-    if (k < 0 || (size_t)k >= n) return;
-    int j = snprintf(buf + k, n - (size_t)k, "%s, call %u)", e->kind == DCK_TRACE_OP ? name(t->names[e->op]) : "module",
-                     e->call);
-    if (j < 0 || (size_t)(k + j) >= n || !counts) return;
-    snprintf(buf + k + j, n - (size_t)(k + j), " with %u input%s and %u output%s", e->nin, e->nin == 1 ? "" : "s",
-             e->nout, e->nout == 1 ? "" : "s");
+static char *event_desc(const dck_trace *t, const dck_trace_event *e, bool counts, const char *(*name)(const char *)) {
+    char with[96] = "";
+    if (counts)
+        snprintf(with, sizeof with, " with %u input%s and %u output%s", e->nin, e->nin == 1 ? "" : "s", e->nout,
+                 e->nout == 1 ? "" : "s");
+    return strf("%s %s (%s, call %u)%s", dck_trace_phase_name(e->phase), name(t->names[e->module]),
+                e->kind == DCK_TRACE_OP ? name(t->names[e->op]) : "module", e->call, with);
 }
 
 /* The verdict line of a difference, names through name (cli_safe for the
- * terminal, as they are for reports and JSON). */
-static void trace_line(char *buf, size_t n, const cli_trace_first *f, const char *(*name)(const char *)) {
+ * terminal, as they are for reports and JSON), whole; NULL when out of
+ * memory. */
+static char *trace_line(const cli_trace_first *f, const char *(*name)(const char *)) {
     const dck_trace_diff *d = &f->d;
     if (d->how == DCK_TRACE_EXECUTION) {
         /* counts shown only when they are all that differs */
         bool counts = d->a && d->b && (d->a->nin != d->b->nin || d->a->nout != d->b->nout);
-        char x[2][2048];
+        char *x[2];
         for (int k = 0; k < 2; k++) {
             const dck_trace_event *e = k ? d->b : d->a;
-            if (e) event_desc(x[k], sizeof x[k], &f->t[k], e, counts, name);
-            else snprintf(x[k], sizeof x[k], "nothing more (its step ended after %zu events)", d->event);
+            x[k] = e ? event_desc(&f->t[k], e, counts, name)
+                     : strf("nothing more (its step ended after %zu events)", d->event);
         }
-        buf[0] = 0;
-        catf(buf, n, "execution differs at event %zu of step %ld: run A ran %s, run B ran %s", d->event, d->step,
-             x[0], x[1]);
-        return;
+        char *line = x[0] && x[1] ? strf("execution differs at event %zu of step %ld: run A ran %s, run B ran %s",
+                                         d->event, d->step, x[0], x[1])
+                                  : NULL;
+        free(x[0]);
+        free(x[1]);
+        return line;
     }
     const dck_trace *t = &f->t[0];
     const dck_trace_event *e = d->a;
-    char where[2048], how[128];
-    if (e->kind == DCK_TRACE_OP)
-        snprintf(where, sizeof where, "%s (%s, call %u)", name(t->names[e->module]), name(t->names[e->op]), e->call);
-    else
-        snprintf(where, sizeof where, "%s (call %u)", name(t->names[e->module]), e->call);
+    char how[128];
     if (d->input < 0) snprintf(how, sizeof how, "inputs equal, output differs (culprit)");
     else snprintf(how, sizeof how, "input %d already differed (inherited)", d->input);
-    snprintf(buf, n, "first differing %s: step %ld, %s, %s, output %d: %s", e->kind == DCK_TRACE_OP ? "op" : "module",
-             d->step, dck_trace_phase_name(e->phase), where, d->output, how);
-}
-
-/* A path as one shell word (cli_shell_join), cut to the buffer. */
-static void shell_word(char *buf, size_t n, const char *s) {
-    char *w = cli_shell_join((char *const *)&s, 1);
-    snprintf(buf, n, "%s", w ? w : s);
-    free(w);
+    const char *module = name(t->names[e->module]);
+    if (e->kind == DCK_TRACE_OP)
+        return strf("first differing op: step %ld, %s, %s (%s, call %u), output %d: %s", d->step,
+                    dck_trace_phase_name(e->phase), module, name(t->names[e->op]), e->call, d->output, how);
+    return strf("first differing module: step %ld, %s, %s (call %u), output %d: %s", d->step,
+                dck_trace_phase_name(e->phase), module, e->call, d->output, how);
 }
 
 static bool regular_file(const char *path) {
@@ -125,26 +123,34 @@ int cli_trace_compare(const char *cmd, const char *const runs[2], cli_trace_firs
                      "events past the bound are not compared", p[k], f->d.truncated[k],
                      f->d.truncated[k] == 1 ? "" : "s", f->d.first_truncated[k]);
     if (!f->found) goto out;
-    trace_line(f->line, sizeof f->line, f, same_name);
-    trace_line(f->safe_line, sizeof f->safe_line, f, cli_safe);
+    f->line = trace_line(f, same_name);
+    f->safe_line = trace_line(f, cli_safe);
     if (f->d.how == DCK_TRACE_OUTPUT) {
         /* magnitudes: the recorder dumps one traced step's outputs as
          * safetensors, tensors named by the event's index in the step */
-        char w[2][4200];
+        char *w[2] = {NULL, NULL};
         snprintf(f->tensor, sizeof f->tensor, "%05zu.output.%d", f->d.event, f->d.output);
         for (int k = 0; k < 2; k++) {
             snprintf(f->dump[k], sizeof f->dump[k], "%s/dump_step_%ld/trace.safetensors", runs[k], f->d.step);
-            shell_word(w[k], sizeof w[k], f->dump[k]);
+            char *word = f->dump[k];
+            w[k] = cli_shell_join(&word, 1);
         }
         f->dumps = regular_file(f->dump[0]) && regular_file(f->dump[1]);
-        if (f->dumps)
-            snprintf(f->magnitudes, sizeof f->magnitudes, "dumps present: detcheck diff %s %s (tensor %s)", w[0], w[1],
-                     f->tensor);
-        else
-            snprintf(f->magnitudes, sizeof f->magnitudes,
-                     "magnitudes: rerun both runs with DETCHECK_DUMP_STEP=%ld (e.g. DETCHECK_DUMP_STEP=%ld <your "
-                     "training command>), then: detcheck diff %s %s (tensor %s)",
-                     f->d.step, f->d.step, w[0], w[1], f->tensor);
+        if (w[0] && w[1] && f->dumps)
+            f->magnitudes = strf("dumps present: detcheck diff %s %s (tensor %s)", w[0], w[1], f->tensor);
+        else if (w[0] && w[1])
+            f->magnitudes = strf("magnitudes: rerun both runs with DETCHECK_DUMP_STEP=%ld (e.g. DETCHECK_DUMP_STEP=%ld "
+                                 "<your training command>), then: detcheck diff %s %s (tensor %s)",
+                                 f->d.step, f->d.step, w[0], w[1], f->tensor);
+        free(w[0]);
+        free(w[1]);
+    } else {
+        f->magnitudes = strf("%s", "");
+    }
+    if (!f->line || !f->safe_line || !f->magnitudes) {
+        rc = cli_fail(cmd, dck_oom(NULL));
+        cli_trace_release(f);
+        f->found = false;
     }
 out:
     free(p[0]);
@@ -197,20 +203,20 @@ json_t *cli_trace_json(const cli_trace_first *f, bool *oom) {
  * traced step in both agrees (skipped when there is none); nothing when
  * one run only was traced (the caller names what was not compared). */
 void cli_trace_report(cli_report *rep, const char *classname, const cli_trace_first *f) {
-    char cls[128], name[4200], msg[4200];
+    char cls[128], msg[128];
     if (f->found) {
         const dck_trace_diff *d = &f->d;
         const dck_trace_event *e = d->a ? d->a : d->b;
         const dck_trace *t = &f->t[d->a ? 0 : 1];
         snprintf(cls, sizeof cls, "%s.step_%ld.%s", classname, d->step, dck_trace_phase_name(e->phase));
-        if (e->kind == DCK_TRACE_OP)
-            snprintf(name, sizeof name, "%s (%s, call %u)", t->names[e->module], t->names[e->op], e->call);
-        else
-            snprintf(name, sizeof name, "%s (call %u)", t->names[e->module], e->call);
+        char *name = e->kind == DCK_TRACE_OP ? strf("%s (%s, call %u)", t->names[e->module], t->names[e->op], e->call)
+                                             : strf("%s (call %u)", t->names[e->module], e->call);
         const char *type = d->how == DCK_TRACE_EXECUTION ? "execution" : d->input < 0 ? "culprit" : "inherited";
-        msg[0] = 0;
-        catf(msg, sizeof msg, "%s%s%s", f->line, f->magnitudes[0] ? "; " : "", f->magnitudes);
-        cli_report_case(rep, cls, name, CLI_CASE_FAIL, type, msg, NULL);
+        char *text = strf("%s%s%s", f->line, f->magnitudes[0] ? "; " : "", f->magnitudes);
+        if (name && text) cli_report_case(rep, cls, name, CLI_CASE_FAIL, type, text, NULL);
+        else rep->oom = true;
+        free(name);
+        free(text);
     } else if (f->both && f->d.common) {
         snprintf(msg, sizeof msg, "%zu traced step%s in both agree event by event", f->d.common,
                  f->d.common == 1 ? "" : "s");
@@ -220,4 +226,3 @@ void cli_trace_report(cli_report *rep, const char *classname, const cli_trace_fi
                         "no step traced in both: the traces are not compared", NULL);
     }
 }
-

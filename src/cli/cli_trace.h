@@ -15,12 +15,13 @@ typedef struct {
     bool both, found;
     dck_trace t[2];
     dck_trace_diff d;
-    char line[4096];      /* "first differing op: ..." / "execution differs ..." (names as in the file) */
-    char safe_line[4096]; /* the same, fit for a terminal (cli_safe) */
+    /* with found, malloc'd and whole however long the names (cli_trace_release) */
+    char *line;       /* "first differing op: ..." / "execution differs ..." (names as in the file) */
+    char *safe_line;  /* the same, fit for a terminal (cli_safe) */
+    char *magnitudes; /* how to see the magnitudes of an output that differs ("" for execution) */
     char tensor[64];      /* the differing output's name in the dumps: "00014.output.0" */
     char dump[2][4096];   /* RUN/dump_step_S/trace.safetensors */
     bool dumps;           /* both dumps present */
-    char magnitudes[12288];
 } cli_trace_first;
 
 /* Compares runs[0]'s and runs[1]'s trace.bin when both have one (a warning

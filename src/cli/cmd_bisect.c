@@ -670,14 +670,15 @@ traj_out:
         /* The report states the verdict of the exit status: every reason
          * bisect has for exit 1 (the trajectory, a checkpoint, a recorded
          * tensor) is a failing case, and the title names the first of each. */
-        char msg[1200], pre[64], tensor[DCK_REC_NAME_MAX + 256] = "", event[4200] = "";
+        char msg[1200], pre[64], tensor[DCK_REC_NAME_MAX + 256] = "";
+        /* the traced event's line, whole (its names have no bound) */
+        const char *event_sep = trf.found ? "; " : "", *event = trf.found ? trf.line : "";
         cli_report_property(&rep, "run_a", runs[0]);
         cli_report_property(&rep, "run_b", runs[1]);
         if (replay[0]) cli_report_property(&rep, "replay", replay);
         if (recf.found)
             snprintf(tensor, sizeof tensor, "; first differing tensor: step %ld, %s %s%s", recf.step,
                      dck_rec_kind_name((dck_rec_kind)recf.kind), recf.name, rec_how(&recf));
-        if (trf.found) snprintf(event, sizeof event, "; %s", trf.line);
         if (!found && !g.n)
             cli_report_title(&rep, "identical");
         else if (!found)
@@ -685,14 +686,15 @@ traj_out:
                              accepted ? "identical where both runs hold data (--allow-partial)" : "incomplete",
                              gap_line(&g.v[0]), g.n > 1 ? " (and more)" : "");
         else if (traj_diff)
-            cli_report_title(&rep, "the runs part: first differing step %ld (%s)%s%s", step, what, tensor, event);
+            cli_report_title(&rep, "the runs part: first differing step %ld (%s)%s%s%s", step, what, tensor, event_sep,
+                             event);
         else if (differ >= 0)
-            cli_report_title(&rep, "trajectories agree; the checkpoints do not (first differing checkpoint: step %ld)%s%s",
-                             differ, tensor, event);
+            cli_report_title(&rep, "trajectories agree; the checkpoints do not (first differing checkpoint: step %ld)%s%s%s",
+                             differ, tensor, event_sep, event);
         else if (recf.found)
-            cli_report_title(&rep, "trajectories agree; the recorded tensors do not%s%s", tensor, event);
+            cli_report_title(&rep, "trajectories agree; the recorded tensors do not%s%s%s", tensor, event_sep, event);
         else
-            cli_report_title(&rep, "trajectories agree; the traced steps do not%s", event);
+            cli_report_title(&rep, "trajectories agree; the traced steps do not%s%s", event_sep, event);
         snprintf(msg, sizeof msg, "first differing step %ld: %s", step, what);
         cli_report_case(&rep, "detcheck.bisect", "trajectory", traj_diff ? CLI_CASE_FAIL : CLI_CASE_PASS,
                         "trajectory", traj_diff ? msg : NULL, NULL);
@@ -713,8 +715,11 @@ traj_out:
             /* the figure reads the runs again, traces included: the cases
              * hold copies of what they name, so these can go first */
             const cli_html_run pair[2] = {{runs[0], "run A"}, {runs[1], "run B"}};
+            const char *lines[sizeof g.v / sizeof g.v[0]];
+            for (size_t i = 0; i < g.n; i++) lines[i] = gap_line(&g.v[i]);
+            const cli_html_unpaired unpaired = {lines, g.n, !accepted};
             cli_trace_release(&trf);
-            cli_report_figure(&rep, cli_html_runs_figure(CMD, pair));
+            cli_report_figure(&rep, cli_html_runs_figure_unpaired(CMD, pair, &unpaired));
         }
         if (cli_report_finish(&rep, different ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME)) {
             rc = DCK_EXIT_TROUBLE;

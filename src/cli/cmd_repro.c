@@ -706,7 +706,7 @@ static int compare_recordings(run_t *runs, int i, side_steps ref[NSIDES], const 
     if (!rc && ref[SIDE_TENSORS].n && cur[SIDE_TENSORS].n) {
         long step;
         int kind;
-        char name[1024];
+        char name[DCK_REC_NAME_MAX + 1]; /* every name whole */
         const char *how;
         int c = dck_recording_compare(rec1, &rec, &step, &kind, name, sizeof name, &how);
         dck_rec_state_only so;
@@ -1342,19 +1342,31 @@ int cmd_repro(int argc, char **argv) {
                 snprintf(msg, sizeof msg, "identical to run 1%s: %ld steps", var, r->records);
                 cli_report_case(&o.rep, "detcheck.repro", nm, CLI_CASE_PASS, NULL, msg, NULL);
             } else {
-                size_t at = (size_t)snprintf(msg, sizeof msg, "differs from run 1%s", var);
-                for (size_t k = 0; k < r->nlines && at < sizeof msg; k++)
-                    at += (size_t)snprintf(msg + at, sizeof msg - at, "; %s", r->lines[k]);
-                if (!r->nlines && at < sizeof msg)
-                    snprintf(msg + at, sizeof msg - at, "; steps recorded: run 1 %ld, run %d %ld", runs[0].records,
-                             i + 1, r->records);
+                /* bisect's lines whole (their names have no bound) */
+                char *text = NULL;
+                size_t tlen = 0;
+                FILE *m = open_memstream(&text, &tlen);
+                if (m) {
+                    fprintf(m, "differs from run 1%s", var);
+                    for (size_t k = 0; k < r->nlines; k++) fprintf(m, "; %s", r->lines[k]);
+                    if (!r->nlines)
+                        fprintf(m, "; steps recorded: run 1 %ld, run %d %ld", runs[0].records, i + 1, r->records);
+                    if (fclose(m) != 0) {
+                        free(text);
+                        text = NULL;
+                    }
+                }
                 snprintf(detail, sizeof detail, "%s", summary);
-                cli_report_case(&o.rep, "detcheck.repro", nm, CLI_CASE_FAIL,
-                                json_object_get(r->result, "first_tensor") &&
-                                        json_is_object(json_object_get(r->result, "first_tensor"))
-                                    ? "digest"
-                                    : "trajectory",
-                                msg, summary[0] ? detail : NULL);
+                if (text)
+                    cli_report_case(&o.rep, "detcheck.repro", nm, CLI_CASE_FAIL,
+                                    json_object_get(r->result, "first_tensor") &&
+                                            json_is_object(json_object_get(r->result, "first_tensor"))
+                                        ? "digest"
+                                        : "trajectory",
+                                    text, summary[0] ? detail : NULL);
+                else
+                    o.rep.oom = true;
+                free(text);
             }
         }
         if (o.rep.html) {
@@ -1364,7 +1376,16 @@ int cmd_repro(int argc, char **argv) {
             char lb[32];
             snprintf(lb, sizeof lb, "run %d", b + 1);
             const cli_html_run pair[2] = {{runs[0].dir, "run 1"}, {runs[b].dir, lb}};
-            cli_report_figure(&o.rep, cli_html_runs_figure(CMD, pair));
+            /* what bisect found one of them holding alone (its not_compared
+             * details): repro accepts none of it */
+            json_t *ncs = json_object_get(runs[b].result, "not_compared");
+            size_t nnc = json_array_size(ncs);
+            const char **lines = calloc(nnc ? nnc : 1, sizeof *lines);
+            for (size_t k = 0; lines && k < nnc; k++)
+                lines[k] = json_string_value(json_object_get(json_array_get(ncs, k), "detail"));
+            const cli_html_unpaired unpaired = {lines, nnc, true};
+            cli_report_figure(&o.rep, lines ? cli_html_runs_figure_unpaired(CMD, pair, &unpaired) : NULL);
+            free(lines);
         }
     }
     rc = ndiff || incomplete ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;

@@ -310,9 +310,10 @@ static void draw(FILE *f, const picture *p) {
         double y = top + (double)i * p->row_h;
         bool first = (long)i == p->first_row;
         if (first) {
-            char t[1024];
-            snprintf(t, sizeof t, "first differing layer: %s (tensor %s)", row_name(p, i), first_name(p));
-            cli_svg_first_marker(f, MARK_X, y + p->row_h / 2, p->row_h - 4, t);
+            char *t = NULL; /* whole, however long the names */
+            if (asprintf(&t, "first differing layer: %s (tensor %s)", row_name(p, i), first_name(p)) < 0) t = NULL;
+            cli_svg_first_marker(f, MARK_X, y + p->row_h / 2, p->row_h - 4, t ? t : "first differing layer");
+            free(t);
         }
         fprintf(f, "<text x=\"%d\" y=\"%.1f\"%s>", LABEL_X, y + p->row_h / 2 + 4, first ? " class=\"first\"" : "");
         label_text(f, row_name(p, i));

@@ -104,6 +104,7 @@ typedef struct {
 typedef struct {
     const char *cmd;
     const cli_html_run *runs;
+    const cli_html_unpaired *unpaired; /* the command's, or NULL */
     run_data r[2];
     bool oom;
     char **notes;
@@ -1207,30 +1208,37 @@ static void choose_rows(fig *F, group *g) {
     free(p);
 }
 
-/* A cell's title (a run of cells c0..c1 drawn as one, folded into x). */
-static void cell_title(char *buf, size_t n, const fig *F, size_t c0, size_t c1, const char *rowname, const cell *x) {
+/* A cell's title (a run of cells c0..c1 drawn as one, folded into x),
+ * malloc'd and whole however long its names; NULL when out of memory. */
+static char *cell_title(const fig *F, size_t c0, size_t c1, const char *rowname, const cell *x) {
     long lo = F->smin + (long)c0 * F->bin, hi = F->smin + (long)(c1 + 1) * F->bin - 1;
     if (hi > F->smax) hi = F->smax;
-    int k = lo == hi ? snprintf(buf, n, "step %ld, %s: ", lo, rowname)
-                     : snprintf(buf, n, "steps %ld-%ld, %s: ", lo, hi, rowname);
-    if (k < 0 || (size_t)k >= n) return;
-    buf += k, n -= (size_t)k;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
+    if (lo == hi) fprintf(f, "step %ld, %s: ", lo, rowname);
+    else fprintf(f, "steps %ld-%ld, %s: ", lo, hi, rowname);
     const char *what = x->what ? x->what : "";
     switch (x->mark) {
-    case CLI_MARK_COUNT: snprintf(buf, n, "not recorded in both runs"); break;
+    case CLI_MARK_COUNT: fputs("not recorded in both runs", f); break;
     case CLI_MARK_EQUAL:
-        if (lo == hi) snprintf(buf, n, "identical");
-        else snprintf(buf, n, "identical (%u step%s compared)", x->ncmp, x->ncmp == 1 ? "" : "s");
+        if (lo == hi) fputs("identical", f);
+        else fprintf(f, "identical (%u step%s compared)", x->ncmp, x->ncmp == 1 ? "" : "s");
         break;
     default: {
         const char *w = x->mark == CLI_MARK_NONFINITE ? "NaN/Inf on one side"
                         : x->mark == CLI_MARK_MISSING ? "on one side only"
                                                       : "differs";
-        if (lo == hi) snprintf(buf, n, "%s: %s", w, what);
-        else snprintf(buf, n, "%s at %u of %u compared steps; first at step %ld: %s", w, x->ndiff, x->ncmp, x->first,
-                      what);
+        if (lo == hi) fprintf(f, "%s: %s", w, what);
+        else fprintf(f, "%s at %u of %u compared steps; first at step %ld: %s", w, x->ndiff, x->ncmp, x->first, what);
     }
     }
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
 }
 
 static int drawn(int mark) { return mark == CLI_MARK_COUNT ? CLI_MARK_ABSENT : mark; }
@@ -1278,17 +1286,20 @@ static double draw_group(FILE *f, fig *F, const group *g, double y, int rh, unsi
                     if (run.first < 0) run.first = y->first, run.what = y->what;
                 }
             x = &run;
-            char t[2048];
-            cell_title(t, sizeof t, F, c, e, r->name, x);
+            char *t = cell_title(F, c, e, r->name, x);
+            if (!t) F->oom = true;
             int m = drawn(x->mark);
             *mask |= 1u << m;
-            cli_svg_cell(f, GX0 + (double)c * F->colw, ry, (double)(e - c + 1) * F->colw - gap, rh - 1, (cli_mark)m, t);
+            cli_svg_cell(f, GX0 + (double)c * F->colw, ry, (double)(e - c + 1) * F->colw - gap, rh - 1, (cli_mark)m,
+                         t ? t : "");
+            free(t);
             c = e + 1;
         }
         if (r == mark_row) {
-            char t[4096];
-            snprintf(t, sizeof t, "first difference: %s, step %ld", r->name, F->first);
-            cli_svg_first_marker(f, GX0 - 2, ry + (rh - 1) / 2.0, rh - 1 > 8 ? rh - 1 : 8, t);
+            char *t = NULL;
+            if (asprintf(&t, "first difference: %s, step %ld", r->name, F->first) < 0) t = NULL, F->oom = true;
+            cli_svg_first_marker(f, GX0 - 2, ry + (rh - 1) / 2.0, rh - 1 > 8 ? rh - 1 : 8, t ? t : "");
+            free(t);
         }
     }
     return y + (double)g->nshown * rh + 8;
@@ -1328,6 +1339,40 @@ static const row *first_row(const fig *F) {
 
 /* ------------------------------------------------------------------ the figure */
 
+/* What the figure says when no step differs: the command's verdict (bisect's
+ * words), so that what one run holds alone is never shown as agreement.
+ * [0] title, [1] the line on the picture, [2] the caption's lead. */
+static const char *const *calm_words(const fig *F) {
+    static const char *const words[][3] = {
+        {"no difference between the runs", "no difference: every step both runs hold agrees bit for bit",
+         "<strong>No difference:</strong> every step both runs hold agrees bit for bit. "},
+        {"incomplete: what one run holds and the other lacks was not compared",
+         "incomplete: not compared: what one run holds and the other lacks (listed under the figure)",
+         "<strong>Incomplete:</strong> the steps both runs hold agree bit for bit, but what one run holds and the "
+         "other lacks was not compared (listed under the figure); that is no agreement. "},
+        {"identical where both runs hold data (--allow-partial)",
+         "identical where both runs hold data (--allow-partial); not compared: listed under the figure",
+         "<strong>Identical where both runs hold data</strong> (--allow-partial accepted what was not compared, "
+         "listed under the figure). "},
+    };
+    const cli_html_unpaired *u = F->unpaired;
+    return words[!u || !u->n ? 0 : u->counted ? 1 : 2];
+}
+
+/* The command's unpaired items, each named: under the figure. */
+static void put_unpaired(FILE *f, const fig *F) {
+    const cli_html_unpaired *u = F->unpaired;
+    if (!u || !u->n) return;
+    fprintf(f, "<h3 class=\"unpaired\">Not compared (%s)</h3>\n<ul class=\"unpaired\">",
+            u->counted ? "no agreement: the verdict counts them" : "accepted by --allow-partial");
+    for (size_t i = 0; i < u->n; i++) {
+        fputs("<li>not compared: ", f);
+        cli_html_text(f, u->lines[i] ? u->lines[i] : "(out of memory)");
+        fputs("</li>", f);
+    }
+    fputs("</ul>\n", f);
+}
+
 static void svg(FILE *f, fig *F, unsigned *mask) {
     const group *groups[] = {&F->traj, &F->rec, &F->ckpt, &F->trace};
     size_t rows = 0;
@@ -1344,7 +1389,7 @@ static void svg(FILE *f, fig *F, unsigned *mask) {
     fprintf(f, "<svg width=\"%d\" height=\"%.0f\" viewBox=\"0 0 %d %.0f\" role=\"img\"><title>",
             FIG_W, h + 12, FIG_W, h + 12);
     if (F->first >= 0) put_first(f, F, 0);
-    else fputs("no difference between the runs", f);
+    else fputs(calm_words(F)[0], f);
     fputs("</title>\n", f);
     if (F->first >= 0) {
         fputs("<text x=\"8\" y=\"16\" class=\"first\">", f);
@@ -1356,9 +1401,7 @@ static void svg(FILE *f, fig *F, unsigned *mask) {
             fputs("</text>", f);
         }
     } else {
-        fputs("<text x=\"8\" y=\"16\" font-weight=\"bold\">no difference: every step both runs hold agrees bit for bit"
-              "</text>",
-              f);
+        fprintf(f, "<text x=\"8\" y=\"16\" font-weight=\"bold\">%s</text>", calm_words(F)[1]);
     }
     fputs("\n", f);
     if (curves) {
@@ -1540,10 +1583,15 @@ static void release(fig *F) {
 }
 
 char *cli_html_runs_figure(const char *cmd, const cli_html_run runs[2]) {
+    return cli_html_runs_figure_unpaired(cmd, runs, NULL);
+}
+
+char *cli_html_runs_figure_unpaired(const char *cmd, const cli_html_run runs[2], const cli_html_unpaired *unpaired) {
     fig *F = calloc(1, sizeof *F);
     if (!F) return NULL;
     F->cmd = cmd;
     F->runs = runs;
+    F->unpaired = unpaired;
     load_runs(F);
     make_pairs(F);
     size_t nck = 0;
@@ -1588,7 +1636,7 @@ char *cli_html_runs_figure(const char *cmd, const cli_html_run runs[2]) {
             put_first(f, F, 0);
             fputs("</strong> (the vertical line). ", f);
         } else {
-            fputs("<strong>No difference:</strong> every step both runs hold agrees bit for bit. ", f);
+            fputs(calm_words(F)[2], f);
         }
         fputs("Above: the loss and the gradient norm of both runs, and under each the absolute difference "
               "|A &#x2212; B| on a log scale (equal bits in the grey band at its foot, NaN or Inf at its top). "
@@ -1603,6 +1651,7 @@ char *cli_html_runs_figure(const char *cmd, const cli_html_run runs[2]) {
     } else {
         fputs("<p class=\"note\">Nothing to draw: neither run holds a readable record.</p>\n", f);
     }
+    put_unpaired(f, F);
     if (F->nnotes) {
         fputs("<ul class=\"note\">", f);
         for (size_t i = 0; i < F->nnotes; i++) {

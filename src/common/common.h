@@ -227,6 +227,10 @@ typedef struct {
 dck_status dck_atomic_open(const char *path, dck_atomic_file *af);
 dck_status dck_atomic_write(dck_atomic_file *af, const void *data, size_t len);
 dck_status dck_atomic_commit(dck_atomic_file *af);
+/* The same, only while nothing is at path (renameat2 RENAME_NOREPLACE, or
+ * link+unlink where the file system refuses it): a file that appeared there
+ * is kept, DCK_ERR_INVALID naming it. */
+dck_status dck_atomic_commit_new(dck_atomic_file *af);
 void dck_atomic_abort(dck_atomic_file *af);
 void dck_stream_close(dck_stream *s);
 
@@ -270,6 +274,16 @@ uint64_t dck_le(const uint8_t *p, int n);
 typedef bool (*dck_output_kind)(const char *path);
 dck_status dck_output_check(const char *option, const char *path, const char *what,
                             dck_output_kind same_kind, const char *const *inputs, size_t ninputs);
+/* The rule again at the moment of writing, for af written aside: the path
+ * is checked (as above), then af renamed in, over the file the check let
+ * through, or, where the check saw nothing, only while nothing is there
+ * (dck_atomic_commit_new): a file that appears after the check is never
+ * replaced. af is committed or aborted in every case. */
+dck_status dck_output_commit(dck_atomic_file *af, const char *option, const char *what, dck_output_kind same_kind,
+                             const char *const *inputs, size_t ninputs);
+/* data written to path by the rule at the moment of writing (above). */
+dck_status dck_output_write(const char *option, const char *path, const char *what, dck_output_kind same_kind,
+                            const char *const *inputs, size_t ninputs, const void *data, size_t len);
 
 /* ------------------------------------------------------------------ comm.c
  * MPI when launched by mpirun (detected from the environment), otherwise a

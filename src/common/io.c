@@ -1020,7 +1020,9 @@ dck_digest dck_stream_file_hash(dck_stream *s) {
  *
  * Fault injection for the tests: DCK_TEST_FAIL_WRITE=N makes the Nth
  * write, fsync or rename of the atomic writer (counted from 1 over the
- * process) fail with EIO. */
+ * process) fail with EIO; DCK_TEST_OUTPUT_APPEARS=PATH creates PATH (a
+ * user's file) just before the temporary is renamed onto PATH, as a file
+ * that appears between the last check of the output rule and the rename. */
 #define STALE_TMP_SECONDS 60
 
 static atomic_int fault_count;
@@ -1136,15 +1138,43 @@ dck_status dck_atomic_write(dck_atomic_file *af, const void *data, size_t len) {
     return DCK_OK;
 }
 
-dck_status dck_atomic_commit(dck_atomic_file *af) {
+static void output_appears_hook(const char *path) {
+    const char *t = getenv("DCK_TEST_OUTPUT_APPEARS");
+    if (!t || strcmp(t, path)) return;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    static const char text[] = "a user's file\n";
+    if (write(fd, text, sizeof text - 1) < 0) { /* the test sees the file's bytes */
+    }
+    close(fd);
+}
+
+/* rename(from, to) that never replaces: renameat2's RENAME_NOREPLACE, or
+ * where the file system refuses it, link(2) (which never replaces) and the
+ * unlink of from. -1 with errno EEXIST when something is at to. */
+static int rename_new(const char *from, const char *to) {
+#ifdef RENAME_NOREPLACE
+    if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0) return 0;
+    if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) return -1;
+#endif
+    if (link(from, to) != 0) return -1;
+    unlink(from);
+    return 0;
+}
+
+static dck_status commit(dck_atomic_file *af, bool replace) {
     dck_status s = DCK_OK;
     if (fault_now() || fsync(af->fd) != 0)
         s = dck_set_error(DCK_ERR_IO, "%s: fsync failed: %s", af->path, strerror(errno));
     if (close(af->fd) != 0 && !s)
         s = dck_set_error(DCK_ERR_IO, "%s: close failed: %s", af->path, strerror(errno));
     af->fd = -1;
-    if (!s && (fault_now() || rename(af->tmp, af->path) != 0))
-        s = dck_set_error(DCK_ERR_IO, "%s: rename failed: %s", af->path, strerror(errno));
+    if (!s) output_appears_hook(af->path);
+    if (!s && (fault_now() || (replace ? rename(af->tmp, af->path) : rename_new(af->tmp, af->path)) != 0))
+        s = !replace && errno == EEXIST
+                ? dck_set_error(DCK_ERR_INVALID, "%s: a file appeared there after the last check (detcheck did "
+                                                 "not write it); refusing to replace it", af->path)
+                : dck_set_error(DCK_ERR_IO, "%s: rename failed: %s", af->path, strerror(errno));
     if (s) {
         unlink(af->tmp);
     } else {
@@ -1163,6 +1193,22 @@ dck_status dck_atomic_commit(dck_atomic_file *af) {
     free(af->tmp);
     af->path = af->tmp = NULL;
     return s;
+}
+
+dck_status dck_atomic_commit(dck_atomic_file *af) { return commit(af, true); }
+dck_status dck_atomic_commit_new(dck_atomic_file *af) { return commit(af, false); }
+
+dck_status dck_output_commit(dck_atomic_file *af, const char *option, const char *what, dck_output_kind same_kind,
+                             const char *const *inputs, size_t ninputs) {
+    struct stat st;
+    /* nothing there at the check: nothing may be replaced after it */
+    bool absent = lstat(af->path, &st) != 0 && errno == ENOENT;
+    dck_status s = dck_output_check(option, af->path, what, same_kind, inputs, ninputs);
+    if (s) {
+        dck_atomic_abort(af);
+        return s;
+    }
+    return commit(af, !absent);
 }
 
 void dck_atomic_abort(dck_atomic_file *af) {
@@ -1267,6 +1313,18 @@ dck_status dck_output_check(const char *option, const char *path, const char *wh
         return dck_set_error(DCK_ERR_INVALID, "%s%s%s exists and is not a %s; refusing to overwrite it", opt, sp,
                              path, what);
     return DCK_OK;
+}
+
+dck_status dck_output_write(const char *option, const char *path, const char *what, dck_output_kind same_kind,
+                            const char *const *inputs, size_t ninputs, const void *data, size_t len) {
+    dck_atomic_file af;
+    DCK_TRY(dck_atomic_open(path, &af));
+    dck_status s = dck_atomic_write(&af, data, len);
+    if (s) {
+        dck_atomic_abort(&af);
+        return s;
+    }
+    return dck_output_commit(&af, option, what, same_kind, inputs, ninputs);
 }
 
 dck_status dck_write_file_atomic(const char *path, const void *data, size_t len) {

@@ -1251,7 +1251,7 @@ dck_status dck_manifest_save(const dck_manifest *m, dck_format fmt, const char *
     dck_status s = write_direct(m, fmt, &b, &direct);
     if (s) return s;
     if (direct) {
-        s = b.oom ? dck_oom(NULL) : dck_write_file_atomic(path, b.p, b.n);
+        s = b.oom ? dck_oom(NULL) : dck_output_write(NULL, path, "manifest", dck_manifest_is_file, NULL, 0, b.p, b.n);
         free(b.p);
         return s;
     }
@@ -1261,7 +1261,7 @@ dck_status dck_manifest_save(const dck_manifest *m, dck_format fmt, const char *
     if (!mem) return dck_oom(NULL);
     s = dck_manifest_write_reference(m, fmt, mem);
     fclose(mem);
-    if (!s) s = dck_write_file_atomic(path, buf, len);
+    if (!s) s = dck_output_write(NULL, path, "manifest", dck_manifest_is_file, NULL, 0, buf, len);
     free(buf);
     return s;
 }

@@ -23,7 +23,8 @@ FIRST='#0072b2' RUN_A='#332288' RUN_B='#ddaa33' DELTA='#882255'
 # aten.addmm.default computes other bits from equal inputs: the culprit),
 # every tensor of layers.1 at S+1, every tensor from S+2 on; the loss and the
 # gradient norm from S+1. nan=S: the loss is NaN from step S. trace=0: no
-# trace.bin. prefix=P: module names start with P (escaping).
+# trace.bin. prefix=P: module names start with P (escaping). recorded=N:
+# tensor_digests.bin holds the first N steps only (0: its header alone).
 cat > mkruns.py <<'PY'
 import math, os, struct, sys
 d = sys.argv[1]
@@ -54,7 +55,7 @@ with open(os.path.join(d, "trajectory.jsonl"), "w") as t:
 b = bytearray(b"DCKTDIG\0" + struct.pack("<II", 1, 0))
 for i, (k, n) in enumerate(names):
     b += struct.pack("<BIBH", 1, i, k, len(n.encode())) + n.encode()
-for s in range(start, steps):
+for s in range(start, min(steps, int(o.get("recorded", steps)))):
     b += struct.pack("<BqI", 2, s, len(names))
     for i, (k, n) in enumerate(names):
         b += struct.pack("<IQQ", i, 1000 * s + i, 8 if differs(s, k, n) else 7)
@@ -231,6 +232,30 @@ html_check names.html
 expect_grep 'class="first">first difference: step 2, tensor &lt;b&gt;&amp;&quot;x&quot;\\\\\\x01&#xfc;.layers.1.attn.qkv.weight (parameter)' names.html
 expect_no_grep '<b>' names.html
 
+# ---------------------------------------------------------------- what one run holds alone (issue 30)
+# bisect exits 1 for it (not compared: ...): the page names each item and
+# never says "no difference" or OK; --allow-partial's acceptance is said so.
+mkruns h0 trace=0
+mkruns h1 trace=0 recorded=0
+expect_exit 1 $DETCHECK bisect h0 h1 --html header.html
+expect_grep '^not compared: recorded steps 0..9 in run A only (run B recorded none)$' out.txt
+html_check header.html
+expect_grep '<header class="fail"><h1><span class="v">DIFFERENT</span>' header.html
+expect_no_grep 'no difference' header.html
+expect_no_grep 'No difference' header.html
+expect_grep '<h3 class="unpaired">Not compared (no agreement: the verdict counts them)</h3>' header.html
+expect_grep '<li>not compared: recorded steps 0..9 in run A only (run B recorded none)</li>' header.html
+expect_grep 'font-weight="bold">incomplete: not compared: what one run holds and the other lacks' header.html
+if html_render header.html header.png; then picture header.png 10 -1; fi
+mkruns h2 trace=0 recorded=6
+expect_exit 1 $DETCHECK bisect h0 h2 --html part.html
+expect_grep '<li>not compared: recorded steps 6..9 in run A only</li>' part.html
+expect_no_grep 'no difference' part.html
+expect_exit 0 $DETCHECK bisect h0 h2 --allow-partial --html accepted.html
+expect_grep '<h3 class="unpaired">Not compared (accepted by --allow-partial)</h3>' accepted.html
+expect_grep 'font-weight="bold">identical where both runs hold data (--allow-partial)' accepted.html
+expect_no_grep 'no difference' accepted.html
+
 # ---------------------------------------------------------------- bisect of `detcheck train` runs: checkpoints
 CFG="--vocab 64 --width 32 --layers 2 --heads 2 --seq 16 --batch 1 --microbatches 2 --steps 8 --ckpt-every 1 -q"
 expect_exit 0 $DETCHECK train $CFG --out ta
@@ -256,6 +281,12 @@ expect_exit 1 env VARY_ON=SEED $DETCHECK repro --env SEED=1,1,2 --html repro.htm
 html_check repro.html
 expect_grep '<h2>run 1 and run 3, step by step</h2>' repro.html
 expect_grep 'class="first">first difference: step 2, tensor layers.0.weight (parameter)</text>' repro.html
+# a run that recorded no tensor digest (its file a header): repro exits 1,
+# and its page names what was not compared instead of "no difference"
+expect_exit 1 env DIGESTS_RUN=2 DIGESTS=header $DETCHECK repro --html repro_h.html -- python3 rec.py
+html_check repro_h.html
+expect_no_grep 'no difference' repro_h.html
+expect_grep '<li>not compared: recorded steps 0..4 in run A only (run B recorded none)</li>' repro_h.html
 rm -rf tmp/*
 
 # ---------------------------------------------------------------- resume-check -- CMD --html (test_resume_user.sh's command)
@@ -270,6 +301,13 @@ expect_grep '<title>step 3, loss: not recorded in both runs</title>' ru0.html
 expect_exit 1 $DETCHECK resume-check --html ru.html -- python3 fake.py forget_rng
 html_check ru.html
 expect_grep 'class="first">first difference: step 6, tensor rng.torch (state)</text>' ru.html
+rm -rf tmp/*
+# a step one run lacks (issue 30): the page names it and never says "no difference"
+expect_exit 1 $DETCHECK resume-check --html rugap.html -- python3 fake.py gap_traj
+html_check rugap.html
+expect_no_grep 'no difference' rugap.html
+expect_grep '<h3 class="unpaired">Not compared (no agreement: the verdict counts them)</h3>' rugap.html
+expect_grep '<li>not compared: at 5 (clean stop): step 7 is missing from the resumed run&#39;s trajectory.jsonl' rugap.html
 rm -rf tmp/*
 
 # ---------------------------------------------------------------- resume-check --html (the built-in trainer)

@@ -273,4 +273,76 @@ assert "long." + "n" * 4000 in names, sorted(len(n) for n in names)
 PY
 expect_exit 1 $T "$DETCHECK" bisect --json nra nrl
 python3 -c "import json; d = json.load(open('out.txt')); assert ('long.' + 'n' * 4000) in json.dumps(d, ensure_ascii=False), d" || fail "bisect --json: the long name cut"
+# the pages: a cell's title and the first difference's marker name the
+# tensor whole (html_runs.c and html_diff.c cut them at 1 and 2 KiB)
+N4="long.$(printf 'n%.0s' $(seq 4000))"
+expect_exit 1 $T "$DETCHECK" bisect nra nrl --html bl.html
+expect_grep "<title>step 2, long: differs: parameter $N4</title>" bl.html
+python3 - <<'PY' || fail "long layer"
+import json, struct
+for path, v in (("la.safetensors", 0.0), ("lb.safetensors", 1.0)):
+    h = json.dumps({"l" * 3000 + ".0.w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
+    h += b" " * (-len(h) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + struct.pack("<f", v))
+PY
+L3="$(printf 'l%.0s' $(seq 3000))"
+expect_exit 1 $T "$DETCHECK" diff la.safetensors lb.safetensors --html ld.html
+expect_grep "<title>first differing layer: $L3.0 (tensor $L3.0.w)</title>" ld.html
+
+# traced runs (trace.bin) with a 4,000-byte module and 3,000-byte ops: the
+# verdict line of the first differing op (an output differs: tb) and of an
+# execution that parts (another op: tc) names them whole, on the terminal
+# and in the reports (cli_trace.c kept them in 2 KiB buffers)
+python3 - <<'PY' || fail "trace runs"
+import os, struct
+M, OA, OB = "mod." + "m" * 4000, "aten.a" + "o" * 3000, "aten.b" + "o" * 3000
+for d, op, out in (("ta", OA, 7), ("tb", OA, 8), ("tc", OB, 7)):
+    os.makedirs(d, exist_ok=True)
+    open(os.path.join(d, "trajectory.jsonl"), "w").write(
+        '{"step":0,"loss":1,"loss_bits":"3f800000","grad_norm":1,"grad_norm_bits":"3f800000","lr":0.1}\n')
+    b = bytearray(b"DCKTRAC\0" + struct.pack("<II", 1, 0))
+    for i, n in enumerate((M, op)):
+        b += struct.pack("<BIH", 1, i, len(n)) + n.encode()
+    b += struct.pack("<BqIB", 2, 0, 1, 0)
+    b += struct.pack("<BBIIIBB", 0, 1, 0, 1, 0, 1, 1) + struct.pack("<BQQ", 1, 0, 1) + struct.pack("<BQQ", 1, 0, out)
+    open(os.path.join(d, "trace.bin"), "wb").write(b)
+PY
+M="mod.$(printf 'm%.0s' $(seq 4000))" OA="aten.a$(printf 'o%.0s' $(seq 3000))" OB="aten.b$(printf 'o%.0s' $(seq 3000))"
+expect_exit 1 $T "$DETCHECK" bisect ta tb --junit tb.xml --markdown tb.md
+expect_grep "^first differing op: step 0, forward, $M ($OA, call 0), output 0: inputs equal, output differs (culprit)\$" out.txt
+expect_grep "first differing op: step 0, forward, $M ($OA, call 0), output 0: inputs equal" tb.xml
+expect_grep "name=\"$M ($OA, call 0)\"" tb.xml
+expect_exit 1 $T "$DETCHECK" bisect ta tc --junit tc.xml
+expect_grep "^execution differs at event 0 of step 0: run A ran forward $M ($OA, call 0), run B ran forward $M ($OB, call 0)\$" out.txt
+expect_grep "run B ran forward $M ($OB, call 0)" tc.xml
+
+# repro: a state entry recorded in one run only and a differing tensor, both
+# with 5,000-byte names, are named whole in its verdict and its report
+# (cmd_repro.c cut the report's message at 4,096 bytes)
+cat > longrec.py <<'PY'
+import json, os, struct
+d = os.environ["DETCHECK_RECORD"]
+run = int(d.rsplit("_", 1)[1])
+W, S = "w." + "w" * 5000, "start." + "s" * 5000
+with open(os.path.join(d, "trajectory.jsonl"), "w") as t:
+    for s in range(2):
+        t.write('{"step":%d,"loss":1,"loss_bits":"3f800000","grad_norm":1,"grad_norm_bits":"3f800000","lr":0.1}\n' % s)
+names = [(1, W)] + ([(3, S)] if run == 2 else [])
+b = bytearray(b"DCKTDIG\0" + struct.pack("<II", 1, 0))
+for i, (k, n) in enumerate(names):
+    b += struct.pack("<BIBH", 1, i, k, len(n)) + n.encode()
+for s in range(2):
+    n = len(names) if s == 0 else 1  # the state the run started from: its first step only
+    b += struct.pack("<BqI", 2, s, n)
+    for i in range(n):
+        b += struct.pack("<IQQ", i, s, 7 + (s == 1 and os.environ.get("FLIP") == str(run)))
+open(os.path.join(d, "tensor_digests.bin"), "wb").write(b)
+PY
+W="w.$(printf 'w%.0s' $(seq 5000))" S="start.$(printf 's%.0s' $(seq 5000))"
+expect_exit 1 timeout 60 "$DETCHECK" repro --workdir lr1 --junit lr1.xml -- python3 longrec.py
+expect_grep "^not compared: 1 state entry in run B only, at steps both recorded (first: step 0, $S)\$" out.txt
+expect_grep "not compared: 1 state entry in run B only, at steps both recorded (first: step 0, $S)" lr1.xml
+expect_exit 1 timeout 60 env FLIP=2 "$DETCHECK" repro --workdir lr2 --junit lr2.xml -- python3 longrec.py
+expect_grep "first differing tensor: step 1, parameter $W" out.txt
+expect_grep "first differing tensor: step 1, parameter $W" lr2.xml
 done_ok

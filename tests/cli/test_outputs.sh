@@ -149,4 +149,30 @@ set +e; wait $pid; got=$?; set -e
 expect_grep "late.json exists and is not a canary golden file; refusing to overwrite it (it changed while the canary ran): not written" late.err
 [ "$(cat late.json)" = 'notes written during the run' ] || fail "late.json replaced"
 ok
+
+# ... and at the rename itself: where the path held nothing at the last
+# check, the rename never replaces (renameat2 RENAME_NOREPLACE, or link), so
+# a file created between the check and the rename stays. The hook creates
+# it there (DCK_TEST_OUTPUT_APPEARS); every output kind goes the same way.
+appears() { # FILE ARGS...: the file appears just before the rename
+    f=$1; shift
+    rm -f "$f"
+    export DCK_TEST_OUTPUT_APPEARS="$f"
+    expect_exit 2 "$@"
+    unset DCK_TEST_OUTPUT_APPEARS
+    expect_grep "$f: a file appeared there after the last check (detcheck did not write it); refusing to replace it" err.txt
+    [ "$(cat "$f")" = "a user's file" ] || fail "$f replaced: $*"
+    ok
+}
+appears late.xml $D --junit late.xml
+appears late.md $D --markdown late.md
+appears late.html $DETCHECK bisect ra rb --html late.html
+appears late.yaml "$DETCHECK" hash -q -o late.yaml a.safetensors
+appears late-golden.json "$DETCHECK" canary --steps 2 --write-golden late-golden.json
+# a path that held a report at the check is still replaced, as before
+expect_exit 1 $D --junit late2.xml
+export DCK_TEST_OUTPUT_APPEARS=nothing-here
+expect_exit 1 $D --junit late2.xml
+unset DCK_TEST_OUTPUT_APPEARS
+expect_grep "<testsuites" late2.xml
 done_ok
