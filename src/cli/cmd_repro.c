@@ -755,18 +755,23 @@ static int bisect_child(const char *self, const char *work, const char *name, co
     return cli_run_child(argv, NULL, out, err, 0, &sec);
 }
 
-/* The first item of bisect's not_compared list (steps, roots, tensors,
- * state entries, traces, checkpoints one run only holds) that is not a
- * truncation, as compact JSON, or NULL. bisect runs with --allow-partial
- * so that it still names the first difference; what it did not compare is
- * a difference here, but for traced steps the recorder cut, which
- * compare_recordings judges (alike in both runs: --allow-partial's). */
-static char *bisect_not_compared(json_t *doc) {
+/* The detail of the first item of bisect's not_compared list (steps,
+ * roots, checkpoints one run only holds) that compare_recordings does not
+ * judge itself, or NULL. bisect runs with --allow-partial so that it still
+ * names the first difference; what it did not compare is a difference
+ * here, but for what repro checks on its own with its own words: recorded
+ * and traced steps, state entries, traced steps the recorder cut (alike in
+ * both runs: --allow-partial's). */
+static const char *bisect_not_compared(json_t *doc) {
+    static const char *const own[] = {"recorded_steps", "recorded_state", "traced_steps", "truncated_steps"};
     json_t *v;
     size_t k;
     json_array_foreach(json_object_get(doc, "not_compared"), k, v) {
         const char *item = json_string_value(json_object_get(v, "item"));
-        if (!item || strcmp(item, "truncated_steps")) return json_dumps(v, JSON_COMPACT);
+        const char *detail = json_string_value(json_object_get(v, "detail"));
+        bool mine = false;
+        for (size_t i = 0; item && i < sizeof own / sizeof own[0]; i++) mine |= !strcmp(item, own[i]);
+        if (!mine) return detail ? detail : item ? item : "an item bisect did not name";
     }
     return NULL;
 }
@@ -803,14 +808,11 @@ static int compare_runs(const char *self, const char *work, run_t *runs, int i) 
         return DCK_EXIT_TROUBLE;
     }
     r->div_step = -1;
-    char *nc = bisect_not_compared(r->result);
+    const char *nc = bisect_not_compared(r->result);
     if (nc && r->bisect == 0) {
-        int e = add_line(r, "not compared (one run only): %s", cli_safe(nc));
-        free(nc);
+        int e = add_line(r, "not compared: %s", cli_safe(nc));
         if (e) return e;
         r->bisect = 1;
-    } else {
-        free(nc);
     }
     if (r->bisect == 0) return 0;
     /* the earliest step any part names: trajectory, tensor, traced event */

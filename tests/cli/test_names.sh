@@ -340,8 +340,8 @@ open(os.path.join(d, "tensor_digests.bin"), "wb").write(b)
 PY
 W="w.$(printf 'w%.0s' $(seq 5000))" S="start.$(printf 's%.0s' $(seq 5000))"
 expect_exit 1 timeout 60 "$DETCHECK" repro --workdir lr1 --junit lr1.xml -- python3 longrec.py
-expect_grep "^not compared: 1 state entry in run B only, at steps both recorded (first: step 0, $S)\$" out.txt
-expect_grep "not compared: 1 state entry in run B only, at steps both recorded (first: step 0, $S)" lr1.xml
+expect_grep "^state entries recorded in run 2 only: 1, the first $S at step 0\$" out.txt
+expect_grep "state entries recorded in run 2 only: 1, the first $S at step 0" lr1.xml
 expect_exit 1 timeout 60 env FLIP=2 "$DETCHECK" repro --workdir lr2 --junit lr2.xml -- python3 longrec.py
 expect_grep "first differing tensor: step 1, parameter $W" out.txt
 expect_grep "first differing tensor: step 1, parameter $W" lr2.xml

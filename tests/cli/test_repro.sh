@@ -51,6 +51,8 @@ with open(os.path.join(d, "trajectory.jsonl"), "w") as t:
                "lr": 0.1}
         if mode != "notimes":
             rec["step_time_s"] = 5.0 if s == 0 else per
+        if os.environ.get("ROOT_RUN") == str(run):
+            rec["root"] = "%032x" % s
         t.write(json.dumps(rec) + "\n")
 names = [(0, b"layers.0.weight"), (1, b"layers.0.weight"), (2, b"layers.0.weight.exp_avg")]
 state = os.environ.get("STATE_RUN") == str(run)
@@ -206,6 +208,11 @@ expect_grep '^reproducible: 2 runs, 5 steps, every trajectory record identical (
 expect_exit 1 env STATE_RUN=2 $DETCHECK repro --workdir d6 -- python3 rec.py
 expect_grep '^not reproducible: run 2 differs from run 1 at step 0 ' out.txt
 expect_grep '^state entries recorded in run 2 only: 1, the first start.layers.0.weight at step 0$' out.txt
+# a root digest one run's trajectory holds and the other's lacks: bisect
+# names it not compared; repro takes that for no agreement (issue 30)
+expect_exit 1 env ROOT_RUN=2 $DETCHECK repro --workdir d6r -- python3 rec.py
+expect_grep '^not reproducible: run 2 differs from run 1' out.txt
+expect_grep '^not compared: root digests at steps 0..4 in run B only (run A recorded none there)$' out.txt
 # traced steps the recorder cut alike in both runs: the events past the
 # bound were compared nowhere: incomplete (1), unless --allow-partial
 cat > cut.sh <<'SH'
