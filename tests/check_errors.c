@@ -51,6 +51,25 @@ static dck_status pool_task(void *vctx, size_t i, int worker) {
     return DCK_OK;
 }
 
+/* A message longer than the slot is cut visibly, at a character's edge. */
+START_TEST(long_message_cut_visibly) {
+    char name[3000];
+    memset(name, 'a', sizeof name - 1);
+    name[sizeof name - 1] = 0;
+    name[975] = (char)0xc3, name[976] = (char)0xa9; /* U+00E9 across the cut (1024 - 48) */
+    dck_set_error(DCK_ERR_FORMAT, "%s: bad", name);
+    const char *m = dck_last_error();
+    ck_assert_ptr_nonnull(strstr(m, "... (message cut: 3004 bytes in all)"));
+    ck_assert_uint_lt(strlen(m), DCK_ERROR_MESSAGE_MAX);
+    for (const unsigned char *p = (const unsigned char *)m; *p; p++) { /* valid UTF-8: the cut kept no half */
+        if (*p < 0x80) continue;
+        ck_assert_uint_eq(*p & 0xe0, 0xc0);
+        ck_assert_uint_eq(p[1] & 0xc0, 0x80);
+        p++;
+    }
+}
+END_TEST
+
 START_TEST(pool_reports_lowest_failing_task) {
     static const int threads[] = {1, 2, 3, 4, 8, 16};
     for (int round = 0; round < 5; round++)
@@ -772,6 +791,7 @@ int main(void) {
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, long_message_cut_visibly);
     tcase_add_test(tc, pool_reports_lowest_failing_task);
     tcase_add_test(tc, pool_message_crosses_threads);
     tcase_add_test(tc, pool_success_and_bare_status);

@@ -44,8 +44,16 @@ dck_status dck_set_error(dck_status s, const char *fmt, ...) {
     char buf[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof buf) {
+        /* never cut in silence (two long names would read the same): the
+         * end says so, after the last whole UTF-8 character that fits */
+        enum { MARK = 48 };
+        size_t p = sizeof buf - MARK;
+        while (p && ((unsigned char)buf[p] & 0xc0) == 0x80) p--;
+        snprintf(buf + p, sizeof buf - p, "... (message cut: %d bytes in all)", n);
+    }
     memcpy(last_error, buf, sizeof buf);
     return s;
 }
