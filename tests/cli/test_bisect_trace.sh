@@ -111,20 +111,6 @@ cut = int(o.get("cut", 0))
 open(os.path.join(d, "trace.bin"), "wb").write(out[:len(out) - cut] if cut else out)
 PY
 mktrace() { python3 mktrace.py "$@" > mktrace.out || fail "mktrace $*"; }
-# verdict WANT_EXIT REPORT_BASE: the JUnit and Markdown reports state the
-# verdict of the exit status (as test_bisect.sh's)
-verdict() {
-    python3 - "$1" "$2.xml" "$2.md" <<'PY2' || { cat "$2.xml" "$2.md"; fail "$2: the reports' verdict is not exit $1"; }
-import sys, xml.etree.ElementTree as ET
-want, xml, md = int(sys.argv[1]), sys.argv[2], open(sys.argv[3]).read()
-s = ET.parse(xml).getroot().find("testsuite")
-fails = int(s.get("failures")) + int(s.get("errors"))
-assert (fails > 0) == (want == 1), (want, fails)
-first = md.split("\n")[0]
-assert first == ("### :x: detcheck bisect: DIFFERENT" if want else "### :white_check_mark: detcheck bisect: OK"), first
-PY2
-    ok
-}
 
 # ---------------------------------------------------------------- identical
 mktrace a
