@@ -5,6 +5,7 @@
 #include "common/common.h" /* detcheck.h, dck_oom, DCK_TRY */
 #include <getopt.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -215,6 +216,11 @@ const char *cli_safe_line(const char *s);
 /* argv as one shell command line (each word quoted when it needs it), so
  * that a printed command runs as it reads; malloc'd, NULL when out of memory. */
 char *cli_shell_join(char *const *argv, int n);
+/* Appends the formatted line, whole, to the array *v of *n lines (both
+ * grown; the caller frees each line and the array); -1 when out of
+ * memory, nothing appended. */
+int cli_lines_add(char ***v, size_t *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int cli_lines_vadd(char ***v, size_t *n, const char *fmt, va_list ap);
 /* argv[*i] as one of the options named in valued, "--name VALUE" or
  * "--name=VALUE": its index in valued, *val its value (*i moved past a
  * separate one); -1 when it is none of them; -2 when its value is missing

@@ -333,3 +333,24 @@ void cli_raise_fd_limit(void) {
         setrlimit(RLIMIT_NOFILE, &rl);
     }
 }
+
+int cli_lines_vadd(char ***v, size_t *n, const char *fmt, va_list ap) {
+    char *b = NULL;
+    if (vasprintf(&b, fmt, ap) < 0) return -1;
+    char **w = realloc(*v, (*n + 1) * sizeof *w);
+    if (!w) {
+        free(b);
+        return -1;
+    }
+    *v = w;
+    w[(*n)++] = b;
+    return 0;
+}
+
+int cli_lines_add(char ***v, size_t *n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = cli_lines_vadd(v, n, fmt, ap);
+    va_end(ap);
+    return rc;
+}

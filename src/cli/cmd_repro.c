@@ -639,19 +639,11 @@ static int first_unpaired(const step_mark *a, size_t na, const step_mark *b, siz
 static int add_line(run_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* One more line of run r's difference, whole (names are never cut). */
 static int add_line(run_t *r, const char *fmt, ...) {
-    char *b = NULL;
     va_list ap;
     va_start(ap, fmt);
-    int n = vasprintf(&b, fmt, ap);
+    int e = cli_lines_vadd(&r->lines, &r->nlines, fmt, ap);
     va_end(ap);
-    char **v = n >= 0 ? realloc(r->lines, (r->nlines + 1) * sizeof *v) : NULL;
-    if (!v) {
-        if (n >= 0) free(b);
-        return cli_fail(CMD, dck_oom(NULL));
-    }
-    r->lines = v;
-    v[r->nlines++] = b;
-    return 0;
+    return e ? cli_fail(CMD, dck_oom(NULL)) : 0;
 }
 
 /* What was set aside over all comparisons: said in the verdict. */

@@ -136,19 +136,10 @@ typedef struct {
 
 static void note(fig *F, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(fig *F, const char *fmt, ...) {
-    char *s = NULL;
     va_list ap;
     va_start(ap, fmt);
-    int n = vasprintf(&s, fmt, ap);
+    if (cli_lines_vadd(&F->notes, &F->nnotes, fmt, ap)) F->oom = true;
     va_end(ap);
-    char **v = n >= 0 ? realloc(F->notes, (F->nnotes + 1) * sizeof *v) : NULL;
-    if (!v) {
-        if (n >= 0) free(s);
-        F->oom = true;
-        return;
-    }
-    F->notes = v;
-    v[F->nnotes++] = s;
 }
 
 static bool present(const char *path) {
