@@ -405,6 +405,17 @@ typedef struct {
     uint64_t nan_payload;   /* both NaN, with different bits (payload or sign) */
     double sum_sq_diff;     /* sum (a-b)^2 over pairs where both are finite */
     double sum_sq_a, sum_sq_b;
+    /* Sign changes: differing pairs of a signed dtype (floats, signed
+     * integers) whose signs differ where neither side is zero or NaN
+     * (8.4e-06 against -8.4e-06, +inf against -inf). +0 against -0 is no sign
+     * change (ULP distance 0), nor is a zero against a number (its distance is
+     * the number's from zero), nor a NaN (counted in nan_vs_number and
+     * nan_payload). A sign change near zero is ~2^31 float32 ULPs however
+     * small the numbers, which is what max_ulp reports; max_ulp_same_sign is
+     * the largest ULP distance of the other numeric pairs, the figure of
+     * drift that sign changes do not dominate. */
+    uint64_t sign_changes;
+    uint64_t max_ulp_same_sign;
 } dck_diff_stats;
 
 DCK_API void dck_diff_stats_init(dck_diff_stats *s);
@@ -518,6 +529,8 @@ typedef struct {
     size_t nan_only;         /* tensors that differ only where one side is NaN: when
                               * numeric_differing is 0 and nan_only is not, max_ulp is
                               * no figure of the layer (printed "-", JSON null) */
+    uint64_t sign_changes;   /* summed over its tensors (dck_diff_stats) */
+    uint64_t max_ulp_same_sign; /* over its tensors, as max_ulp */
 } dck_diff_layer;
 
 typedef struct {

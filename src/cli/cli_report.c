@@ -742,6 +742,9 @@ static void diff_case(cli_report *r, const dck_diff_tensor *t) {
         if (k < sizeof msg)
             k += (size_t)snprintf(msg + k, sizeof msg - k, "; max abs %s, max rel %s, max ULP %s, rel L2 %s",
                                   ma, mr, mu, l2);
+        if (s->sign_changes && k < sizeof msg)
+            k += (size_t)snprintf(msg + k, sizeof msg - k, "; sign changes %llu, same-sign max ULP %llu",
+                                  (unsigned long long)s->sign_changes, (unsigned long long)s->max_ulp_same_sign);
         if (s->first_flat != UINT64_MAX && k < sizeof msg) {
             shape_text(sa, sizeof sa, t->first_index, t->ndim_a);
             k += (size_t)snprintf(msg + k, sizeof msg - k, "; first at %s", sa);

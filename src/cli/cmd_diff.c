@@ -271,6 +271,10 @@ static void print_rows(const dck_diff_result *r, int verbose, size_t *name_w) {
                    (unsigned long long)st->inf_a, (unsigned long long)st->inf_b,
                    (unsigned long long)st->nan_vs_number, (unsigned long long)st->nan_payload);
         }
+        if (rw->t->has_stats && rw->t->stats.sign_changes)
+            printf("%*s  sign changes: %llu (nonzero on both sides, signs differ); max ULP of the other pairs: "
+                   "%llu\n", (int)w[0], "", (unsigned long long)rw->t->stats.sign_changes,
+                   (unsigned long long)rw->t->stats.max_ulp_same_sign);
         print_slices(rw->t, (int)w[0]);
         for (int c = 0; c < NCOL; c++) free(rw->cell[c]);
     }
@@ -314,10 +318,14 @@ static void print_table(const dck_diff_result *r, const char *pa, const char *pb
                 fmt_num(ma, sizeof ma, t->stats.max_abs);
                 snprintf(mu, sizeof mu, "%llu", (unsigned long long)t->stats.max_ulp);
                 if (nan_only(t)) strcpy(ma, "-"), strcpy(mu, "-");
-                printf("  %2zu. %-*s  max_ulp %s  max_abs %s  differ %llu%s\n", k + 1, (int)w,
+                printf("  %2zu. %-*s  max_ulp %s  max_abs %s  differ %llu%s", k + 1, (int)w,
                        cli_safe(t->name), mu, ma,
                        (unsigned long long)t->stats.diff_count,
                        t->stats.nan_payload + t->stats.nan_vs_number ? "  (NaN differences)" : "");
+                if (t->stats.sign_changes)
+                    printf("  sign changes %llu, same-sign max_ulp %llu", (unsigned long long)t->stats.sign_changes,
+                           (unsigned long long)t->stats.max_ulp_same_sign);
+                printf("\n");
             }
             if (!n) printf("  (no tensor has differing elements)\n");
             free(idx);
@@ -344,6 +352,12 @@ static void print_table(const dck_diff_result *r, const char *pa, const char *pb
                 printf(", max ULP - (NaN only)");
             } else {
                 printf(", max ULP %llu", (unsigned long long)L->max_ulp);
+                /* a sign change near zero is ~2^31 float32 ULPs: the figure of
+                 * the other pairs beside it */
+                if (L->sign_changes)
+                    printf(" (%llu sign change%s; same-sign pairs: max ULP %llu)",
+                           (unsigned long long)L->sign_changes, L->sign_changes == 1 ? "" : "s",
+                           (unsigned long long)L->max_ulp_same_sign);
             }
             printf("\n");
         }
@@ -437,6 +451,8 @@ static json_t *json_slices(const dck_diff_tensor *x, bool *oom) {
             cli_jset(o, "max_abs", fig ? json_num(st->max_abs) : json_null(), oom);
             cli_jset(o, "max_rel", fig ? json_num(st->max_rel) : json_null(), oom);
             cli_jset(o, "max_ulp", fig ? cli_json_u64(st->max_ulp) : json_null(), oom);
+            cli_jset(o, "max_ulp_same_sign", fig ? cli_json_u64(st->max_ulp_same_sign) : json_null(), oom);
+            cli_jset(o, "sign_changes", cli_json_u64(st->sign_changes), oom);
             cli_jset(o, "rel_l2", fig ? json_num(sl->rel_l2) : json_null(), oom);
             cli_jset(o, "nan_vs_number", cli_json_u64(st->nan_vs_number), oom);
             cli_jset(o, "nan_payload", cli_json_u64(st->nan_payload), oom);
@@ -487,10 +503,12 @@ static int print_json(const dck_diff_result *r, const char *pa, const char *pb,
         cli_jset(o, "layer", cli_json_text(L->layer), &oom);
         cli_jset(o, "tensors", cli_json_u64(L->tensors), &oom);
         cli_jset(o, "differing", cli_json_u64(L->differing), &oom);
-        if (!r->digest_only)
-            cli_jset(o, "max_ulp",
-                     !L->numeric_differing && L->nan_only ? json_null() : cli_json_u64(L->max_ulp),
-                     &oom);
+        if (!r->digest_only) {
+            int fig = L->numeric_differing || !L->nan_only;
+            cli_jset(o, "max_ulp", fig ? cli_json_u64(L->max_ulp) : json_null(), &oom);
+            cli_jset(o, "max_ulp_same_sign", fig ? cli_json_u64(L->max_ulp_same_sign) : json_null(), &oom);
+            cli_jset(o, "sign_changes", cli_json_u64(L->sign_changes), &oom);
+        }
         cli_jset(o, "first_differing_tensor",
                  L->differing ? json_name(r, (long)L->first_differing) : json_null(), &oom);
         cli_jappend(layers, o, &oom);
@@ -561,6 +579,8 @@ static int print_json(const dck_diff_result *r, const char *pa, const char *pb,
             cli_jset(o, "max_abs", fig ? json_num(st->max_abs) : json_null(), &oom);
             cli_jset(o, "max_rel", fig ? json_num(st->max_rel) : json_null(), &oom);
             cli_jset(o, "max_ulp", fig ? cli_json_u64(st->max_ulp) : json_null(), &oom);
+            cli_jset(o, "max_ulp_same_sign", fig ? cli_json_u64(st->max_ulp_same_sign) : json_null(), &oom);
+            cli_jset(o, "sign_changes", cli_json_u64(st->sign_changes), &oom);
             cli_jset(o, "first_index",
                      st->first_flat != UINT64_MAX ? json_shape(x->first_index, x->ndim_a, &oom) : json_null(),
                      &oom);

@@ -30,6 +30,8 @@ typedef struct {
     size_t numeric;   /* tensors with a finite distance: the bars' figures */
     size_t nan_only;  /* tensors that differ only where a NaN is */
     uint64_t max_ulp;
+    uint64_t max_ulp_same; /* over same-sign pairs (dck_diff_stats.max_ulp_same_sign): the bars */
+    uint64_t sign_changes;
     double max_l2;    /* NaN when a tensor's is not a number (overflowed sums) */
     uint64_t nan_a, nan_b, inf_a, inf_b, nan_vs_number, nan_payload;
     long first;       /* its first differing tensor, model order; -1 none */
@@ -59,6 +61,8 @@ static void cell_add(cell *c, const dck_diff_tensor *t, long idx, dck_diff_statu
     if (st->nan_a != st->nan_b || st->inf_a != st->inf_b || st->nan_payload || st->nan_vs_number) c->nonfinite++;
     if (numeric) {
         if (!c->numeric || st->max_ulp > c->max_ulp) c->max_ulp = st->max_ulp;
+        if (!c->numeric || st->max_ulp_same_sign > c->max_ulp_same) c->max_ulp_same = st->max_ulp_same_sign;
+        c->sign_changes += st->sign_changes;
         if (!c->numeric || (!isnan(c->max_l2) && (isnan(rel_l2) || rel_l2 > c->max_l2))) c->max_l2 = rel_l2;
         c->numeric++;
     } else if (st->diff_count) {
@@ -70,6 +74,7 @@ static void cell_merge(cell *c, const cell *o) {
     if (!o->tensors) return;
     if (o->numeric) {
         if (!c->numeric || o->max_ulp > c->max_ulp) c->max_ulp = o->max_ulp;
+        if (!c->numeric || o->max_ulp_same > c->max_ulp_same) c->max_ulp_same = o->max_ulp_same;
         if (!c->numeric || (!isnan(c->max_l2) && (isnan(o->max_l2) || o->max_l2 > c->max_l2))) c->max_l2 = o->max_l2;
     }
     if (o->first >= 0 && (c->first < 0 || o->first < c->first)) c->first = o->first;
@@ -88,6 +93,7 @@ static void cell_merge(cell *c, const cell *o) {
     c->inf_b += o->inf_b;
     c->nan_vs_number += o->nan_vs_number;
     c->nan_payload += o->nan_payload;
+    c->sign_changes += o->sign_changes;
 }
 
 /* The one state a cell is drawn with: what most needs a look wins (the
@@ -142,9 +148,22 @@ static bool has_layer(const dck_diff_tensor *t) { return t->layer || t->nslices;
 
 /* ------------------------------------------------------------------ text */
 
+/* The largest ULP distance of same-sign pairs; with sign changes (a value
+ * against its negation near zero is ~2^31 float32 ULPs, however small) also
+ * their count and the distance with them. */
 static void ulp_text(char *b, size_t n, const cell *c) {
-    if (c->numeric) snprintf(b, n, "%llu", (unsigned long long)c->max_ulp);
+    if (c->numeric && c->sign_changes)
+        snprintf(b, n, "%llu (same-sign pairs; %llu sign change%s, max ULP %llu with them)",
+                 (unsigned long long)c->max_ulp_same, (unsigned long long)c->sign_changes,
+                 c->sign_changes == 1 ? "" : "s", (unsigned long long)c->max_ulp);
+    else if (c->numeric) snprintf(b, n, "%llu", (unsigned long long)c->max_ulp);
     else if (c->nan_only) snprintf(b, n, "- (NaN only)");
+    else snprintf(b, n, "-");
+}
+
+/* The sign-change column: a count, "-" where nothing was measured. */
+static void sign_text(char *b, size_t n, const cell *c) {
+    if (c->numeric) snprintf(b, n, "%llu", (unsigned long long)c->sign_changes);
     else snprintf(b, n, "-");
 }
 
@@ -168,7 +187,7 @@ static void cell_title(FILE *f, const dck_diff_result *d, const char *layer, dck
     if (c->only_b) fprintf(f, "; %zu only in B", c->only_b);
     if (c->mismatched) fprintf(f, "; %zu dtype or shape mismatched", c->mismatched);
     if (!d->digest_only) {
-        char u[32], l[32], nf[256];
+        char u[128], l[32], nf[256];
         ulp_text(u, sizeof u, c);
         l2_text(l, sizeof l, c);
         nonfinite_text(nf, sizeof nf, c);
@@ -218,6 +237,7 @@ typedef struct {
     double head;          /* above the rows: group names, and the scales when there are bars */
     cli_logscale ulp, l2; /* at x = 0; moved to each column */
     bool any_numeric;
+    bool any_signs;       /* a cell has sign changes: the ULP scale leaves room for their count */
 } picture;
 
 static const char *row_name(const picture *p, size_t i) {
@@ -261,7 +281,12 @@ static void draw_cell(FILE *f, const picture *p, size_t row, int g, double px, u
     double ux = px + MARK_W, lx = ux + p->col_w + COL_GAP;
     if (c->numeric && !p->d->digest_only) {
         cli_logscale su = at_x(p->ulp, ux + FLOOR), sl = at_x(p->l2, lx + FLOOR);
-        bar(f, ux, bar_end(&su, (double)c->max_ulp, ux), y + 2, h);
+        double ue = bar_end(&su, (double)c->max_ulp_same, ux);
+        bar(f, ux, ue, y + 2, h);
+        /* sign changes: a count beside the bar, never a bar of ~2^31 ULPs */
+        if (c->sign_changes)
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"signs\">&#177;%llu</text>", ue + 3, ty,
+                    (unsigned long long)c->sign_changes);
         if (!isnan(c->max_l2)) bar(f, lx, bar_end(&sl, c->max_l2, lx), y + 2, h);
         else fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">rel L2 NaN</text>", lx + 2, ty);
     } else if (c->differing) {
@@ -297,7 +322,8 @@ static void draw(FILE *f, const picture *p) {
         fprintf(f, "<text x=\"%.1f\" y=\"13\" style=\"font-weight:bold\">%s (%zu of %zu differ)</text>", px,
                 dck_group_name((dck_group)g), d->group_differing[g], d->group_tensors[g]);
         if (d->digest_only || !p->any_numeric) continue;
-        fprintf(f, "<text x=\"%.1f\" y=\"28\">max ULP</text><text x=\"%.1f\" y=\"28\">rel L2</text>", ux, lx);
+        fprintf(f, "<text x=\"%.1f\" y=\"28\">%s</text><text x=\"%.1f\" y=\"28\">rel L2</text>", ux,
+                p->any_signs ? "same-sign ULP" : "max ULP", lx);
         cli_logscale su = at_x(p->ulp, ux + FLOOR), sl = at_x(p->l2, lx + FLOOR);
         cli_svg_log_ticks(f, &su, 42, top - 4, bottom, false);
         cli_svg_log_ticks(f, &sl, 42, top - 4, bottom, false);
@@ -328,8 +354,12 @@ static void draw(FILE *f, const picture *p) {
         fprintf(f,
                 "<p class=\"legend\"><span><svg width=\"28\" height=\"14\" viewBox=\"0 0 28 14\" "
                 "aria-hidden=\"true\"><rect x=\"0\" y=\"2\" width=\"28\" height=\"10\" fill=\"%s\"/></svg> "
-                "max ULP / rel L2 (log scales; a bar that reaches 1 is 1 ULP)</span></p>\n",
-                CLI_HTML_BAR);
+                "max ULP / rel L2 (log scales; a bar that reaches 1 is 1 ULP)</span>%s</p>\n",
+                CLI_HTML_BAR,
+                p->any_signs ? "<span>&#177;N: N sign changes (nonzero on both sides, signs differ: ~2^31 float32 "
+                               "ULPs apart however close to zero), drawn as a count; the bar is the largest ULP "
+                               "distance of the other pairs</span>"
+                             : "");
 }
 
 /* ------------------------------------------------------------------ tables */
@@ -337,15 +367,17 @@ static void draw(FILE *f, const picture *p) {
 static void layer_table(FILE *f, const picture *p) {
     const dck_diff_result *d = p->d;
     fputs("<h3>Layers</h3>\n<table class=\"layers\"><thead><tr><th>layer</th><th>tensors</th><th>differing</th>"
-          "<th>max ULP</th><th>max rel L2</th><th>NaN/Inf</th><th>first differing tensor</th></tr></thead><tbody>\n",
+          "<th>max ULP</th><th>max rel L2</th><th>NaN/Inf</th><th>first differing tensor</th><th>sign changes</th>"
+          "</tr></thead><tbody>\n",
           f);
     size_t shown = 0;
     for (size_t i = 0; i < p->nrows && shown < LAYER_ROWS; i++, shown++) {
         cell all = {.first = -1};
         for (int g = 0; g < DCK_GROUP_COUNT; g++) cell_merge(&all, &p->cells[i * DCK_GROUP_COUNT + (size_t)g]);
-        char u[32] = "-", l[32] = "-", nf[256] = "";
+        char u[128] = "-", l[32] = "-", nf[256] = "", sg[32] = "-";
         if (!d->digest_only) {
             ulp_text(u, sizeof u, &all);
+            sign_text(sg, sizeof sg, &all);
             l2_text(l, sizeof l, &all);
             nonfinite_text(nf, sizeof nf, &all);
         }
@@ -357,7 +389,7 @@ static void layer_table(FILE *f, const picture *p) {
                 first ? " (first)</strong>" : "", all.tensors, all.differing, u, l, nf[0] ? nf : "-");
         if (all.first >= 0) cli_html_text(f, d->tensors[all.first].name);
         else fputs("-", f);
-        fputs("</td></tr>\n", f);
+        fprintf(f, "</td><td class=\"n\">%s</td></tr>\n", sg);
     }
     fputs("</tbody></table>\n", f);
     if (p->nrows > LAYER_ROWS)
@@ -373,14 +405,15 @@ static void tensor_table(FILE *f, const dck_diff_result *d) {
         return;
     }
     fputs("<table class=\"tensors\"><thead><tr><th>tensor</th><th>group</th><th>dtype</th><th>status</th>"
-          "<th>differ</th><th>max abs</th><th>max ULP</th><th>rel L2</th><th>NaN/Inf (A/B)</th></tr></thead><tbody>\n",
+          "<th>differ</th><th>max abs</th><th>max ULP</th><th>rel L2</th><th>NaN/Inf (A/B)</th>"
+          "<th>sign changes</th></tr></thead><tbody>\n",
           f);
     size_t shown = 0;
     for (size_t i = 0; i < d->ntensors && shown < TENSOR_ROWS; i++) {
         const dck_diff_tensor *t = &d->tensors[i];
         if (t->status == DCK_DIFF_EQUAL) continue;
         shown++;
-        char dt[64], st[600], dc[64] = "-", ma[32] = "-", mu[32] = "-", l2[32] = "-", nf[256] = "-";
+        char dt[64], st[600], dc[64] = "-", ma[32] = "-", mu[128] = "-", l2[32] = "-", nf[256] = "-", sg[32] = "-";
         if (t->in_a && t->in_b && t->dtype_a != t->dtype_b)
             snprintf(dt, sizeof dt, "%s/%s", dck_dtype_name(t->dtype_a), dck_dtype_name(t->dtype_b));
         else snprintf(dt, sizeof dt, "%s", dck_dtype_name(t->in_a ? t->dtype_a : t->dtype_b));
@@ -396,19 +429,22 @@ static void tensor_table(FILE *f, const dck_diff_result *d) {
             snprintf(dc, sizeof dc, "%llu/%llu", (unsigned long long)s->diff_count, (unsigned long long)s->count);
             if (t->numeric_diff_count) { /* NaN-only: no pair to measure, "-" rather than 0 */
                 cli_html_num(s->max_abs, ma, sizeof ma);
-                snprintf(mu, sizeof mu, "%llu", (unsigned long long)s->max_ulp);
                 cli_html_num(t->rel_l2, l2, sizeof l2);
             }
             cell c = {.first = -1};
             cell_add(&c, t, (long)i, t->status, s, t->numeric_diff_count, t->rel_l2);
+            if (t->numeric_diff_count) {
+                ulp_text(mu, sizeof mu, &c);
+                sign_text(sg, sizeof sg, &c);
+            }
             nonfinite_text(nf, sizeof nf, &c);
             if (!nf[0]) snprintf(nf, sizeof nf, "-");
         }
         fputs("<tr><td class=\"name\">", f);
         cli_html_text(f, t->name);
         fprintf(f, "</td><td>%s</td><td>%s</td><td>%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td>"
-                   "<td class=\"n\">%s</td><td class=\"n\">%s</td><td>%s</td></tr>\n",
-                dck_group_name(t->group), dt, st, dc, ma, mu, l2, nf);
+                   "<td class=\"n\">%s</td><td class=\"n\">%s</td><td>%s</td><td class=\"n\">%s</td></tr>\n",
+                dck_group_name(t->group), dt, st, dc, ma, mu, l2, nf, sg);
     }
     fputs("</tbody></table>\n", f);
     if (nd > shown)
@@ -507,14 +543,15 @@ static void layout(picture *p) {
         const cell *c = &p->cells[i];
         if (!c->numeric) continue;
         p->any_numeric = true;
-        if (c->max_ulp > umax) umax = c->max_ulp;
+        if (c->max_ulp_same > umax) umax = c->max_ulp_same;
+        if (c->sign_changes) p->any_signs = true;
         if (c->max_l2 > 0 && isfinite(c->max_l2)) {
             if (c->max_l2 < lmin) lmin = c->max_l2;
             if (c->max_l2 > lmax) lmax = c->max_l2;
         }
     }
     if (!(lmax > 0)) lmin = lmax = 1e-7;
-    p->ulp = cli_logscale_fit(1, (double)umax, 0, p->col_w - FLOOR);
+    p->ulp = cli_logscale_fit(1, (double)umax, 0, p->col_w - FLOOR - (p->any_signs ? 48 : 0));
     p->l2 = cli_logscale_fit(lmin, lmax, 0, p->col_w - FLOOR);
     p->head = p->any_numeric ? 48 : 22;
     p->height = p->head + (double)p->nrows * p->row_h + (p->nrows > 30 && p->any_numeric ? 20 : 6);

@@ -140,6 +140,28 @@ static inline int is_signed_int(dck_dtype t) {
     return t == DCK_I8 || t == DCK_I16 || t == DCK_I32 || t == DCK_I64;
 }
 
+/* A sign change (dck_diff_stats.sign_changes): a and b of a signed dtype
+ * (float or signed integer), neither zero (+0 and -0 alike) and signs that
+ * differ. NaNs are the caller's to leave out. */
+static inline int sign_change(dck_dtype t, uint64_t a, uint64_t b) {
+    uint64_t s;
+    switch (t) {
+    case DCK_I8: s = 0x80u; break;
+    case DCK_I16: s = 0x8000u; break;
+    case DCK_I32: s = 0x80000000u; break;
+    case DCK_I64: s = 0x8000000000000000ull; break;
+    case DCK_BOOL:
+    case DCK_U8:
+    case DCK_U16:
+    case DCK_U32:
+    case DCK_U64: return 0;
+    default: /* floats: zero is a zero magnitude */
+        s = sign_mask(t);
+        return ((a ^ b) & s) && (a & (s - 1)) && (b & (s - 1));
+    }
+    return ((a ^ b) & s) && a && b;
+}
+
 static inline uint64_t int_dist(dck_dtype t, uint64_t a, uint64_t b) {
     if (is_signed_int(t)) {
         int64_t x, y;

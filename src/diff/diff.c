@@ -211,6 +211,8 @@ void dck_diff_stats_merge(dck_diff_stats *acc, const dck_diff_stats *p) {
     if (p->max_abs > acc->max_abs) acc->max_abs = p->max_abs;
     if (p->max_rel > acc->max_rel) acc->max_rel = p->max_rel;
     if (p->max_ulp > acc->max_ulp) acc->max_ulp = p->max_ulp;
+    if (p->max_ulp_same_sign > acc->max_ulp_same_sign) acc->max_ulp_same_sign = p->max_ulp_same_sign;
+    acc->sign_changes += p->sign_changes;
     acc->nan_a += p->nan_a;
     acc->nan_b += p->nan_b;
     acc->inf_a += p->inf_a;
@@ -825,7 +827,7 @@ static dck_status summarise(dck_diff_result *r) {
     r->nlayers = 0;
     for (size_t i = 0; i < nl; i++) {
         if (!r->nlayers || strcmp(r->layers[r->nlayers - 1].layer, refs[i].layer) != 0)
-            r->layers[r->nlayers++] = (dck_diff_layer){refs[i].layer, 0, 0, 0, 0, 0, 0};
+            r->layers[r->nlayers++] = (dck_diff_layer){.layer = refs[i].layer};
         dck_diff_layer *L = &r->layers[r->nlayers - 1];
         const dck_diff_tensor *t = &r->tensors[refs[i].tensor];
         const dck_diff_slice *sl = refs[i].slice; /* a stacked tensor: its layer's part */
@@ -838,6 +840,9 @@ static dck_status summarise(dck_diff_result *r) {
                 L->first_differing = refs[i].tensor;
             L->differing++;
             if (t->has_stats && st->max_ulp > L->max_ulp) L->max_ulp = st->max_ulp;
+            if (t->has_stats && st->max_ulp_same_sign > L->max_ulp_same_sign)
+                L->max_ulp_same_sign = st->max_ulp_same_sign;
+            if (t->has_stats) L->sign_changes += st->sign_changes;
             if (t->has_stats && numeric) L->numeric_differing++;
             else if (t->has_stats && st->diff_count) L->nan_only++;
         }

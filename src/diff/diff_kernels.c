@@ -19,7 +19,9 @@
  *     and divides for the relative difference only in steps where a lane
  *     may beat its running maximum (REL_MAX in diff_kernels_impl.h);
  *   - the first differing element is found by scanning the first block that
- *     has one.
+ *     has one;
+ *   - sign changes are a lane count, and the same-sign ULP maximum the lane
+ *     maximum of the ULP distance with sign-change lanes masked to 0.
  * The same source (diff_kernels_impl.h) is built for AVX2 and for AVX-512
  * on x86-64, chosen at run time; the reference is the portable path. A
  * dtype without a vector kernel (integers) and the last n % LANES elements
@@ -106,6 +108,8 @@ elements_loop(dck_dtype t, const uint8_t *pa, const uint8_t *pb, size_t n, uint6
         if (isinf(abs_d)) rel = INFINITY;
         else rel = mag > 0 ? abs_d / mag : 0;
         if (ulp > s.max_ulp) s.max_ulp = ulp;
+        if (sign_change(t, ua, ub)) s.sign_changes++;
+        else if (ulp > s.max_ulp_same_sign) s.max_ulp_same_sign = ulp;
         if (abs_d > s.max_abs) s.max_abs = abs_d;
         if (rel > s.max_rel) s.max_rel = rel;
         int within = 0;

@@ -153,12 +153,14 @@ typedef double KNAME(f64q) __attribute__((vector_size(32))); /* four lanes of eq
 #endif
 
 /* Lane maxima into the statistics, with the reference's strict '>'. */
-#define FOLD_MAXIMA(S, VABS, VREL, VULP)                                                          \
+#define FOLD_MAXIMA(S, VABS, VREL, VULP, VULPS)                                                   \
     do {                                                                                         \
         for (int k_ = 0; k_ < LANES; k_++) {                                                     \
             if ((VABS)[k_] > (S).max_abs) (S).max_abs = (VABS)[k_];                              \
             if ((VREL)[k_] > (S).max_rel) (S).max_rel = (VREL)[k_];                              \
             if ((uint64_t)(VULP)[k_] > (S).max_ulp) (S).max_ulp = (uint64_t)(VULP)[k_];          \
+            if ((uint64_t)(VULPS)[k_] > (S).max_ulp_same_sign)                                   \
+                (S).max_ulp_same_sign = (uint64_t)(VULPS)[k_];                                   \
         }                                                                                        \
     } while (0)
 
@@ -183,6 +185,8 @@ typedef double KNAME(f64q) __attribute__((vector_size(32))); /* four lanes of eq
         (S).nan_payload += h;                                                                    \
         HSUM(c_vs, h);                                                                           \
         (S).nan_vs_number += h;                                                                  \
+        HSUM(c_sign, h);                                                                         \
+        (S).sign_changes += h;                                                                   \
         if (nne && (S).first_flat == UINT64_MAX)                                                 \
             first_in_block(t, pa, pb, g0 * LANES, g1 * LANES, first_flat, &(S));                 \
     } while (0)
@@ -372,6 +376,11 @@ typedef double KNAME(f64q) __attribute__((vector_size(32))); /* four lanes of eq
         u32v ulp = (u32v)SEL(same_sign, dist, (i32v)((u32v)ma + (u32v)mb));                      \
         if (GENERAL) ulp &= (u32v)num;                                                           \
         bmax_ulp = MAX_U32(ulp, bmax_ulp);                                                       \
+        /* sign changes (sign_change): signs differ, neither magnitude 0, no NaN */              \
+        i32v flip = ~same_sign & (ma != vzero) & (mb != vzero);                                  \
+        if (GENERAL) flip &= num;                                                                \
+        c_sign -= flip;                                                                          \
+        bmax_ulp_same = MAX_U32(ulp & ~(u32v)flip, bmax_ulp_same);                               \
         f64v va, vb;                                                                             \
         NARROW_TO_F64(t, ua_, va);                                                               \
         NARROW_TO_F64(t, ub_, vb);                                                               \
@@ -429,7 +438,7 @@ KNAME(narrow)(dck_dtype t, const uint8_t *pa, const uint8_t *pb, size_t n, uint6
     dck_diff_stats s = *acc;
     double sum_d = s.sum_sq_diff, sum_a = s.sum_sq_a, sum_b = s.sum_sq_b;
     f64v vmax_abs = SPLAT(f64v, 0.0), vmax_rel = SPLAT(f64v, 0.0);
-    u32v vmax_ulp = (u32v)vzero;
+    u32v vmax_ulp = (u32v)vzero, vmax_ulp_same = (u32v)vzero;
     double buf[2][3][BLOCK_ELEMS] __attribute__((aligned(64)));
     for (int q = 0; q < BLOCK_ELEMS; q++)
         for (int k = 0; k < 3; k++) buf[1][k][q] = -0.0;
@@ -440,12 +449,12 @@ KNAME(narrow)(dck_dtype t, const uint8_t *pa, const uint8_t *pb, size_t n, uint6
         size_t g1 = ngroups - g0 > BLOCK_GROUPS_K ? g0 + BLOCK_GROUPS_K : ngroups;
         double(*cur)[BLOCK_ELEMS] = buf[cur_i], (*prev)[BLOCK_ELEMS] = buf[cur_i ^ 1];
         i32v c_ne = vzero, c_nan_a = vzero, c_nan_b = vzero, c_inf_a = vzero, c_inf_b = vzero;
-        i32v c_pay = vzero, c_vs = vzero, c_within = vzero;
+        i32v c_pay = vzero, c_vs = vzero, c_within = vzero, c_sign = vzero;
         /* bmax_rel starts at the running maxima: the bound REL_MAX tests
          * against (max is idempotent, so folding it in again changes nothing) */
         f64v bmax_abs = SPLAT(f64v, 0.0), bmax_rel = vmax_rel;
         f64v bmax_lim = bmax_rel * SPLAT(f64v, 1.0 - 0x1p-52);
-        u32v bmax_ulp = (u32v)vzero;
+        u32v bmax_ulp = (u32v)vzero, bmax_ulp_same = (u32v)vzero;
         /* First as if every element were finite; NaN or infinity anywhere in
          * the block (magnitude >= the exponent mask) discards that pass's
          * counts, maxima and squares, and the block is taken again. */
@@ -459,11 +468,11 @@ KNAME(narrow)(dck_dtype t, const uint8_t *pa, const uint8_t *pb, size_t n, uint6
         ANY_LANE(special >= vE, general);
         if (!check_tol) c_ne += SPLAT(i32v, (int32_t)j); /* equal pairs -> differing */
         if (general) {
-            c_ne = c_within = vzero;
+            c_ne = c_within = c_sign = vzero;
             bmax_abs = SPLAT(f64v, 0.0);
             bmax_rel = vmax_rel;
             bmax_lim = bmax_rel * SPLAT(f64v, 1.0 - 0x1p-52);
-            bmax_ulp = (u32v)vzero;
+            bmax_ulp = bmax_ulp_same = (u32v)vzero;
             j = 0;
             if (check_tol)
                 for (size_t g = g0; g < g1; g++, j++) NARROW_STEP(1, 1, 0);
@@ -473,13 +482,14 @@ KNAME(narrow)(dck_dtype t, const uint8_t *pa, const uint8_t *pb, size_t n, uint6
         MAX_F64(vmax_abs, bmax_abs);
         MAX_F64(vmax_rel, bmax_rel);
         vmax_ulp = MAX_U32(bmax_ulp, vmax_ulp);
+        vmax_ulp_same = MAX_U32(bmax_ulp_same, vmax_ulp_same);
         CHAIN(prev, j * LANES, prev_n);
         prev_n = j * LANES;
         cur_i ^= 1;
         FLUSH_BLOCK(s);
     }
     CHAIN(buf[cur_i ^ 1], 0, prev_n);
-    FOLD_MAXIMA(s, vmax_abs, vmax_rel, vmax_ulp);
+    FOLD_MAXIMA(s, vmax_abs, vmax_rel, vmax_ulp, vmax_ulp_same);
     s.sum_sq_diff = sum_d;
     s.sum_sq_a = sum_a;
     s.sum_sq_b = sum_b;
@@ -519,6 +529,10 @@ KNAME(narrow)(dck_dtype t, const uint8_t *pa, const uint8_t *pb, size_t n, uint6
         u64v ulp = (u64v)SEL(same_sign, dist, (i64v)((u64v)ma + (u64v)mb));                      \
         if (GENERAL) ulp &= (u64v)num;                                                           \
         bmax_ulp = MAX_U64(ulp, bmax_ulp);                                                       \
+        i64v flip = ~same_sign & (ma != vzero) & (mb != vzero);                                  \
+        if (GENERAL) flip &= num;                                                                \
+        c_sign -= flip;                                                                          \
+        bmax_ulp_same = MAX_U64(ulp & ~(u64v)flip, bmax_ulp_same);                               \
         f64v va = (f64v)ua, vb = (f64v)ub;                                                       \
         f64v d = va - vb;                                                                        \
         if (GENERAL) STORE_SQUARES_MASKED(cur, j, va, vb, d, fin);                               \
@@ -557,7 +571,7 @@ KNAME(wide)(const uint8_t *pa, const uint8_t *pb, size_t n, uint64_t first_flat,
     dck_diff_stats s = *acc;
     double sum_d = s.sum_sq_diff, sum_a = s.sum_sq_a, sum_b = s.sum_sq_b;
     f64v vmax_abs = SPLAT(f64v, 0.0), vmax_rel = SPLAT(f64v, 0.0);
-    u64v vmax_ulp = (u64v)vzero;
+    u64v vmax_ulp = (u64v)vzero, vmax_ulp_same = (u64v)vzero;
     double buf[2][3][BLOCK_ELEMS] __attribute__((aligned(64)));
     for (int q = 0; q < BLOCK_ELEMS; q++)
         for (int k = 0; k < 3; k++) buf[1][k][q] = -0.0;
@@ -568,9 +582,9 @@ KNAME(wide)(const uint8_t *pa, const uint8_t *pb, size_t n, uint64_t first_flat,
         size_t g1 = ngroups - g0 > BLOCK_GROUPS_K ? g0 + BLOCK_GROUPS_K : ngroups;
         double(*cur)[BLOCK_ELEMS] = buf[cur_i], (*prev)[BLOCK_ELEMS] = buf[cur_i ^ 1];
         i64v c_ne = vzero, c_nan_a = vzero, c_nan_b = vzero, c_inf_a = vzero, c_inf_b = vzero;
-        i64v c_pay = vzero, c_vs = vzero, c_within = vzero;
+        i64v c_pay = vzero, c_vs = vzero, c_within = vzero, c_sign = vzero;
         f64v bmax_abs = SPLAT(f64v, 0.0), bmax_rel = SPLAT(f64v, 0.0);
-        u64v bmax_ulp = (u64v)vzero;
+        u64v bmax_ulp = (u64v)vzero, bmax_ulp_same = (u64v)vzero;
         /* as in the narrow kernel: finite first, again if that was wrong */
         i64v special = vzero;
         size_t j = 0;
@@ -581,9 +595,9 @@ KNAME(wide)(const uint8_t *pa, const uint8_t *pb, size_t n, uint64_t first_flat,
         int general;
         ANY_LANE(special, general);
         if (general) {
-            c_ne = c_within = vzero;
+            c_ne = c_within = c_sign = vzero;
             bmax_abs = bmax_rel = SPLAT(f64v, 0.0);
-            bmax_ulp = (u64v)vzero;
+            bmax_ulp = bmax_ulp_same = (u64v)vzero;
             j = 0;
             if (check_tol)
                 for (size_t g = g0; g < g1; g++, j++) WIDE_STEP(1, 1, 0);
@@ -593,13 +607,14 @@ KNAME(wide)(const uint8_t *pa, const uint8_t *pb, size_t n, uint64_t first_flat,
         MAX_F64(vmax_abs, bmax_abs);
         MAX_F64(vmax_rel, bmax_rel);
         vmax_ulp = MAX_U64(bmax_ulp, vmax_ulp);
+        vmax_ulp_same = MAX_U64(bmax_ulp_same, vmax_ulp_same);
         CHAIN(prev, j * LANES, prev_n);
         prev_n = j * LANES;
         cur_i ^= 1;
         FLUSH_BLOCK(s);
     }
     CHAIN(buf[cur_i ^ 1], 0, prev_n);
-    FOLD_MAXIMA(s, vmax_abs, vmax_rel, vmax_ulp);
+    FOLD_MAXIMA(s, vmax_abs, vmax_rel, vmax_ulp, vmax_ulp_same);
     s.sum_sq_diff = sum_d;
     s.sum_sq_a = sum_a;
     s.sum_sq_b = sum_b;

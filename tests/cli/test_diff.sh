@@ -181,6 +181,8 @@ PY
 expect_exit 1 "$DETCHECK" diff --json big_a.safetensors big_b.safetensors
 expect_eq "$(jget out.txt "t['u']['max_ulp'], t['i']['max_ulp'], t['f']['max_ulp'] == 2 * 0x7fefffffffffffff, [l['max_ulp'] for l in d['layers']]")" \
     "18446744073709551615 18446744073709551615 True []" big-ulp
+# -2^63 against 2^63-1 and -max against +max: sign changes, no same-sign pair
+expect_eq "$(jget out.txt "[(t[k]['sign_changes'], t[k]['max_ulp_same_sign']) for k in 'uif']")" "[(0, 18446744073709551615), (1, 0), (1, 0)]" big-signs
 expect_eq "$(jget out.txt "type(t['u']['max_abs']).__name__, t['f']['max_abs'], t['u']['count']")" "float inf 1" big-abs
 # the document's keys, in their order; one tensor record per line (for grep)
 python3 - <<'PY' || fail "diff --json keys and layout"
@@ -191,7 +193,7 @@ assert [k for k, _ in d] == ["a", "b", "mode", "equal", "ok", "tolerance", "summ
 t = [dict(x) for x in dict(d)["tensors"]]
 assert [k for k in t[0]] == ["name", "status", "group", "layer", "dtype", "shape", "digest_a", "digest_b",
                              "count", "diff_count", "beyond_tolerance", "max_abs", "max_rel", "max_ulp",
-                             "first_index", "rel_l2", "nan_a", "nan_b", "inf_a", "inf_b", "nan_vs_number",
+                             "max_ulp_same_sign", "sign_changes", "first_index", "rel_l2", "nan_a", "nan_b", "inf_a", "inf_b", "nan_vs_number",
                              "nan_payload"], list(t[0])
 s = dict(dict(d)["summary"])
 assert list(s)[:2] == ["tensors", "equal"] and list(s)[-3:] == ["first_differing_layer", "groups", "bytes_compared"], s
@@ -204,6 +206,33 @@ expect_grep '"tensors": 9, "equal": 2,' d.json
 cp a.safetensors "$(printf 'x\377y.safetensors')"
 expect_exit 1 "$DETCHECK" diff --json "$(printf 'x\377y.safetensors')" b.safetensors
 expect_eq "$(jget out.txt "d['a'] == 'x\\\\xffy.safetensors', d['summary']['differ']")" "True 7" not-utf8
+
+# Sign changes (issue 31): 8.4e-06 against -8.4e-06 is ~1.8e9 float32 ULPs
+# apart; it is counted apart, and the ULP distance of the same-sign pairs
+# (3 here) is shown beside it in the table, the layer summary, JSON,
+# Markdown and JUnit. +0 against -0 and a NaN are no sign change.
+python3 - <<'PY'
+import json, struct
+def st(path, side):
+    a = [8.4e-06, 1.0, 2.0, 0.0, float("nan"), 0.5]
+    b = [-8.4e-06, struct.unpack("<f", struct.pack("<I", 0x3f800003))[0], 2.0, -0.0, -0.5, 0.5]
+    v = a if side == "a" else b
+    d = struct.pack("<6f", *v) + struct.pack("<2f", 1.0, 3.0)
+    hdr = {"model.layers.0.mlp.w": {"dtype": "F32", "shape": [6], "data_offsets": [0, 24]},
+           "model.layers.1.mlp.w": {"dtype": "F32", "shape": [2], "data_offsets": [24, 32]}}
+    h = json.dumps(hdr).encode()
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + d)
+st("sa.safetensors", "a"); st("sb.safetensors", "b")
+PY
+far=$(python3 -c "import struct; print(2 * struct.unpack('<I', struct.pack('<f', 8.4e-06))[0])")
+expect_exit 1 "$DETCHECK" diff sa.safetensors sb.safetensors --markdown=s.md --junit=s.xml
+expect_grep "^        sign changes: 1 (nonzero on both sides, signs differ); max ULP of the other pairs: 3$" out.txt
+expect_grep "^  layers.0             1/1 tensors differ, max ULP $far (1 sign change; same-sign pairs: max ULP 3)$" out.txt
+expect_grep "max ULP $far, rel L2 [^;]*; sign changes 1, same-sign max ULP 3;" s.md
+expect_grep "sign changes 1, same-sign max ULP 3;" s.xml
+expect_exit 1 "$DETCHECK" diff --json sa.safetensors sb.safetensors
+expect_eq "$(jget out.txt "t['model.layers.0.mlp.w']['max_ulp'], t['model.layers.0.mlp.w']['sign_changes'], t['model.layers.0.mlp.w']['max_ulp_same_sign'], [(l['sign_changes'], l['max_ulp_same_sign'], l['max_ulp']) for l in d['layers']]")" \
+    "$far 1 3 [(1, 3, $far), (0, 0, 0)]" sign-changes
 
 # Every figure of tensors larger than one 1 MiB chunk, against an oracle in
 # Python that follows the documented arithmetic (not detcheck's code): per
@@ -292,7 +321,7 @@ for name, t in hdr.items():
     n = (o1 - o0) // sz
     A = struct.unpack("<%d%s" % (n, fmt[1]), ra); B = struct.unpack("<%d%s" % (n, fmt[1]), rb)
     per = (1 << 20) // sz
-    w = dict(diff_count=0, max_abs=0.0, max_rel=0.0, max_ulp=0, nan_a=0, nan_b=0,
+    w = dict(diff_count=0, max_abs=0.0, max_rel=0.0, max_ulp=0, max_ulp_same_sign=0, sign_changes=0, nan_a=0, nan_b=0,
              inf_a=0, inf_b=0, nan_vs_number=0, nan_payload=0, first=None)
     beyond = [0] * len(RUNS)
     sd = sa = sb = 0.0
@@ -327,6 +356,10 @@ for name, t in hdr.items():
             u = ulp(dt, x, y); ad = abs(vx - vy); mag = max(abs(vx), abs(vy))
             rel = math.inf if math.isinf(ad) else (ad / mag if mag > 0 else 0.0)
             w["max_ulp"] = max(w["max_ulp"], u); w["max_abs"] = max(w["max_abs"], ad)
+            # a sign change: signs differ, neither side zero (+0 or -0)
+            sign = 1 << (sz * 8 - 1)
+            if dt[0] in "FBI" and (x ^ y) & sign and x & (sign - 1) and y & (sign - 1): w["sign_changes"] += 1
+            else: w["max_ulp_same_sign"] = max(w["max_ulp_same_sign"], u)
             w["max_rel"] = max(w["max_rel"], rel)
             for r, (atol, rtol, ulp_tol) in enumerate(RUNS):
                 within = False
@@ -344,7 +377,8 @@ for name, t in hdr.items():
                   ("max_ulp", g["max_ulp"], w["max_ulp"]), ("max_abs", num(g["max_abs"]), w["max_abs"]),
                   ("max_rel", num(g["max_rel"]), w["max_rel"]), ("rel_l2", num(g["rel_l2"]), rel_l2),
                   ("first", g["first_index"][0], w["first"]), ("count", g["count"], n)]
-        checks += [(k, g[k], w[k]) for k in ("nan_a", "nan_b", "inf_a", "inf_b", "nan_vs_number", "nan_payload")]
+        checks += [(k, g[k], w[k]) for k in ("nan_a", "nan_b", "inf_a", "inf_b", "nan_vs_number", "nan_payload",
+                                             "sign_changes", "max_ulp_same_sign")]
         for what, x, y in checks:
             if x != y: bad.append("run %d: %s %s: detcheck %r, oracle %r" % (r, name, what, x, y))
 if bad:

@@ -256,6 +256,49 @@ if html_render diff.html diff.png 1200 1400; then
     ok
 fi
 
+# ---- sign changes (issue 31): layers.0 holds 8.4e-06 against -8.4e-06
+# (~1.8e9 ULPs apart) and a pair 3 ULPs apart, layers.1 a pair 1,000 ULPs
+# apart. The bars are the same-sign pairs' ULP (layers.0's shorter than
+# layers.1's), the sign change a count beside the bar and in the titles and
+# tables.
+python3 - <<'PY'
+import json, struct
+for path, side in (("sg_a.safetensors", "a"), ("sg_b.safetensors", "b")):
+    one = 0x3f800000
+    l0 = [struct.unpack("<I", struct.pack("<f", 8.4e-06))[0], one, one, one]
+    l1 = [one] * 4
+    if side == "b":
+        l0[0] |= 0x80000000
+        l0[1] = one + 3
+        l1[2] = one + 1000
+    hdr, data = {}, b""
+    for name, v in (("model.layers.0.w", l0), ("model.layers.1.w", l1)):
+        b = struct.pack("<4I", *v)
+        hdr[name] = {"dtype": "F32", "shape": [4], "data_offsets": [len(data), len(data) + len(b)]}
+        data += b
+    h = json.dumps(hdr).encode()
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
+PY
+far=$(python3 -c "import struct; print(2 * struct.unpack('<I', struct.pack('<f', 8.4e-06))[0])")
+expect_exit 1 "$DETCHECK" diff --html sg.html sg_a.safetensors sg_b.safetensors
+html_check sg.html
+section sg.html > fig.html
+expect_grep "<title>layers.0, weights: 1 tensor, 1 differ; max ULP 3 (same-sign pairs; 1 sign change, max ULP $far with them); " fig.html
+expect_grep '<title>layers.1, weights: 1 tensor, 1 differ; max ULP 1000; ' fig.html
+expect_grep 'class="signs">&#177;1</text>' fig.html
+expect_grep '>same-sign ULP</text>' fig.html
+expect_grep "<tr><td class=\"name\">model.layers.0.w</td><td>weights</td><td>F32</td><td>differ</td><td class=\"n\">2/4</td><td class=\"n\">[^<]*</td><td class=\"n\">3 (same-sign pairs; 1 sign change, max ULP $far with them)</td>.*<td class=\"n\">1</td></tr>" fig.html
+expect_grep '<td class="name">model.layers.1.w</td><td class="n">0</td></tr>' fig.html
+if html_render sg.html sg.png 1200 600; then
+    png_boxes sg.png "$BAR" > sgbars.txt
+    x0=$(head -1 sgbars.txt | cut -d' ' -f1)
+    awk -v x="$x0" '$1 == x' sgbars.txt | head -2 > sgulp.txt
+    [ "$(wc -l < sgulp.txt)" -eq 2 ] || { cat sgbars.txt; fail "wanted the max-ULP bars of layers.0 and layers.1"; }
+    w0=$(sed -n 1p sgulp.txt | cut -d' ' -f3); w1=$(sed -n 2p sgulp.txt | cut -d' ' -f3)
+    [ "$w0" -lt "$w1" ] || fail "layers.0's bar (a sign change, 3 ULPs of the rest) ends at $w0, not left of layers.1's (1,000 ULPs) at $w1"
+    ok
+fi
+
 # ---- size: 1,000 layers x 10 tensors, a few differing
 python3 - <<'PY'
 import json, struct
