@@ -538,16 +538,30 @@ typedef struct {
     const char *a, *b;       /* NULL when absent from that side */
 } dck_diff_value;
 
+/* The order of dck_diff_result's tensors and layers. */
+typedef enum {
+    DCK_DIFF_ORDER_NAME = 0, /* neither side keeps its tensors' order: names sorted,
+                              * numbers as numbers ("layers.2" before "layers.10") */
+    DCK_DIFF_ORDER_A,        /* checkpoint A's own order (the model's): a torch.save
+                              * pickle's, DCP's metadata's, an index's weight_map as
+                              * written; tensors only in B after their predecessor in B */
+    DCK_DIFF_ORDER_B         /* B's, when A keeps none */
+} dck_diff_order;
+
+/* "name", "a", "b" */
+DCK_API const char *dck_diff_order_name(dck_diff_order o);
+
 typedef struct {
     int digest_only;         /* a manifest was involved: no element statistics */
     int equal;               /* every tensor and value has the same bits */
     int ok;                  /* equal, or every difference within the tolerances */
     size_t ntensors;
-    dck_diff_tensor *tensors; /* union of both sides, model order */
+    dck_diff_tensor *tensors; /* union of both sides, in `order` */
     size_t count[DCK_DIFF_STATUS_COUNT];
-    long first_tensor;       /* first tensor not equal, model order; -1 none */
+    long first_tensor;       /* first tensor not equal, in `order`; -1 none */
     size_t nlayers;
-    dck_diff_layer *layers;  /* layers with a numeric part, in model order */
+    dck_diff_layer *layers;  /* layers with a numeric part (modules: layers_are_modules),
+                              * in the order of their first tensor (name order: by name) */
     long first_layer;        /* first layer with a tensor not equal; -1 none */
     size_t group_tensors[DCK_GROUP_COUNT];
     size_t group_differing[DCK_GROUP_COUNT];
@@ -564,6 +578,14 @@ typedef struct {
     dck_diff_tensor *aside_tensors;
     size_t naside_values;
     dck_diff_value *aside_values;
+    dck_diff_order order;
+    /* Both sides keep an order and list the tensors they share in different
+     * ones: A's is used. */
+    int orders_disagree;
+    /* No tensor's name numbers a layer (fc1, fc2, head): each tensor's layer
+     * is its module, the name up to its last '.' (a name without one has
+     * none). */
+    int layers_are_modules;
 } dck_diff_result;
 
 DCK_API dck_status dck_diff_checkpoints(dck_checkpoint *a, dck_checkpoint *b,

@@ -119,6 +119,19 @@ static int has_nonfinite_news(const dck_diff_stats *s) {
     return s->nan_a != s->nan_b || s->inf_a != s->inf_b || s->nan_payload || s->nan_vs_number;
 }
 
+/* What "first" goes by: the checkpoint's own order of its tensors (the
+ * model's) where one keeps it, else names. */
+static const char *order_text(const dck_diff_result *r) {
+    switch (r->order) {
+    case DCK_DIFF_ORDER_A:
+        return r->orders_disagree ? "model (A's own order of its tensors; B lists the tensors both hold in another "
+                                    "order)"
+                                  : "model (A's own order of its tensors)";
+    case DCK_DIFF_ORDER_B: return "model (B's own order of its tensors; A keeps none)";
+    default: return "name (neither side keeps the order of its tensors: names sorted, numbers as numbers)";
+    }
+}
+
 /* Rank for --top: tensors with NaN differences first (no finite distance),
  * then by max ULP, then model order. */
 static const dck_diff_result *top_r;
@@ -336,10 +349,12 @@ static void print_table(const dck_diff_result *r, const char *pa, const char *pb
     size_t nd = 0;
     for (size_t i = 0; i < r->nlayers; i++) nd += r->layers[i].differing > 0;
     if (r->nlayers) {
-        printf("Layers: %zu of %zu differ", nd, r->nlayers);
+        /* no name numbers a layer (fc1, fc2, head): the rows are modules */
+        const char *unit = r->layers_are_modules ? "module" : "layer";
+        printf("%s: %zu of %zu differ", r->layers_are_modules ? "Modules" : "Layers", nd, r->nlayers);
         if (r->first_layer >= 0) {
             const dck_diff_layer *L = &r->layers[r->first_layer];
-            printf("; first differing layer: %s%s%s (%s)", use_color ? C_BOLD : "", cli_safe(L->layer),
+            printf("; first differing %s: %s%s%s (%s)", unit, use_color ? C_BOLD : "", cli_safe(L->layer),
                    off(), cli_safe(r->tensors[L->first_differing].name));
         }
         printf("\n");
@@ -364,6 +379,7 @@ static void print_table(const dck_diff_result *r, const char *pa, const char *pb
     }
     if (r->first_tensor >= 0)
         printf("First differing tensor: %s\n", cli_safe(r->tensors[r->first_tensor].name));
+    if (r->ntensors) printf("Order: %s\n", order_text(r));
     printf("Groups:");
     int gshown = 0;
     for (int g = 0; g < DCK_GROUP_COUNT; g++)
@@ -482,6 +498,11 @@ static int print_json(const dck_diff_result *r, const char *pa, const char *pb,
     cli_jset(sum, "tensors", cli_json_u64(r->ntensors), &oom);
     for (int k = 0; k < DCK_DIFF_STATUS_COUNT; k++)
         cli_jset(sum, dck_diff_status_name((dck_diff_status)k), cli_json_u64(r->count[k]), &oom);
+    cli_jset(sum, "order", json_string(r->order == DCK_DIFF_ORDER_NAME ? "name" : "model"), &oom);
+    cli_jset(sum, "order_from",
+             r->order == DCK_DIFF_ORDER_NAME ? json_null() : json_string(dck_diff_order_name(r->order)), &oom);
+    cli_jset(sum, "orders_disagree", json_boolean(r->orders_disagree), &oom);
+    cli_jset(sum, "layers_are", json_string(r->layers_are_modules ? "modules" : "numbered"), &oom);
     cli_jset(sum, "first_differing_tensor", json_name(r, r->first_tensor), &oom);
     cli_jset(sum, "first_differing_layer",
              r->first_layer >= 0 ? cli_json_text(r->layers[r->first_layer].layer) : json_null(), &oom);

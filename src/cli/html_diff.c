@@ -123,21 +123,29 @@ static void nonfinite_text(char *b, size_t n, const cell *c) {
 #undef PUT
 }
 
-/* The row of a layer name: d->layers is sorted by dck_name_compare, under
- * which distinct names may tie ("layers.01", "layers.1"), so the tie's
- * neighbours are looked at by their bytes. */
-static long layer_row(const dck_diff_result *d, const char *layer) {
+/* The rows of d->layers (in model or name order) by their names' bytes,
+ * for layer_row. */
+static const dck_diff_result *rows_of;
+static int cmp_row_name(const void *x, const void *y) {
+    return strcmp(rows_of->layers[*(const size_t *)x].layer, rows_of->layers[*(const size_t *)y].layer);
+}
+
+static size_t *rows_by_name(const dck_diff_result *d) {
+    size_t *v = malloc((d->nlayers ? d->nlayers : 1) * sizeof *v);
+    if (!v) return NULL;
+    for (size_t i = 0; i < d->nlayers; i++) v[i] = i;
+    rows_of = d;
+    qsort(v, d->nlayers, sizeof *v, cmp_row_name);
+    return v;
+}
+
+/* The row of a layer name. */
+static long layer_row(const dck_diff_result *d, const size_t *by_name, const char *layer) {
     size_t lo = 0, hi = d->nlayers;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = dck_name_compare(d->layers[mid].layer, layer);
-        if (c == 0) {
-            for (size_t i = mid; i < d->nlayers && !dck_name_compare(d->layers[i].layer, layer); i++)
-                if (!strcmp(d->layers[i].layer, layer)) return (long)i;
-            for (size_t i = mid; i-- > 0 && !dck_name_compare(d->layers[i].layer, layer);)
-                if (!strcmp(d->layers[i].layer, layer)) return (long)i;
-            return -1;
-        }
+        int c = strcmp(d->layers[by_name[mid]].layer, layer);
+        if (c == 0) return (long)by_name[mid];
         if (c < 0) lo = mid + 1;
         else hi = mid;
     }
@@ -337,7 +345,9 @@ static void draw(FILE *f, const picture *p) {
         bool first = (long)i == p->first_row;
         if (first) {
             char *t = NULL; /* whole, however long the names */
-            if (asprintf(&t, "first differing layer: %s (tensor %s)", row_name(p, i), first_name(p)) < 0) t = NULL;
+            if (asprintf(&t, "first differing %s: %s (tensor %s)", d->layers_are_modules ? "module" : "layer",
+                         row_name(p, i), first_name(p)) < 0)
+                t = NULL;
             cli_svg_first_marker(f, MARK_X, y + p->row_h / 2, p->row_h - 4, t ? t : "first differing layer");
             free(t);
         }
@@ -484,23 +494,29 @@ static bool collect(picture *p) {
     p->nrows = d->nlayers + nolayer;
     p->nolayer_row = nolayer ? (long)d->nlayers : -1;
     cell *cells = calloc(p->nrows ? p->nrows * DCK_GROUP_COUNT : 1, sizeof *cells);
-    if (!cells) return false;
+    size_t *by_name = rows_by_name(d);
+    if (!cells || !by_name) {
+        free(cells);
+        free(by_name);
+        return false;
+    }
     for (size_t i = 0; i < p->nrows * DCK_GROUP_COUNT; i++) cells[i].first = -1;
     for (size_t i = 0; i < d->ntensors; i++) {
         const dck_diff_tensor *t = &d->tensors[i];
         for (size_t l = 0; l < t->nslices; l++) {
             const dck_diff_slice *sl = &t->slices[l];
-            long r = layer_row(d, sl->layer);
+            long r = layer_row(d, by_name, sl->layer);
             if (r >= 0) /* every slice's layer is one of d->layers */
                 cell_add(&cells[(size_t)r * DCK_GROUP_COUNT + t->group], t, (long)i, sl->status, &sl->stats,
                          sl->numeric_diff_count, sl->rel_l2);
         }
         if (t->nslices) continue;
-        long r = t->layer ? layer_row(d, t->layer) : p->nolayer_row;
+        long r = t->layer ? layer_row(d, by_name, t->layer) : p->nolayer_row;
         if (r >= 0)
             cell_add(&cells[(size_t)r * DCK_GROUP_COUNT + t->group], t, (long)i, t->status, &t->stats,
                      t->numeric_diff_count, t->rel_l2);
     }
+    free(by_name);
     p->cells = cells;
     return true;
 }
@@ -571,7 +587,7 @@ char *cli_html_diff_figure(const dck_diff_result *d, const char *a, const char *
     cli_html_text(f, b);
     fputs("</p>\n", f);
     if (ok && d->first_tensor >= 0) {
-        fputs("<p><strong>first differing layer: ", f);
+        fprintf(f, "<p><strong>first differing %s: ", d->layers_are_modules ? "module" : "layer");
         cli_html_text(f, row_name(&p, (size_t)p.first_row));
         fputs("</strong> (tensor ", f);
         cli_html_text(f, first_name(&p));
@@ -614,11 +630,18 @@ char *cli_html_diff_figure(const dck_diff_result *d, const char *a, const char *
         if (note) fputs(" on either side.</p>\n", f);
         fputs("<figure>\n", f);
         draw(f, &p);
-        fputs("<figcaption>One row per layer, in model order (tensors whose names number no layer in the "
-              "last row); per group the layer's state, its largest ULP distance and its largest relative "
-              "L2 difference. A cell's title gives its numbers; so do the tables below.</figcaption>\n"
-              "</figure>\n",
-              f);
+        fprintf(f, "<figcaption>One row per %s, in %s (tensors %s in the last row); per group the %s's state, "
+                   "its largest ULP distance and its largest relative L2 difference. A cell's title gives its "
+                   "numbers; so do the tables below.</figcaption>\n</figure>\n",
+                d->layers_are_modules ? "module (no name numbers a layer: a module is a name up to its last dot)"
+                                      : "layer",
+                d->order == DCK_DIFF_ORDER_A   ? (d->orders_disagree ? "model order (A's own order of its tensors; "
+                                                                       "B lists them in another)"
+                                                                     : "model order (A's own order of its tensors)")
+                : d->order == DCK_DIFF_ORDER_B ? "model order (B's own order of its tensors; A keeps none)"
+                                               : "name order (neither checkpoint keeps the order of its tensors)",
+                d->layers_are_modules ? "whose names have no dot" : "whose names number no layer",
+                d->layers_are_modules ? "module" : "layer");
         layer_table(f, &p);
     } else if (ok) {
         fputs("<p>No tensors on either side.</p>\n", f);

@@ -62,6 +62,7 @@ typedef struct arena_block {
 typedef struct ck_private {
     name_index idx;
     arena_block *arena;
+    uint64_t next_seq; /* the seq of the next tensor added */
 } ck_private;
 
 /* dck_checkpoint is declared in core.h; private data is allocated
@@ -230,6 +231,7 @@ dck_status dck_ck_add_piece(dck_checkpoint *ck, const char *name, dck_dtype dtyp
         t = &ck->tensors[ck->ntensors];
         memset(t, 0, sizeof *t);
         t->info.name = nm;
+        t->seq = priv_of(ck)->next_seq++;
         /* the file's own path: files live as long as the checkpoint */
         t->info.source = ck->files[piece->file]->path;
         t->info.dtype = dtype;
@@ -411,27 +413,49 @@ void dck_ck_reset(dck_checkpoint *ck) {
     pv->arena = NULL;
 }
 
+void dck_ck_mark_ordered(dck_checkpoint *ck, size_t from) {
+    for (size_t i = from; i < ck->ntensors; i++) ck->tensors[i].ordered = true;
+}
+
+bool dck_ck_keeps_order(const dck_checkpoint *ck) {
+    for (size_t i = 0; i < ck->ntensors; i++)
+        if (!ck->tensors[i].ordered) return false;
+    return ck->ntensors > 0;
+}
+
+static int cmp_seq_idx(const void *a, const void *b, void *ctx) {
+    const dck_tensor_entry *t = ctx;
+    uint64_t x = t[*(const size_t *)a].seq, y = t[*(const size_t *)b].seq;
+    return x < y ? -1 : x > y;
+}
+
 dck_status dck_ck_move(dck_checkpoint *dst, dck_checkpoint *src, const char *prefix) {
     dck_status s = DCK_OK;
     size_t pl = prefix ? strlen(prefix) : 0;
     uint32_t *fmap = malloc((src->nfiles ? src->nfiles : 1) * sizeof *fmap);
     char *nm = malloc(pl + DCK_MAX_NAME + 1);
-    if (!fmap || !nm) s = dck_oom(NULL);
+    /* in the order the reader added them (src may be sorted by name) */
+    size_t *order = malloc((src->ntensors ? src->ntensors : 1) * sizeof *order);
+    if (!fmap || !nm || !order) s = dck_oom(NULL);
+    for (size_t i = 0; order && i < src->ntensors; i++) order[i] = i;
+    if (!s) qsort_r(order, src->ntensors, sizeof *order, cmp_seq_idx, src->tensors);
     for (size_t fi = 0; fi < src->nfiles && !s; fi++) { /* files first: pieces name them by index */
         dck_file *f = src->files[fi];
         src->files[fi] = NULL;
         s = dck_ck_add_file(dst, f, &fmap[fi]);
     }
     if (!s) memcpy(nm, prefix ? prefix : "", pl);
-    for (size_t ti = 0; ti < src->ntensors && !s; ti++) {
-        dck_tensor_entry *t = &src->tensors[ti];
+    for (size_t k = 0; k < src->ntensors && !s; k++) {
+        dck_tensor_entry *t = &src->tensors[order[k]];
         snprintf(nm + pl, DCK_MAX_NAME + 1, "%s", t->info.name);
+        size_t before = dst->ntensors;
         for (size_t pi = 0; pi < t->npieces && !s; pi++) {
             dck_piece q = t->pieces[pi];
             q.file = fmap[q.file];
             if (!(s = dck_ck_add_piece(dst, nm, t->info.dtype, t->info.shape, t->info.ndim, &q)))
                 t->pieces[pi].strides = NULL; /* now owned by dst */
         }
+        if (!s && dst->ntensors > before) dst->tensors[before].ordered = t->ordered;
     }
     for (size_t vi = 0; vi < src->nvalues && !s; vi++) {
         snprintf(nm + pl, DCK_MAX_NAME + 1, "%s", src->values[vi].name);
@@ -440,6 +464,7 @@ dck_status dck_ck_move(dck_checkpoint *dst, dck_checkpoint *src, const char *pre
     }
     free(fmap);
     free(nm);
+    free(order);
     dck_checkpoint_free(src);
     return s;
 }

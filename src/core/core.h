@@ -29,6 +29,13 @@ typedef struct {
     dck_piece *pieces;         /* cap_pieces 0: one piece, in the checkpoint's arena;
                                   else a malloc'd array (builders only: dck_ck_add_piece) */
     size_t npieces, cap_pieces;
+    /* Where the file put it: tensors are numbered as readers add them, and
+     * dck_ck_validate's sort by name leaves the numbers. ordered: the reader
+     * keeps the order the file lists its tensors in, and the file lists them
+     * in the model's order (dck_ck_mark_ordered; a torch.save pickle, DCP's
+     * metadata, an index's weight_map as written). */
+    uint64_t seq;
+    bool ordered;
 } dck_tensor_entry;
 
 struct dck_checkpoint {
@@ -66,6 +73,12 @@ dck_status dck_ck_add_value(dck_checkpoint *ck, const char *name, const char *va
  * how many it will add, such as a safetensors header: no copies of the
  * tensor array, one sizing of the name index). Optional. */
 dck_status dck_ck_reserve(dck_checkpoint *ck, size_t more);
+/* Readers whose files keep the model's order of their tensors: the tensors
+ * added since ck->tensors[from] are in it (their seq numbers). */
+void dck_ck_mark_ordered(dck_checkpoint *ck, size_t from);
+/* Whether every tensor of ck came in a model order (dck_ck_mark_ordered); an
+ * empty checkpoint keeps none. */
+bool dck_ck_keeps_order(const dck_checkpoint *ck);
 /* Checks every tensor's pieces: inside bounds, disjoint, covering it, and
  * that no value name repeats (the message names both files). Sorts
  * tensors in model order and fills info (group, nbytes, source). */

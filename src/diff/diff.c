@@ -62,6 +62,11 @@ const char *dck_diff_status_name(dck_diff_status s) {
     return (unsigned)s < DCK_DIFF_STATUS_COUNT ? status_names[s] : "?";
 }
 
+const char *dck_diff_order_name(dck_diff_order o) {
+    static const char *const names[] = {"name", "a", "b"};
+    return (unsigned)o < sizeof names / sizeof names[0] ? names[o] : "?";
+}
+
 void dck_diff_tolerance_init(dck_diff_tolerance *t) {
     t->atol = -1;
     t->rtol = -1;
@@ -796,9 +801,52 @@ static int cmp_layer_ref(const void *x, const void *y) {
     return a->tensor < b->tensor ? -1 : a->tensor > b->tensor;
 }
 
+/* A model without numbered layers (fc1, fc2, head): each tensor's layer is
+ * its module, the name up to its last '.', so the summary and the page have
+ * a row per module rather than one of everything. */
+static dck_status layers_from_modules(dck_diff_result *r) {
+    const char *stem;
+    char sep;
+    for (size_t i = 0; i < r->ntensors; i++) /* a stack is numbered (digests: not split) */
+        if (r->tensors[i].layer || r->tensors[i].nslices || stacked_stem(r->tensors[i].name, &stem, &sep))
+            return DCK_OK;
+    r->layers_are_modules = r->ntensors > 0;
+    for (size_t i = 0; i < r->ntensors; i++) {
+        const char *dot = strrchr(r->tensors[i].name, '.');
+        if (dot && dot > r->tensors[i].name &&
+            !(r->tensors[i].layer = dck_strndup(r->tensors[i].name, (size_t)(dot - r->tensors[i].name))))
+            return dck_oom(NULL);
+    }
+    return DCK_OK;
+}
+
+/* Layers in the order of their first tensor (ties, the layers of one
+ * stacked tensor: by name). first[k]: layer k's first tensor. */
+typedef struct {
+    dck_diff_layer layer;
+    size_t first;
+} layer_at;
+
+static int cmp_layer_at(const void *x, const void *y) {
+    const layer_at *a = x, *b = y;
+    if (a->first != b->first) return a->first < b->first ? -1 : 1;
+    return dck_name_compare(a->layer.layer, b->layer.layer);
+}
+
+static dck_status order_layers(dck_diff_result *r, const size_t *first) {
+    layer_at *v = dck_xcalloc(r->nlayers ? r->nlayers : 1, sizeof *v);
+    if (!v) return dck_oom(NULL);
+    for (size_t i = 0; i < r->nlayers; i++) v[i] = (layer_at){r->layers[i], first[i]};
+    qsort(v, r->nlayers, sizeof *v, cmp_layer_at);
+    for (size_t i = 0; i < r->nlayers; i++) r->layers[i] = v[i].layer;
+    free(v);
+    return DCK_OK;
+}
+
 static dck_status summarise(dck_diff_result *r) {
     r->first_tensor = -1;
     r->first_layer = -1;
+    DCK_TRY(layers_from_modules(r));
     size_t nl = 0;
     for (size_t i = 0; i < r->ntensors; i++) {
         dck_diff_tensor *t = &r->tensors[i];
@@ -812,9 +860,11 @@ static dck_status summarise(dck_diff_result *r) {
         nl += t->nslices;
     }
     layer_ref *refs = dck_xcalloc(nl ? nl : 1, sizeof *refs);
+    size_t *first = dck_xcalloc(nl ? nl : 1, sizeof *first); /* per layer: its first tensor */
     r->layers = dck_xcalloc(nl ? nl : 1, sizeof *r->layers);
-    if (!refs || !r->layers) {
+    if (!refs || !first || !r->layers) {
         free(refs);
+        free(first);
         return dck_oom(NULL);
     }
     size_t k = 0;
@@ -826,8 +876,10 @@ static dck_status summarise(dck_diff_result *r) {
     qsort(refs, nl, sizeof *refs, cmp_layer_ref);
     r->nlayers = 0;
     for (size_t i = 0; i < nl; i++) {
-        if (!r->nlayers || strcmp(r->layers[r->nlayers - 1].layer, refs[i].layer) != 0)
+        if (!r->nlayers || strcmp(r->layers[r->nlayers - 1].layer, refs[i].layer) != 0) {
+            first[r->nlayers] = refs[i].tensor; /* refs of a layer are in tensor order */
             r->layers[r->nlayers++] = (dck_diff_layer){.layer = refs[i].layer};
+        }
         dck_diff_layer *L = &r->layers[r->nlayers - 1];
         const dck_diff_tensor *t = &r->tensors[refs[i].tensor];
         const dck_diff_slice *sl = refs[i].slice; /* a stacked tensor: its layer's part */
@@ -848,6 +900,9 @@ static dck_status summarise(dck_diff_result *r) {
         }
     }
     free(refs);
+    dck_status s = r->order != DCK_DIFF_ORDER_NAME ? order_layers(r, first) : DCK_OK;
+    free(first);
+    if (s) return s;
     for (size_t i = 0; i < r->nlayers; i++)
         if (r->layers[i].differing) {
             r->first_layer = (long)i;
@@ -975,6 +1030,84 @@ static void finish_slices(dck_diff_tensor *dt) {
         sl->rel_l2 = dck_diff_rel_l2(st);
         sl->numeric_diff_count = st->diff_count - st->nan_vs_number - st->nan_payload;
     }
+}
+
+/* ------------------------------------------------------------ model order
+ * The union of the two sides' tensors is built in name order (names are
+ * matched by a merge). Where a checkpoint keeps its tensors' order (the
+ * model's: dck_ck_keeps_order), the result takes it: A's, else B's. A tensor
+ * only on the other side goes right after the tensor before it on its side
+ * that the first side has (first of all when there is none). */
+typedef struct {
+    uint64_t k1, k3; /* k1: the main side's seq + 1 (of the anchor for the other's tensors) */
+    int k2;          /* 0: on the main side; 1: the other's only, after k1's tensor */
+    size_t i;        /* name order: the last tie-break */
+} order_key;
+
+static int cmp_order_key(const void *x, const void *y) {
+    const order_key *a = x, *b = y;
+    if (a->k1 != b->k1) return a->k1 < b->k1 ? -1 : 1;
+    if (a->k2 != b->k2) return a->k2 < b->k2 ? -1 : 1;
+    if (a->k3 != b->k3) return a->k3 < b->k3 ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static uint64_t seq_of(const side *sd, const side_tensor *t) { return sd->ck->tensors[t->index].seq; }
+
+static int cmp_u64_pair(const void *x, const void *y) {
+    const uint64_t *a = x, *b = y;
+    return a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : (a[1] < b[1] ? -1 : a[1] > b[1]);
+}
+
+static dck_status model_order(dck_diff_result *r, const side *a, const side *b, const side_tensor *const *ta,
+                              const side_tensor *const *tb) {
+    int keep_a = a->ck && dck_ck_keeps_order(a->ck), keep_b = b->ck && dck_ck_keeps_order(b->ck);
+    r->order = keep_a ? DCK_DIFF_ORDER_A : keep_b ? DCK_DIFF_ORDER_B : DCK_DIFF_ORDER_NAME;
+    if (r->order == DCK_DIFF_ORDER_NAME || r->ntensors < 2) return DCK_OK;
+    const side *mo = keep_a ? a : b, *ot = keep_a ? b : a;
+    const side_tensor *const *tm = keep_a ? ta : tb, *const *to = keep_a ? tb : ta;
+    int keep_o = keep_a && keep_b;
+    size_t n = r->ntensors;
+    order_key *key = dck_xcalloc(n, sizeof *key);
+    uint64_t *walk = dck_xcalloc(2 * n, sizeof *walk); /* the other side's tensors: (its order, index) */
+    dck_diff_tensor *sorted = dck_xcalloc(n, sizeof *sorted);
+    if (!key || !walk || !sorted) {
+        free(key);
+        free(walk);
+        free(sorted);
+        return dck_oom(NULL);
+    }
+    size_t nw = 0;
+    for (size_t i = 0; i < n; i++) {
+        key[i].i = i;
+        if (tm[i]) key[i].k1 = seq_of(mo, tm[i]) + 1;
+        if (to[i]) {
+            walk[2 * nw] = keep_o ? seq_of(ot, to[i]) : i;
+            walk[2 * nw++ + 1] = i;
+        }
+    }
+    qsort(walk, nw, 2 * sizeof *walk, cmp_u64_pair);
+    /* along the other side: anchors of its own tensors; the shared ones out
+     * of the main side's order are a disagreement */
+    uint64_t anchor = 0, last_shared = 0;
+    for (size_t w = 0; w < nw; w++) {
+        size_t i = (size_t)walk[2 * w + 1];
+        if (tm[i]) {
+            if (keep_o && key[i].k1 < last_shared) r->orders_disagree = 1;
+            last_shared = anchor = key[i].k1;
+        } else {
+            key[i].k1 = anchor;
+            key[i].k2 = 1;
+            key[i].k3 = w;
+        }
+    }
+    qsort(key, n, sizeof *key, cmp_order_key);
+    for (size_t k = 0; k < n; k++) sorted[k] = r->tensors[key[k].i];
+    memcpy(r->tensors, sorted, n * sizeof *sorted);
+    free(key);
+    free(walk);
+    free(sorted);
+    return DCK_OK;
 }
 
 static dck_status diff_sides(side *a, side *b, const dck_diff_options *opt,
@@ -1186,7 +1319,8 @@ static dck_status diff_sides(side *a, side *b, const dck_diff_options *opt,
         }
     }
     for (size_t t = 0; t < r->ntensors; t++) finish_slices(&r->tensors[t]);
-    s = compare_values(a, b, opt, r);
+    s = model_order(r, a, b, ta, tb);
+    if (!s) s = compare_values(a, b, opt, r);
     if (!s && !opt->require_rank_state) s = set_aside_layout_state(r);
     if (!s) s = summarise(r);
     /* what was set aside was not compared: no OK over it unless accepted */

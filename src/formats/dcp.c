@@ -402,6 +402,7 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
     dck_mcore *mc = NULL;
     char *nbuf = NULL;
     dcp_file *mf;
+    size_t before = ck->ntensors;
     dck_status s = get_file(&c, ".metadata", &mf);
     if (s) goto done;
     c.mem = (dck_memfile){ck, ck->files[mf->file]->path, 0, false, 0};
@@ -552,6 +553,9 @@ dck_status dck_dcp_load_dir(dck_checkpoint *ck, const char *dir, const char *rel
     }
     if (!s) s = check_storage_index(sd, nsd, c.label, true);
     if (!s) s = dck_mcore_buckets(ck, sdm, c.label); /* dp_reshardable buckets -> per parameter */
+    /* items in state_dict_metadata's order: the save plans', the state
+     * dict's (the model's) */
+    if (!s) dck_ck_mark_ordered(ck, before);
 done:
     dck_mcore_free(mc);
     free(nbuf);

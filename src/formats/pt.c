@@ -485,7 +485,11 @@ static dck_status walk_root(pt_src *p, const pk_ctx *c, const pk_node *root) {
     if (p->o && p->o->unwrap_single && root && (root->kind == PK_LIST || root->kind == PK_TUPLE) &&
         (it = dck_pk_items(root, &n)) && n == 1)
         root = it[0];
-    return dck_pk_walk(root, p->o && p->o->prefix ? p->o->prefix : "", &w, p->label);
+    size_t before = p->ck->ntensors;
+    DCK_TRY(dck_pk_walk(root, p->o && p->o->prefix ? p->o->prefix : "", &w, p->label));
+    /* the walk follows the pickle: a state_dict's order, the model's */
+    dck_ck_mark_ordered(p->ck, before);
+    return DCK_OK;
 }
 
 /* ------------------------------------------------------------------ zip */

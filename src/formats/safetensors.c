@@ -1143,6 +1143,32 @@ typedef struct {
     uint32_t at;
 } idx_entry;
 
+/* The shards' tensors (ck->tensors[before, ntensors)) in the weight_map's
+ * order as written, when it has one: transformers writes the map with its
+ * keys sorted (json.dumps(sort_keys=True): "h.10" before "h.2"), which says
+ * nothing of the model, and a map in byte order is taken for such; other
+ * writers' maps keep the order they list. Tensors of a shard the map does
+ * not name come after, in their shard's order. */
+static void weight_map_order(dck_checkpoint *ck, size_t before, const idx_entry *wm, size_t nwm) {
+    bool sorted = true;
+    for (size_t i = 1; i < nwm && sorted; i++) sorted = strcmp(wm[i - 1].tensor, wm[i].tensor) < 0;
+    if (sorted) return;
+    if (before >= ck->ntensors) return;
+    /* the shards' tensors hold seq base .. base+n-1 (added in turn, none
+     * since), the named ones are distinct (found at or after before): the
+     * same numbers, given out anew */
+    uint64_t base = ck->tensors[before].seq, next = base + nwm;
+    for (size_t i = before; i < ck->ntensors; i++) ck->tensors[i].ordered = false;
+    for (size_t i = 0; i < nwm; i++) {
+        dck_tensor_entry *t = &ck->tensors[dck_checkpoint_find(ck, wm[i].tensor)];
+        t->seq = base + i;
+        t->ordered = true;
+    }
+    for (size_t i = before; i < ck->ntensors; i++)
+        if (!ck->tensors[i].ordered) ck->tensors[i].seq = next++;
+    dck_ck_mark_ordered(ck, before);
+}
+
 /* Opens the shards named in an index's weight_map (each once), relative to
  * the index's directory, through open_shard (open.c: by content, so .bin
  * shards as well as safetensors). Tensors must come from the shard the
@@ -1264,6 +1290,7 @@ dck_status dck_index_open(dck_checkpoint *ck, const char *index_path, const char
             s = dck_set_error(DCK_ERR_FORMAT, "%s: tensor %s is in the index but in no shard",
                               index_path, wm[i].tensor);
     }
+    if (!s) weight_map_order(ck, before, wm, nwm);
 done:
     free(files);
     free(wm);
