@@ -50,6 +50,12 @@ for f in os.listdir("model_b"):
 wm = json.load(open("model_b/model.safetensors.index.json"))["weight_map"]
 wm = {n: wm[n] for n in ["attn.weight", "attn.bias", "zproj.weight", "zproj.bias", "head.weight", "head.bias"]}
 open("other_b/model.safetensors.index.json", "w").write(json.dumps({"weight_map": wm}))
+# B has a tensor A lacks, between attn and head in B's order
+os.makedirs("extra_b")
+v = {n: [1.0, 2.0, 3.0] for n in ORDER + ["mid.w"]}
+shard("extra_b/model-00001-of-00001.safetensors", [(n, v[n]) for n in sorted(v)])
+wm = {n: "model-00001-of-00001.safetensors" for n in ORDER[:4] + ["mid.w"] + ORDER[4:]}
+open("extra_b/model.safetensors.index.json", "w").write(json.dumps({"weight_map": wm}))
 PY
 
 # model order (the index as written): zproj first, a row per module
@@ -88,6 +94,11 @@ expect_exit 1 "$DETCHECK" diff model_a other_b
 expect_grep "^Order: model (A's own order of its tensors; B lists the tensors both hold in another order)$" out.txt
 expect_exit 1 "$DETCHECK" diff --json other_b model_a
 expect_eq "$(jget out.txt "s['orders_disagree'], s['first_differing_tensor'], [l['layer'] for l in d['layers']]")" "True zproj.bias ['attn', 'zproj', 'head']" disagree-b
+
+# a tensor on one side only: after the tensor before it on its side
+expect_exit 1 "$DETCHECK" diff --json model_a extra_b
+expect_eq "$(jget out.txt "s['order_from'], s['orders_disagree'], s['first_differing_tensor'], [t['name'] for t in d['tensors']]")" \
+    "a False mid.w ['zproj.weight', 'zproj.bias', 'attn.weight', 'attn.bias', 'mid.w', 'head.weight', 'head.bias']" one-side
 
 # ---- torch: files the real libraries write
 PY=${DCK_TORCH_PYTHON:-python3}
