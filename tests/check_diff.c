@@ -229,89 +229,6 @@ START_TEST(test_pair_statistics) {
 }
 END_TEST
 
-/* Sign changes (dck_diff_stats.sign_changes) and the ULP distance of the
- * other pairs (max_ulp_same_sign), in every kernel: a value and its negation
- * (8.4e-06 against -8.4e-06: ~2^31 float32 ULPs) and +inf against -inf are
- * sign changes; +0 against -0, a zero against a number and a NaN are not.
- * Pairs sit in a block of finite numbers (the kernels' fast path) and in a
- * block with NaN and infinity (the general one). */
-static uint64_t sc_exp(dck_dtype t) {
-    return t == DCK_F64 ? 0x7ff0000000000000ull : t == DCK_F32 ? 0x7f800000u : t == DCK_F16 ? 0x7c00u
-           : t == DCK_BF16 ? 0x7f80u : t == DCK_F8_E5M2 ? 0x7cu : 0x78u;
-}
-
-static void sc_store(uint8_t *p, size_t sz, uint64_t v) {
-    for (size_t k = 0; k < sz; k++) p[k] = (uint8_t)(v >> (8 * k));
-}
-
-START_TEST(test_sign_changes) {
-    const dck_dtype types[] = {DCK_F32, DCK_BF16, DCK_F16, DCK_F64, DCK_F8_E5M2, DCK_F8_E4M3};
-    enum { N = 1000 };
-    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
-        dck_dtype t = types[ti];
-        size_t sz = dck_dtype_size(t);
-        uint64_t S = 1ull << (8 * sz - 1), E = sc_exp(t), m = (E >> 1) & E; /* about 1.0 */
-        uint64_t nan = t == DCK_F8_E4M3 ? 0x7f : E | 1, inf = t == DCK_F8_E4M3 ? 0 : E;
-        uint8_t a[N * 8], b[N * 8];
-        for (int zero_vs_number = 0; zero_vs_number < 2; zero_vs_number++) {
-            for (size_t i = 0; i < N; i++) {
-                sc_store(a + i * sz, sz, m + i % 7);
-                sc_store(b + i * sz, sz, m + i % 7);
-            }
-            sc_store(a + 10 * sz, sz, m);                /* sign change: 2m ULPs */
-            sc_store(b + 10 * sz, sz, S | m);
-            sc_store(a + 11 * sz, sz, S | (m + 5));      /* same sign: 3 ULPs */
-            sc_store(b + 11 * sz, sz, S | (m + 2));
-            sc_store(a + 12 * sz, sz, 0);                /* +0 against -0 */
-            sc_store(b + 12 * sz, sz, S);
-            sc_store(a + 601 * sz, sz, nan);             /* NaN against a number */
-            sc_store(b + 601 * sz, sz, S | m);
-            if (inf) {
-                sc_store(a + 600 * sz, sz, inf);         /* +inf against -inf */
-                sc_store(b + 600 * sz, sz, S | inf);
-            }
-            if (zero_vs_number) {
-                sc_store(a + 13 * sz, sz, 0);            /* a zero against a number: m ULPs */
-                sc_store(b + 13 * sz, sz, S | m);
-            }
-            for (int isa = 0; isa < DCK_DIFF_ISA_COUNT; isa++) {
-                if (!dck_diff_isa_available((dck_diff_isa)isa)) continue;
-                dck_diff_stats st;
-                dck_diff_stats_init(&st);
-                dck_diff_elements_isa((dck_diff_isa)isa, t, a, b, N, 0, NULL, &st);
-                const char *what = dck_diff_isa_name((dck_diff_isa)isa);
-                ck_assert_msg(st.sign_changes == 1 + (inf != 0), "%s %s: sign_changes %llu", what,
-                              dck_dtype_name(t), (unsigned long long)st.sign_changes);
-                uint64_t same = zero_vs_number ? m : 3;
-                ck_assert_msg(st.max_ulp_same_sign == same, "%s %s: max_ulp_same_sign %llu, want %llu", what,
-                              dck_dtype_name(t), (unsigned long long)st.max_ulp_same_sign,
-                              (unsigned long long)same);
-                ck_assert_uint_eq(st.max_ulp, inf ? 2 * inf : 2 * m);
-            }
-        }
-    }
-    /* signed integers: -3 against 2 is a sign change, 0 against -5 is not;
-     * unsigned: never */
-    int32_t ia[4] = {-3, 0, 7, 1}, ib[4] = {2, -5, 7, 4};
-    dck_diff_stats st = stats_of(DCK_I32, ia, ib, 4, NULL);
-    ck_assert_uint_eq(st.sign_changes, 1);
-    ck_assert_uint_eq(st.max_ulp, 5);
-    ck_assert_uint_eq(st.max_ulp_same_sign, 5);
-    uint32_t ua[2] = {0x80000000u, 1}, ub[2] = {1, 3};
-    st = stats_of(DCK_U32, ua, ub, 2, NULL);
-    ck_assert_uint_eq(st.sign_changes, 0);
-    ck_assert_uint_eq(st.max_ulp_same_sign, st.max_ulp);
-    /* merged in chunk order: counts add, maxima stay maxima */
-    dck_diff_stats p1 = pair_bits(DCK_F32, f32_bits(8.4e-06f), f32_bits(-8.4e-06f));
-    dck_diff_stats p2 = pair_bits(DCK_F32, f32_bits(1.0f), f32_bits(1.5f));
-    ck_assert_uint_eq(p1.sign_changes, 1);
-    ck_assert_uint_eq(p1.max_ulp_same_sign, 0);
-    ck_assert_uint_eq(p1.max_ulp, 2 * (uint64_t)f32_bits(8.4e-06f));
-    dck_diff_stats_merge(&p1, &p2);
-    ck_assert_uint_eq(p1.sign_changes, 1);
-    ck_assert_uint_eq(p1.max_ulp_same_sign, 0x400000);
-}
-END_TEST
 
 /* Known edits at known indices, for every dtype. */
 START_TEST(test_known_edits_every_dtype) {
@@ -447,17 +364,18 @@ static uint64_t kt_next(void) {
     return kt_rng = x;
 }
 
+/* The exponent mask of a float dtype (E4M3: exponent 1111; 0x7f is NaN). */
+static uint64_t kt_exp_mask(dck_dtype t) {
+    return t == DCK_F64 ? 0x7ff0000000000000ull : t == DCK_F32 ? 0x7f800000u : t == DCK_F16 ? 0x7c00u
+           : t == DCK_BF16 ? 0x7f80u : t == DCK_F8_E5M2 ? 0x7cu : 0x78u;
+}
+
 /* Bits of a special value of a float dtype: +-0, +-inf, NaNs of several
  * payloads and signs, the largest finite, the smallest subnormal. */
 static uint64_t kt_special(dck_dtype t) {
     size_t sz = dck_dtype_size(t);
     uint64_t sign = 1ull << (8 * sz - 1), all = sz == 8 ? ~0ull : (1ull << (8 * sz)) - 1;
-    uint64_t e = t == DCK_F64    ? 0x7ff0000000000000ull
-                 : t == DCK_F32  ? 0x7f800000u
-                 : t == DCK_F16  ? 0x7c00u
-                 : t == DCK_BF16 ? 0x7f80u
-                 : t == DCK_F8_E5M2 ? 0x7cu
-                                    : 0x78u; /* E4M3: exponent 1111; 0x7f is NaN */
+    uint64_t e = kt_exp_mask(t);
     uint64_t r = kt_next();
     uint64_t s = (r >> 8) & 1 ? sign : 0;
     switch (r % 7) {
@@ -488,6 +406,81 @@ static uint64_t kt_weight(dck_dtype t) {
 static void kt_store(uint8_t *p, size_t sz, uint64_t v) {
     for (size_t k = 0; k < sz; k++) p[k] = (uint8_t)(v >> (8 * k));
 }
+
+/* Sign changes (dck_diff_stats.sign_changes) and the ULP distance of the
+ * other pairs (max_ulp_same_sign), in every kernel: a value and its negation
+ * (8.4e-06 against -8.4e-06: ~2^31 float32 ULPs) and +inf against -inf are
+ * sign changes; +0 against -0, a zero against a number and a NaN are not.
+ * Pairs sit in a block of finite numbers (the kernels' fast path) and in a
+ * block with NaN and infinity (the general one). */
+START_TEST(test_sign_changes) {
+    const dck_dtype types[] = {DCK_F32, DCK_BF16, DCK_F16, DCK_F64, DCK_F8_E5M2, DCK_F8_E4M3};
+    enum { N = 1000 };
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        dck_dtype t = types[ti];
+        size_t sz = dck_dtype_size(t);
+        uint64_t S = 1ull << (8 * sz - 1), E = kt_exp_mask(t), m = (E >> 1) & E; /* about 1.0 */
+        uint64_t nan = t == DCK_F8_E4M3 ? 0x7f : E | 1, inf = t == DCK_F8_E4M3 ? 0 : E;
+        uint8_t a[N * 8], b[N * 8];
+        for (int zero_vs_number = 0; zero_vs_number < 2; zero_vs_number++) {
+            for (size_t i = 0; i < N; i++) {
+                kt_store(a + i * sz, sz, m + i % 7);
+                kt_store(b + i * sz, sz, m + i % 7);
+            }
+            kt_store(a + 10 * sz, sz, m);                /* sign change: 2m ULPs */
+            kt_store(b + 10 * sz, sz, S | m);
+            kt_store(a + 11 * sz, sz, S | (m + 5));      /* same sign: 3 ULPs */
+            kt_store(b + 11 * sz, sz, S | (m + 2));
+            kt_store(a + 12 * sz, sz, 0);                /* +0 against -0 */
+            kt_store(b + 12 * sz, sz, S);
+            kt_store(a + 601 * sz, sz, nan);             /* NaN against a number */
+            kt_store(b + 601 * sz, sz, S | m);
+            if (inf) {
+                kt_store(a + 600 * sz, sz, inf);         /* +inf against -inf */
+                kt_store(b + 600 * sz, sz, S | inf);
+            }
+            if (zero_vs_number) {
+                kt_store(a + 13 * sz, sz, 0);            /* a zero against a number: m ULPs */
+                kt_store(b + 13 * sz, sz, S | m);
+            }
+            for (int isa = 0; isa < DCK_DIFF_ISA_COUNT; isa++) {
+                if (!dck_diff_isa_available((dck_diff_isa)isa)) continue;
+                dck_diff_stats st;
+                dck_diff_stats_init(&st);
+                dck_diff_elements_isa((dck_diff_isa)isa, t, a, b, N, 0, NULL, &st);
+                const char *what = dck_diff_isa_name((dck_diff_isa)isa);
+                ck_assert_msg(st.sign_changes == 1 + (inf != 0), "%s %s: sign_changes %llu", what,
+                              dck_dtype_name(t), (unsigned long long)st.sign_changes);
+                uint64_t same = zero_vs_number ? m : 3;
+                ck_assert_msg(st.max_ulp_same_sign == same, "%s %s: max_ulp_same_sign %llu, want %llu", what,
+                              dck_dtype_name(t), (unsigned long long)st.max_ulp_same_sign,
+                              (unsigned long long)same);
+                ck_assert_uint_eq(st.max_ulp, inf ? 2 * inf : 2 * m);
+            }
+        }
+    }
+    /* signed integers: -3 against 2 is a sign change, 0 against -5 is not;
+     * unsigned: never */
+    int32_t ia[4] = {-3, 0, 7, 1}, ib[4] = {2, -5, 7, 4};
+    dck_diff_stats st = stats_of(DCK_I32, ia, ib, 4, NULL);
+    ck_assert_uint_eq(st.sign_changes, 1);
+    ck_assert_uint_eq(st.max_ulp, 5);
+    ck_assert_uint_eq(st.max_ulp_same_sign, 5);
+    uint32_t ua[2] = {0x80000000u, 1}, ub[2] = {1, 3};
+    st = stats_of(DCK_U32, ua, ub, 2, NULL);
+    ck_assert_uint_eq(st.sign_changes, 0);
+    ck_assert_uint_eq(st.max_ulp_same_sign, st.max_ulp);
+    /* merged in chunk order: counts add, maxima stay maxima */
+    dck_diff_stats p1 = pair_bits(DCK_F32, f32_bits(8.4e-06f), f32_bits(-8.4e-06f));
+    dck_diff_stats p2 = pair_bits(DCK_F32, f32_bits(1.0f), f32_bits(1.5f));
+    ck_assert_uint_eq(p1.sign_changes, 1);
+    ck_assert_uint_eq(p1.max_ulp_same_sign, 0);
+    ck_assert_uint_eq(p1.max_ulp, 2 * (uint64_t)f32_bits(8.4e-06f));
+    dck_diff_stats_merge(&p1, &p2);
+    ck_assert_uint_eq(p1.sign_changes, 1);
+    ck_assert_uint_eq(p1.max_ulp_same_sign, 0x400000);
+}
+END_TEST
 
 /* Pairs of several kinds: every element differs by a few ULP or at random;
  * a few differ; special values in some blocks only; all random bits (most
