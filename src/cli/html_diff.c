@@ -366,9 +366,8 @@ static void draw(FILE *f, const picture *p) {
                 "aria-hidden=\"true\"><rect x=\"0\" y=\"2\" width=\"28\" height=\"10\" fill=\"%s\"/></svg> "
                 "max ULP / rel L2 (log scales; a bar that reaches 1 is 1 ULP)</span>%s</p>\n",
                 CLI_HTML_BAR,
-                p->any_signs ? "<span>&#177;N: N sign changes (nonzero on both sides, signs differ: ~2^31 float32 "
-                               "ULPs apart however close to zero), drawn as a count; the bar is the largest ULP "
-                               "distance of the other pairs</span>"
+                p->any_signs ? "<span>&#177;N: N sign changes (signs differ, neither side 0)</span>"
+                               "<span>same-sign ULP: the other pairs' max ULP</span>"
                              : "");
 }
 
@@ -581,7 +580,8 @@ char *cli_html_diff_figure(const dck_diff_result *d, const char *a, const char *
     picture p = {.d = d};
     bool ok = collect(&p);
     if (ok) layout(&p);
-    fputs("<section class=\"figure diff\">\n<h2>Difference by layer</h2>\n<p>A: ", f);
+    fprintf(f, "<section class=\"figure diff\">\n<h2>Difference by %s</h2>\n<p>A: ",
+            d->layers_are_modules ? "module" : "layer");
     cli_html_text(f, a);
     fputs("<br>B: ", f);
     cli_html_text(f, b);
@@ -630,17 +630,16 @@ char *cli_html_diff_figure(const dck_diff_result *d, const char *a, const char *
         if (note) fputs(" on either side.</p>\n", f);
         fputs("<figure>\n", f);
         draw(f, &p);
-        fprintf(f, "<figcaption>One row per %s, in %s (tensors %s in the last row); per group the %s's state, "
+        fprintf(f, "<figcaption>One row per %s (tensors %s in the last row), in %s. Per group the %s's state, "
                    "its largest ULP distance and its largest relative L2 difference. A cell's title gives its "
                    "numbers; so do the tables below.</figcaption>\n</figure>\n",
-                d->layers_are_modules ? "module (no name numbers a layer: a module is a name up to its last dot)"
-                                      : "layer",
-                d->order == DCK_DIFF_ORDER_A   ? (d->orders_disagree ? "model order (A's own order of its tensors; "
-                                                                       "B lists them in another)"
-                                                                     : "model order (A's own order of its tensors)")
-                : d->order == DCK_DIFF_ORDER_B ? "model order (B's own order of its tensors; A keeps none)"
-                                               : "name order (neither checkpoint keeps the order of its tensors)",
+                d->layers_are_modules ? "module, a name up to its last dot (no name numbers a layer)" : "layer",
                 d->layers_are_modules ? "whose names have no dot" : "whose names number no layer",
+                d->order == DCK_DIFF_ORDER_A   ? (d->orders_disagree ? "model order, A's own order of its tensors "
+                                                                       "(B lists them in another)"
+                                                                     : "model order, A's own order of its tensors")
+                : d->order == DCK_DIFF_ORDER_B ? "model order, B's own order of its tensors (A keeps none)"
+                                               : "name order: neither checkpoint keeps the order of its tensors",
                 d->layers_are_modules ? "module" : "layer");
         layer_table(f, &p);
     } else if (ok) {

@@ -72,9 +72,10 @@ expect_exit 1 "$DETCHECK" diff --html p.html model_a model_b
 rows=$(grep -o '<text x="18" y="[0-9.]*"[^>]*>[^<]*</text>' p.html | sed 's/.*>\([^<]*\)<\/text>/\1/' | tr '\n' ' ')
 [ "$rows" = "zproj attn head " ] || fail "page rows: $rows"
 ok
+expect_grep '<h2>Difference by module</h2>' p.html
 expect_grep '<strong>first differing module: zproj</strong> (tensor zproj.bias)' p.html
-expect_grep 'One row per module (no name numbers a layer' p.html
-expect_grep 'in model order (A.s own order of its tensors)' p.html
+expect_grep 'One row per module, a name up to its last dot (no name numbers a layer)' p.html
+expect_grep 'in model order, A.s own order of its tensors\.' p.html
 expect_no_grep '(no layer)' p.html
 
 # a weight_map in byte order (transformers' sort_keys) says nothing: names
@@ -84,7 +85,7 @@ expect_eq "$(jget out.txt "s['order'], s['order_from'], s['first_differing_tenso
 expect_exit 1 "$DETCHECK" diff sorted_a sorted_b
 expect_grep "^Order: name (neither side keeps the order of its tensors" out.txt
 expect_exit 1 "$DETCHECK" diff --html s.html sorted_a sorted_b
-expect_grep 'in name order (neither checkpoint keeps the order of its tensors)' s.html
+expect_grep 'in name order: neither checkpoint keeps the order of its tensors\.' s.html
 # A keeps none: B's; both keep one and disagree: A's, said
 expect_exit 1 "$DETCHECK" diff --json sorted_a model_b
 expect_eq "$(jget out.txt "s['order'], s['order_from'], s['first_differing_tensor']")" "model b zproj.bias" index-b
