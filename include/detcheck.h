@@ -474,7 +474,9 @@ typedef struct {
     dck_diff_status status;
     dck_group group;
     const char *layer;       /* "layers.12", "h.3"; NULL when the name has no numeric part
-                              * and for a stacked tensor (its slices say) */
+                              * and for a stacked tensor (its slices say); when no name
+                              * of the result numbers a layer, its module ("fc1" for
+                              * "fc1.weight"; dck_diff_result.layers_are_modules) */
     int in_a, in_b;
     dck_dtype dtype_a, dtype_b;
     int ndim_a, ndim_b;
