@@ -1,7 +1,9 @@
 """Builds libdetcheck and the detcheck CLI from this repository (the parent
 folder: one copy of the C code) and bundles them into the package as
 detcheck/_native/. DETCHECK_PREBUILT=BUILD_DIR bundles an existing build
-folder (make BUILD=... all) instead of running make (a relative path is
+folder (make BUILD=... all) instead of running make (by default
+`make all` in the repository's own build/, so that a `make` before it leaves
+nothing to compile again) (a relative path is
 resolved against the directory pip was started in, not python/);
 DETCHECK_MAKE_JOBS sets make's -j (default: the CPUs)."""
 import os
@@ -57,7 +59,10 @@ def _build_dir():
     if not os.path.exists(os.path.join(REPO, "include", "detcheck.h")):
         raise SystemExit("detcheck: %s is not the detcheck repository; install with "
                          "`pip install ./python` from a clone (or set DETCHECK_PREBUILT)" % REPO)
-    build = os.path.join(REPO, "build-python")
+    # make's own build folder, where `make` (and `make demo`, `make check`)
+    # builds: after them the package is bundled without compiling the C
+    # code a second time, and make rebuilds only what changed
+    build = os.path.join(REPO, "build")
     jobs = os.environ.get("DETCHECK_MAKE_JOBS") or str(os.cpu_count() or 1)
     subprocess.check_call(["make", "-C", REPO, "-j" + jobs, "BUILD=" + build, "all"])
     return build

@@ -127,6 +127,27 @@ def test_negative_control_is_named(tmp_path, name, cause, line):
         assert "(the LR scheduler's state: not restored, or stepped once more)" in r.stdout, show(r)
 
 
+def test_update_that_differs_before_the_stop(tmp_path):
+    """Issue 31, part 4: two runs of a correct loop part before the stop in
+    the optimizer's update alone (plain_flaky_update: one weight one ULP off
+    after step 2's update, gradients and moments equal). The line says that
+    nothing was resumed yet, names the weight and what was equal, puts the
+    difference in the update, says it can be intermittent and gives the
+    repro command with the op trace (which covers the optimizer step)."""
+    r = resume_check(tmp_path, "plain_flaky_update", "--at", 4)
+    assert r.returncode == 1, show(r)
+    line = [l for l in r.stdout.splitlines() if l.startswith("at 4 (clean stop): ")]
+    assert line, show(r)
+    want = ("at 4 (clean stop): the stopped run already differs at step 2, before the stop and before anything was "
+            "resumed: two runs of the same command differ, so the command is not reproducible run to run; first "
+            "differing tensor: parameter 4.weight; equal at that step: data.batch, RNG states, gradients (4), "
+            "optimizer state (", "(the difference arises in the optimizer's update of the weights). Such a "
+            "difference can be intermittent (in some runs only: detcheck repro -n 2 may pass); to see and localise "
+            "it: detcheck repro -n 30 --trace ops -- ")
+    assert line[0].startswith(want[0]) and want[1] in line[0], show(r)
+    assert line[0].endswith("plain_flaky_update.py --steps 8 (the op trace covers the optimizer step)"), show(r)
+
+
 def test_script_that_never_stops_is_trouble(tmp_path):
     r = resume_check(tmp_path, "never_stops", "--at", 4)
     assert r.returncode == 2, show(r)

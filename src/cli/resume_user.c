@@ -579,6 +579,7 @@ static void lr_text(double v, char *buf, size_t n) {
 typedef struct {
     long at;
     bool kill, done;
+    bool parted;       /* the stop run parted from the uninterrupted run before its stop */
     int result;        /* 0 identical, 1 different, 2 trouble */
     long first_step;   /* -1: none */
     long index;        /* resumed_index, -1: none */
@@ -951,6 +952,107 @@ oom:
     return false;
 }
 
+/* What the two runs of the same command held equal at their first
+ * differing step D, as "gradients (4), optimizer state (8), data.batch,
+ * RNG states": each kind both recorded, every entry of it equal; state
+ * entries by name (data.batch) or by family (rng.*). Only the kinds before
+ * the first differing one in the step's own order are interesting, but a
+ * kind that comes after it and still agrees (optimizer state beside a
+ * differing weight) is what says where the difference arises: every kind
+ * is looked at. */
+typedef struct {
+    size_t n[DCK_REC_KIND_COUNT];    /* entries in both */
+    size_t diff[DCK_REC_KIND_COUNT]; /* of those, differing */
+    bool batch_equal, rng_equal, has_batch, has_rng;
+} step_tally;
+
+static void tally_step(const sview *a, const sview *b, step_tally *t) {
+    memset(t, 0, sizeof *t);
+    t->batch_equal = t->rng_equal = true;
+    for (size_t i = 0; i < b->n; i++) {
+        int k = ekind(b, &b->v[i]);
+        const char *nm = ename(b, &b->v[i]);
+        const dck_rec_entry *x = view_get(a, k, nm);
+        if (!x || k < 0 || k >= DCK_REC_KIND_COUNT) continue;
+        bool eq = dck_digest_equal(x->digest, b->v[i].digest);
+        t->n[k]++;
+        t->diff[k] += !eq;
+        if (k == DCK_REC_STATE && !strcmp(nm, "data.batch")) t->has_batch = true, t->batch_equal = eq;
+        if (k == DCK_REC_STATE && !strncmp(nm, "rng.", 4)) t->has_rng = true, t->rng_equal &= eq;
+    }
+}
+
+/* The stop run parts from the uninterrupted run at D <= K: nothing was
+ * resumed yet, two runs of the same command gave two results. The line
+ * names the first differing tensor (or trajectory field), what was equal at
+ * D (gradients, optimizer state, batch, RNG), where that puts the
+ * difference (the optimizer's update when the weights differ with equal
+ * gradients and moments), and how to see it: such a difference can be
+ * intermittent (allocation- or timing-dependent kernels differ in some
+ * runs only), so `repro -n 2` may pass; enough runs with the op trace,
+ * which covers the optimizer step, localise it. Non-zero when out of
+ * memory. */
+static int before_stop_line(const uopts *o, const urun *full, const urun *stop, const parting *p, ustop *s) {
+    long D = p->step;
+    sview a, b;
+    bool oka = view_of(full, D, &a), okb = view_of(stop, D, &b);
+    char **argv = oka && okb ? command_of(o->launcher, o->cmd, o->ncmd) : NULL;
+    int n = 0;
+    while (argv && argv[n]) n++;
+    char *cmdline = argv ? cli_shell_join(argv, n) : NULL;
+    free_argv(argv);
+    char *first = NULL, *equal = NULL, *where = NULL;
+    int rc = -1;
+    if (!cmdline) goto out;
+    step_tally t;
+    tally_step(&a, &b, &t);
+    if (p->rstep == D) {
+        if (asprintf(&first, "first differing tensor: %s %s", dck_rec_kind_name((dck_rec_kind)p->kind), p->name) < 0)
+            first = NULL;
+    } else if (asprintf(&first, "first difference: trajectory %s", p->tstep == D ? p->what : "differs") < 0) {
+        first = NULL;
+    }
+    /* the kinds that agree whole at D, in the step's own order */
+    static const struct {
+        int kind;
+        const char *name;
+    } kinds[] = {{DCK_REC_GRADIENT, "gradients"}, {DCK_REC_OPTIMIZER, "optimizer state"}};
+    char eq[256] = "";
+    size_t len = 0;
+    if (t.has_batch && t.batch_equal) len += (size_t)snprintf(eq + len, sizeof eq - len, "%sdata.batch", len ? ", " : "");
+    if (t.has_rng && t.rng_equal && len < sizeof eq)
+        len += (size_t)snprintf(eq + len, sizeof eq - len, "%sRNG states", len ? ", " : "");
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0] && len < sizeof eq; i++)
+        if (t.n[kinds[i].kind] && !t.diff[kinds[i].kind])
+            len += (size_t)snprintf(eq + len, sizeof eq - len, "%s%s (%zu)", len ? ", " : "", kinds[i].name,
+                                    t.n[kinds[i].kind]);
+    if (asprintf(&equal, "%s%s", len ? "; equal at that step: " : "", eq) < 0) equal = NULL;
+    bool grads = t.n[DCK_REC_GRADIENT] && !t.diff[DCK_REC_GRADIENT];
+    bool moments = !t.n[DCK_REC_OPTIMIZER] || !t.diff[DCK_REC_OPTIMIZER];
+    const char *arises = p->rstep == D && p->kind == DCK_REC_PARAMETER && grads && moments
+                             ? " (the difference arises in the optimizer's update of the weights)"
+                         : p->rstep == D && p->kind == DCK_REC_GRADIENT && t.has_batch && t.batch_equal
+                             ? " (the difference arises in forward or backward: the batch is equal)"
+                             : "";
+    if (asprintf(&where, "%s", arises) < 0) where = NULL;
+    if (!first || !equal || !where) goto out;
+    stop_line(s,
+              "the stopped run already differs at step %ld, before the stop and before anything was resumed: two runs "
+              "of the same command differ, so the command is not reproducible run to run; %s%s%s. Such a difference "
+              "can be intermittent (in some runs only: detcheck repro -n 2 may pass); to see and localise it: "
+              "detcheck repro -n 30 --trace ops -- %s (the op trace covers the optimizer step)",
+              D, first, equal, where, cmdline);
+    rc = s->line ? 0 : -1;
+out:
+    free(a.v);
+    free(b.v);
+    free(cmdline);
+    free(first);
+    free(equal);
+    free(where);
+    return rc;
+}
+
 static void ordinal(long i, char *buf, size_t n) {
     if (i == 1) {
         snprintf(buf, n, "first");
@@ -1218,9 +1320,11 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
         s->result = DCK_EXIT_DIFFERENT;
         s->cause = "before_stop";
         s->first_step = p.step;
-        stop_line(s, "the stopped run already differs at step %ld before the stop (the command is not reproducible: "
-                     "try detcheck repro)",
-                  p.step);
+        s->parted = true;
+        if (before_stop_line(o, full, &stop, &p, s)) {
+            cli_fail(CMD, dck_oom(NULL));
+            trouble(v, NULL, "out of memory comparing the runs before the stop");
+        }
         goto out;
     }
 
@@ -1426,6 +1530,19 @@ int resume_user(int argc, char **argv) {
         if (!nc_text) nc_text = stops[i].not_compared;
     }
     rc = v.rc ? DCK_EXIT_TROUBLE : ndiff || nincomplete ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
+    /* runs of the command that parted before their stop beside runs that
+     * did not: the difference is intermittent, evidence in hand */
+    int nbefore = 0, nclean = 0;
+    for (int i = 0; i < nstops; i++) {
+        bool before = stops[i].cause && !strcmp(stops[i].cause, "before_stop");
+        nbefore += stops[i].parted;
+        nclean += stops[i].done && !before;
+    }
+    bool intermittent = nbefore && nclean;
+    if (intermittent && rc != DCK_EXIT_TROUBLE && !o.json)
+        printf("intermittent: %d of %d runs of the command parted from the uninterrupted run before their stop, "
+               "the other %d did not\n",
+               nbefore, nbefore + nclean, nclean);
     /* whole: the trouble may hold a command line of any length */
     int tl;
     if (rc == DCK_EXIT_TROUBLE)
@@ -1505,6 +1622,7 @@ int resume_user(int argc, char **argv) {
         for (int i = 0; i < o.ncmd; i++) cli_jappend(c, cli_json_text(o.cmd[i]), &oom);
         cli_jset(doc, "command", c, &oom);
         cli_jset(doc, "steps", S >= 0 ? json_integer(S) : json_null(), &oom);
+        cli_jset(doc, "intermittent", nbefore ? json_boolean(intermittent) : json_null(), &oom);
         for (int i = 0; i < nstops; i++) {
             ustop *s = &stops[i];
             json_t *e = json_object();

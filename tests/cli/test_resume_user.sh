@@ -23,7 +23,9 @@ export TMPDIR="$PWD/tmp"
 # its first step twice); no_stop_json (a clean stop without
 # session().stopped(): no stop.json); contract failures: never_stops,
 # early (stops a step early, no stop.json), wrong_step, ignore_kill;
-# unrepro (every run differs); fail (30 lines on stderr, exit 3); huge_stop
+# unrepro (every run differs); flaky_update (the stop run's update of step 2
+# differs, gradient and moment equal; only the stop run recording into a
+# folder ending _$FLAKY_STOP, default the stop point); fail (30 lines on stderr, exit 3); huge_stop
 # (a 300 MB stop.json, sparse); one side only within a step (issue 30):
 # root_gap (trajectory roots, the resume has none at its 2nd step),
 # state_res / state_full (a state entry, rng.cuda, recorded by the resume
@@ -94,6 +96,9 @@ for s in range(st["step"] + 1, steps + 1):
     st["w_before"] = st["w"]
     st["m"] = H("m", st["m"], g)
     st["w"] = H("w", st["w"], st["m"], lr)
+    if mode == "flaky_update" and stop_at is not None and not resume and s == 2 and \
+            rec.endswith("_" + os.environ.get("FLAKY_STOP", str(stop_at))):
+        st["w"] += 1  # the update alone differs: equal gradient and moment
     st["ema"] = H("ema", st["ema"], st["w"])
     st["rng"] = H("rng", st["rng"])
     st["pos"] += 1
@@ -314,7 +319,27 @@ rm -rf tmp/*
 expect_exit 2 $RC -- python3 fake.py dup_digests
 expect_grep 'resume_5/tensor_digests.bin: byte [0-9]*: step 6 after step 6' err.txt
 rm -rf tmp/*
-diff_is unrepro before_stop 'at 5 (clean stop): the stopped run already differs at step 1 before the stop (the command is not reproducible: try detcheck repro)'
+diff_is unrepro before_stop "at 5 (clean stop): the stopped run already differs at step 1, before the stop and before anything was resumed: two runs of the same command differ, so the command is not reproducible run to run; first differing tensor: gradient layers.0.weight; equal at that step: data.batch, RNG states (the difference arises in forward or backward: the batch is equal). Such a difference can be intermittent (in some runs only: detcheck repro -n 2 may pass); to see and localise it: detcheck repro -n 30 --trace ops -- python3 fake.py unrepro (the op trace covers the optimizer step)"
+# two runs of the command part before anything is resumed, in the update
+# alone (issue 31, part 4): the line names the first differing tensor, what
+# was equal, where it arises, that it can be intermittent and the repro
+# command that sees it with the op trace
+diff_is flaky_update before_stop "at 5 (clean stop): the stopped run already differs at step 2, before the stop and before anything was resumed: two runs of the same command differ, so the command is not reproducible run to run; first differing tensor: parameter layers.0.weight; equal at that step: data.batch, RNG states, gradients (1), optimizer state (1) (the difference arises in the optimizer's update of the weights). Such a difference can be intermittent (in some runs only: detcheck repro -n 2 may pass); to see and localise it: detcheck repro -n 30 --trace ops -- python3 fake.py flaky_update (the op trace covers the optimizer step)"
+expect_exit 1 $RC --json -- python3 fake.py flaky_update
+python3 - <<'PY' || fail "--json, a difference before the stop"
+import json
+d = json.load(open("out.txt"))
+s = d["stops"][0]
+assert (s["cause"], s["first_step"], d["intermittent"]) == ("before_stop", 2, False), d
+PY
+ok
+rm -rf tmp/*
+# ... seen in one stop run of two: intermittent, with the evidence
+expect_exit 1 $RC --at 3,5 -- env FLAKY_STOP=5 python3 fake.py flaky_update
+expect_grep '^at 3 (clean stop): resumed steps 4..10 identical' out.txt
+expect_grep '^at 5 (clean stop): the stopped run already differs at step 2, before the stop' out.txt
+expect_grep '^intermittent: 1 of 2 runs of the command parted from the uninterrupted run before their stop, the other 1 did not$' out.txt
+rm -rf tmp/*
 # two stop points, one differs
 cat > half.sh <<'SH'
 case $DETCHECK_RECORD in *_7) exec python3 fake.py forget_rng ;; esac

@@ -13,6 +13,11 @@ mistake, for the negative controls of `detcheck resume-check`
   constant lr, so that only the optimizer state is wrong): the optimizer
   state entries differ at K+1 while the gradients are equal.
 
+- flaky_update: no resume mistake; the stop run's optimizer update of step 2
+  moves one weight element by one ULP more (as the allocation-dependent
+  results of PyTorch's CPU optimizer kernels do in some runs only):
+  gradients and moments equal, the weights differ, before any stop.
+
 main(stop="exit") saves the checkpoint at K and just returns (exit 0)
 without calling session().stopped(): a clean stop needs no stop.json.
 
@@ -29,7 +34,7 @@ import torch.nn.functional as F
 
 import detcheck
 
-MISTAKES = ("none", "forget_rng", "loader_restart", "sched_twice", "no_optim_state")
+MISTAKES = ("none", "forget_rng", "loader_restart", "sched_twice", "no_optim_state", "flaky_update")
 
 
 class Jitter(torch.nn.Module):
@@ -68,6 +73,17 @@ def main(mistake="none", stop="stopped"):
         np.random.set_state(state["rng"]["numpy"])
         random.setstate(state["rng"]["python"])
         done = state["step"]
+    if mistake == "flaky_update" and s.stop_at is not None and not s.resume:
+        steps_taken = [done]
+
+        def flaky(optimizer, a, kw):  # runs inside optimizer.step(), before the recorder's hook
+            steps_taken[0] += 1
+            if steps_taken[0] == 2:
+                with torch.no_grad():
+                    w = model[4].weight.view(-1)
+                    w[0] = torch.nextafter(w[0], w[0] + 1)
+
+        opt.register_step_post_hook(flaky)
     rec = detcheck.autorecord(model, opt, last_step=done)
     for step in range(done + 1, args.steps + 1):
         epoch, i = divmod(step - 1, len(loader))
