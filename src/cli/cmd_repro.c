@@ -666,6 +666,7 @@ static int compare_recordings(run_t *runs, int i, side_steps ref[NSIDES], const 
     int rc = 0;
     bool differ = false;
     long at = -1;
+    size_t bisect_lines = r->nlines; /* bisect's, before repro's own */
     for (int k = 0; k < NSIDES && !rc; k++) {
         if ((rc = load_side(r->dir, k, &cur[k], k == SIDE_TENSORS ? &rec : NULL))) break;
         long step;
@@ -722,6 +723,27 @@ static int compare_recordings(run_t *runs, int i, side_steps ref[NSIDES], const 
         if (c > 0) {
             differ = true;
             if (at < 0 || step < at) at = step;
+        }
+    }
+    if (differ && !rc && r->div_step >= 0 && at >= 0 && at < r->div_step) {
+        /* repro's own finding comes first: its lines lead, and bisect's
+         * step line no longer claims to be the first (one step in every
+         * line: the header's) */
+        static const char pre[] = "first differing step: ";
+        for (size_t k = 0; k < bisect_lines && !rc; k++)
+            if (!strncmp(r->lines[k], pre, sizeof pre - 1)) {
+                char *l = NULL;
+                if (asprintf(&l, "what both runs recorded first differs at step %s", r->lines[k] + sizeof pre - 1) < 0)
+                    rc = cli_fail(CMD, dck_oom(NULL));
+                else {
+                    free(r->lines[k]);
+                    r->lines[k] = l;
+                }
+            }
+        for (size_t k = bisect_lines; k < r->nlines; k++) { /* rotate repro's lines to the front */
+            char *l = r->lines[k];
+            memmove(&r->lines[k - bisect_lines + 1], &r->lines[k - bisect_lines], bisect_lines * sizeof *r->lines);
+            r->lines[k - bisect_lines] = l;
         }
     }
     if (differ) {
@@ -807,11 +829,12 @@ static int compare_runs(const char *self, const char *work, run_t *runs, int i) 
         r->bisect = 1;
     }
     if (r->bisect == 0) return 0;
-    /* the earliest step any part names: trajectory, tensor, traced event */
-    json_t *steps[] = {json_object_get(r->result, "first_step"),
+    /* the earliest step any part names: bisect's own (trajectory, tensor,
+     * traced event), else the earliest of its parts */
+    json_t *steps[] = {json_object_get(r->result, "first_differing_step"), json_object_get(r->result, "first_step"),
                        json_object_get(json_object_get(r->result, "first_tensor"), "step"),
                        json_object_get(json_object_get(r->result, "first_event"), "step")};
-    for (size_t k = 0; k < 3; k++)
+    for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++)
         if (json_is_integer(steps[k]) && (r->div_step < 0 || json_integer_value(steps[k]) < r->div_step))
             r->div_step = (long)json_integer_value(steps[k]);
     /* and its lines as bisect prints them */
@@ -876,25 +899,16 @@ static double median(double *v, size_t n) {
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* How to see the magnitudes of the first differing event of run f: the
- * `detcheck diff` of the two dumps when the runs dumped that step (bisect's
- * own line), else the repro command that dumps it: the same options, the
- * same command, --dump-step STEP. "" when no traced event differs. */
-static void magnitudes_line(const repro_opts *o, const run_t *f, char *buf, size_t n) {
-    json_t *ev = json_object_get(f->result, "first_event");
-    json_t *step = json_object_get(ev, "step");
-    const char *m = json_string_value(json_object_get(ev, "magnitudes"));
-    buf[0] = 0;
-    if (!json_is_object(ev) || !json_is_integer(step)) return;
-    if (m && !strncmp(m, "dumps present:", 14)) {
-        snprintf(buf, n, "magnitudes: %s", m + 14 + (m[14] == ' '));
-        return;
-    }
+/* This repro's command line again with option first in front (the same
+ * options, --trace ops replacing the run's own --trace), malloc'd; NULL
+ * when out of memory. */
+static char *rerun_command(const repro_opts *o, const char *first) {
     char opts[1024] = "", *cmd = cli_shell_join(o->cmd, o->ncmd);
     size_t at = 0;
+    bool traces = !strncmp(first, "--trace ", 8);
 #define OPT(...) (at += (size_t)snprintf(opts + at, at < sizeof opts ? sizeof opts - at : 0, __VA_ARGS__))
     if (!o->env_arg && o->n != 2) OPT(" -n %ld", o->n);
-    if (strcmp(o->trace, "modules")) OPT(" --trace %s", o->trace);
+    if (strcmp(o->trace, "modules") && !traces) OPT(" --trace %s", o->trace);
     if (o->vary >= 0) OPT(" --vary %s", factors[o->vary].name);
     if (o->env_arg) {
         char *e = cli_shell_join((char *const *)&o->env_arg, 1);
@@ -903,10 +917,43 @@ static void magnitudes_line(const repro_opts *o, const run_t *f, char *buf, size
     }
     if (o->timeout > 0) OPT(" --timeout %g", o->timeout);
 #undef OPT
-    snprintf(buf, n,
-             "magnitudes: rerun with every run dumping step %lld's outputs, for detcheck diff's max ULP and "
-             "rel L2: detcheck repro --dump-step %lld%s -- %s",
-             (long long)json_integer_value(step), (long long)json_integer_value(step), opts, cmd ? cmd : "CMD");
+    char *line = NULL;
+    if (!cmd || asprintf(&line, "detcheck repro %s%s -- %s", first, opts, cmd) < 0) line = NULL;
+    free(cmd);
+    return line;
+}
+
+/* The verdict's last line: what would localise the first divergence (run
+ * f) further. A culprit's magnitudes: the `detcheck diff` of the two dumps
+ * when the runs dumped that step (bisect's own line), else the repro
+ * command that dumps it (--dump-step STEP). Where the trace named no
+ * culprit at the first differing step (bisect's next_option): the repro
+ * command with an op trace, or, traced by ops already, the dump of that
+ * step. "" when bisect names neither. */
+static void next_line(const repro_opts *o, const run_t *f, char *buf, size_t n) {
+    json_t *ev = json_object_get(f->result, "first_event");
+    json_t *step = json_object_get(ev, "step");
+    const char *m = json_string_value(json_object_get(ev, "magnitudes"));
+    const char *next = json_string_value(json_object_get(f->result, "next_option"));
+    char first[64], *cmd = NULL;
+    buf[0] = 0;
+    if (next && !strcmp(next, "--trace ops")) {
+        if ((cmd = rerun_command(o, next))) snprintf(buf, n, "next: localise with an op trace: %s", cmd);
+    } else if (next && !strncmp(next, "--dump-step ", 12)) {
+        if ((cmd = rerun_command(o, next)))
+            snprintf(buf, n, "next: magnitudes of step %s's traced outputs, for detcheck diff's max ULP and rel L2: %s",
+                     next + 12, cmd);
+    } else if (!json_is_object(ev) || !json_is_integer(step) || !m) {
+        return;
+    } else if (!strncmp(m, "dumps present:", 14)) {
+        snprintf(buf, n, "magnitudes: %s", m + 14 + (m[14] == ' '));
+    } else {
+        snprintf(first, sizeof first, "--dump-step %lld", (long long)json_integer_value(step));
+        if ((cmd = rerun_command(o, first)))
+            snprintf(buf, n, "magnitudes: rerun with every run dumping step %lld's outputs, for detcheck diff's max "
+                             "ULP and rel L2: %s",
+                     (long long)json_integer_value(step), cmd);
+    }
     free(cmd);
 }
 
@@ -1172,15 +1219,30 @@ int cmd_repro(int argc, char **argv) {
                 for (int k = 0; k < 2; k++)
                     fprintf(out, "  %s median %.4g s/step, spread %.4g..%.4g s (per-run medians of %zu runs)\n",
                             label[k], m[k], lo[k], hi[k], nside[k]);
-                fprintf(out, "  ratio spread: %.2fx..%.2fx (slowest deterministic run / fastest non-deterministic, "
-                             "and fastest / slowest)\n", rlo, rhi);
                 if (tmin == tmax)
                     fprintf(out, "  clock: wall (step_time_s as the recorder measured it); %zu steps timed per run, "
                                  "the first step of each run skipped (warm-up)\n", tmin);
                 else
                     fprintf(out, "  clock: wall (step_time_s as the recorder measured it); %zu..%zu steps timed per "
                                  "run, the first step of each run skipped (warm-up)\n", tmin, tmax);
-                report_settings(runs, nruns, out, doc, &oom, summary, sizeof summary);
+                /* the settings once, in the document and the reports (they
+                 * differ between the two sides by design); on the terminal
+                 * only what the deterministic runs still left off */
+                report_settings(runs, nruns, devnull ? devnull : out, doc, &oom, summary, sizeof summary);
+                char off[1024], first_off[1024] = "";
+                bool same = true;
+                for (int i = 0; i < nruns; i += 2) {
+                    settings_off(runs[i].settings, off, sizeof off, NULL, &oom);
+                    if (i == 0) snprintf(first_off, sizeof first_off, "%s", off);
+                    else if (strcmp(off, first_off)) same = false;
+                }
+                if (!same)
+                    fprintf(out, "  determinism settings off differ between the deterministic runs (every run's: "
+                                 "--json, --junit, --markdown)\n");
+                else if (first_off[0])
+                    fprintf(out, "  still off in the deterministic runs: %s (every run's settings: --json, --junit, "
+                                 "--markdown)\n", first_off);
+                if (summary[0]) cli_report_property(&o.rep, "settings", summary);
                 if (doc) {
                     json_t *t = json_object();
                     cli_jset(doc, "verdict", json_string("tax"), &oom);
@@ -1199,6 +1261,7 @@ int cmd_repro(int argc, char **argv) {
                         cli_jset(t, key[k], s, &oom);
                     }
                     cli_jset(t, "warmup_steps_skipped", json_integer(1), &oom);
+                    cli_jset(t, "settings", summary[0] ? cli_json_text(summary) : json_null(), &oom);
                     cli_jset(doc, "tax", t, &oom);
                     json_t *rs = json_array();
                     for (int i = 0; i < nruns; i++) cli_jappend(rs, run_json(&runs[i], i, true, med[i], &oom), &oom);
@@ -1276,7 +1339,7 @@ int cmd_repro(int argc, char **argv) {
                  first + 1, at, ndiff, nruns);
         fprintf(out, "%s\n", title);
         for (size_t k = 0; k < f->nlines; k++) fprintf(out, "%s\n", f->lines[k]);
-        magnitudes_line(&o, f, magnitudes, sizeof magnitudes);
+        next_line(&o, f, magnitudes, sizeof magnitudes);
         if (magnitudes[0]) fprintf(out, "%s\n", cli_safe_line(magnitudes));
         long only;
         int w = first_unpaired(runs[0].steps, (size_t)runs[0].records, f->steps, (size_t)f->records, &only);
@@ -1309,7 +1372,9 @@ int cmd_repro(int argc, char **argv) {
             cli_jset(fd, "event", json_incref(v ? v : json_null()), &oom);
             for (size_t k = 0; k < f->nlines; k++) cli_jappend(lines, cli_json_text(f->lines[k]), &oom);
             cli_jset(fd, "lines", lines, &oom);
-            cli_jset(fd, "magnitudes", magnitudes[0] ? cli_json_text(magnitudes) : json_null(), &oom);
+            bool is_next = !strncmp(magnitudes, "next: ", 6);
+            cli_jset(fd, "magnitudes", magnitudes[0] && !is_next ? cli_json_text(magnitudes) : json_null(), &oom);
+            cli_jset(fd, "next", magnitudes[0] ? cli_json_text(magnitudes) : json_null(), &oom);
         }
         cli_jset(doc, "first_divergence", fd, &oom);
     }

@@ -869,7 +869,12 @@ static void put_event_line(FILE *f, const fig *F) {
     if (d->how == DCK_TRACE_OUTPUT && d->a) {
         put_event(f, F, 0);
         fprintf(f, ", call %u: output %d differs; ", d->a->call, d->output);
-        if (d->input < 0) fputs("its inputs are equal: this event is the culprit", f);
+        /* after the runs already parted (the trajectory, a recorded
+         * tensor), an event is context, never the culprit: cli_trace_judge */
+        long bound = F->tstep >= 0 && (F->rstep < 0 || F->tstep < F->rstep) ? F->tstep : F->rstep;
+        if (bound >= 0 && d->step > bound)
+            fprintf(f, "the runs already differ at step %ld: context, not a culprit", bound);
+        else if (d->input < 0) fputs("its inputs are equal: this event is the culprit", f);
         else fprintf(f, "its input %d already differed (inherited)", d->input);
         return;
     }
