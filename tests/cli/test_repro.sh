@@ -193,7 +193,9 @@ PY
 ok
 # repro's own finding (a state entry in run 2 only, step 0) comes before
 # bisect's (step 2): it leads, and bisect's line no longer says "first"
-expect_exit 1 env VARY_ON=SEED STATE_RUN=2 LOSS_RUN=2 LOSS_FROM=3 $DETCHECK repro --workdir p5s --env SEED=1,2 -- python3 rec.py
+expect_exit 1 env VARY_ON=SEED STATE_RUN=2 LOSS_RUN=2 LOSS_FROM=3 $DETCHECK repro --workdir p5s --env SEED=1,2 \
+    --html p5s.html -- python3 rec.py
+expect_grep 'class="first">first difference: step 0, a state entry recorded in run B only, tensor layers.0.weight (parameter) at step 2</text>' p5s.html
 expect_grep '^not reproducible: run 2 differs from run 1 at step 0 ' out.txt
 [ "$(sed -n 2p out.txt)" = "state entries recorded in run 2 only: 1, the first start.layers.0.weight at step 0" ] ||
     fail "the line of the header's step is not first: $(cat out.txt)"
