@@ -1387,6 +1387,7 @@ int cmd_repro(int argc, char **argv) {
     if (cli_report_wanted(&o.rep)) {
         char msg[4096], nm[32], detail[4096];
         cli_report_property(&o.rep, "trace", o.trace);
+        if (ndiff && magnitudes[0]) cli_report_property(&o.rep, "next", magnitudes);
         if (o.vary >= 0) cli_report_property(&o.rep, "vary", factors[o.vary].name);
         if (o.env_arg) cli_report_property(&o.rep, "env", o.env_arg);
         for (int i = 0; i < nruns; i++) {

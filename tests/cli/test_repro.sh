@@ -181,6 +181,7 @@ expect_no_grep 'first differing step: 3' out.txt
 expect_grep 'first differing step: 2 (a recorded tensor' p5.xml
 expect_no_grep 'first differing step: 3' p5.xml
 expect_no_grep 'first differing step: 3' p5.md
+expect_grep '<property name="next" value="next: localise with an op trace: detcheck repro --trace ops --env SEED=1,2 -- python3 rec.py"/>' p5.xml
 expect_exit 1 env VARY_ON=SEED LOSS_RUN=2 LOSS_FROM=3 $DETCHECK repro --json --workdir p5j --env SEED=1,2 -- python3 rec.py
 python3 - <<'PY' || fail "repro --json: one step in every line"
 import json
