@@ -840,6 +840,12 @@ static void take_first(fig *F) {
         if (v[i] >= 0 && (F->first < 0 || v[i] < F->first)) F->first = v[i];
 }
 
+/* The first step whose trajectory or recorded tensors differ: a traced
+ * event after it is context, never the culprit (cli_trace_judge). */
+static long rec_bound(const fig *F) {
+    return F->tstep >= 0 && (F->rstep < 0 || F->tstep < F->rstep) ? F->tstep : F->rstep;
+}
+
 static void put_name(FILE *f, const char *s, size_t cut) {
     if (cut) cut_name(f, s, cut);
     else cli_html_text(f, s);
@@ -889,6 +895,7 @@ static void put_first(FILE *f, const fig *F, size_t cut) {
         fputs(", ", f);
         put_event(f, F, cut);
         if (F->estep != S) fprintf(f, " at step %ld", F->estep);
+        if (rec_bound(F) >= 0 && F->estep > rec_bound(F)) fputs(" (context, not a culprit)", f);
     }
 }
 
@@ -900,9 +907,7 @@ static void put_event_line(FILE *f, const fig *F) {
     if (d->how == DCK_TRACE_OUTPUT && d->a) {
         put_event(f, F, 0);
         fprintf(f, ", call %u: output %d differs; ", d->a->call, d->output);
-        /* after the runs already parted (the trajectory, a recorded
-         * tensor), an event is context, never the culprit: cli_trace_judge */
-        long bound = F->tstep >= 0 && (F->rstep < 0 || F->tstep < F->rstep) ? F->tstep : F->rstep;
+        long bound = rec_bound(F);
         if (bound >= 0 && d->step > bound)
             fprintf(f, "the runs already differ at step %ld: context, not a culprit", bound);
         else if (d->input < 0) fputs("its inputs are equal: this event is the culprit", f);

@@ -197,6 +197,7 @@ expect_grep '^first trace difference, at step 4, comes after the first differing
 html_check late.html
 expect_grep 'output 0 differs; the runs already differ at step 3: context, not a culprit' late.html
 expect_no_grep 'this event is the culprit' late.html
+expect_grep 'class="first">first difference: step 3, tensor layers.1.attn.qkv.weight (parameter), op aten.addmm.default in layers.1.attn.qkv (forward) at step 4 (context, not a culprit)</text>' late.html
 # the picture follows the step: the same runs parting at step 6
 mkruns c part=6
 expect_exit 1 $DETCHECK bisect a c --html c.html
