@@ -269,6 +269,10 @@ typedef struct {
     char **lines;     /* its text lines, when different */
     size_t nlines;
     long div_step;    /* first differing step, -1 unknown */
+    const char *div_what; /* what differs there: bisect's first_differing ("trajectory", "tensor",
+                             "event") or what repro found itself (bisect's not_compared items:
+                             "recorded_steps", "traced_steps", "truncated_steps", "recorded_state",
+                             "trajectory_steps") */
 } run_t;
 
 static int cpu_count(void) {
@@ -666,6 +670,7 @@ static int compare_recordings(run_t *runs, int i, side_steps ref[NSIDES], const 
     int rc = 0;
     bool differ = false;
     long at = -1;
+    const char *at_what = NULL;
     size_t bisect_lines = r->nlines; /* bisect's, before repro's own */
     for (int k = 0; k < NSIDES && !rc; k++) {
         if ((rc = load_side(r->dir, k, &cur[k], k == SIDE_TENSORS ? &rec : NULL))) break;
@@ -678,7 +683,7 @@ static int compare_recordings(run_t *runs, int i, side_steps ref[NSIDES], const 
             rc = add_line(r, "%s: run 1 recorded %s, run %d %s; step %ld recorded in run %d only", sides[k].what, a,
                           i + 1, b, step, w == 1 ? 1 : i + 1);
             differ = true;
-            if (at < 0 || step < at) at = step;
+            if (at < 0 || step < at) at = step, at_what = k == SIDE_TENSORS ? "recorded_steps" : "traced_steps";
             continue;
         }
         for (size_t s = 0; k == SIDE_TRACE && s < cur[k].n && !rc; s++) {
@@ -693,7 +698,7 @@ static int compare_recordings(run_t *runs, int i, side_steps ref[NSIDES], const 
                           x->step, x->events, x->truncated ? " (truncated by the recorder)" : "", i + 1, y->events,
                           y->truncated ? " (truncated by the recorder)" : "");
             differ = true;
-            if (at < 0 || x->step < at) at = x->step;
+            if (at < 0 || x->step < at) at = x->step, at_what = "truncated_steps";
         }
     }
     if (!rc && ref[SIDE_TENSORS].n && cur[SIDE_TENSORS].n) {
@@ -711,7 +716,7 @@ static int compare_recordings(run_t *runs, int i, side_steps ref[NSIDES], const 
             rc = add_line(r, "state entries recorded in run %d only: %zu, the first %s at step %ld", k ? i + 1 : 1,
                           so.count[k], cli_safe(so.name[k]), so.step[k]);
             differ = true;
-            if (at < 0 || so.step[k] < at) at = so.step[k];
+            if (at < 0 || so.step[k] < at) at = so.step[k], at_what = "recorded_state";
         }
         if (!rc && c > 0 && r->bisect == 0) { /* bisect said otherwise: its own line is missing */
             char only[64] = "";
@@ -722,7 +727,7 @@ static int compare_recordings(run_t *runs, int i, side_steps ref[NSIDES], const 
         }
         if (c > 0) {
             differ = true;
-            if (at < 0 || step < at) at = step;
+            if (at < 0 || step < at) at = step, at_what = "tensor";
         }
     }
     if (differ && !rc && r->div_step >= 0 && at >= 0 && at < r->div_step) {
@@ -748,7 +753,7 @@ static int compare_recordings(run_t *runs, int i, side_steps ref[NSIDES], const 
     }
     if (differ) {
         if (r->bisect == 0) r->bisect = 1;
-        if (r->div_step < 0 || (at >= 0 && at < r->div_step)) r->div_step = at;
+        if (r->div_step < 0 || (at >= 0 && at < r->div_step)) r->div_step = at, r->div_what = at_what;
     }
     for (int k = 0; k < NSIDES; k++) free(cur[k].steps);
     dck_recording_release(&rec);
@@ -837,6 +842,7 @@ static int compare_runs(const char *self, const char *work, run_t *runs, int i) 
     for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++)
         if (json_is_integer(steps[k]) && (r->div_step < 0 || json_integer_value(steps[k]) < r->div_step))
             r->div_step = (long)json_integer_value(steps[k]);
+    r->div_what = json_string_value(json_object_get(r->result, "first_differing")); /* r->result's */
     /* and its lines as bisect prints them */
     snprintf(name, sizeof name, "bisect_%d_text", i + 1);
     int rc = bisect_child(self, work, name, "-q", &runs[0], r, out, err);
@@ -1302,7 +1308,7 @@ int cmd_repro(int argc, char **argv) {
         run_t *r = &runs[i];
         long only;
         bool steps_differ = first_unpaired(runs[0].steps, (size_t)runs[0].records, r->steps, (size_t)r->records, &only);
-        if (steps_differ && (r->div_step < 0 || only < r->div_step)) r->div_step = only;
+        if (steps_differ && (r->div_step < 0 || only < r->div_step)) r->div_step = only, r->div_what = "trajectory_steps";
         if (r->bisect == 1 || steps_differ) {
             if (r->bisect == 0) r->bisect = 1; /* fewer or more steps: not the same run */
             ndiff++;
@@ -1364,6 +1370,7 @@ int cmd_repro(int argc, char **argv) {
             fd = json_object();
             cli_jset(fd, "run", json_integer(first + 1), &oom);
             cli_jset(fd, "step", f->div_step >= 0 ? json_integer(f->div_step) : json_null(), &oom);
+            cli_jset(fd, "what", f->div_what ? json_string(f->div_what) : json_null(), &oom);
             json_t *v = json_object_get(f->result, "detail");
             cli_jset(fd, "detail", json_incref(v ? v : json_null()), &oom);
             v = json_object_get(f->result, "first_tensor");

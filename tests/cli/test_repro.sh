@@ -187,7 +187,7 @@ python3 - <<'PY' || fail "repro --json: one step in every line"
 import json
 d = json.load(open("out.txt"))
 f = d["first_divergence"]
-assert f["step"] == 2 and f["lines"][0].startswith("first differing step: 2 ("), f
+assert f["step"] == 2 and f["what"] == "tensor" and f["lines"][0].startswith("first differing step: 2 ("), f
 assert f["next"] == "next: localise with an op trace: detcheck repro --trace ops --env SEED=1,2 -- python3 rec.py", f
 assert f["magnitudes"] is None, f
 PY
@@ -203,6 +203,14 @@ expect_grep '^not reproducible: run 2 differs from run 1 at step 0 ' out.txt
 ok
 expect_grep '^what both runs recorded first differs at step 2 (a recorded tensor; ' out.txt
 expect_no_grep '^first differing step' out.txt
+expect_exit 1 env VARY_ON=SEED STATE_RUN=2 LOSS_RUN=2 LOSS_FROM=3 $DETCHECK repro --json --workdir p5t --env SEED=1,2 -- python3 rec.py
+python3 - <<'PY' || fail "repro --json: repro's own first difference"
+import json
+f = json.load(open("out.txt"))["first_divergence"]
+assert f["step"] == 0 and f["what"] == "recorded_state", f
+assert f["lines"][0].startswith("state entries recorded in run 2 only: 1, "), f
+PY
+ok
 # a run that records fewer steps is not the same run
 cat > short.sh <<'SH'
 case $DETCHECK_RECORD in *run_2) export STEPS=4 ;; esac
