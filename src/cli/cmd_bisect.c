@@ -577,10 +577,10 @@ traj_out:
         }
         free(flags);
     }
-    /* what would localise further (recorded runs: train's runs have their
-     * replay); the last line of the verdict */
+    /* what would localise further (recorded runs: train's runs, with
+     * checkpoints, have their replay); the last line of the verdict */
     char next_option[64];
-    next = found && !replay[0] ? cli_trace_next_line(&trf, runs) : strdup("");
+    next = found && !replay[0] && !nc[0] && !nc[1] ? cli_trace_next_line(&trf, runs) : strdup("");
     if (!next) {
         rc = cli_fail(CMD, dck_oom(NULL));
         goto out;
@@ -719,10 +719,10 @@ traj_out:
         /* the traced event's line, whole (its names have no bound) */
         const char *event_sep = trf.found ? "; " : "", *event = trf.found ? trf.line : "";
         const char *unseen_sep = trf.unseen ? "; " : "", *unseen = trf.unseen ? trf.unseen : "";
-        if (next[0]) cli_report_property(&rep, "next", next);
         cli_report_property(&rep, "run_a", runs[0]);
         cli_report_property(&rep, "run_b", runs[1]);
         if (replay[0]) cli_report_property(&rep, "replay", replay);
+        if (next[0]) cli_report_property(&rep, "next", next);
         if (recf.found)
             snprintf(tensor, sizeof tensor, "; first differing tensor: step %ld, %s %s%s", recf.step,
                      dck_rec_kind_name((dck_rec_kind)recf.kind), recf.name, rec_how(&recf));
