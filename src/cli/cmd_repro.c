@@ -976,7 +976,7 @@ int cmd_repro(int argc, char **argv) {
     bool help = false;
     run_t *runs = NULL;
     int nruns = 0, rc = parse_args(argc, argv, &o, &help);
-    char work[PATH_MAX] = "", self[PATH_MAX], *cmdline = NULL, magnitudes[8192] = "";
+    char work[PATH_MAX] = "", self[PATH_MAX], *cmdline = NULL, next_text[8192] = "";
     bool temp = false, oom = false;
     if (rc) goto done;
     if (help) {
@@ -1345,8 +1345,8 @@ int cmd_repro(int argc, char **argv) {
                  first + 1, at, ndiff, nruns);
         fprintf(out, "%s\n", title);
         for (size_t k = 0; k < f->nlines; k++) fprintf(out, "%s\n", f->lines[k]);
-        next_line(&o, f, magnitudes, sizeof magnitudes);
-        if (magnitudes[0]) fprintf(out, "%s\n", cli_safe_line(magnitudes));
+        next_line(&o, f, next_text, sizeof next_text);
+        if (next_text[0]) fprintf(out, "%s\n", cli_safe_line(next_text));
         long only;
         int w = first_unpaired(runs[0].steps, (size_t)runs[0].records, f->steps, (size_t)f->records, &only);
         if (w)
@@ -1379,9 +1379,9 @@ int cmd_repro(int argc, char **argv) {
             cli_jset(fd, "event", json_incref(v ? v : json_null()), &oom);
             for (size_t k = 0; k < f->nlines; k++) cli_jappend(lines, cli_json_text(f->lines[k]), &oom);
             cli_jset(fd, "lines", lines, &oom);
-            bool is_next = !strncmp(magnitudes, "next: ", 6);
-            cli_jset(fd, "magnitudes", magnitudes[0] && !is_next ? cli_json_text(magnitudes) : json_null(), &oom);
-            cli_jset(fd, "next", magnitudes[0] ? cli_json_text(magnitudes) : json_null(), &oom);
+            bool is_next = !strncmp(next_text, "next: ", 6);
+            cli_jset(fd, "magnitudes", next_text[0] && !is_next ? cli_json_text(next_text) : json_null(), &oom);
+            cli_jset(fd, "next", next_text[0] ? cli_json_text(next_text) : json_null(), &oom);
         }
         cli_jset(doc, "first_divergence", fd, &oom);
     }
@@ -1394,7 +1394,7 @@ int cmd_repro(int argc, char **argv) {
     if (cli_report_wanted(&o.rep)) {
         char msg[4096], nm[32], detail[4096];
         cli_report_property(&o.rep, "trace", o.trace);
-        if (ndiff && magnitudes[0]) cli_report_property(&o.rep, "next", magnitudes);
+        if (ndiff && next_text[0]) cli_report_property(&o.rep, "next", next_text);
         if (o.vary >= 0) cli_report_property(&o.rep, "vary", factors[o.vary].name);
         if (o.env_arg) cli_report_property(&o.rep, "env", o.env_arg);
         for (int i = 0; i < nruns; i++) {
