@@ -134,6 +134,102 @@ def test_magnitudes_from_the_dump(tmp_path):
     assert bad.returncode == 2 and "--dump-step with --trace none" in bad.stderr, show(bad)
 
 
+# A two-layer MLP whose fc2 weight gradient sums its chunks in an order an
+# --env variable flips (issue 31): the runs part at step 1 in a gradient,
+# which no module's inputs or outputs show; the module trace first differs
+# at step 2 (fc2's updated weight), after the runs already parted.
+GRADPLANT_SCRIPT = """
+import os, torch, detcheck
+torch.manual_seed(0)
+LOSS_REV = os.environ.get("DEMO_ORDER") == "reverse"
+REV = LOSS_REV and os.environ.get("DEMO_LOSS") != "outside"
+class LinFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, b):
+        ctx.save_for_backward(x, w)
+        return x @ w.t() + b
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        parts = [g[i:i + 7].t() @ x[i:i + 7] for i in range(0, g.shape[0], 7)]
+        if REV:
+            parts.reverse()
+        gw = parts[0]
+        for p in parts[1:]:
+            gw = gw + p
+        return g @ w, gw, g.sum(0)
+class Lin(torch.nn.Linear):
+    def forward(s, x):
+        return LinFn.apply(x, s.weight, s.bias)
+class Net(torch.nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.fc1, s.fc2 = torch.nn.Linear(29, 41), Lin(41, 13)
+    def forward(s, x):
+        return s.fc2(torch.tanh(s.fc1(x)))
+m = Net()
+opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+rec = detcheck.autorecord(m, opt)
+g = torch.Generator().manual_seed(3)
+for step in range(3):
+    x, y = torch.randn(101, 29, generator=g), torch.randn(101, 13, generator=g)
+    loss = ((m(x) - y) ** 2).mean()
+    if os.environ.get("DEMO_LOSS") == "outside":
+        # a loss term computed outside the model, its sum order flipped
+        v = y.flatten()
+        t = [v[i:i + 97].sum() for i in range(0, v.numel(), 97)]
+        if LOSS_REV:
+            t.reverse()
+        extra = t[0]
+        for u in t[1:]:
+            extra = extra + u
+        loss = loss + 1e-3 * extra
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    rec.loss(loss)
+"""
+
+
+def test_gradient_the_module_trace_cannot_see(tmp_path):
+    """The first difference is a parameter gradient: no module is named the
+    culprit (its later difference is context), the verdict says what the
+    module trace cannot see and ends with the repro command that traces ops."""
+    script = tmp_path / "gradplant.py"
+    script.write_text(GRADPLANT_SCRIPT)
+    r = repro(tmp_path, "--env", "DEMO_ORDER=forward,reverse", cmd=[sys.executable, script])
+    assert r.returncode == 1, show(r)
+    out = r.stdout.splitlines()
+    assert out[0] == "not reproducible: run 2 differs from run 1 at step 1 (1 of 2 runs differ from run 1)", show(r)
+    assert "first differing tensor: step 1, gradient fc2.weight" in out, show(r)
+    assert "the module trace cannot see parameter gradients or the optimizer update: the first difference is " \
+        "gradient fc2.weight at step 1" in out, show(r)
+    assert "(culprit)" not in r.stdout, show(r)
+    assert any(l.startswith("first trace difference, at step 2, comes after the first differing step 1 (context, "
+                            "not a culprit): forward, fc2 (call 0)") for l in out), show(r)
+    nxt = [l for l in out if l.startswith("next: ")]
+    want = "next: localise with an op trace: detcheck repro --trace ops --env DEMO_ORDER=forward,reverse " \
+        "--timeout %d -- " % RUN_TIMEOUT
+    assert len(nxt) == 1 and nxt[0].startswith(want) and nxt[0].endswith("gradplant.py"), show(r)
+
+
+def test_loss_outside_the_model_has_a_next_step(tmp_path):
+    """Only a loss term outside the model differs: the module trace finds
+    nothing, and the verdict still ends with the command that localises it."""
+    script = tmp_path / "gradplant.py"
+    script.write_text(GRADPLANT_SCRIPT)
+    r = repro(tmp_path, "--env", "DEMO_ORDER=forward,reverse", cmd=[sys.executable, script],
+              env={"DEMO_LOSS": "outside"})
+    assert r.returncode == 1, show(r)
+    out = r.stdout.splitlines()
+    m = re.match(r"^not reproducible: run 2 differs from run 1 at step (\d+) ", out[0])
+    assert m, show(r)
+    assert out[1].startswith("first differing step: %s (loss_bits " % m.group(1)), show(r)
+    assert not any(l.startswith("first differing module") for l in out), show(r)
+    nxt = [l for l in out if l.startswith("next: ")]
+    assert len(nxt) == 1 and nxt[0].startswith("next: localise with an op trace: detcheck repro --trace ops "), show(r)
+
+
 THREADS_SCRIPT = '''
 import torch, detcheck
 torch.manual_seed(0)

@@ -2,6 +2,7 @@
  * user form of resume-check: the first differing event, its lines, JSON
  * and report case. */
 #include "cli_trace.h"
+#include "train/train_record.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -24,7 +25,9 @@ void cli_trace_release(cli_trace_first *f) {
     free(f->line);
     free(f->safe_line);
     free(f->magnitudes);
-    f->line = f->safe_line = f->magnitudes = NULL;
+    free(f->unseen);
+    free(f->safe_unseen);
+    f->line = f->safe_line = f->magnitudes = f->unseen = f->safe_unseen = NULL;
 }
 
 static const char *same_name(const char *s) { return s; }
@@ -158,6 +161,121 @@ out:
     return rc;
 }
 
+/* Whether both runs traced step. */
+static bool traced_in_both(const cli_trace_first *f, long step) {
+    for (int k = 0; k < 2; k++) {
+        const dck_trace *t = &f->t[k];
+        bool in = false;
+        for (size_t i = 0; i < t->nsteps && !in; i++) in = t->steps[i].step == step;
+        if (!in) return false;
+    }
+    return true;
+}
+
+/* A later trace difference, as context: what differs there, without the
+ * culprit's words (the runs already differed at f->bound, so equal inputs
+ * of the event say nothing about where the difference came from). */
+static char *context_line(const cli_trace_first *f, const char *(*name)(const char *)) {
+    const dck_trace_diff *d = &f->d;
+    const dck_trace *t = &f->t[0];
+    const dck_trace_event *e = d->a;
+    char *what;
+    if (d->how == DCK_TRACE_EXECUTION) what = trace_line(f, name);
+    else if (e->kind == DCK_TRACE_OP)
+        what = strf("%s, %s (%s, call %u), output %d differs", dck_trace_phase_name(e->phase), name(t->names[e->module]),
+                    name(t->names[e->op]), e->call, d->output);
+    else
+        what = strf("%s, %s (call %u), output %d differs", dck_trace_phase_name(e->phase), name(t->names[e->module]),
+                    e->call, d->output);
+    char *line = what ? strf("first trace difference, at step %ld, comes after the first differing step %ld "
+                             "(context, not a culprit): %s",
+                             d->step, f->bound, what)
+                      : NULL;
+    free(what);
+    return line;
+}
+
+/* "the module trace cannot see ...": the tensor kinds a trace does not
+ * digest (a module's gradients flowing in and out are traced, a parameter's
+ * gradient, the update and the optimizer's state are not). */
+static char *unseen_line(const cli_trace_first *f, int kind, const char *tensor, const char *(*name)(const char *)) {
+    const char *k = dck_rec_kind_name((dck_rec_kind)kind);
+    if (f->ops)
+        return strf("the op trace shows no difference at step %ld, where the first difference is %s %s", f->bound, k,
+                    name(tensor));
+    return strf("the module trace cannot see parameter gradients or the optimizer update: the first difference is "
+                "%s %s at step %ld",
+                k, name(tensor), f->bound);
+}
+
+int cli_trace_judge(const char *cmd, cli_trace_first *f, long step, int kind, const char *name) {
+    f->bound = step;
+    f->late = f->found && step >= 0 && f->d.step > step;
+    f->ops = false;
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < f->t[k].nevents && !f->ops; i++) f->ops = f->t[k].events[i].kind == DCK_TRACE_OP;
+    bool blind = kind == DCK_REC_GRADIENT || kind == DCK_REC_PARAMETER || kind == DCK_REC_OPTIMIZER;
+    if (blind && step >= 0 && name && f->both && (!f->found || f->late) && traced_in_both(f, step)) {
+        f->unseen = unseen_line(f, kind, name, same_name);
+        f->safe_unseen = unseen_line(f, kind, name, cli_safe);
+        if (!f->unseen || !f->safe_unseen) return cli_fail(cmd, dck_oom(NULL));
+    }
+    if (f->late) {
+        char *l = context_line(f, same_name), *sl = context_line(f, cli_safe), *m = strf("%s", "");
+        if (!l || !sl || !m) {
+            free(l);
+            free(sl);
+            free(m);
+            return cli_fail(cmd, dck_oom(NULL));
+        }
+        free(f->line);
+        free(f->safe_line);
+        free(f->magnitudes);
+        f->line = l;
+        f->safe_line = sl;
+        f->magnitudes = m;
+    }
+    /* a culprit named: its magnitudes are the next step; an execution
+     * difference in a module: its ops; nothing found where the runs part,
+     * or only later: an op trace, else the dump of the first differing step */
+    f->next = CLI_NEXT_NONE;
+    f->next_step = step;
+    if (f->found && !f->late)
+        f->next = f->d.how == DCK_TRACE_OUTPUT || f->ops ? CLI_NEXT_NONE : CLI_NEXT_TRACE_OPS;
+    else if (!f->ops)
+        f->next = CLI_NEXT_TRACE_OPS;
+    else if (step >= 0)
+        f->next = CLI_NEXT_DUMP_STEP;
+    return 0;
+}
+
+const char *cli_trace_next_option(const cli_trace_first *f, char *buf, size_t n) {
+    if (f->next == CLI_NEXT_TRACE_OPS) snprintf(buf, n, "--trace ops");
+    else if (f->next == CLI_NEXT_DUMP_STEP) snprintf(buf, n, "--dump-step %ld", f->next_step);
+    else if (n) buf[0] = 0;
+    return buf;
+}
+
+char *cli_trace_next_line(const cli_trace_first *f, const char *const runs[2]) {
+    if (f->next == CLI_NEXT_TRACE_OPS)
+        return strf("%s", "next: localise with an op trace: rerun both runs with DETCHECK_TRACE=ops (detcheck repro "
+                          "--trace ops -- CMD runs and compares them), then bisect them again");
+    if (f->next != CLI_NEXT_DUMP_STEP) return strf("%s", "");
+    char *w[2], *line = NULL;
+    for (int k = 0; k < 2; k++) {
+        char *p = strf("%s/dump_step_%ld/trace.safetensors", runs[k], f->next_step);
+        w[k] = p ? cli_shell_join(&p, 1) : NULL;
+        free(p);
+    }
+    if (w[0] && w[1])
+        line = strf("next: magnitudes of step %ld's traced outputs: rerun both runs with DETCHECK_DUMP_STEP=%ld "
+                    "(detcheck repro --dump-step %ld --trace ops -- CMD), then: detcheck diff %s %s",
+                    f->next_step, f->next_step, f->next_step, w[0], w[1]);
+    free(w[0]);
+    free(w[1]);
+    return line;
+}
+
 static json_t *trace_event_json(const dck_trace *t, const dck_trace_event *e, bool *oom) {
     if (!e) return json_null();
     json_t *o = json_object();
@@ -170,9 +288,11 @@ static json_t *trace_event_json(const dck_trace *t, const dck_trace_event *e, bo
 }
 
 /* "first_event": {step, event, phase, kind, module, op, call, output,
- * input, culprit, how, tensor, magnitudes, run_b}; phase..call are run A's
- * event (null when its step ended: how "execution"), run_b run B's event
- * for how "execution" (else null). */
+ * input, culprit, how, tensor, magnitudes, run_b, context}; phase..call
+ * are run A's event (null when its step ended: how "execution"), run_b run
+ * B's event for how "execution" (else null); context true when the event
+ * comes after the first differing step of the recordings (cli_trace_judge:
+ * culprit false then, whatever its inputs). */
 json_t *cli_trace_json(const cli_trace_first *f, bool *oom) {
     if (!f->found) return json_null();
     const dck_trace_diff *d = &f->d;
@@ -189,17 +309,19 @@ json_t *cli_trace_json(const cli_trace_first *f, bool *oom) {
     json_decref(a);
     cli_jset(o, "output", out ? json_integer(d->output) : json_null(), oom);
     cli_jset(o, "input", out && d->input >= 0 ? json_integer(d->input) : json_null(), oom);
-    cli_jset(o, "culprit", json_boolean(out && d->input < 0), oom);
+    cli_jset(o, "culprit", json_boolean(out && d->input < 0 && !f->late), oom);
     cli_jset(o, "how", json_string(out ? "output" : "execution"), oom);
     cli_jset(o, "tensor", out ? json_string(f->tensor) : json_null(), oom);
-    cli_jset(o, "magnitudes", out ? cli_json_text(f->magnitudes) : json_null(), oom);
+    cli_jset(o, "magnitudes", out && f->magnitudes[0] ? cli_json_text(f->magnitudes) : json_null(), oom);
     cli_jset(o, "run_b", out ? json_null() : trace_event_json(&f->t[1], d->b, oom), oom);
+    cli_jset(o, "context", json_boolean(f->late), oom);
     return o;
 }
 
 /* The report's case for the traces: failing, named after the first
  * differing event (classname CLASSNAME.step_N.PHASE, name "MODULE
- * (OP, call N)"; type culprit, inherited or execution); a pass when every
+ * (OP, call N)"; type culprit, inherited, execution, or context when it
+ * comes after the first differing step); a pass when every
  * traced step in both agrees (skipped when there is none); nothing when
  * one run only was traced (the caller names what was not compared). */
 void cli_trace_report(cli_report *rep, const char *classname, const cli_trace_first *f) {
@@ -211,8 +333,11 @@ void cli_trace_report(cli_report *rep, const char *classname, const cli_trace_fi
         snprintf(cls, sizeof cls, "%s.step_%ld.%s", classname, d->step, dck_trace_phase_name(e->phase));
         char *name = e->kind == DCK_TRACE_OP ? strf("%s (%s, call %u)", t->names[e->module], t->names[e->op], e->call)
                                              : strf("%s (call %u)", t->names[e->module], e->call);
-        const char *type = d->how == DCK_TRACE_EXECUTION ? "execution" : d->input < 0 ? "culprit" : "inherited";
-        char *text = strf("%s%s%s", f->line, f->magnitudes[0] ? "; " : "", f->magnitudes);
+        const char *type = f->late ? "context" : d->how == DCK_TRACE_EXECUTION ? "execution"
+                                               : d->input < 0                ? "culprit"
+                                                                             : "inherited";
+        char *text = strf("%s%s%s%s%s", f->unseen ? f->unseen : "", f->unseen ? "; " : "", f->line,
+                          f->magnitudes[0] ? "; " : "", f->magnitudes);
         if (name && text) cli_report_case(rep, cls, name, CLI_CASE_FAIL, type, text, NULL);
         else rep->oom = true;
         free(name);

@@ -6,6 +6,12 @@
 #include "cli_report.h"
 #include "train/train_trace.h"
 
+/* What would localise a difference further than the verdict did: nothing
+ * (the culprit is named: its magnitudes line is the next step), an op
+ * trace (the runs were traced by modules or not at all), or the dump of
+ * the first differing step's traced outputs (traced by ops already). */
+typedef enum { CLI_NEXT_NONE = 0, CLI_NEXT_TRACE_OPS, CLI_NEXT_DUMP_STEP } cli_next_kind;
+
 /* Both runs traced (trace.bin): the first traced step in both where an
  * event differs, and in it the first event in execution order. The traces
  * stay loaded until the report is written: the difference points into
@@ -22,6 +28,16 @@ typedef struct {
     char tensor[64];      /* the differing output's name in the dumps: "00014.output.0" */
     char dump[2][4096];   /* RUN/dump_step_S/trace.safetensors */
     bool dumps;           /* both dumps present */
+    /* cli_trace_judge's: the trace against what the recordings found first */
+    long bound;           /* the first step whose trajectory or recorded tensors differ, -1 */
+    bool late;            /* the trace's difference comes after bound: context, never the culprit
+                             (line and safe_line say so; magnitudes is "") */
+    bool ops;             /* traced op by op (an op event in either run) */
+    char *unseen;         /* with a tensor the trace cannot see first: "the module trace cannot
+                             see ...", whole (names as recorded), or NULL */
+    char *safe_unseen;    /* the same for a terminal */
+    cli_next_kind next;
+    long next_step;       /* CLI_NEXT_DUMP_STEP: the step to dump */
 } cli_trace_first;
 
 /* Compares runs[0]'s and runs[1]'s trace.bin when both have one (a warning
@@ -29,8 +45,25 @@ typedef struct {
  * trouble. Release f with cli_trace_release in every case. */
 int cli_trace_compare(const char *cmd, const char *const runs[2], cli_trace_first *f);
 void cli_trace_release(cli_trace_first *f);
+/* Judges f (cli_trace_compare's, found or not, traced or not) against
+ * what the recordings found first: step, the earliest step where the
+ * trajectory or a recorded tensor differs (-1: none), and kind and name,
+ * the first differing tensor at that step (kind -1: none there). A trace
+ * difference after that step is context, never the culprit (the runs
+ * already differed: a module's weights, say, that the module trace does not
+ * see); a gradient, parameter or optimizer state differing first at a step
+ * the trace saw no difference in is said so (unseen); next says what would
+ * localise further. Non-zero, with a message under cmd's name, when out
+ * of memory. */
+int cli_trace_judge(const char *cmd, cli_trace_first *f, long step, int kind, const char *name);
+/* The option of repro that does f->next ("--trace ops", "--dump-step K")
+ * into buf; "" for none. */
+const char *cli_trace_next_option(const cli_trace_first *f, char *buf, size_t n);
+/* bisect's line for f->next ("next: ..." naming what to rerun for runs),
+ * malloc'd, whole; "" for none; NULL when out of memory. */
+char *cli_trace_next_line(const cli_trace_first *f, const char *const runs[2]);
 /* "first_event": {step, event, phase, kind, module, op, call, output,
- * input, culprit, how, tensor, magnitudes, run_b}, or null. */
+ * input, culprit, how, tensor, magnitudes, run_b, context}, or null. */
 json_t *cli_trace_json(const cli_trace_first *f, bool *oom);
 /* The report's case for the traces, classname CLASSNAME[.step_N.PHASE]. */
 void cli_trace_report(cli_report *rep, const char *classname, const cli_trace_first *f);

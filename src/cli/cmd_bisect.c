@@ -34,7 +34,10 @@ static void usage(FILE *out) {
             "optimizer state; model order in each).\n"
             "With per-step traces (trace.bin) in both, the first differing module or op\n"
             "of the first differing traced step, and whether its inputs were equal\n"
-            "(the culprit) or already differed (inherited).\n"
+            "(the culprit) or already differed (inherited); a traced event after the\n"
+            "first step whose trajectory or tensors differ is context, never the\n"
+            "culprit. A recorded run's verdict ends with what would localise further\n"
+            "(next: an op trace, or the dump of the first differing step).\n"
             "What one run holds and the other lacks (steps, root digests, recorded steps\n"
             "and state entries, traced steps, trace events past a truncation,\n"
             "checkpoints) is never agreement: each is named as not compared, and the\n"
@@ -386,6 +389,7 @@ int cmd_bisect(int argc, char **argv) {
     dck_cmp_result diff;
     memset(&diff, 0, sizeof diff);
     int rc = DCK_EXIT_SAME;
+    char *next = NULL; /* what would localise further: "next: ...", or "" */
     rec_first recf;
     /* steps in one trajectory only, and root digests one run recorded at
      * a step both ran: not compared (dck_traj_compare compares a root
@@ -484,6 +488,20 @@ traj_out:
     free(tr[0]);
     free(tr[1]);
     if (rc) goto out;
+    /* one step for every line: the earliest where anything recorded
+     * differs (trajectory, tensors, trace); the trace's own difference is
+     * judged against the trajectory's and the tensors' (a culprit never
+     * comes after the runs already parted) */
+    long first = traj_diff ? step : -1;
+    if (recf.found && (first < 0 || recf.step < first)) first = recf.step;
+    bool tensor_first = recf.found && recf.step == first;
+    if (cli_trace_judge(CMD, &trf, first, tensor_first ? recf.kind : -1, tensor_first ? recf.name : NULL)) {
+        rc = DCK_EXIT_TROUBLE;
+        goto out;
+    }
+    if (trf.found && (first < 0 || trf.d.step < first)) first = trf.d.step;
+    /* what parts at it, when the trajectories part later */
+    const char *first_what = !traj_diff || step == first ? NULL : tensor_first ? "a recorded tensor" : "a traced event";
 
     /* checkpoints in both runs, ascending; those in one run only are not
      * compared */
@@ -559,6 +577,16 @@ traj_out:
         }
         free(flags);
     }
+    /* what would localise further (recorded runs: train's runs, with
+     * checkpoints, have their replay); the last line of the verdict */
+    char next_option[64];
+    next = found && !replay[0] && !nc[0] && !nc[1] ? cli_trace_next_line(&trf, runs) : strdup("");
+    if (!next) {
+        rc = cli_fail(CMD, dck_oom(NULL));
+        goto out;
+    }
+    cli_trace_next_option(&trf, next_option, sizeof next_option);
+    if (!next[0]) next_option[0] = 0;
     if (json) {
         bool oom = false;
         json_t *o = json_object(), *steps = json_array(), *tensors = json_array();
@@ -568,6 +596,15 @@ traj_out:
         cli_jset(o, "steps", steps, &oom);
         cli_jset(o, "first_step", traj_diff ? json_integer(step) : json_null(), &oom);
         cli_jset(o, "detail", traj_diff ? cli_json_text(what) : json_null(), &oom);
+        /* one step for every line: the earliest where the trajectory, a
+         * recorded tensor or a traced event differs, and which */
+        cli_jset(o, "first_differing_step", first >= 0 ? json_integer(first) : json_null(), &oom);
+        cli_jset(o, "first_differing",
+                 first < 0                          ? json_null()
+                 : traj_diff && step == first       ? json_string("trajectory")
+                 : recf.found && recf.step == first ? json_string("tensor")
+                                                    : json_string("event"),
+                 &oom);
         cli_jset(o, "checkpoints_in_both", cli_json_u64(ncommon), &oom);
         cli_jset(o, "last_agreeing_checkpoint", agree >= 0 ? json_integer(agree) : json_null(), &oom);
         cli_jset(o, "first_differing_checkpoint", differ >= 0 ? json_integer(differ) : json_null(), &oom);
@@ -601,6 +638,7 @@ traj_out:
             cli_jset(o, "traced_steps_in_both", cli_json_u64(trf.d.common), &oom);
             cli_jset(o, "traced_steps_truncated", tc, &oom);
             cli_jset(o, "first_event", cli_trace_json(&trf, &oom), &oom);
+            cli_jset(o, "trace_unseen", trf.unseen ? cli_json_text(trf.unseen) : json_null(), &oom);
         }
         /* what one run holds and the other lacks: "identical" is false
          * when any is here, unless --allow-partial accepted them */
@@ -619,6 +657,8 @@ traj_out:
         }
         cli_jset(o, "not_compared", nc_, &oom);
         cli_jset(o, "partial_accepted", json_boolean(g.n && accepted), &oom);
+        cli_jset(o, "next", next[0] ? cli_json_text(next) : json_null(), &oom);
+        cli_jset(o, "next_option", next_option[0] ? json_string(next_option) : json_null(), &oom);
         dck_status s = cli_json_print(o, CLI_JSON_COMPACT, oom);
         if (s) {
             rc = cli_fail(CMD, s);
@@ -635,8 +675,11 @@ traj_out:
         printf("\n");
         for (size_t i = 0; i < g.n; i++) printf("not compared: %s\n", cli_safe(gap_line(&g.v[i])));
     } else {
-        if (traj_diff)
+        if (traj_diff && !first_what)
             printf("first differing step: %ld (%s)\n", step, cli_safe_line(what));
+        else if (traj_diff)
+            printf("first differing step: %ld (%s; the trajectories part at step %ld: %s)\n", first, first_what, step,
+                   cli_safe_line(what));
         else if (differ >= 0)
             printf("trajectories agree; the checkpoints do not\n");
         else if (recf.found)
@@ -644,6 +687,7 @@ traj_out:
         else
             printf("trajectories agree; the traced steps do not\n");
         if (recf.found) rec_print(&recf);
+        if (trf.unseen) printf("%s\n", trf.safe_unseen);
         if (trf.found) printf("%s\n", trf.safe_line);
         if (!cli_quiet) {
             if (trf.found && trf.magnitudes[0]) printf("%s\n", cli_safe_line(trf.magnitudes));
@@ -664,6 +708,7 @@ traj_out:
             }
             if (replay[0]) printf("replay: %s\n", cli_safe_line(replay));
             for (size_t i = 0; i < g.n; i++) printf("not compared: %s\n", cli_safe(gap_line(&g.v[i])));
+            if (next[0]) printf("%s\n", cli_safe_line(next));
         }
     }
     if (cli_report_wanted(&rep)) {
@@ -673,9 +718,11 @@ traj_out:
         char msg[1200], pre[64], tensor[DCK_REC_NAME_MAX + 256] = "";
         /* the traced event's line, whole (its names have no bound) */
         const char *event_sep = trf.found ? "; " : "", *event = trf.found ? trf.line : "";
+        const char *unseen_sep = trf.unseen ? "; " : "", *unseen = trf.unseen ? trf.unseen : "";
         cli_report_property(&rep, "run_a", runs[0]);
         cli_report_property(&rep, "run_b", runs[1]);
         if (replay[0]) cli_report_property(&rep, "replay", replay);
+        if (next[0]) cli_report_property(&rep, "next", next);
         if (recf.found)
             snprintf(tensor, sizeof tensor, "; first differing tensor: step %ld, %s %s%s", recf.step,
                      dck_rec_kind_name((dck_rec_kind)recf.kind), recf.name, rec_how(&recf));
@@ -685,14 +732,18 @@ traj_out:
             cli_report_title(&rep, "%s; not compared: %s%s",
                              accepted ? "identical where both runs hold data (--allow-partial)" : "incomplete",
                              gap_line(&g.v[0]), g.n > 1 ? " (and more)" : "");
+        else if (traj_diff && !first_what)
+            cli_report_title(&rep, "the runs part: first differing step %ld (%s)%s%s%s%s%s", step, what, tensor,
+                             unseen_sep, unseen, event_sep, event);
         else if (traj_diff)
-            cli_report_title(&rep, "the runs part: first differing step %ld (%s)%s%s%s", step, what, tensor, event_sep,
-                             event);
+            cli_report_title(&rep, "the runs part: first differing step %ld (%s; the trajectories part at step %ld: %s)%s%s%s%s%s",
+                             first, first_what, step, what, tensor, unseen_sep, unseen, event_sep, event);
         else if (differ >= 0)
             cli_report_title(&rep, "trajectories agree; the checkpoints do not (first differing checkpoint: step %ld)%s%s%s",
                              differ, tensor, event_sep, event);
         else if (recf.found)
-            cli_report_title(&rep, "trajectories agree; the recorded tensors do not%s%s%s", tensor, event_sep, event);
+            cli_report_title(&rep, "trajectories agree; the recorded tensors do not%s%s%s%s%s", tensor, unseen_sep,
+                             unseen, event_sep, event);
         else
             cli_report_title(&rep, "trajectories agree; the traced steps do not%s%s", event_sep, event);
         snprintf(msg, sizeof msg, "first differing step %ld: %s", step, what);
@@ -728,6 +779,7 @@ traj_out:
     }
     rc = different ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
 out:
+    free(next);
     cli_trace_release(&trf);
     gaps_release(&g);
     free(cs[0]);

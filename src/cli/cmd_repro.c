@@ -269,6 +269,10 @@ typedef struct {
     char **lines;     /* its text lines, when different */
     size_t nlines;
     long div_step;    /* first differing step, -1 unknown */
+    const char *div_what; /* what differs there: bisect's first_differing ("trajectory", "tensor",
+                             "event") or what repro found itself (bisect's not_compared items:
+                             "recorded_steps", "traced_steps", "truncated_steps", "recorded_state",
+                             "trajectory_steps") */
 } run_t;
 
 static int cpu_count(void) {
@@ -666,6 +670,8 @@ static int compare_recordings(run_t *runs, int i, side_steps ref[NSIDES], const 
     int rc = 0;
     bool differ = false;
     long at = -1;
+    const char *at_what = NULL;
+    size_t bisect_lines = r->nlines; /* bisect's, before repro's own */
     for (int k = 0; k < NSIDES && !rc; k++) {
         if ((rc = load_side(r->dir, k, &cur[k], k == SIDE_TENSORS ? &rec : NULL))) break;
         long step;
@@ -677,7 +683,7 @@ static int compare_recordings(run_t *runs, int i, side_steps ref[NSIDES], const 
             rc = add_line(r, "%s: run 1 recorded %s, run %d %s; step %ld recorded in run %d only", sides[k].what, a,
                           i + 1, b, step, w == 1 ? 1 : i + 1);
             differ = true;
-            if (at < 0 || step < at) at = step;
+            if (at < 0 || step < at) at = step, at_what = k == SIDE_TENSORS ? "recorded_steps" : "traced_steps";
             continue;
         }
         for (size_t s = 0; k == SIDE_TRACE && s < cur[k].n && !rc; s++) {
@@ -692,7 +698,7 @@ static int compare_recordings(run_t *runs, int i, side_steps ref[NSIDES], const 
                           x->step, x->events, x->truncated ? " (truncated by the recorder)" : "", i + 1, y->events,
                           y->truncated ? " (truncated by the recorder)" : "");
             differ = true;
-            if (at < 0 || x->step < at) at = x->step;
+            if (at < 0 || x->step < at) at = x->step, at_what = "truncated_steps";
         }
     }
     if (!rc && ref[SIDE_TENSORS].n && cur[SIDE_TENSORS].n) {
@@ -710,7 +716,7 @@ static int compare_recordings(run_t *runs, int i, side_steps ref[NSIDES], const 
             rc = add_line(r, "state entries recorded in run %d only: %zu, the first %s at step %ld", k ? i + 1 : 1,
                           so.count[k], cli_safe(so.name[k]), so.step[k]);
             differ = true;
-            if (at < 0 || so.step[k] < at) at = so.step[k];
+            if (at < 0 || so.step[k] < at) at = so.step[k], at_what = "recorded_state";
         }
         if (!rc && c > 0 && r->bisect == 0) { /* bisect said otherwise: its own line is missing */
             char only[64] = "";
@@ -721,12 +727,33 @@ static int compare_recordings(run_t *runs, int i, side_steps ref[NSIDES], const 
         }
         if (c > 0) {
             differ = true;
-            if (at < 0 || step < at) at = step;
+            if (at < 0 || step < at) at = step, at_what = "tensor";
+        }
+    }
+    if (differ && !rc && r->div_step >= 0 && at >= 0 && at < r->div_step) {
+        /* repro's own finding comes first: its lines lead, and bisect's
+         * step line no longer claims to be the first (one step in every
+         * line: the header's) */
+        static const char pre[] = "first differing step: ";
+        for (size_t k = 0; k < bisect_lines && !rc; k++)
+            if (!strncmp(r->lines[k], pre, sizeof pre - 1)) {
+                char *l = NULL;
+                if (asprintf(&l, "what both runs recorded first differs at step %s", r->lines[k] + sizeof pre - 1) < 0)
+                    rc = cli_fail(CMD, dck_oom(NULL));
+                else {
+                    free(r->lines[k]);
+                    r->lines[k] = l;
+                }
+            }
+        for (size_t k = bisect_lines; k < r->nlines; k++) { /* rotate repro's lines to the front */
+            char *l = r->lines[k];
+            memmove(&r->lines[k - bisect_lines + 1], &r->lines[k - bisect_lines], bisect_lines * sizeof *r->lines);
+            r->lines[k - bisect_lines] = l;
         }
     }
     if (differ) {
         if (r->bisect == 0) r->bisect = 1;
-        if (r->div_step < 0 || (at >= 0 && at < r->div_step)) r->div_step = at;
+        if (r->div_step < 0 || (at >= 0 && at < r->div_step)) r->div_step = at, r->div_what = at_what;
     }
     for (int k = 0; k < NSIDES; k++) free(cur[k].steps);
     dck_recording_release(&rec);
@@ -807,13 +834,15 @@ static int compare_runs(const char *self, const char *work, run_t *runs, int i) 
         r->bisect = 1;
     }
     if (r->bisect == 0) return 0;
-    /* the earliest step any part names: trajectory, tensor, traced event */
-    json_t *steps[] = {json_object_get(r->result, "first_step"),
+    /* the earliest step any part names: bisect's own (trajectory, tensor,
+     * traced event), else the earliest of its parts */
+    json_t *steps[] = {json_object_get(r->result, "first_differing_step"), json_object_get(r->result, "first_step"),
                        json_object_get(json_object_get(r->result, "first_tensor"), "step"),
                        json_object_get(json_object_get(r->result, "first_event"), "step")};
-    for (size_t k = 0; k < 3; k++)
+    for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++)
         if (json_is_integer(steps[k]) && (r->div_step < 0 || json_integer_value(steps[k]) < r->div_step))
             r->div_step = (long)json_integer_value(steps[k]);
+    r->div_what = json_string_value(json_object_get(r->result, "first_differing")); /* r->result's */
     /* and its lines as bisect prints them */
     snprintf(name, sizeof name, "bisect_%d_text", i + 1);
     int rc = bisect_child(self, work, name, "-q", &runs[0], r, out, err);
@@ -876,25 +905,16 @@ static double median(double *v, size_t n) {
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* How to see the magnitudes of the first differing event of run f: the
- * `detcheck diff` of the two dumps when the runs dumped that step (bisect's
- * own line), else the repro command that dumps it: the same options, the
- * same command, --dump-step STEP. "" when no traced event differs. */
-static void magnitudes_line(const repro_opts *o, const run_t *f, char *buf, size_t n) {
-    json_t *ev = json_object_get(f->result, "first_event");
-    json_t *step = json_object_get(ev, "step");
-    const char *m = json_string_value(json_object_get(ev, "magnitudes"));
-    buf[0] = 0;
-    if (!json_is_object(ev) || !json_is_integer(step)) return;
-    if (m && !strncmp(m, "dumps present:", 14)) {
-        snprintf(buf, n, "magnitudes: %s", m + 14 + (m[14] == ' '));
-        return;
-    }
+/* This repro's command line again with option first in front (the same
+ * options, --trace ops replacing the run's own --trace), malloc'd; NULL
+ * when out of memory. */
+static char *rerun_command(const repro_opts *o, const char *first) {
     char opts[1024] = "", *cmd = cli_shell_join(o->cmd, o->ncmd);
     size_t at = 0;
+    bool traces = !strncmp(first, "--trace ", 8);
 #define OPT(...) (at += (size_t)snprintf(opts + at, at < sizeof opts ? sizeof opts - at : 0, __VA_ARGS__))
     if (!o->env_arg && o->n != 2) OPT(" -n %ld", o->n);
-    if (strcmp(o->trace, "modules")) OPT(" --trace %s", o->trace);
+    if (strcmp(o->trace, "modules") && !traces) OPT(" --trace %s", o->trace);
     if (o->vary >= 0) OPT(" --vary %s", factors[o->vary].name);
     if (o->env_arg) {
         char *e = cli_shell_join((char *const *)&o->env_arg, 1);
@@ -903,10 +923,43 @@ static void magnitudes_line(const repro_opts *o, const run_t *f, char *buf, size
     }
     if (o->timeout > 0) OPT(" --timeout %g", o->timeout);
 #undef OPT
-    snprintf(buf, n,
-             "magnitudes: rerun with every run dumping step %lld's outputs, for detcheck diff's max ULP and "
-             "rel L2: detcheck repro --dump-step %lld%s -- %s",
-             (long long)json_integer_value(step), (long long)json_integer_value(step), opts, cmd ? cmd : "CMD");
+    char *line = NULL;
+    if (!cmd || asprintf(&line, "detcheck repro %s%s -- %s", first, opts, cmd) < 0) line = NULL;
+    free(cmd);
+    return line;
+}
+
+/* The verdict's last line: what would localise the first divergence (run
+ * f) further. A culprit's magnitudes: the `detcheck diff` of the two dumps
+ * when the runs dumped that step (bisect's own line), else the repro
+ * command that dumps it (--dump-step STEP). Where the trace named no
+ * culprit at the first differing step (bisect's next_option): the repro
+ * command with an op trace, or, traced by ops already, the dump of that
+ * step. "" when bisect names neither. */
+static void next_line(const repro_opts *o, const run_t *f, char *buf, size_t n) {
+    json_t *ev = json_object_get(f->result, "first_event");
+    json_t *step = json_object_get(ev, "step");
+    const char *m = json_string_value(json_object_get(ev, "magnitudes"));
+    const char *next = json_string_value(json_object_get(f->result, "next_option"));
+    char first[64], *cmd = NULL;
+    buf[0] = 0;
+    if (next && !strcmp(next, "--trace ops")) {
+        if ((cmd = rerun_command(o, next))) snprintf(buf, n, "next: localise with an op trace: %s", cmd);
+    } else if (next && !strncmp(next, "--dump-step ", 12)) {
+        if ((cmd = rerun_command(o, next)))
+            snprintf(buf, n, "next: magnitudes of step %s's traced outputs, for detcheck diff's max ULP and rel L2: %s",
+                     next + 12, cmd);
+    } else if (!json_is_object(ev) || !json_is_integer(step) || !m) {
+        return;
+    } else if (!strncmp(m, "dumps present:", 14)) {
+        snprintf(buf, n, "magnitudes: %s", m + 14 + (m[14] == ' '));
+    } else {
+        snprintf(first, sizeof first, "--dump-step %lld", (long long)json_integer_value(step));
+        if ((cmd = rerun_command(o, first)))
+            snprintf(buf, n, "magnitudes: rerun with every run dumping step %lld's outputs, for detcheck diff's max "
+                             "ULP and rel L2: %s",
+                     (long long)json_integer_value(step), cmd);
+    }
     free(cmd);
 }
 
@@ -923,7 +976,7 @@ int cmd_repro(int argc, char **argv) {
     bool help = false;
     run_t *runs = NULL;
     int nruns = 0, rc = parse_args(argc, argv, &o, &help);
-    char work[PATH_MAX] = "", self[PATH_MAX], *cmdline = NULL, magnitudes[8192] = "";
+    char work[PATH_MAX] = "", self[PATH_MAX], *cmdline = NULL, next_text[8192] = "";
     bool temp = false, oom = false;
     if (rc) goto done;
     if (help) {
@@ -1172,15 +1225,30 @@ int cmd_repro(int argc, char **argv) {
                 for (int k = 0; k < 2; k++)
                     fprintf(out, "  %s median %.4g s/step, spread %.4g..%.4g s (per-run medians of %zu runs)\n",
                             label[k], m[k], lo[k], hi[k], nside[k]);
-                fprintf(out, "  ratio spread: %.2fx..%.2fx (slowest deterministic run / fastest non-deterministic, "
-                             "and fastest / slowest)\n", rlo, rhi);
                 if (tmin == tmax)
                     fprintf(out, "  clock: wall (step_time_s as the recorder measured it); %zu steps timed per run, "
                                  "the first step of each run skipped (warm-up)\n", tmin);
                 else
                     fprintf(out, "  clock: wall (step_time_s as the recorder measured it); %zu..%zu steps timed per "
                                  "run, the first step of each run skipped (warm-up)\n", tmin, tmax);
-                report_settings(runs, nruns, out, doc, &oom, summary, sizeof summary);
+                /* the settings once, in the document and the reports (they
+                 * differ between the two sides by design); on the terminal
+                 * only what the deterministic runs still left off */
+                report_settings(runs, nruns, devnull ? devnull : out, doc, &oom, summary, sizeof summary);
+                char off[1024], first_off[1024] = "";
+                bool same = true;
+                for (int i = 0; i < nruns; i += 2) {
+                    settings_off(runs[i].settings, off, sizeof off, NULL, &oom);
+                    if (i == 0) snprintf(first_off, sizeof first_off, "%s", off);
+                    else if (strcmp(off, first_off)) same = false;
+                }
+                if (!same)
+                    fprintf(out, "  determinism settings off differ between the deterministic runs (every run's: "
+                                 "--json, --junit, --markdown)\n");
+                else if (first_off[0])
+                    fprintf(out, "  still off in the deterministic runs: %s (every run's settings: --json, --junit, "
+                                 "--markdown)\n", first_off);
+                if (summary[0]) cli_report_property(&o.rep, "settings", summary);
                 if (doc) {
                     json_t *t = json_object();
                     cli_jset(doc, "verdict", json_string("tax"), &oom);
@@ -1199,6 +1267,7 @@ int cmd_repro(int argc, char **argv) {
                         cli_jset(t, key[k], s, &oom);
                     }
                     cli_jset(t, "warmup_steps_skipped", json_integer(1), &oom);
+                    cli_jset(t, "settings", summary[0] ? cli_json_text(summary) : json_null(), &oom);
                     cli_jset(doc, "tax", t, &oom);
                     json_t *rs = json_array();
                     for (int i = 0; i < nruns; i++) cli_jappend(rs, run_json(&runs[i], i, true, med[i], &oom), &oom);
@@ -1239,7 +1308,7 @@ int cmd_repro(int argc, char **argv) {
         run_t *r = &runs[i];
         long only;
         bool steps_differ = first_unpaired(runs[0].steps, (size_t)runs[0].records, r->steps, (size_t)r->records, &only);
-        if (steps_differ && (r->div_step < 0 || only < r->div_step)) r->div_step = only;
+        if (steps_differ && (r->div_step < 0 || only < r->div_step)) r->div_step = only, r->div_what = "trajectory_steps";
         if (r->bisect == 1 || steps_differ) {
             if (r->bisect == 0) r->bisect = 1; /* fewer or more steps: not the same run */
             ndiff++;
@@ -1276,8 +1345,8 @@ int cmd_repro(int argc, char **argv) {
                  first + 1, at, ndiff, nruns);
         fprintf(out, "%s\n", title);
         for (size_t k = 0; k < f->nlines; k++) fprintf(out, "%s\n", f->lines[k]);
-        magnitudes_line(&o, f, magnitudes, sizeof magnitudes);
-        if (magnitudes[0]) fprintf(out, "%s\n", cli_safe_line(magnitudes));
+        next_line(&o, f, next_text, sizeof next_text);
+        if (next_text[0]) fprintf(out, "%s\n", cli_safe_line(next_text));
         long only;
         int w = first_unpaired(runs[0].steps, (size_t)runs[0].records, f->steps, (size_t)f->records, &only);
         if (w)
@@ -1301,6 +1370,7 @@ int cmd_repro(int argc, char **argv) {
             fd = json_object();
             cli_jset(fd, "run", json_integer(first + 1), &oom);
             cli_jset(fd, "step", f->div_step >= 0 ? json_integer(f->div_step) : json_null(), &oom);
+            cli_jset(fd, "what", f->div_what ? json_string(f->div_what) : json_null(), &oom);
             json_t *v = json_object_get(f->result, "detail");
             cli_jset(fd, "detail", json_incref(v ? v : json_null()), &oom);
             v = json_object_get(f->result, "first_tensor");
@@ -1309,7 +1379,9 @@ int cmd_repro(int argc, char **argv) {
             cli_jset(fd, "event", json_incref(v ? v : json_null()), &oom);
             for (size_t k = 0; k < f->nlines; k++) cli_jappend(lines, cli_json_text(f->lines[k]), &oom);
             cli_jset(fd, "lines", lines, &oom);
-            cli_jset(fd, "magnitudes", magnitudes[0] ? cli_json_text(magnitudes) : json_null(), &oom);
+            bool is_next = !strncmp(next_text, "next: ", 6);
+            cli_jset(fd, "magnitudes", next_text[0] && !is_next ? cli_json_text(next_text) : json_null(), &oom);
+            cli_jset(fd, "next", next_text[0] ? cli_json_text(next_text) : json_null(), &oom);
         }
         cli_jset(doc, "first_divergence", fd, &oom);
     }
@@ -1322,6 +1394,7 @@ int cmd_repro(int argc, char **argv) {
     if (cli_report_wanted(&o.rep)) {
         char msg[4096], nm[32], detail[4096];
         cli_report_property(&o.rep, "trace", o.trace);
+        if (ndiff && next_text[0]) cli_report_property(&o.rep, "next", next_text);
         if (o.vary >= 0) cli_report_property(&o.rep, "vary", factors[o.vary].name);
         if (o.env_arg) cli_report_property(&o.rep, "env", o.env_arg);
         for (int i = 0; i < nruns; i++) {

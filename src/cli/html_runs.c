@@ -774,6 +774,36 @@ out:
 
 /* ------------------------------------------------------------------ where the runs part */
 
+/* repro's own first differences besides bisect's (one step in every line,
+ * the page's too): tensor digests of a step, or a state entry at a step
+ * both recorded, that one run recorded and the other did not. Runs of
+ * repro start alike, so these are differences (resume-check's resumed run
+ * records its start.* entries at another step by design). */
+static void lstep_take(fig *F, long step, const char *what, int k) {
+    if (step < 0 || (F->lstep >= 0 && F->lstep <= step)) return;
+    F->lstep = step;
+    snprintf(F->lwhat, sizeof F->lwhat, "%s recorded in run %s only", what, k ? "B" : "A");
+}
+
+static void rec_unpaired(fig *F) {
+    const run_data *r = F->r;
+    if (!r[0].has_rec && !r[1].has_rec) return;
+    for (size_t i = 0, j = 0; i < r[0].rec.nsteps || j < r[1].rec.nsteps;) {
+        long a = i < r[0].rec.nsteps ? r[0].rec.steps[i].step : LONG_MAX;
+        long b = j < r[1].rec.nsteps ? r[1].rec.steps[j].step : LONG_MAX;
+        if (a != b) {
+            lstep_take(F, a < b ? a : b, "tensor digests", a < b ? 0 : 1);
+            break;
+        }
+        i++, j++;
+    }
+    dck_rec_state_only u;
+    if (both_rec(F) && dck_recording_state_only(&r[0].rec, &r[1].rec, &u)) F->oom = true;
+    else if (both_rec(F))
+        for (int k = 0; k < 2; k++)
+            if (u.count[k]) lstep_take(F, u.step[k], "a state entry", k);
+}
+
 /* Each part's first difference, as the commands find them (dck_traj_compare,
  * dck_recording_compare, dck_trace_compare; the checkpoints in
  * build_ckpt); and for repro and resume-check a step one run recorded and
@@ -801,12 +831,19 @@ static void find_parts(fig *F) {
             snprintf(F->lwhat, sizeof F->lwhat, "recorded in run %s only", p->a ? "A" : "B");
         }
     }
+    if (!strcmp(F->cmd, "repro")) rec_unpaired(F);
 }
 
 static void take_first(fig *F) {
     long v[] = {F->tstep, F->rstep, F->cstep, F->estep, F->lstep};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         if (v[i] >= 0 && (F->first < 0 || v[i] < F->first)) F->first = v[i];
+}
+
+/* The first step whose trajectory or recorded tensors differ: a traced
+ * event after it is context, never the culprit (cli_trace_judge). */
+static long rec_bound(const fig *F) {
+    return F->tstep >= 0 && (F->rstep < 0 || F->tstep < F->rstep) ? F->tstep : F->rstep;
 }
 
 static void put_name(FILE *f, const char *s, size_t cut) {
@@ -837,6 +874,10 @@ static void put_event(FILE *f, const fig *F, size_t cut) {
 static void put_first(FILE *f, const fig *F, size_t cut) {
     long S = F->first;
     fprintf(f, "first difference: step %ld", S);
+    if (F->lstep == S && F->tstep != S && F->rstep != S && F->cstep != S && F->estep != S) {
+        fputs(", ", f); /* what the header's step names comes first */
+        cli_html_text(f, F->lwhat);
+    }
     if (F->rstep >= 0) {
         fputs(", tensor ", f);
         put_name(f, F->rname, cut);
@@ -854,10 +895,7 @@ static void put_first(FILE *f, const fig *F, size_t cut) {
         fputs(", ", f);
         put_event(f, F, cut);
         if (F->estep != S) fprintf(f, " at step %ld", F->estep);
-    }
-    if (F->lstep == S && F->tstep != S && F->rstep != S && F->cstep != S && F->estep != S) {
-        fputs(", ", f);
-        cli_html_text(f, F->lwhat);
+        if (rec_bound(F) >= 0 && F->estep > rec_bound(F)) fputs(" (context, not a culprit)", f);
     }
 }
 
@@ -869,7 +907,10 @@ static void put_event_line(FILE *f, const fig *F) {
     if (d->how == DCK_TRACE_OUTPUT && d->a) {
         put_event(f, F, 0);
         fprintf(f, ", call %u: output %d differs; ", d->a->call, d->output);
-        if (d->input < 0) fputs("its inputs are equal: this event is the culprit", f);
+        long bound = rec_bound(F);
+        if (bound >= 0 && d->step > bound)
+            fprintf(f, "the runs already differ at step %ld: context, not a culprit", bound);
+        else if (d->input < 0) fputs("its inputs are equal: this event is the culprit", f);
         else fprintf(f, "its input %d already differed (inherited)", d->input);
         return;
     }

@@ -1165,10 +1165,11 @@ static void run_paths(urun *r, const char *work, const char *name, const char *c
 /* One stop point: the stop run, its checks, the resume run, the verdict. */
 /* With --trace: the uninterrupted run's and the resumed run's traces over
  * the steps both traced (the resumed ones), as bisect compares them: the
- * first differing module or op, into s->trace and s->event; the first
- * step of lo..hi traced in one run only into g. Non-zero on trouble. */
-static int compare_traces(const urun *full, const urun *res, long lo, long hi, ustop *s, long *step, gap *g,
-                          verdict *v) {
+ * first differing module or op, into s->trace and s->event (after p, where
+ * the recordings part, context and never the culprit); the first step of
+ * lo..hi traced in one run only into g. Non-zero on trouble. */
+static int compare_traces(const urun *full, const urun *res, long lo, long hi, const parting *p, ustop *s, long *step,
+                          gap *g, verdict *v) {
     cli_trace_first *tf = calloc(1, sizeof *tf);
     *step = -1;
     if (!tf) {
@@ -1178,6 +1179,10 @@ static int compare_traces(const urun *full, const urun *res, long lo, long hi, u
     }
     const char *runs[2] = {full->dir, res->dir}, *roles[2] = {"the uninterrupted run", "the resumed run"};
     int rc = cli_trace_compare(CMD, runs, tf);
+    if (!rc && cli_trace_judge(CMD, tf, p->step, p->rstep == p->step ? p->kind : -1, p->name)) {
+        trouble(v, NULL, "out of memory comparing the traces");
+        rc = -1;
+    }
     bool in_a = false;
     long d = -1;
     /* --trace asked for the traces of every resumed step: a run without
@@ -1371,7 +1376,7 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
     long hi = last_recorded(full) > last_recorded(&res) ? last_recorded(full) : last_recorded(&res);
     if (first_gap(full, "the uninterrupted run", &res, "the resumed run", K + 1, hi, &g, v)) goto out;
     long tstep = -1;
-    if (strcmp(trace, "none") && compare_traces(full, &res, K + 1, hi, s, &tstep, &g, v)) goto out;
+    if (strcmp(trace, "none") && compare_traces(full, &res, K + 1, hi, &p, s, &tstep, &g, v)) goto out;
     long other = p.step >= 0 ? p.step : tstep;
     if (g.step >= 0 && (other < 0 || g.step <= other)) {
         s->result = DCK_EXIT_DIFFERENT;

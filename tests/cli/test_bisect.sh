@@ -76,11 +76,14 @@ expect_exit 1 $DETCHECK bisect --json c d
 python3 - <<'PY' || fail "bisect --json keys and types"
 import json
 d = json.load(open("out.txt"), object_pairs_hook=lambda kv: kv)
-assert [k for k, _ in d] == ["identical", "steps", "first_step", "detail", "checkpoints_in_both",
+assert [k for k, _ in d] == ["identical", "steps", "first_step", "detail", "first_differing_step",
+                             "first_differing", "checkpoints_in_both",
                              "last_agreeing_checkpoint", "first_differing_checkpoint", "tensors",
-                             "replay", "not_compared", "partial_accepted"], d
+                             "replay", "not_compared", "partial_accepted", "next", "next_option"], d
 v = dict(d)
 assert v["identical"] is False and v["steps"] == [7, 7] and v["first_step"] is None, d
+assert v["first_differing_step"] is None and v["first_differing"] is None, d
+assert v["next"] is None and v["next_option"] is None, d
 assert v["detail"] is None and v["checkpoints_in_both"] == 7, d
 assert v["last_agreeing_checkpoint"] == 3 and v["first_differing_checkpoint"] == 4, d
 assert [list(dict(t)) for t in v["tensors"]] == [["name", "kind"]], d
@@ -241,7 +244,7 @@ verdict 0 v7
 expect_grep '^identical where both runs hold data (--allow-partial): 3 and 5 steps agree bit for bit; 0 checkpoints in both agree; 4 recorded steps agree tensor by tensor$' out.txt
 expect_exit 0 $DETCHECK bisect --json --allow-partial ra r6
 expect_grep '"identical":true,' out.txt
-expect_grep '"partial_accepted":true}$' out.txt
+expect_grep '"partial_accepted":true,"next":null,"next_option":null}$' out.txt
 
 # FIFOs are refused at once, naming the file (they blocked bisect forever)
 mkrec rh

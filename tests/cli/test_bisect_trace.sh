@@ -121,7 +121,7 @@ verdict 0 v0
 expect_grep 'name="traced steps"' v0.xml
 expect_grep '4 traced steps in both agree event by event' v0.xml
 expect_exit 0 $DETCHECK bisect --json a a2
-expect_grep '"traced_steps_in_both":4,"traced_steps_truncated":\[0,0\],"first_event":null,"not_compared":\[\],"partial_accepted":false}$' out.txt
+expect_grep '"traced_steps_in_both":4,"traced_steps_truncated":\[0,0\],"first_event":null,"trace_unseen":null,"not_compared":\[\],"partial_accepted":false,"next":null,"next_option":null}$' out.txt
 
 # ---------------------------------------------------------------- a culprit in forward
 mktrace f fwd=2
@@ -147,8 +147,9 @@ v = dict(d)
 assert v["identical"] is False and v["traced_steps_in_both"] == 4, d
 e = v["first_event"]
 assert [k for k, _ in e] == ["step", "event", "phase", "kind", "module", "op", "call", "output", "input",
-                             "culprit", "how", "tensor", "magnitudes", "run_b"], e
+                             "culprit", "how", "tensor", "magnitudes", "run_b", "context"], e
 e = dict(e)
+assert e["context"] is False, e
 assert e["step"] == 2 and e["event"] == 1 and e["phase"] == "forward" and e["kind"] == "op", e
 assert e["module"] == "model.fc1" and e["op"] == "aten.add.Tensor" and e["call"] == 0, e
 assert e["output"] == 0 and e["input"] is None and e["culprit"] is True and e["how"] == "output", e
@@ -266,14 +267,146 @@ expect_exit 1 $DETCHECK bisect a s0 --junit v9.xml
 expect_grep '^not compared: traced steps 0..3 in run A only (run B traced none)$' out.txt
 expect_grep '<skipped message="no step traced in both: the traces are not compared"/>' v9.xml
 
-# ---------------------------------------------------------------- with recorded tensors and a differing trajectory
+# ---------------------------------------------------------------- a trace difference after the runs part
+# (issue 31, part 2) the trajectory parts at step 0, the trace at step 2:
+# the event is context, never the culprit (the runs already differed: a
+# module's weights, which a trace does not see as inputs); the verdict ends
+# with what would localise further (traced by ops: the dump of step 0)
 mktrace c fwd=2
 sed -i 's/"loss_bits":"3f800000"/"loss_bits":"3f800001"/' c/trajectory.jsonl
 expect_exit 1 $DETCHECK bisect a c --junit v6.xml --markdown v6.md
 expect_grep '^first differing step: 0 ' out.txt
-expect_grep '^first differing op: step 2, ' out.txt
+expect_grep '^first trace difference, at step 2, comes after the first differing step 0 (context, not a culprit): forward, model.fc1 (aten.add.Tensor, call 0), output 0 differs$' out.txt
+expect_no_grep 'output differs (culprit)' out.txt
+expect_no_grep '^magnitudes' out.txt
+expect_grep '^next: magnitudes of step 0.s traced outputs: rerun both runs with DETCHECK_DUMP_STEP=0 (detcheck repro --dump-step 0 --trace ops -- CMD), then: detcheck diff a/dump_step_0/trace.safetensors c/dump_step_0/trace.safetensors$' out.txt
+[ "$(tail -1 out.txt | cut -c1-6)" = "next: " ] || fail "the verdict does not end with its next line"; ok
 verdict 1 v6
-expect_grep '; first differing op: step 2, forward, model.fc1 \\(aten.add.Tensor, call 0\\), output 0: inputs equal, output differs \\(culprit\\)$' v6.md
+expect_grep '; first trace difference, at step 2, comes after the first differing step 0 \\(context, not a culprit\\): forward, model.fc1 \\(aten.add.Tensor, call 0\\), output 0 differs$' v6.md
+expect_grep 'type="context"' v6.xml
+expect_no_grep 'type="culprit"' v6.xml
+expect_exit 1 $DETCHECK bisect --json a c
+python3 - <<'PY' || fail "bisect --json: a trace difference after the first differing step"
+import json
+d = json.load(open("out.txt"))
+e = d["first_event"]
+assert e["step"] == 2 and e["culprit"] is False and e["context"] is True and e["magnitudes"] is None, e
+assert d["first_differing_step"] == 0 and d["first_differing"] == "trajectory", d
+assert d["next_option"] == "--dump-step 0" and d["next"].startswith("next: magnitudes of step 0's"), d
+PY
+ok
+# -q: the verdict lines, not the next one (repro builds its own)
+expect_exit 1 $DETCHECK bisect -q a c
+expect_grep '^first trace difference, at step 2' out.txt
+expect_no_grep '^next' out.txt
+# traced by modules: the next step is an op trace
+mktrace cm modules=1 fwd=2
+sed -i 's/"loss_bits":"3f800000"/"loss_bits":"3f800001"/' cm/trajectory.jsonl
+expect_exit 1 $DETCHECK bisect am cm
+expect_grep '^first trace difference, at step 2, comes after the first differing step 0 (context, not a culprit): forward, model.fc1 (call 0), output 0 differs$' out.txt
+expect_grep '^next: localise with an op trace: rerun both runs with DETCHECK_TRACE=ops (detcheck repro --trace ops -- CMD runs and compares them), then bisect them again$' out.txt
+# a culprit at the first differing step itself stays the culprit
+mktrace c0 fwd=0
+sed -i 's/"loss_bits":"3f800000"/"loss_bits":"3f800001"/' c0/trajectory.jsonl
+expect_exit 1 $DETCHECK bisect a c0
+expect_grep '^first differing op: step 0, forward, model.fc1 (aten.add.Tensor, call 0), output 0: inputs equal, output differs (culprit)$' out.txt
+expect_grep '^magnitudes: rerun both runs' out.txt
+expect_no_grep '^next' out.txt
+
+# ---------------------------------------------------------------- what the module trace cannot see
+# mkdig DIR S: DIR's tensor_digests.bin (steps 0..3: gradient, parameter
+# and optimizer state of model.fc2.weight), its gradient's digest other
+# from step S on (-1: never); and its trajectory's loss other from step L
+# (LOSS_FROM, default never)
+mkdig() {
+    python3 - "$@" <<'PY' || fail "mkdig $*"
+import os, struct, sys
+d, s = sys.argv[1], int(sys.argv[2])
+names = [(0, b"model.fc2.weight"), (1, b"model.fc2.weight"), (2, b"model.fc2.weight.exp_avg")]
+b = bytearray(b"DCKTDIG\0" + struct.pack("<II", 1, 0))
+for i, (k, n) in enumerate(names):
+    b += struct.pack("<BIBH", 1, i, k, len(n)) + n
+for st in range(4):
+    b += struct.pack("<BqI", 2, st, 3)
+    for i in range(3):
+        b += struct.pack("<IQQ", i, 1000 * st + i, 7 + (1 if 0 <= s <= st else 0))
+open(os.path.join(d, "tensor_digests.bin"), "wb").write(b)
+lf = int(os.environ.get("LOSS_FROM", "-1"))
+if lf >= 0:
+    t = open(os.path.join(d, "trajectory.jsonl")).read().split("\n")
+    t = [l.replace('"3f800000"', '"3f800001"', 1) if l and int(l.split(",")[0].split(":")[1]) >= lf else l for l in t]
+    open(os.path.join(d, "trajectory.jsonl"), "w").write("\n".join(t))
+PY
+}
+# (issue 31, part 2) a gradient differs at step 1, the module trace only
+# at step 2 (the updated weight): said plainly, the trace's event is
+# context, and the next step an op trace
+mktrace gm modules=1
+mktrace gm2 modules=1 fwd=2
+mkdig gm -1
+mkdig gm2 1
+expect_exit 1 $DETCHECK bisect gm gm2 --junit v10.xml --markdown v10.md
+expect_grep '^trajectories agree; the recorded tensors do not$' out.txt
+expect_grep '^first differing tensor: step 1, gradient model.fc2.weight$' out.txt
+expect_grep '^the module trace cannot see parameter gradients or the optimizer update: the first difference is gradient model.fc2.weight at step 1$' out.txt
+expect_grep '^first trace difference, at step 2, comes after the first differing step 1 (context, not a culprit): forward, model.fc1 (call 0), output 0 differs$' out.txt
+expect_grep '^next: localise with an op trace: ' out.txt
+verdict 1 v10
+expect_grep 'type="context"' v10.xml
+expect_grep 'the module trace cannot see parameter gradients or the optimizer update' v10.md
+expect_exit 1 $DETCHECK bisect --json gm gm2
+python3 - <<'PY' || fail "bisect --json: what the module trace cannot see"
+import json
+d = json.load(open("out.txt"))
+assert d["first_event"]["culprit"] is False and d["first_event"]["context"] is True, d
+assert d["trace_unseen"].startswith("the module trace cannot see parameter gradients"), d
+assert d["first_differing_step"] == 1 and d["first_differing"] == "tensor", d
+assert d["next_option"] == "--trace ops", d
+PY
+ok
+# the trace finds nothing at all (a loss term outside the model): no
+# culprit line, still a next step; traced by ops: the dump of the step
+mktrace gn modules=1
+mkdig gn 1
+expect_exit 1 $DETCHECK bisect gm gn
+expect_grep '^the module trace cannot see parameter gradients or the optimizer update: the first difference is gradient model.fc2.weight at step 1$' out.txt
+expect_grep '^next: localise with an op trace: ' out.txt
+mktrace go
+mktrace go2
+mkdig go -1
+mkdig go2 1
+expect_exit 1 $DETCHECK bisect go go2
+expect_grep '^the op trace shows no difference at step 1, where the first difference is gradient model.fc2.weight$' out.txt
+expect_grep '^next: magnitudes of step 1.s traced outputs: rerun both runs with DETCHECK_DUMP_STEP=1 ' out.txt
+# not traced at all: an op trace is the next step
+mktrace n1 side=0
+mktrace n2 side=0
+mkdig n1 -1
+mkdig n2 2
+expect_exit 1 $DETCHECK bisect n1 n2
+expect_no_grep 'trace cannot see' out.txt
+expect_grep '^next: localise with an op trace: ' out.txt
+
+# ---------------------------------------------------------------- one step in every line
+# (issue 31, part 5) a tensor differs from step 1, the trajectory from
+# step 3: the first line names step 1 and what differs there
+mktrace s1 side=0
+mktrace s2 side=0
+mkdig s1 -1
+LOSS_FROM=3 mkdig s2 1
+expect_exit 1 $DETCHECK bisect s1 s2 --junit v11.xml --markdown v11.md
+expect_grep '^first differing step: 1 (a recorded tensor; the trajectories part at step 3: loss_bits 3f800000 vs 3f800001)$' out.txt
+expect_grep '^first differing tensor: step 1, gradient model.fc2.weight$' out.txt
+expect_no_grep 'first differing step: 3' out.txt
+verdict 1 v11
+expect_grep 'the runs part: first differing step 1 ..a recorded tensor; the trajectories part at step 3' v11.md
+expect_exit 1 $DETCHECK bisect --json s1 s2
+python3 - <<'PY' || fail "bisect --json: the first differing step"
+import json
+d = json.load(open("out.txt"))
+assert d["first_step"] == 3 and d["first_differing_step"] == 1 and d["first_differing"] == "tensor", d
+PY
+ok
 
 # ---------------------------------------------------------------- trouble: FIFOs, devices, huge and damaged files
 mktrace q

@@ -25,6 +25,7 @@ FIRST='#0072b2' RUN_A='#332288' RUN_B='#ddaa33' DELTA='#882255'
 # gradient norm from S+1. nan=S: the loss is NaN from step S. trace=0: no
 # trace.bin. prefix=P: module names start with P (escaping). recorded=N:
 # tensor_digests.bin holds the first N steps only (0: its header alone).
+# tpart=S: the trace parts at step S instead (default: part).
 cat > mkruns.py <<'PY'
 import math, os, struct, sys
 d = sys.argv[1]
@@ -71,11 +72,12 @@ def nid(n):
         ids[n] = len(ids)
         out += struct.pack("<BIH", 1, ids[n], len(n.encode())) + n.encode()
     return ids[n]
+tpart = int(o.get("tpart", part))
 for s in range(start, steps):
     ev = []
     for j, m in enumerate(mods):
         op = "aten.embedding.default" if j == 0 else "aten.addmm.default"
-        bad, inb = part >= 0 and (s > part or (s == part and j >= 3)), part >= 0 and (s > part or (s == part and j > 3))
+        bad, inb = tpart >= 0 and (s > tpart or (s == tpart and j >= 3)), tpart >= 0 and (s > tpart or (s == tpart and j > 3))
         x, y = 1000 * s + j + 9 * inb, 1000 * s + j + 1 + 9 * bad
         ev += [(m, op, x, y), (m, None, x, y)]
     for m, op, x, y in ev:
@@ -187,6 +189,15 @@ expect_grep '<h3>Recorded tensors that differ at step 3</h3>' diff.html
 expect_grep '<tr><td>parameter</td><td class="name">layers.1.attn.qkv.weight</td><td>digest differs</td></tr>' diff.html
 expect_grep 'its inputs are equal: this event is the culprit' diff.html
 if html_render diff.html diff.png; then picture diff.png 10 3; fi
+# (issue 31, part 2) the trace parts a step after the tensors: its event is
+# context, never the culprit, on the page as in the text
+mkruns bl part=3 tpart=4
+expect_exit 1 $DETCHECK bisect a bl --html late.html
+expect_grep '^first trace difference, at step 4, comes after the first differing step 3 (context, not a culprit)' out.txt
+html_check late.html
+expect_grep 'output 0 differs; the runs already differ at step 3: context, not a culprit' late.html
+expect_no_grep 'this event is the culprit' late.html
+expect_grep 'class="first">first difference: step 3, tensor layers.1.attn.qkv.weight (parameter), op aten.addmm.default in layers.1.attn.qkv (forward) at step 4 (context, not a culprit)</text>' late.html
 # the picture follows the step: the same runs parting at step 6
 mkruns c part=6
 expect_exit 1 $DETCHECK bisect a c --html c.html

@@ -16,6 +16,7 @@ export TMPDIR="$PWD/tmp"
 # DIGESTS_RUN=I with DIGESTS=header|absent|N: run I's tensor_digests.bin
 # holds only its header, is absent, or holds N steps. STATE_RUN=I: run I
 # alone records a state entry (start.layers.0.weight, kind 3) at step 0.
+# LOSS_RUN=I LOSS_FROM=S: run I's loss has other bits from step S on.
 cat > rec.py <<'PY'
 import json, os, struct, sys
 mode = sys.argv[1] if len(sys.argv) > 1 else "same"
@@ -47,8 +48,9 @@ base = 0.020 if det else 0.010
 per = base * (1.1 if run > 2 else 1.0)
 with open(os.path.join(d, "trajectory.jsonl"), "w") as t:
     for s in range(steps):
-        rec = {"step": s, "loss": 1, "loss_bits": "3f800000", "grad_norm": 1, "grad_norm_bits": "3f800000",
-               "lr": 0.1}
+        other = os.environ.get("LOSS_RUN") == str(run) and s >= int(os.environ.get("LOSS_FROM", "0"))
+        rec = {"step": s, "loss": 1, "loss_bits": "3f800001" if other else "3f800000", "grad_norm": 1,
+               "grad_norm_bits": "3f800000", "lr": 0.1}
         if mode != "notimes":
             rec["step_time_s"] = 5.0 if s == 0 else per
         if os.environ.get("ROOT_RUN") == str(run):
@@ -150,6 +152,9 @@ expect_grep '^not reproducible: run 2 differs from run 1 at step 2 (1 of 2 runs 
 expect_grep '^trajectories agree; the recorded tensors do not$' out.txt
 expect_grep '^first differing tensor: step 2, parameter layers.0.weight$' out.txt
 expect_grep '^varied: DETCHECK_THREADS=[0-9]* in run 1, [0-9]* in run 2$' out.txt
+# (issue 31, part 3) no trace found the difference (these runs trace
+# nothing): the verdict names the command that would localise it
+expect_grep '^next: localise with an op trace: detcheck repro --trace ops --vary threads -- python3 rec.py$' out.txt
 expect_grep '^determinism settings off: deterministic_algorithms=false' out.txt
 expect_grep '^settings that differ between runs: threads (run 1: [0-9]*, run 2: [0-9]*)$' out.txt
 expect_grep '^runs kept in ' out.txt
@@ -166,6 +171,46 @@ expect_grep '^not reproducible: run 3 differs from run 1 at step 2 (1 of 3 runs 
 expect_grep '^first differing tensor: step 2, parameter layers.0.weight$' out.txt
 expect_grep '^varied: SEED=1 in run 1, 2 in run 3$' out.txt
 expect_grep '^SEED=2$' e/run_3/env.txt
+# (issue 31, part 5) one step in every line: the tensors part at step 2,
+# the trajectories at step 3; the header and the first line say step 2
+expect_exit 1 env VARY_ON=SEED LOSS_RUN=2 LOSS_FROM=3 $DETCHECK repro --workdir p5 --env SEED=1,2 \
+    --junit p5.xml --markdown p5.md -- python3 rec.py
+expect_grep '^not reproducible: run 2 differs from run 1 at step 2 (1 of 2 runs differ from run 1)$' out.txt
+expect_grep '^first differing step: 2 (a recorded tensor; the trajectories part at step 3: loss_bits 3f800000 vs 3f800001)$' out.txt
+expect_no_grep 'first differing step: 3' out.txt
+expect_grep 'first differing step: 2 (a recorded tensor' p5.xml
+expect_no_grep 'first differing step: 3' p5.xml
+expect_no_grep 'first differing step: 3' p5.md
+expect_grep '<property name="next" value="next: localise with an op trace: detcheck repro --trace ops --env SEED=1,2 -- python3 rec.py"/>' p5.xml
+expect_exit 1 env VARY_ON=SEED LOSS_RUN=2 LOSS_FROM=3 $DETCHECK repro --json --workdir p5j --env SEED=1,2 -- python3 rec.py
+python3 - <<'PY' || fail "repro --json: one step in every line"
+import json
+d = json.load(open("out.txt"))
+f = d["first_divergence"]
+assert f["step"] == 2 and f["what"] == "tensor" and f["lines"][0].startswith("first differing step: 2 ("), f
+assert f["next"] == "next: localise with an op trace: detcheck repro --trace ops --env SEED=1,2 -- python3 rec.py", f
+assert f["magnitudes"] is None, f
+PY
+ok
+# repro's own finding (a state entry in run 2 only, step 0) comes before
+# bisect's (step 2): it leads, and bisect's line no longer says "first"
+expect_exit 1 env VARY_ON=SEED STATE_RUN=2 LOSS_RUN=2 LOSS_FROM=3 $DETCHECK repro --workdir p5s --env SEED=1,2 \
+    --html p5s.html -- python3 rec.py
+expect_grep 'class="first">first difference: step 0, a state entry recorded in run B only, tensor layers.0.weight (parameter) at step 2</text>' p5s.html
+expect_grep '^not reproducible: run 2 differs from run 1 at step 0 ' out.txt
+[ "$(sed -n 2p out.txt)" = "state entries recorded in run 2 only: 1, the first start.layers.0.weight at step 0" ] ||
+    fail "the line of the header's step is not first: $(cat out.txt)"
+ok
+expect_grep '^what both runs recorded first differs at step 2 (a recorded tensor; ' out.txt
+expect_no_grep '^first differing step' out.txt
+expect_exit 1 env VARY_ON=SEED STATE_RUN=2 LOSS_RUN=2 LOSS_FROM=3 $DETCHECK repro --json --workdir p5t --env SEED=1,2 -- python3 rec.py
+python3 - <<'PY' || fail "repro --json: repro's own first difference"
+import json
+f = json.load(open("out.txt"))["first_divergence"]
+assert f["step"] == 0 and f["what"] == "recorded_state", f
+assert f["lines"][0].startswith("state entries recorded in run 2 only: 1, "), f
+PY
+ok
 # a run that records fewer steps is not the same run
 cat > short.sh <<'SH'
 case $DETCHECK_RECORD in *run_2) export STEPS=4 ;; esac
@@ -386,7 +431,16 @@ expect_grep '^determinism tax: 2.00x step time (deterministic 0.021 s / non-dete
 expect_grep 'deterministic (DETCHECK_DETERMINISTIC=1): *median 0.021 s/step, spread 0.02..0.022 s' out.txt
 expect_grep 'non-deterministic (DETCHECK_DETERMINISTIC=0): median 0.0105 s/step, spread 0.01..0.011 s' out.txt
 expect_grep 'clock: wall .* 2 steps timed per run, the first step of each run skipped (warm-up)' out.txt
+# (issue 31, part 7) a short verdict: the settings once, in the document
+# and the reports, not a wall of them on the terminal
+expect_no_grep 'settings that differ' out.txt
+expect_no_grep 'determinism settings off' out.txt
+expect_no_grep '^  run [0-9]' out.txt
+[ "$(wc -l < out.txt)" -le 5 ] || fail "--tax: $(wc -l < out.txt) lines"; ok
 nothing_left "--tax"
+expect_exit 0 env STEPS=3 $DETCHECK repro --tax --junit tax.xml -- python3 rec.py
+expect_grep '<property name="settings" value="determinism settings off: run 1: none; run 2: deterministic_algorithms=false, cudnn_deterministic=false; ' tax.xml
+rm -rf tmp/*
 expect_exit 0 $DETCHECK repro --tax --workdir tx --json -- python3 rec.py
 python3 - <<'PY' || fail "repro --tax --json"
 import json
@@ -394,6 +448,8 @@ d = json.load(open("out.txt"))
 t = d["tax"]
 assert d["verdict"] == "tax" and t["clock"] == "wall" and abs(t["ratio"] - 2) < 1e-9, t
 assert t["deterministic"]["run_medians_s"] == [0.02, 0.022] and t["warmup_steps_skipped"] == 1, t
+assert t["settings"].startswith("determinism settings off: run 1: none; run 2: deterministic_algorithms=false"), t
+assert [e["off"] for e in d["settings_off"]][:2] == [[], ["deterministic_algorithms", "cudnn_deterministic"]], d
 assert [r["env"]["DETCHECK_DETERMINISTIC"] for r in d["runs"]] == ["1", "0", "1", "0"], d
 PY
 ok

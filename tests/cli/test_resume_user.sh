@@ -34,7 +34,8 @@ export TMPDIR="$PWD/tmp"
 # resume's 2nd step truncated after 1 event), cut_both (every step of every
 # run truncated after 2); bad_start (the resume's start.* says other
 # weights, every step agrees); longname (no_ema, the EMA entry named by 9,000
-# bytes). STEPS: the steps (default 10).
+# bytes); drift_traced (drift, traced: the resume's first module event
+# differs from K+3 on). STEPS: the steps (default 10).
 cat > fake.py <<'PY'
 import hashlib, json, os, signal, struct, sys
 mode = sys.argv[1] if len(sys.argv) > 1 else "ok"
@@ -73,7 +74,7 @@ if resume and mode != "restart":
     if mode == "no_scaler": st["scale"] = 65536
 
 names, out = {}, bytearray(b"DCKTDIG\0" + struct.pack("<II", 1, 0))
-traced = os.environ.get("DETCHECK_TRACE", "none") != "none" and mode.startswith("cut")
+traced = os.environ.get("DETCHECK_TRACE", "none") != "none" and (mode.startswith("cut") or mode == "drift_traced")
 tr = bytearray(b"DCKTRAC\0" + struct.pack("<II", 1, 0) + struct.pack("<BIH", 1, 0, 5) + b"model")
 ema_name = "ema." + "x" * 9000 + ".weight" if mode == "longname" else "ema.layers.0.weight"
 traj = open(os.path.join(rec, "trajectory.jsonl"), "w")
@@ -91,7 +92,7 @@ for s in range(st["step"] + 1, steps + 1):
         ents.append((3, "start.layers.0.weight", H("other") if mode == "bad_start" and resume else st["w"]))
         first = False
     g = H("grad", st["w"], batch, st["rng"], salt)
-    if mode == "drift" and resume and s == st.get("resumed_from", 0) + 2:
+    if mode in ("drift", "drift_traced") and resume and s == st.get("resumed_from", 0) + 2:
         g += 1
     st["w_before"] = st["w"]
     st["m"] = H("m", st["m"], g)
@@ -121,7 +122,7 @@ for s in range(st["step"] + 1, steps + 1):
         if mode == "cut_res" and nth == 2: n_ev, cut = 1, 1
         tr += struct.pack("<BqIB", 2, s, n_ev, cut)
         for e in range(n_ev):
-            d = H("event", s, e)
+            d = H("event", s, e) + (mode == "drift_traced" and resume and e == 0 and s >= st["resumed_from"] + 3)
             tr += struct.pack("<BBIIIBB", 0, 0, 0, 0xffffffff, e, 0, 1) + struct.pack("<BQQ", 1, d >> 64, d & ((1 << 64) - 1))
     digests = struct.pack("<BqI", 2, s, len(ents))
     for k, n, d in ents:
@@ -293,6 +294,9 @@ diff_is weights weights "at 5 (clean stop): first difference at step 6 (the firs
 diff_is no_ema ema 'at 5 (clean stop): first difference at step 6 (the first resumed step): ema.layers.0.weight differs (the EMA weights were not restored)'
 diff_is no_scaler scaler 'at 5 (clean stop): first difference at step 6 (the first resumed step): scaler.scale differs (the GradScaler state was not restored)'
 diff_is drift tensor 'at 3 (clean stop): first difference at step 5 (the 2nd resumed step): first differing tensor: gradient layers.0.weight' --at 3
+# (issue 31, part 2) the trace differs only after that step: context, never the culprit
+diff_is drift_traced tensor 'at 3 (clean stop): first difference at step 5 (the 2nd resumed step): first differing tensor: gradient layers.0.weight' --at 3 --trace modules
+expect_grep '^first trace difference, at step 6, comes after the first differing step 5 (context, not a culprit): forward, model (call 0), output 0 differs$' out.txt
 diff_is loss trajectory 'at 5 (clean stop): first difference at step 6 (the first resumed step): trajectory: loss_bits [0-9a-f]* vs [0-9a-f]*'
 diff_is short steps 'at 5 (clean stop): the resumed run recorded steps 6..8, the uninterrupted run steps 1..10'
 diff_is restart steps 'at 5 (clean stop): the resumed run recorded steps 1..10: it started over at step 1 (no checkpoint loaded?)'
