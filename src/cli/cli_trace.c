@@ -77,6 +77,8 @@ static char *trace_line(const cli_trace_first *f, const char *(*name)(const char
     const dck_trace_event *e = d->a;
     char how[128];
     if (d->input < 0) snprintf(how, sizeof how, "inputs equal, output differs (culprit)");
+    else if (dck_trace_input_is_state(t, e, d->input))
+        snprintf(how, sizeof how, "its parameters and buffers already differed (inherited)");
     else snprintf(how, sizeof how, "input %d already differed (inherited)", d->input);
     const char *module = name(t->names[e->module]);
     if (e->kind == DCK_TRACE_OP)
