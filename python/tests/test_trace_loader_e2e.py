@@ -5,7 +5,8 @@ CPU, each a few steps:
   another in each run), dropout, AdamW, cosine LR, gradient accumulation and
   bf16 autocast is reproducible under --trace ops and --trace modules (the
   main process rebuilds the workers' batches with set_ in the order they
-  arrive: no event, no false alarm);
+  arrive: no event, no false alarm); so is a transformers Trainer with
+  dataloader_num_workers=2 under --trace ops;
 - the same loop with a planted thread-dependent aten.sum in the model
   (workers 2, --trace ops) names that sum as the culprit;
 - a Linear whose weight gradient sums in an order an --env variable flips:
@@ -72,6 +73,29 @@ LOOP = textwrap.dedent("""\
             if step == 3: sys.exit(0)
     """)
 
+HF = textwrap.dedent("""\
+    import os, sys, time, torch, transformers
+    from detcheck.integrations.hf import DetcheckCallback
+    transformers.set_seed(0)
+    slow = 0 if os.environ["RUN"] == "a" else 1  # as in LOOP: the batches arrive in another order
+    cfg = transformers.GPT2Config(vocab_size=16, n_positions=8, n_embd=4, n_layer=1, n_head=2)
+    model = transformers.GPT2LMHeadModel(cfg)
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, 16, (24, 8), generator=g)
+    class Data(torch.utils.data.Dataset):
+        def __len__(s): return len(ids)
+        def __getitem__(s, i):
+            w = torch.utils.data.get_worker_info()
+            if w is not None and w.id == slow:
+                time.sleep(0.003)
+            return {"input_ids": ids[i], "labels": ids[i]}
+    args = transformers.TrainingArguments(output_dir=sys.argv[1], max_steps=2, per_device_train_batch_size=4,
+                                          gradient_accumulation_steps=2, use_cpu=True, report_to=[],
+                                          save_strategy="no", logging_strategy="steps", logging_steps=1, seed=0,
+                                          data_seed=0, dataloader_num_workers=2, disable_tqdm=True)
+    transformers.Trainer(model=model, args=args, train_dataset=Data(), callbacks=[DetcheckCallback()]).train()
+    """)
+
 GRADPLANT = textwrap.dedent("""\
     import os, torch, detcheck
     torch.set_num_threads(1)
@@ -133,6 +157,13 @@ def test_planted_sum_is_the_culprit_beside_workers(tmp_path):
     assert r.returncode == 1, show(r)
     assert trace_line(r) == "first differing op: step 1, forward, (root) (aten.sum.default, call 0), output 0: " \
         + CULPRIT, show(r)
+
+
+def test_hf_trainer_loader_workers(tmp_path):
+    pytest.importorskip("transformers")
+    r = repro(tmp_path, "--trace", "ops", "--env", "RUN=a,b",
+              cmd=script(tmp_path, "hf.py", HF) + [str(tmp_path / "trainer_out")])
+    assert r.returncode == 0, show(r)
 
 
 def test_differing_weight_gradient(tmp_path):
