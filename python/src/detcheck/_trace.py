@@ -212,8 +212,8 @@ class _SlotCache:
             self.unset.pop(sp, None)  # written: its bytes mean something now
 
 
-# DataLoader iterators producing a batch on this thread (their __next__
-# running): the op trace leaves their ops out (see the module)
+# DataLoaders at work on this thread (starting an iterator, producing a
+# batch): the op trace leaves their ops out (see the module)
 _LOADER = threading.local()
 
 
