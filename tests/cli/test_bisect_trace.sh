@@ -413,9 +413,9 @@ mktrace v2o version=2
 mktrace v2ow version=2 win=2
 expect_exit 1 $DETCHECK bisect v2o v2ow
 expect_grep '^first differing op: step 2, forward, model.fc1 (aten.mm.default, call 0), output 0: input 1 already differed (inherited)$' out.txt
-# a version 1 run against a version 2 one: module events differ in their counts
+# a version 1 run against a version 2 one: module events differ in their counts, said so
 expect_exit 1 $DETCHECK bisect am v2
-expect_grep '^execution differs at event 0 of step 0: run A ran forward model.fc1 (module, call 0) with 1 input and 1 output, run B ran forward model.fc1 (module, call 0) with 2 inputs and 1 output$' out.txt
+expect_grep '^execution differs at event 0 of step 0: run A ran forward model.fc1 (module, call 0) with 1 input and 1 output, run B ran forward model.fc1 (module, call 0) with 2 inputs and 1 output (trace.bin versions 1 and 2: record both runs with one detcheck)$' out.txt
 # the optimizer's phase: ops run inside optimizer.step(), outputs the written arguments
 mktrace vo version=2 opt=1
 mktrace vo2 version=2 opt=1
