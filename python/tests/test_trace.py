@@ -166,8 +166,11 @@ def test_reproducible_runs_give_identical_traces(tmp_path, trace):
         ops = {(e.phase, e.module, e.op) for e in t[1].events}
         assert ("forward", "inp", "aten.addmm.default") in ops
         assert ("backward", "out", "aten.mm.default") in ops
-        # optimizer.step() is not traced
-        assert not any("adam" in e.op or "lerp" in e.op for e in t[1].events)
+        # optimizer.step()'s ops are the optimizer's phase (issue 31), last in the step, outside every module
+        ph = [e.phase for e in t[1].events]
+        assert "optimizer" in ph and ph.index("optimizer") == len(ph) - ph[::-1].index("backward")
+        assert all((e.phase == "optimizer") == (e.module == "(optimizer)") for e in t[1].events)
+        assert any("lerp" in e.op for e in t[1].events if e.phase == "optimizer")
     r = run_cli("bisect", a, b)
     assert r.returncode == 0, r.stdout + r.stderr
 
@@ -183,9 +186,21 @@ def test_module_event_digests(tmp_path):
         rec.step(0)
     ev = detcheck.read_trace(tmp_path / "r")[0].events
     e = [e for e in ev if e.module == "0" and e.phase == "forward"][0]
-    assert e.inputs == [seen["i"]] and e.outputs == [seen["o"]]
+    # the last input: the module's parameters (issue 31)
+    params = _state_digest(detcheck.digest(model[0].weight), detcheck.digest(model[0].bias))
+    assert e.inputs == [seen["i"], params] and e.outputs == [seen["o"]] and e.state_input == 1
+    assert [x.inputs[-1] for x in ev if x.module == "(root)"] == [params, params]  # recursive
     b = [e for e in ev if e.module == "0" and e.phase == "backward"][0]
     assert b.outputs == [None]  # the input needed no gradient
+    assert b.inputs[-1] == params and b.state_input == len(b.inputs) - 1
+
+
+def _state_digest(*hexes):
+    """A module event's parameters' slot from its tensors' digests: digest
+    v1 of their 17-byte slots (present, high64, low64) as U8."""
+    from detcheck._state import digest_u8
+    d = digest_u8(b"".join(struct.pack("<BQQ", 1, int(h[:16], 16), int(h[16:], 16)) for h in hexes))
+    return "%016x%016x" % (d.high64, d.low64)
 
 
 def test_trace_steps_limit_tracing(tmp_path):
@@ -369,6 +384,9 @@ def test_from_env_and_autorecord(tmp_path, monkeypatch, torch_settings):
                for x in lines)
     assert sorted(detcheck.read_trace(out)) == [2, 3]
     assert sorted(detcheck.read_digests(out)) == [1, 2, 3]
+    # the optimizer's ops are traced (issue 31), not autorecord's gradient norm in its step post hook
+    opt_ops = {e.op for e in detcheck.read_trace(out)[2].events if e.phase == "optimizer"}
+    assert opt_ops and not any("norm" in o or "stack" in o for o in opt_ops), opt_ops
 
     # DETCHECK_DETERMINISTIC=0 turns them off; the default trace is modules
     monkeypatch.setenv("DETCHECK_DETERMINISTIC", "0")
@@ -438,7 +456,8 @@ def test_read_trace_refuses(tmp_path):
         assert path in str(e.value)
 
     refused(b"XXXXXXXX" + good[8:], "byte 0: not a detcheck trace")
-    refused(good[:8] + struct.pack("<I", 2) + good[12:], "byte 8: version 2")
+    assert good[8:12] == struct.pack("<I", 2)  # the recorder writes version 2 (issue 31)
+    refused(good[:8] + struct.pack("<I", 3) + good[12:], r"byte 8: version 3 \(this detcheck reads 1 to 2\)")
     refused(good[:12] + struct.pack("<I", 1) + good[16:], "byte 12: flags")
     refused(good + b"\x07", "byte %d: unknown record type 7" % len(good))
     refused(good[:16] + b"\x01" + struct.pack("<IH", 5, 1) + b"x", "byte 16: name record with id 5")
@@ -486,13 +505,14 @@ def _stephead(step, count, trunc=0):
 
 
 HEADER = b"DCKTRAC\0" + struct.pack("<II", 1, 0)
+HEADER2 = b"DCKTRAC\0" + struct.pack("<II", 2, 0)
 NO = _trace.NO_OP
 
 
-def _mk(steps, names=None):
+def _mk(steps, names=None, version=1):
     """A valid trace: names in order met (or given: {name: id} order), steps
     [(step, [(phase, module, op, call, ins, outs)], truncated)]."""
-    out, ids = bytearray(HEADER), {}
+    out, ids = bytearray(HEADER if version == 1 else HEADER2), {}
     for nm in names or ():
         ids[nm] = len(ids)
         out += _name(ids[nm], nm.encode())
@@ -542,6 +562,26 @@ def _valid():
     return _mk([(s, _evs(s), 0) for s in range(3)])
 
 
+def _evs2(s, **kw):
+    """_evs in version 2: each module event's last input its parameters'
+    digest (kw: par=(i, v) event i's is v), and the optimizer's ops."""
+    ev = [list(e) for e in _evs(s, **kw)]
+    for i, e in enumerate(ev):
+        if e[2] is None:
+            e[4] = e[4] + [s * 100 + 50 + i]
+    if "par" in kw:
+        i, v = kw["par"]
+        ev[i][4][-1] = v
+    upd = kw.get("upd")
+    ev += [[2, "(optimizer)", "aten._foreach_add_.List", 0, [s * 100 + 7, s * 100 + 10], [s * 100 + 60 + (upd or 0)]],
+           [2, "(optimizer)", "aten.lerp_.Scalar", 0, [s * 100 + 61, s * 100 + 10], [s * 100 + 62]]]
+    return [tuple(e) for e in ev]
+
+
+def _valid2():
+    return _mk([(s, _evs2(s), 0) for s in range(3)], version=2)
+
+
 def _refusal_cases():
     good = _valid()
     g1 = HEADER + _name(0, b"m") + _name(1, b"aten.mm.default")
@@ -550,7 +590,19 @@ def _refusal_cases():
         ("no header", b"DCKTRAC\0" + b"\1\0\0"),
         ("empty", b""),
         ("magic", b"XXXXXXXX" + good[8:]),
-        ("version", good[:8] + struct.pack("<I", 2) + good[12:]),
+        ("version", good[:8] + struct.pack("<I", 3) + good[12:]),
+        ("version 0", good[:8] + struct.pack("<I", 0) + good[12:]),
+        # version 2 (issue 31): the optimizer's phase, for ops only; a module event's last input its parameters
+        ("v2 phase 3", HEADER2 + g1[16:] + _stephead(0, 1) + _event(3, 1, 0, 1, 0, [1], [2])),
+        ("v2 phase 3 kind 9", HEADER2 + g1[16:] + _stephead(0, 1) + _event(3, 9, 0, 1, 0, [1], [2])),
+        ("v2 module event in phase 2", HEADER2 + g1[16:] + _stephead(0, 1) + _event(2, 0, 0, NO, 0, [1], [2])),
+        ("v2 module event in phase 2 without input", HEADER2 + g1[16:] + _stephead(0, 1)
+         + _event(2, 0, 0, NO, 0, [], [2])),
+        ("v2 module event without input", HEADER2 + g1[16:] + _stephead(0, 1) + _event(0, 0, 0, NO, 0, [], [2])),
+        ("v2 module event without input, torn after", HEADER2 + g1[16:] + _stephead(0, 2)
+         + _event(1, 0, 0, NO, 0, [], [])),
+        ("v2 module event in phase 2 after good steps", _valid2() + _stephead(7, 1) + _event(2, 0, 0, NO, 0, [1], [])),
+        ("v1 phase 2 after good steps", good + _stephead(7, 1) + _event(2, 1, 0, 1, 0, [1], [2])),
         ("flags", good[:12] + struct.pack("<I", 0x30) + good[16:]),
         ("record type", good + b"\x07"),
         ("record type 0", HEADER + b"\0"),
@@ -626,6 +678,10 @@ def _valid_cases():
         ("unicode names", _mk([(0, [(0, "blöck.0", "aten.𝔪m", 0, [1], [2])], 0)])),
         ("unnamed ids unused", HEADER + _name(0, b"only")),
         ("duplicate torn away", HEADER + _name(0, b"m") + _name(1, b"m")[:-1]),
+        ("v2 valid", _valid2()),
+        ("v2 without module events", HEADER2 + g1[16:] + _stephead(0, 2) + ev_ok + _event(2, 1, 0, 1, 0, [], [])),
+        ("v2 module event, absent parameters", HEADER2 + g1[16:] + _stephead(0, 1) + _event(1, 0, 0, NO, 0, [None], [])),
+        ("v2 torn module event", HEADER2 + g1[16:] + _stephead(0, 1) + _event(0, 0, 0, NO, 0, [1], [])[:-3]),
     ]
 
 
@@ -747,6 +803,22 @@ def _pair_cases():
         ("empty vs events", [(0, [], 0), S(1)], base),
         ("empty truncated vs events", [(0, [], 1), S(1)], base),
         ("difference in last step only", base, [S(0), S(1), S(2, out=(8, 1))]),
+    ] + [(name, [(s, e, t, 2) for s, e, t in a], [(s, e, t, 2) for s, e, t in b]) for name, a, b in _pair_cases2()]
+
+
+def _pair_cases2():
+    """Version 2 pairs: steps [(step, events, truncated)]."""
+    S = lambda s, trunc=0, **kw: (s, _evs2(s, **kw), trunc)
+    base = [S(0), S(1), S(2)]
+    return [
+        ("v2 identical", base, base),
+        # the module's parameters differ: inherited from them, never the culprit
+        ("v2 parameters differ", base, [S(0), S(1, par=(2, 7), out=(2, 9)), S(2)]),
+        ("v2 parameters and input differ", base, [S(0), S(1, par=(2, 7), inp=(2, 0, 4), out=(2, 9)), S(2)]),
+        ("v2 parameters differ, output equal", base, [S(0), S(1, par=(6, 7)), S(2, out=(6, 9))]),
+        ("v2 module culprit", base, [S(0), S(1, out=(6, 9)), S(2)]),
+        ("v2 optimizer culprit", base, [S(0), S(1, upd=1), S(2)]),
+        ("v2 backward before the optimizer", base, [S(0), S(1, out=(5, 1)), S(2)]),
     ]
 
 
@@ -756,8 +828,19 @@ def test_first_difference_names_bisects_event(tmp_path, case):
     c = dict((x[0], x[1:]) for x in _pair_cases())[case]
     sa, sb = c[0], c[1]
     names = c[2] if len(c) > 2 else None
-    a, b = _runs(tmp_path, _mk(sa), _mk(sb, names))
+    version = sa[0][3] if len(sa[0]) > 3 else 1
+    sa, sb = [x[:3] for x in sa], [x[:3] for x in sb]
+    a, b = _runs(tmp_path, _mk(sa, version=version), _mk(sb, names, version=version))
     d = detcheck.first_difference(detcheck.read_trace(a), detcheck.read_trace(b))
+    if d is not None and d.how == "output":
+        # the printed line says what was inherited: an input, or the module's parameters (version 2)
+        line = [x for x in run_cli("bisect", a, b, check=False).stdout.splitlines() if x.startswith("first differing ")]
+        assert len(line) == 1, line
+        want = ("inputs equal, output differs (culprit)" if d.input is None
+                else "its parameters and buffers already differed (inherited)" if d.input_is_state
+                else "input %d already differed (inherited)" % d.input)
+        assert line[0].endswith("output %d: %s" % (d.output, want)), (line, d)
+        assert d.input_is_state == (version == 2 and d.a.kind == "module" and d.input == len(d.a.inputs) - 1)
     r = run_cli("bisect", "--json", a, b, check=False)
     assert r.returncode in (0, 1), r.stderr
     doc = json.loads(r.stdout)
@@ -867,3 +950,173 @@ def test_op_trace_leaves_uninitialised_memory_absent(tmp_path):
     b = ev["aten.bernoulli_.float"]
     assert b.inputs[0] is None and b.outputs[0] is not None
     assert ev["aten.mul.Tensor"].inputs[1] == b.outputs[0]
+
+
+# ------------------------------------------------- issue 31: what is an event
+class Reshaper(torch.nn.Module):
+    """Forward full of ops that only alias or move storage: views, reshape's
+    _unsafe_view, in-place views, set_ (which points a tensor at other
+    memory: the op reading it afterwards must see the new bytes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(6, 6)
+
+    def forward(self, x):
+        h = self.lin(x)
+        v = h.view(-1).t().detach().unsqueeze(0).expand(2, -1)[1].select(0, 3)
+        r = h.transpose(0, 1).reshape(-1)             # not viewable: clone + _unsafe_view
+        s = torch.zeros(4)
+        first = s * 2.0                                # s's zeros digested
+        s.set_(torch.arange(4.0).untyped_storage())    # s now shows 0, 1, 2, 3
+        second = s * 2.0                               # must not reuse the zeros' slot
+        s.unsqueeze_(0)
+        return h.sum() + v + r.sum() + first.sum() + second.sum() + s.sum()
+
+
+def test_views_and_set_are_no_events(tmp_path):
+    torch.manual_seed(0)
+    model = Reshaper()
+    with detcheck.Recorder(tmp_path / "r", model=model, trace="ops") as rec:
+        model(torch.randn(3, 6)).backward()
+        rec.step(0)
+    ev = detcheck.read_trace(tmp_path / "r")[0].events
+    ops = {e.op.split(".")[1] for e in ev}
+    meta = {"view", "t", "detach", "unsqueeze", "expand", "select", "transpose", "_unsafe_view", "set_",
+            "unsqueeze_", "alias", "as_strided", "slice", "_reshape_alias", "lift_fresh"}
+    assert not ops & meta, sorted(ops & meta)
+    assert {"addmm", "clone", "mul", "sum"} <= ops, sorted(ops)
+    muls = [e for e in ev if e.op == "aten.mul.Tensor" and e.phase == "forward"]
+    assert len(muls) == 2 and muls[0].inputs[0] != muls[1].inputs[0]  # set_ dropped the zeros' slot
+    assert muls[1].inputs[0] == detcheck.digest(torch.arange(4.0))
+
+
+def _loader_loop(out, workers, trace, steps=3, shard=False):
+    """A loop over a real DataLoader (shuffled, workers forked or none; or
+    accelerate's DataLoaderShard) whose model computes its own loss: every
+    op of the step runs in the model or the optimizer."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(5, 3)
+
+        def forward(self, x, y):
+            return torch.nn.functional.cross_entropy(self.fc(x), y)
+
+    torch.manual_seed(0)
+    ds = TensorDataset(torch.randn(40, 5), torch.randint(0, 3, (40,)))
+    kw = dict(batch_size=4, shuffle=True, num_workers=workers, generator=torch.Generator().manual_seed(1))
+    if shard:
+        from accelerate.data_loader import DataLoaderShard
+        dl = DataLoaderShard(ds, **kw)
+    else:
+        dl = DataLoader(ds, **kw)
+    model = Model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    with detcheck.Recorder(out, model=model, optimizer=opt, trace=trace) as rec:
+        for step, (x, y) in enumerate(dl, 1):
+            model(x, y).backward()
+            opt.step()
+            opt.zero_grad()
+            rec.step(step)
+            if step == steps:
+                break
+    return detcheck.read_trace(out)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_loader_ops_are_no_events(tmp_path, workers):
+    t = _loader_loop(str(tmp_path / "a"), workers, "ops")
+    assert sorted(t) == [1, 2, 3]
+    for s in t.values():
+        # outside the model and the optimizer only backward's seed: the
+        # loader's sampler, collate, rebuilt batches (set_) are not traced
+        assert [e.op for e in s.events if e.module == "(outside)"] == ["aten.ones_like.default"]
+        assert {e.module for e in s.events} == {"fc", "(root)", "(optimizer)", "(outside)"}
+    b = _loader_loop(str(tmp_path / "b"), workers, "ops")
+    assert detcheck.first_difference(t, b) is None
+
+
+def test_accelerate_loader_ops_are_no_events(tmp_path):
+    pytest.importorskip("accelerate")
+    t = _loader_loop(str(tmp_path / "a"), 2, "ops", steps=2, shard=True)
+    assert sorted(t) == [1, 2]
+    for s in t.values():
+        assert [e.op for e in s.events if e.module == "(outside)"] == ["aten.ones_like.default"]
+
+
+def _perturbed_run(out, delta, trace, lr=1e-2, foreach=None, steps=2):
+    """train()'s model, its output layer's weight moved by delta before
+    step 1 (a weight that already differs), AdamW at lr."""
+    torch.manual_seed(0)
+    model = Net("fwd")
+    with torch.no_grad():
+        model.out.weight[0, 0] += delta
+    model.seen = []
+    model.out.register_forward_pre_hook(
+        lambda m, a: model.seen.append(_state_digest(detcheck.digest(m.weight), detcheck.digest(m.bias))))
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, foreach=foreach)
+    g = torch.Generator().manual_seed(1)
+    with detcheck.Recorder(out, model=model, optimizer=opt, trace=trace) as rec:
+        for step in range(1, steps + 1):
+            loss = torch.nn.functional.mse_loss(model(torch.randn(8, 16, generator=g)), torch.randn(8, 4, generator=g))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            rec.step(step, loss=loss)
+    return str(out), model, opt
+
+
+def test_module_parameters_are_an_input(tmp_path):
+    """A module event's last input is its parameters' and buffers' digest:
+    it follows the weights from step to step, is absent for a module without
+    any, and a module whose weight already differs is inherited, never the
+    culprit (bisect says so)."""
+    a, model, _ = _perturbed_run(tmp_path / "a", 0.0, "modules")
+    b, _, _ = _perturbed_run(tmp_path / "b", 1e-3, "modules")
+    ta, tb = detcheck.read_trace(a), detcheck.read_trace(b)
+    out = {s: [e for e in ta[s].events if e.module == "out" and e.phase == "forward"][0] for s in (1, 2)}
+    assert out[1].state_input == 1 and out[1].inputs[1] is not None
+    assert out[1].inputs[1] != out[2].inputs[1]  # the optimizer moved the weights
+    assert [out[1].inputs[1], out[2].inputs[1]] == model.seen  # its weight and bias as each forward saw them
+    act = [e for e in ta[1].events if e.module == "act"]
+    assert act and all(e.state_input == len(e.inputs) - 1 and e.inputs[-1] is None for e in act)
+    d = detcheck.first_difference(ta, tb)
+    assert (d.step, d.a.phase, d.a.module, d.how) == (1, "forward", "out", "output")
+    assert d.input == 1 and d.input_is_state and not d.culprit
+    r = run_cli("bisect", a, b)
+    assert "first differing module: step 1, forward, out (call 0), output 0: its parameters and buffers " \
+           "already differed (inherited)" in r.stdout, r.stdout
+    assert "(culprit)" not in r.stdout
+
+
+
+def test_optimizer_phase_outputs_what_it_writes(tmp_path):
+    """Under trace="ops", optimizer.step()'s ops are the optimizer's phase;
+    an op that writes its arguments and returns nothing (_foreach_addcdiv_,
+    AdamW's last write of the weights) has the written tensors as outputs,
+    read after it."""
+    a, model, opt = _perturbed_run(tmp_path / "a", 0.0, "ops", foreach=True)
+    ev = detcheck.read_trace(a)[2].events
+    oe = [e for e in ev if e.phase == "optimizer"]
+    assert oe and all(e.module == "(optimizer)" and e.kind == "op" for e in oe)
+    assert ev[-len(oe):] == oe  # after backward
+    last = [e for e in oe if e.op.startswith("aten._foreach_addcdiv_")][-1]
+    params = list(model.parameters())
+    assert last.outputs == [detcheck.digest(p) for p in params]
+    assert last.inputs[:len(params)] != last.outputs  # the weights before and after
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_differing_update_is_named_in_the_optimizer(tmp_path, foreach):
+    """Equal gradients, another update (the learning rate): the first
+    differing op is the optimizer's, at step 1, the culprit."""
+    a, _, _ = _perturbed_run(tmp_path / "a", 0.0, "ops", foreach=foreach)
+    b, _, _ = _perturbed_run(tmp_path / "b", 0.0, "ops", lr=1.1e-2, foreach=foreach)
+    d = detcheck.first_difference(detcheck.read_trace(a), detcheck.read_trace(b))
+    assert (d.step, d.a.phase, d.a.module, d.culprit) == (1, "optimizer", "(optimizer)", True), d
+    r = run_cli("bisect", a, b)
+    assert "first differing op: step 1, optimizer, (optimizer) (%s, call %d), output %d: inputs equal, output " \
+           "differs (culprit)" % (d.a.op, d.a.call, d.output) in r.stdout, r.stdout

@@ -69,8 +69,13 @@ static char *trace_line(const cli_trace_first *f, const char *(*name)(const char
             x[k] = e ? event_desc(&f->t[k], e, counts, name)
                      : strf("nothing more (its step ended after %zu events)", d->event);
         }
-        char *line = x[0] && x[1] ? strf("execution differs at event %zu of step %ld: run A ran %s, run B ran %s",
-                                         d->event, d->step, x[0], x[1])
+        /* version 1 has no parameters' input and no optimizer phase: such runs never agree */
+        char vers[128] = "";
+        if (f->t[0].version != f->t[1].version)
+            snprintf(vers, sizeof vers, " (trace.bin versions %u and %u: record both runs with one detcheck)",
+                     f->t[0].version, f->t[1].version);
+        char *line = x[0] && x[1] ? strf("execution differs at event %zu of step %ld: run A ran %s, run B ran %s%s",
+                                         d->event, d->step, x[0], x[1], vers)
                                   : NULL;
         free(x[0]);
         free(x[1]);
@@ -80,6 +85,8 @@ static char *trace_line(const cli_trace_first *f, const char *(*name)(const char
     const dck_trace_event *e = d->a;
     char how[128];
     if (d->input < 0) snprintf(how, sizeof how, "inputs equal, output differs (culprit)");
+    else if (dck_trace_input_is_state(t, e, d->input))
+        snprintf(how, sizeof how, "its parameters and buffers already differed (inherited)");
     else snprintf(how, sizeof how, "input %d already differed (inherited)", d->input);
     const char *module = name(t->names[e->module]);
     if (e->kind == DCK_TRACE_OP)

@@ -16,9 +16,22 @@ enum { REC_NAME = 1, REC_STEP = 2 };
 enum { HEADER_BYTES = 16, NAME_HEAD = 6, STEP_HEAD = 13, EVENT_HEAD = 16, SLOT_BYTES = 17 };
 
 const char *dck_trace_phase_name(int phase) {
-    static const char *const n[DCK_TRACE_PHASE_COUNT] = {"forward", "backward"};
+    static const char *const n[DCK_TRACE_PHASE_COUNT] = {"forward", "backward", "optimizer"};
     return (unsigned)phase < DCK_TRACE_PHASE_COUNT ? n[phase] : "?";
 }
+
+bool dck_trace_input_is_state(const dck_trace *t, const dck_trace_event *e, int input) {
+    return t->version >= 2 && e->kind == DCK_TRACE_MODULE && e->nin && input == e->nin - 1;
+}
+
+/* Per version: the phases its events may have and how the message says so. */
+static const struct {
+    uint8_t phases;
+    const char *expected;
+} version_rules[DCK_TRACE_VERSION + 1] = {
+    [1] = {2, "0 or 1"},
+    [2] = {3, "0, 1 or 2"},
+};
 
 void dck_trace_release(dck_trace *t) {
     if (!t) return;
@@ -83,12 +96,12 @@ static dck_status read_event(dck_src *s, trace_state *t, uint64_t at, int64_t st
     if (got < sizeof h) return *torn = true, DCK_OK;
     dck_trace_event e = {.phase = h[0], .kind = h[1], .module = (uint32_t)dck_le(h + 2, 4), .op = (uint32_t)dck_le(h + 6, 4),
                          .call = (uint32_t)dck_le(h + 10, 4), .nin = h[14], .nout = h[15], .slot = r->nslots};
-    const char *bad = NULL;
-    if (e.phase >= DCK_TRACE_PHASE_COUNT) bad = "phase";
-    else if (e.kind >= DCK_TRACE_KIND_COUNT) bad = "kind";
-    if (bad)
-        return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld: event with %s %u (expected 0 or 1)", s->path,
-                             (unsigned long long)at, (long long)step, bad, bad[0] == 'p' ? e.phase : e.kind);
+    if (e.phase >= version_rules[r->version].phases)
+        return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld: event with phase %u (expected %s)", s->path,
+                             (unsigned long long)at, (long long)step, e.phase, version_rules[r->version].expected);
+    if (e.kind >= DCK_TRACE_KIND_COUNT)
+        return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld: event with kind %u (expected 0 or 1)", s->path,
+                             (unsigned long long)at, (long long)step, e.kind);
     if (e.module >= r->nnames)
         return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld: event uses module name id %u, never named",
                              s->path, (unsigned long long)at, (long long)step, e.module);
@@ -98,6 +111,16 @@ static dck_status read_event(dck_src *s, trace_state *t, uint64_t at, int64_t st
     if (e.kind == DCK_TRACE_OP && e.op >= r->nnames)
         return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld: op event uses op name id %u, never named",
                              s->path, (unsigned long long)at, (long long)step, e.op);
+    /* the writer traces only ops inside optimizer.step() */
+    if (e.kind == DCK_TRACE_MODULE && e.phase == DCK_TRACE_OPTIMIZER)
+        return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld: module event in phase 2 (optimizer: ops only)",
+                             s->path, (unsigned long long)at, (long long)step);
+    /* its last input is the module's parameters and buffers, present or not */
+    if (e.kind == DCK_TRACE_MODULE && r->version >= 2 && !e.nin)
+        return dck_set_error(DCK_ERR_FORMAT,
+                             "%s: byte %llu: step %lld: module event with no input (version 2: its last input is "
+                             "its parameters and buffers)",
+                             s->path, (unsigned long long)at, (long long)step);
     size_t nslots = (size_t)e.nin + e.nout;
     for (size_t k = 0; k < nslots; k++) {
         uint8_t b[SLOT_BYTES];
@@ -183,9 +206,10 @@ static dck_status parse(dck_src *s, dck_trace *r) {
     if (got < sizeof h || memcmp(h, MAGIC, 8) != 0)
         return dck_set_error(DCK_ERR_FORMAT, "%s: byte 0: not a detcheck trace file (no DCKTRAC header)", s->path);
     uint32_t ver = (uint32_t)dck_le(h + 8, 4), flags = (uint32_t)dck_le(h + 12, 4);
-    if (ver != DCK_TRACE_VERSION)
-        return dck_set_error(DCK_ERR_UNSUPPORTED, "%s: byte 8: version %u (this detcheck reads %d)", s->path, ver,
-                             DCK_TRACE_VERSION);
+    if (ver < DCK_TRACE_MIN_VERSION || ver > DCK_TRACE_VERSION)
+        return dck_set_error(DCK_ERR_UNSUPPORTED, "%s: byte 8: version %u (this detcheck reads %d to %d)", s->path, ver,
+                             DCK_TRACE_MIN_VERSION, DCK_TRACE_VERSION);
+    r->version = ver;
     if (flags != 0)
         return dck_set_error(DCK_ERR_UNSUPPORTED, "%s: byte 12: flags 0x%x (this detcheck knows none)", s->path, flags);
     trace_state *t = calloc(1, sizeof *t);

@@ -2,14 +2,21 @@
  * writes next to a trajectory (RUN/trace.bin, trace="modules" or "ops"),
  * read for detcheck bisect, which names the first event where two runs
  * part. The format (man detcheck-bisect(1), TRACE FILES; little-endian):
- *   header  "DCKTRAC\0" | u32 version (1) | u32 flags (0)
+ *   header  "DCKTRAC\0" | u32 version (1 or 2) | u32 flags (0)
  *   records u8 type, then
  *     1 NAME  u32 id (counting up from 0) | u16 length | name (UTF-8)
  *     2 STEP  i64 step | u32 event count | u8 truncated (0 or 1) | events
- *   event   u8 phase (0 forward, 1 backward) | u8 kind (0 module, 1 op)
+ *   event   u8 phase (0 forward, 1 backward, 2 optimizer: version 2, ops
+ *           only) | u8 kind (0 module, 1 op)
  *           | u32 module name id | u32 op name id (0xffffffff: a module
  *           event) | u32 call | u8 inputs | u8 outputs
  *           | (inputs + outputs) x (u8 present (0/1) | u64 high64 | u64 low64)
+ * Version 2 (the Python Recorder's since issue 31): a module event's last
+ * input is one digest over the module's parameters and buffers (absent when
+ * it has none), so a module whose weights already differ is inherited, never
+ * the culprit (a module event has at least that input); phase 2 holds the
+ * ops run inside optimizer.step(), outputs of an op that writes its
+ * arguments including the written arguments. Version 1 has neither.
  * As train_record.h's reader: the header is checked before anything else;
  * the file is streamed up to the size it had when opened; only a record
  * that runs to the end of the file is torn (dropped; what it holds is
@@ -23,7 +30,8 @@
 #include "common/common.h"
 
 #define DCK_TRACE_FILE "trace.bin"
-#define DCK_TRACE_VERSION 1
+#define DCK_TRACE_VERSION 2     /* the newest this reads */
+#define DCK_TRACE_MIN_VERSION 1 /* the oldest */
 /* Events of one step: past this a count is damage, never a tear. 16 Mi
  * events of at least 16 bytes each: 256 MiB for one step of one run,
  * far past the op trace of a step of a billion-parameter model. */
@@ -31,7 +39,7 @@
 /* The op name id of a module event. */
 #define DCK_TRACE_NO_OP 0xffffffffu
 
-typedef enum { DCK_TRACE_FORWARD = 0, DCK_TRACE_BACKWARD, DCK_TRACE_PHASE_COUNT } dck_trace_phase;
+typedef enum { DCK_TRACE_FORWARD = 0, DCK_TRACE_BACKWARD, DCK_TRACE_OPTIMIZER, DCK_TRACE_PHASE_COUNT } dck_trace_phase;
 typedef enum { DCK_TRACE_MODULE = 0, DCK_TRACE_OP, DCK_TRACE_KIND_COUNT } dck_trace_kind;
 
 typedef struct {
@@ -54,6 +62,7 @@ typedef struct {
 } dck_trace_step;
 
 typedef struct {
+    uint32_t version; /* the file's: DCK_TRACE_MIN_VERSION..DCK_TRACE_VERSION */
     size_t nnames;
     char **names;
     size_t nsteps;
@@ -64,8 +73,12 @@ typedef struct {
     dck_trace_slot *slots;
 } dck_trace;
 
-/* "forward", "backward" */
+/* "forward", "backward", "optimizer" */
 const char *dck_trace_phase_name(int phase);
+/* Whether input `input` of e is not a tensor the event was given but the
+ * digest of its module's parameters and buffers (a version 2 module
+ * event's last input). */
+bool dck_trace_input_is_state(const dck_trace *t, const dck_trace_event *e, int input);
 /* Reads a trace file, streamed (never whole): DCK_ERR_IO for a file that is
  * not regular (a FIFO would block), DCK_ERR_FORMAT naming path and byte
  * offset for bad input, DCK_ERR_NOMEM naming path. */

@@ -25,6 +25,10 @@
 #   bytes; name=HEX the first name's bytes; steporder=1 steps 0 and 1 swap
 #   raw=OFF:HEX  bytes at OFF overwritten; dup=1 ids 0 and 1 name one module
 #   dump=S     RUN/dump_step_S/trace.safetensors present
+#   version=2  the format of issue 31: each module event's last input is its
+#              parameters' digest (fc1's follows its weight, see win=S),
+#              and opt=1 adds an optimizer phase (AdamW's update, an op);
+#              upd=S: step S's update computes other bits
 cat > mktrace.py <<'PY'
 import os, struct, sys
 d = sys.argv[1]
@@ -40,7 +44,8 @@ if "dump" in o:
     open(os.path.join(d, "dump_step_%s" % o["dump"], "trace.safetensors"), "wb").write(b"x")
 if o.get("side", "1") == "0":
     sys.exit(0)
-names, out = {}, bytearray(b"DCKTRAC\0" + struct.pack("<II", 1, 0))
+version = int(o.get("version", 1))
+names, out = {}, bytearray(b"DCKTRAC\0" + struct.pack("<II", version, 0))
 if "dup" in o:  # ids 0 and 1 name one module
     names[b"\0dup0"], names[b"\0dup1"] = 0, 1
     out += struct.pack("<BIH", 1, 0, 7) + b"model.x" + struct.pack("<BIH", 1, 1, 7) + b"model.x"
@@ -59,7 +64,7 @@ def nid(n):
 def events(s):
     T = lambda v: (1, 1000 * s + v)        # a tensor's digest at step s
     w1 = (1, 1000 * s + 2 + (7 if s == g("win") else 0))
-    h2 = (1, 1000 * s + 4 + (9 if s == g("fwd") else 0))
+    h2 = (1, 1000 * s + 4 + (9 if s == g("fwd") else 0) + (11 if s == g("win") else 0))
     a = (1, h2[1] + 100)
     ga = (1, 1000 * s + 8 + (5 if s == g("bwd") else 0))
     act = "aten.gelu.default" if s == g("order") else "aten.relu.default"
@@ -75,6 +80,12 @@ def events(s):
         (1, "model.fc1", "aten.mm.default", 0, [ga, w1], [(1, ga[1] + 3)]),
         (1, "model.fc1", None, 0, [ga], [(1, ga[1] + 3)]),
     ]
+    if version >= 2:  # the module's parameters: its last input
+        ev = [e if e[2] else e[:4] + (e[4] + [(1, w1[1] + 500) if e[1] == "model.fc1" else T(600)],) + e[5:]
+              for e in ev]
+    if o.get("opt") == "1":
+        ev.append((2, "(optimizer)", "aten._foreach_addcdiv_.Scalar", 0, [w1, T(20), T(21)],
+                   [(1, w1[1] + 30 + (1 if s == g("upd") else 0))]))
     if s == g("extra"):
         ev.append((1, "model.fc1", "aten.sum.default", 0, [ga], [(1, 1)]))
     if o.get("modules") == "1":
@@ -447,9 +458,11 @@ mktrace k2 count=1:11
 expect_exit 2 $DETCHECK bisect a k2
 expect_grep 'k2/trace.bin: byte [0-9]*: step 1: event with phase 2 (expected 0 or 1)' err.txt
 # header
-mktrace hd raw=8:02000000
-expect_exit 2 $DETCHECK bisect a hd
-expect_grep 'hd/trace.bin: byte 8: version 2 (this detcheck reads 1)' err.txt
+for v in 0 3; do
+    mktrace hd raw=8:0${v}000000
+    expect_exit 2 $DETCHECK bisect a hd
+    expect_grep "hd/trace.bin: byte 8: version $v (this detcheck reads 1 to 2)" err.txt
+done
 mktrace hf raw=12:01000000
 expect_exit 2 $DETCHECK bisect a hf
 expect_grep 'hf/trace.bin: byte 12: flags 0x1' err.txt
@@ -513,4 +526,54 @@ expect_grep 'tl3/trace.bin: byte [0-9]*: step 3: event with phase 3' err.txt
 mktrace tl4 count=3:4000
 expect_exit 1 $DETCHECK bisect a tl4
 expect_grep '3 traced steps agree event by event' out.txt
+
+# ---------------------------------------------------------------- version 2 (issue 31)
+# a module event's last input is its parameters and buffers: a module whose
+# weight already differs is inherited, never the culprit (version 1 could
+# only call it the culprit)
+mktrace v2 version=2 modules=1
+mktrace v2w version=2 modules=1 win=1
+expect_exit 1 $DETCHECK bisect v2 v2w --junit v10.xml
+expect_grep '^first differing module: step 1, forward, model.fc1 (call 0), output 0: its parameters and buffers already differed (inherited)$' out.txt
+expect_grep 'type="inherited"' v10.xml
+expect_exit 1 $DETCHECK bisect --json v2 v2w
+expect_grep '"output":0,"input":1,"culprit":false,"how":"output"' out.txt
+mktrace v1w modules=1 win=1
+expect_exit 1 $DETCHECK bisect am v1w
+expect_grep '^first differing module: step 1, forward, model.fc1 (call 0), output 0: inputs equal, output differs (culprit)$' out.txt
+# an op's input that differs is still named by its index
+mktrace v2o version=2
+mktrace v2ow version=2 win=2
+expect_exit 1 $DETCHECK bisect v2o v2ow
+expect_grep '^first differing op: step 2, forward, model.fc1 (aten.mm.default, call 0), output 0: input 1 already differed (inherited)$' out.txt
+# a version 1 run against a version 2 one: module events differ in their counts, said so
+expect_exit 1 $DETCHECK bisect am v2
+expect_grep '^execution differs at event 0 of step 0: run A ran forward model.fc1 (module, call 0) with 1 input and 1 output, run B ran forward model.fc1 (module, call 0) with 2 inputs and 1 output (trace.bin versions 1 and 2: record both runs with one detcheck)$' out.txt
+# the optimizer's phase: ops run inside optimizer.step(), outputs the written arguments
+mktrace vo version=2 opt=1
+mktrace vo2 version=2 opt=1
+expect_exit 0 $DETCHECK bisect vo vo2
+mktrace vu version=2 opt=1 upd=2
+expect_exit 1 $DETCHECK bisect vo vu --junit v11.xml
+expect_grep '^first differing op: step 2, optimizer, (optimizer) (aten._foreach_addcdiv_.Scalar, call 0), output 0: inputs equal, output differs (culprit)$' out.txt
+expect_grep 'classname="detcheck.bisect.step_2.optimizer"' v11.xml
+expect_exit 1 $DETCHECK bisect --json vo vu
+expect_grep '"phase":"optimizer","kind":"op","module":"(optimizer)"' out.txt
+# damage of version 2: a phase past 2, a module event in the optimizer's
+# phase, a module event without its parameters' input; phase 2 in version 1
+mktrace e version=2 opt=1 set=1:10:phase:3
+off=$(cat mktrace.out)
+expect_exit 2 $DETCHECK bisect vo e
+expect_grep "e/trace.bin: byte $off: step 1: event with phase 3 (expected 0, 1 or 2)$" err.txt
+mktrace e version=2 set=1:2:phase:2
+off=$(cat mktrace.out)
+expect_exit 2 $DETCHECK bisect v2o e
+expect_grep "e/trace.bin: byte $off: step 1: module event in phase 2 (optimizer: ops only)$" err.txt
+mktrace e version=2 set=1:2:nin:0
+off=$(cat mktrace.out)
+expect_exit 2 $DETCHECK bisect v2o e
+expect_grep "e/trace.bin: byte $off: step 1: module event with no input (version 2: its last input is its parameters and buffers)$" err.txt
+mktrace e opt=1
+expect_exit 2 $DETCHECK bisect a e
+expect_grep "e/trace.bin: byte [0-9]*: step 0: event with phase 2 (expected 0 or 1)$" err.txt
 done_ok

@@ -2,8 +2,10 @@
  * bisect), on the input's bytes. The file is read twice, from memory
  * (dck_trace_parse) and from a file (dck_trace_load, the descriptor path
  * bisect takes): both must agree, status and content. What is read must
- * hold the format's promises (names UTF-8, not empty, without NUL, steps ascending,
- * counts within the cap, name ids named, module events without an op,
+ * hold the format's promises (a version it reads, names UTF-8, not empty, without NUL,
+ * steps ascending, counts within the cap, name ids named, module events without an op,
+ * in forward or backward, and from version 2 with their parameters' input; the
+ * optimizer's phase from version 2 only,
  * present 0 or 1 with a zero digest when 0, slots where the events say)
  * and compare equal to itself. */
 #include "detcheck.h"
@@ -38,6 +40,7 @@ static int write_file(const char *path, const uint8_t *data, size_t size) {
     } while (0)
 
 static void same_trace(const dck_trace *a, const dck_trace *b) {
+    CHECK(a->version == b->version, "memory and file readings differ in version");
     CHECK(a->nnames == b->nnames && a->nsteps == b->nsteps && a->nevents == b->nevents && a->nslots == b->nslots,
           "memory and file readings differ in size");
     for (size_t i = 0; i < a->nnames; i++) CHECK(!strcmp(a->names[i], b->names[i]), "name %zu differs", i);
@@ -59,6 +62,7 @@ static void same_trace(const dck_trace *a, const dck_trace *b) {
 }
 
 static void promises(const dck_trace *t) {
+    CHECK(t->version >= DCK_TRACE_MIN_VERSION && t->version <= DCK_TRACE_VERSION, "version %u", t->version);
     for (size_t i = 0; i < t->nnames; i++)
         CHECK(t->names[i][0] && dck_utf8_valid(t->names[i], strlen(t->names[i])), "name %zu is empty or not UTF-8", i);
     size_t next = 0, slot = 0;
@@ -69,6 +73,11 @@ static void promises(const dck_trace *t) {
         for (size_t k = 0; k < st->n; k++) {
             const dck_trace_event *e = &t->events[st->first + k];
             CHECK(e->phase < DCK_TRACE_PHASE_COUNT && e->kind < DCK_TRACE_KIND_COUNT, "phase or kind");
+            CHECK(t->version >= 2 || e->phase != DCK_TRACE_OPTIMIZER, "optimizer phase in version 1");
+            CHECK(e->kind == DCK_TRACE_OP || (e->phase != DCK_TRACE_OPTIMIZER && (t->version < 2 || e->nin)),
+                  "module event in the optimizer's phase or without its parameters' input");
+            CHECK(dck_trace_input_is_state(t, e, e->nin - 1) == (t->version >= 2 && e->kind == DCK_TRACE_MODULE),
+                  "parameters' input");
             CHECK(e->module < t->nnames, "module id past the names");
             CHECK(e->kind == DCK_TRACE_OP ? e->op < t->nnames : e->op == DCK_TRACE_NO_OP, "op id");
             CHECK(e->slot == slot, "event's slots");

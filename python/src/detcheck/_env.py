@@ -197,10 +197,17 @@ class _Auto:
         step = self.count + 1
         params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
         gn = None
-        if params:
-            with torch.no_grad():
-                gn = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad.detach().float())
-                                                           for p in params]))
+        tr = self.rec._tracer  # inside optimizer.step(): its own work is not the optimizer's
+        if tr is not None:
+            tr.paused += 1
+        try:
+            if params:
+                with torch.no_grad():
+                    gn = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad.detach().float())
+                                                               for p in params]))
+        finally:
+            if tr is not None:
+                tr.paused = max(0, tr.paused - 1)
         loss, self.rec._loss = self.rec._loss, None
         self.rec.step(step, loss=loss, grad_norm=gn, model=self.model, optimizer=optimizer)
         self.count = step

@@ -7,11 +7,19 @@ step it collects, in execution order, one *event* per
 - ``trace="modules"``: module forward call (forward hooks: the forward
   arguments' tensors as inputs, the output's tensors as outputs) and module
   backward (``register_full_backward_hook``: the gradients flowing in,
-  grad_output, as inputs; those flowing out, grad_input, as outputs);
+  grad_output, as inputs; those flowing out, grad_input, as outputs). The
+  last input of every module event is one digest over the module's
+  parameters and buffers (``named_parameters()`` then ``named_buffers()``,
+  recursive: the digest v1 of the 17-byte slots of their digests, each
+  tensor digested once per step while its version counter stands), absent
+  when it has none: a module whose weights already differ is inherited,
+  never the culprit;
 - ``trace="ops"``: ATen op (a ``TorchDispatchMode``): the op's overload name
   (``aten.mm.default``), the innermost module running it (a stack kept by
   module forward pre/post hooks, and backward pre/post hooks in backward),
-  its tensor inputs and outputs;
+  its tensor inputs and outputs; an op that writes its arguments (in place,
+  ``out=``, ``_foreach_*_`` ops that return nothing) has the written
+  arguments it does not return as further outputs, read after it;
 
 each with a call index (its index among the step's events of the same phase,
 module and op) and the digest v1 of every tensor (CUDA tensors on the device,
@@ -20,36 +28,67 @@ with the library's kernel, on the current stream: no host copy).
 Module names are those of ``model.named_modules()``; the root module is
 ``(root)``, and an op run outside any module of the model (a loss computed
 outside it, gradient clipping) has the module ``(outside)``. Ops run inside
-``optimizer.step()`` are not traced (the optimizer's result is in the
-recording's parameter and state digests).
+``optimizer.step()`` (between the optimizer's step pre and post hooks) are
+phase "optimizer", module ``(optimizer)`` (ops traces only: no module runs
+there), so a differing update is named by its op.
+
+Not events (ops traces): ops that only alias or move storage without
+computing: views, decided from the op's schema (every return aliases an
+input and nothing is written: ``view``, ``t``, ``transpose``, ``detach``,
+``alias``, ``expand``, ``slice``, ``select``, ``split``, ``unbind``,
+``as_strided``, ``view.dtype``, ``lift_fresh``...), ``_unsafe_view``
+(reshape's, not annotated as a view) and the ops tagged ``inplace_view``
+(``set_`` in all its overloads, ``resize_``, ``as_strided_``,
+``unsqueeze_``, ``squeeze_``, ``t_``, ``transpose_``, ``detach_``): their
+outputs are their inputs' bytes, and they still drop the slots of what they
+rewrite. Nor are the ops run while a DataLoader starts an iterator or produces a
+batch (``DataLoader.__iter__``, ``_BaseDataLoaderIter.__next__``, on the
+tracing thread, for any ``num_workers``, through accelerate's
+``DataLoaderShard`` too): its sampler draws, and the main
+process rebuilds the workers' batches from shared memory in an order that
+depends on timing; the batch itself is compared through the recording's
+``data.batch`` state. Their writes still drop slots. DataLoader workers
+forked from a tracing process trace nothing.
+
+Slots are bounded: at most 255 inputs and 255 outputs per event (further
+tensors are not listed: a ``_foreach_`` op over more than 255 tensors lists
+the first ones).
 
 The events of a step are written to ``trace.bin`` (format: man
-detcheck-bisect(1), section TRACE FILES) when :meth:`Recorder.step` (or
-``take``) records that step: the events collected since the previous call.
+detcheck-bisect(1), section TRACE FILES; version 2: version 1 had neither
+the parameters' input nor the optimizer's phase, and is still read) when
+:meth:`Recorder.step` (or ``take``) records that step: the events collected
+since the previous call.
 """
 import bisect
 import functools
 import os
 import struct
+import threading
 import warnings
 import weakref
 
 from . import _lib
 from ._digest import digest_torch_parts, torch_dtype_name, _is_dtensor
+from ._state import digest_u8
 
 TRACE_FILE = "trace.bin"
 MAGIC = b"DCKTRAC\0"
-VERSION = 1
+VERSION = 2  # written; read: 1 and 2
+MIN_VERSION = 1
 MODES = ("none", "modules", "ops")
 ROOT_NAME = "(root)"
 OUTSIDE_NAME = "(outside)"
+OPTIMIZER_NAME = "(optimizer)"
 NO_OP = 0xFFFFFFFF
 MAX_SLOTS = 255  # u8 input and output counts: further tensors are not listed
 DEFAULT_LIMIT_EVENTS = 1000000
 MAX_LIMIT_EVENTS = 1 << 24  # DCK_TRACE_MAX_EVENTS: the CLI refuses a step holding more
 MAX_NAME_BYTES = 0xFFFF
-FORWARD, BACKWARD = 0, 1
-PHASES = ("forward", "backward")
+FORWARD, BACKWARD, OPTIMIZER = 0, 1, 2
+PHASES = ("forward", "backward", "optimizer")
+# per version: the phases its events may have, as the reader's message says them
+_VERSION_PHASES = {1: (2, "0 or 1"), 2: (3, "0, 1 or 2")}
 KINDS = ("module", "op")
 _NAME, _STEP = 1, 2
 _ABSENT = b"\0" + bytes(16)
@@ -173,6 +212,54 @@ class _SlotCache:
             self.unset.pop(sp, None)  # written: its bytes mean something now
 
 
+# DataLoaders at work on this thread (starting an iterator, producing a
+# batch): the op trace leaves their ops out (see the module)
+_LOADER = threading.local()
+
+
+def _in_loader():
+    return getattr(_LOADER, "depth", 0)
+
+
+def _pause_in_loaders():
+    """Wraps, once per process, ``DataLoader.__iter__`` (the iterator's
+    start: its sampler, a persistent loader's reset) and the iterators'
+    ``__next__`` (``_BaseDataLoaderIter``'s, which the single- and
+    multi-process iterators and accelerate's loaders all go through) to
+    count, per thread, the loaders at work."""
+    try:
+        from torch.utils.data.dataloader import DataLoader, _BaseDataLoaderIter
+    except ImportError:
+        return
+    for cls, name in ((DataLoader, "__iter__"), (_BaseDataLoaderIter, "__next__")):
+        f = cls.__dict__.get(name)
+        if f is None or getattr(f, "_detcheck_loader", False):
+            continue
+
+        def counted(*a, _f=f, **k):
+            _LOADER.depth = _in_loader() + 1
+            try:
+                return _f(*a, **k)
+            finally:
+                _LOADER.depth -= 1
+        functools.update_wrapper(counted, f)
+        counted._detcheck_loader = True
+        setattr(cls, name, counted)
+
+
+# Tracers of this process: a forked child (a DataLoader worker) traces nothing
+_TRACERS = weakref.WeakSet()
+
+
+def _forked():
+    for tr in list(_TRACERS):
+        tr.paused += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
 def _next_seq():
     return _torch()._C._autograd._get_sequence_nr()
 
@@ -205,9 +292,13 @@ class Tracer:
         self.active = False
         self.dumping = False
         self.paused = 0
+        self.in_opt = 0  # inside optimizer.step(): the optimizer's phase
         self._handles = []
         self._dispatch = None
         self.cache = _SlotCache()
+        self._state_slots = {}  # id(tensor) -> [weakref, version, slot]: parameters and buffers this step
+        _TRACERS.add(self)
+        _pause_in_loaders()
         from torch.optim.optimizer import register_optimizer_step_pre_hook, register_optimizer_step_post_hook
         # for the Tracer's life (not armed and disarmed: a hook may disarm it inside optimizer.step())
         self._opt_handles = [register_optimizer_step_pre_hook(self._opt_pre),
@@ -227,6 +318,7 @@ class Tracer:
         self._fstack = []
         self._seqs, self._seqnames = [], []
         self.cache.clear()
+        self._state_slots.clear()
         self.active = active
         self.dumping = dumping and active
         if active:
@@ -255,6 +347,7 @@ class Tracer:
         for a, v in zip(self._STATE, snap):
             setattr(self, a, v)
         self.cache.clear()
+        self._state_slots.clear()
         if self.active:
             self._arm()
 
@@ -306,11 +399,11 @@ class Tracer:
         self._opt_handles = []
 
     def _opt_pre(self, *a):
-        self.paused += 1
+        self.in_opt += 1
         self.cache.clear()
 
     def _opt_post(self, *a):
-        self.paused = max(0, self.paused - 1)
+        self.in_opt = max(0, self.in_opt - 1)
         self.cache.clear()
 
     # ---------------------------------------------------------- events
@@ -320,17 +413,34 @@ class Tracer:
             return True
         return False
 
-    def add(self, phase, kind, module, op, ins, outs):
-        """ins, outs: lists of tensors or None (absent slots)."""
-        key = (phase, module, op)
-        call = self.calls.get(key, 0)
-        self.calls[key] = call + 1
-        ins, outs = ins[:MAX_SLOTS], outs[:MAX_SLOTS]
-        ib = b"".join(_slot(t) for t in ins)
-        ob = b"".join(_slot(t) for t in outs)
-        if self.dumping and not self.dump_full:
-            self._keep(len(self.events), outs)
-        self.events.append(_Event(phase, kind, module, op, call, len(ins), ib, len(outs), ob))
+    def state_slot(self, module):
+        """The slot of a module's parameters and buffers (recursive,
+        named_parameters() then named_buffers()): the digest v1 of their
+        slots, absent when it has none. Each tensor is digested once per
+        step while its version counter stands (an inference tensor, which
+        has none, each time)."""
+        slots = []
+        for _, t in list(module.named_parameters()) + list(module.named_buffers()):
+            e = self._state_slots.get(id(t))
+            try:
+                v = t._version
+            except (AttributeError, RuntimeError):
+                v = None
+            if e is None or e[0]() is not t or v is None or e[1] != v:
+                e = [weakref.ref(t), v, _slot(t)]
+                if v is not None:
+                    self._state_slots[id(t)] = e
+            slots.append(e[2])
+        if not slots:
+            return _ABSENT
+        d = digest_u8(b"".join(slots))
+        return _SLOT.pack(1, d.high64, d.low64)
+
+    def module_ins(self, module, tensors):
+        """A module event's inputs: (count, slot bytes) of the tensors (the
+        first MAX_SLOTS - 1), then its parameters and buffers."""
+        tensors = tensors[:MAX_SLOTS - 1]
+        return len(tensors) + 1, b"".join(_slot(t) for t in tensors) + self.state_slot(module)
 
     def add_digested(self, phase, kind, module, op, nin, ib, outs, slot=_slot):
         key = (phase, module, op)
@@ -367,16 +477,15 @@ class Tracer:
 
     # ---------------------------------------------------------- hooks
     def _fpre(self, nm, module, args, kwargs):
-        if not self.active or self.paused:
+        if not self.active or self.paused or self.in_opt:
             return None
         if self.mode == "ops":
             self._fstack.append((id(module), nm, None))
             self._transition(nm)
         elif not self._full():
-            # inputs digested before forward runs (an in-place module changes them)
+            # inputs (and weights) digested before forward runs (an in-place module changes them)
             ins = [t for t in _leaves((args, kwargs)) if isinstance(t, _torch().Tensor)]
-            ins = ins[:MAX_SLOTS]
-            self._fstack.append((id(module), nm, (len(ins), b"".join(_slot(t) for t in ins))))
+            self._fstack.append((id(module), nm, self.module_ins(module, ins)))
         else:
             self._fstack.append((id(module), nm, None))
         return None
@@ -390,7 +499,7 @@ class Tracer:
         return None
 
     def _fpost(self, nm, module, args, kwargs, output):
-        if not self.active or self.paused:
+        if not self.active or self.paused or self.in_opt:
             return None
         e = self._pop(self._fstack, id(module))
         if self.mode == "ops":
@@ -401,8 +510,9 @@ class Tracer:
         return None
 
     def _bpost(self, nm, module, grad_input, grad_output):
-        if self.active and not self.paused and not self._full():
-            self.add(BACKWARD, 0, nm, None, list(grad_output), list(grad_input))
+        if self.active and not self.paused and not self.in_opt and not self._full():
+            nin, ib = self.module_ins(module, list(grad_output))
+            self.add_digested(BACKWARD, 0, nm, None, nin, ib, list(grad_input))
         return None
 
     def _transition(self, nm):
@@ -424,13 +534,18 @@ class Tracer:
         return self._seqnames[i - 1] if i else OUTSIDE_NAME
 
 
+# ops that only alias or move storage, not annotated as views by their schema
+_METADATA_OPS = frozenset(("aten::_unsafe_view", "aten::set_"))
+
+
 def _op_mode(tracer):
     torch = _torch()
     from torch.utils._python_dispatch import TorchDispatchMode
     Tensor = torch.Tensor
     graph_task = torch._C._current_graph_task_id
+    inplace_view = getattr(torch.Tag, "inplace_view", None)
 
-    writes = {}  # op -> whether its schema writes an argument
+    kinds = {}  # op -> (writes an argument, metadata only, its written arguments as (index, name))
     # ops that return memory they do not initialise
     allocating = set()
     for name, overload in (("empty", "memory_format"), ("empty_like", "default"), ("new_empty", "default"),
@@ -440,14 +555,34 @@ def _op_mode(tracer):
         if op is not None:
             allocating.add(op)
 
-    def writer(func):
-        w = writes.get(func)
-        if w is None:
+    def kind(func):
+        k = kinds.get(func)
+        if k is None:
             try:
-                w = writes[func] = bool(func._schema.is_mutable)
-            except AttributeError:  # an op without a schema: assume it writes
-                w = writes[func] = True
-        return w
+                sc = func._schema
+                w = bool(sc.is_mutable)
+                # a view: every return aliases an input, nothing is written
+                view = not w and bool(sc.returns) and all(r.alias_info is not None for r in sc.returns)
+                meta = view or sc.name in _METADATA_OPS or (inplace_view is not None and inplace_view in func.tags)
+                written = tuple((i, a.name) for i, a in enumerate(sc.arguments)
+                                if a.alias_info is not None and a.alias_info.is_write)
+                k = (w, meta, written)
+            except AttributeError:  # an op without a schema: assume it writes and computes
+                k = (True, False, ())
+            kinds[func] = k
+        return k
+
+    def written_args(spec, args, kwargs, returned):
+        """The tensors of the written arguments that the op did not return."""
+        seen = {id(t) for t in returned if t is not None}
+        out = []
+        for i, name in spec:
+            v = args[i] if i < len(args) else kwargs.get(name)
+            for t in _leaves(v):
+                if isinstance(t, Tensor) and id(t) not in seen:
+                    seen.add(id(t))
+                    out.append(t)
+        return out
 
     class _OpTrace(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -455,19 +590,35 @@ def _op_mode(tracer):
             tr = tracer
             if not tr.active or tr.paused or func.namespace == "profiler" or tr._full():
                 return func(*args, **kwargs)
+            writes, meta, written = kind(func)
+            if meta or _in_loader():
+                # not an event; what it writes (set_ points a tensor at other memory) drops the slots
+                if not writes:
+                    return func(*args, **kwargs)
+                ins = [t for t in _leaves((args, kwargs)) if isinstance(t, Tensor)]
+                tr.cache.written(ins)
+                out = func(*args, **kwargs)
+                tr.cache.written(ins)
+                return out
             ins = [t for t in _leaves((args, kwargs)) if isinstance(t, Tensor)]
             slot = tr.cache.slot
             ib = b"".join(slot(t) for t in ins[:MAX_SLOTS])  # before the op: an in-place op changes them
             out = func(*args, **kwargs)
-            if writer(func):
+            if writes:
                 tr.cache.written(ins)
-            outs = [t if isinstance(t, Tensor) else None for t in _leaves(out)
-                    if t is None or isinstance(t, Tensor)]
+            # an op that returns nothing (out None: _foreach_add_) has no returned output
+            outs = [] if out is None else [t if isinstance(t, Tensor) else None for t in _leaves(out)
+                                           if t is None or isinstance(t, Tensor)]
             if func in allocating:
                 tr.cache.allocated([t for t in outs if t is not None])
-            phase = BACKWARD if graph_task() != -1 else FORWARD
-            tr.add_digested(phase, 1, tr.module_now(phase), str(func), min(len(ins), MAX_SLOTS), ib, outs,
-                            tr.cache.fresh)
+            if written:  # what it wrote, read now (a _foreach_ op returns nothing)
+                outs += written_args(written, args, kwargs, outs)
+            if tr.in_opt:
+                phase, module = OPTIMIZER, OPTIMIZER_NAME
+            else:
+                phase = BACKWARD if graph_task() != -1 else FORWARD
+                module = tr.module_now(phase)
+            tr.add_digested(phase, 1, module, str(func), min(len(ins), MAX_SLOTS), ib, outs, tr.cache.fresh)
             return out
 
     return _OpTrace()
@@ -546,16 +697,19 @@ def write_dump(path, step, mode, kept, truncated):
 
 # -------------------------------------------------------------- reading
 class TraceEvent:
-    """One event of a trace: ``phase`` ("forward"/"backward"), ``kind``
-    ("module"/"op"), ``module`` (qualified name, "(root)", "(outside)"),
-    ``op`` (an ATen overload name, or None for a module event), ``call``,
-    ``inputs`` and ``outputs`` (lists of 32-hex-digit digests, None for an
-    absent slot), ``index`` (position in the step's event list)."""
-    __slots__ = ("index", "phase", "kind", "module", "op", "call", "inputs", "outputs")
+    """One event of a trace: ``phase`` ("forward"/"backward"/"optimizer"),
+    ``kind`` ("module"/"op"), ``module`` (qualified name, "(root)",
+    "(outside)", "(optimizer)"), ``op`` (an ATen overload name, or None for a
+    module event), ``call``, ``inputs`` and ``outputs`` (lists of
+    32-hex-digit digests, None for an absent slot), ``index`` (position in
+    the step's event list), ``state_input`` (the index of the input that is
+    the module's parameters and buffers: a version 2 module event's last;
+    else None)."""
+    __slots__ = ("index", "phase", "kind", "module", "op", "call", "inputs", "outputs", "state_input")
 
-    def __init__(self, index, phase, kind, module, op, call, inputs, outputs):
+    def __init__(self, index, phase, kind, module, op, call, inputs, outputs, state_input=None):
         self.index, self.phase, self.kind, self.module, self.op = index, phase, kind, module, op
-        self.call, self.inputs, self.outputs = call, inputs, outputs
+        self.call, self.inputs, self.outputs, self.state_input = call, inputs, outputs, state_input
 
     def key(self):
         """What identifies the event across runs, as ``detcheck bisect``
@@ -637,8 +791,9 @@ def parse_trace(path, data):
     if n < 16 or data[:8] != MAGIC:
         raise ValueError("%s: byte 0: not a detcheck trace file (no DCKTRAC header)" % path)
     ver, flags = struct.unpack_from("<II", data, 8)
-    if ver != VERSION:
-        raise ValueError("%s: byte 8: version %d (this detcheck reads %d)" % (path, ver, VERSION))
+    if not MIN_VERSION <= ver <= VERSION:
+        raise ValueError("%s: byte 8: version %d (this detcheck reads %d to %d)" % (path, ver, MIN_VERSION, VERSION))
+    nphases, expected = _VERSION_PHASES[ver]
     if flags:
         raise ValueError("%s: byte 12: flags 0x%x (this detcheck knows none)" % (path, flags))
     pos, names, name_at, steps, last = 16, [], [], {}, None
@@ -690,10 +845,12 @@ def parse_trace(path, data):
                     break
                 ph, kd, mid, oid, call, nin, nout = _EVENT.unpack_from(data, pos)
                 pos += _EVENT.size
-                if ph > 1 or kd > 1:
-                    bad, v = ("phase", ph) if ph > 1 else ("kind", kd)
-                    raise ValueError("%s: byte %d: step %d: event with %s %d (expected 0 or 1)"
-                                     % (path, eat, st, bad, v))
+                if ph >= nphases:
+                    raise ValueError("%s: byte %d: step %d: event with phase %d (expected %s)"
+                                     % (path, eat, st, ph, expected))
+                if kd > 1:
+                    raise ValueError("%s: byte %d: step %d: event with kind %d (expected 0 or 1)"
+                                     % (path, eat, st, kd))
                 if mid >= len(names):
                     raise ValueError("%s: byte %d: step %d: event uses module name id %d, never named"
                                      % (path, eat, st, mid))
@@ -703,6 +860,12 @@ def parse_trace(path, data):
                 if kd == 1 and oid >= len(names):
                     raise ValueError("%s: byte %d: step %d: op event uses op name id %d, never named"
                                      % (path, eat, st, oid))
+                if kd == 0 and ph == OPTIMIZER:
+                    raise ValueError("%s: byte %d: step %d: module event in phase 2 (optimizer: ops only)"
+                                     % (path, eat, st))
+                if kd == 0 and ver >= 2 and not nin:
+                    raise ValueError("%s: byte %d: step %d: module event with no input (version 2: its last input "
+                                     "is its parameters and buffers)" % (path, eat, st))
                 slots = []
                 for s in range(nin + nout):
                     if n - pos < _SLOT.size:
@@ -719,7 +882,8 @@ def parse_trace(path, data):
                 if torn:
                     break
                 events.append(TraceEvent(k, PHASES[ph], KINDS[kd], names[mid], None if kd == 0 else names[oid],
-                                         call, slots[:nin], slots[nin:]))
+                                         call, slots[:nin], slots[nin:],
+                                         nin - 1 if kd == 0 and ver >= 2 else None))
             if torn:  # a killed run: the step is dropped whole
                 break
             steps[st] = TraceStep(st, trunc == 1, events)
@@ -746,15 +910,17 @@ def read_trace(run_dir):
 
     Refuses (ValueError naming the file and the byte offset) exactly what
     ``detcheck bisect``'s reader (src/train/train_trace.c) refuses, with its
-    messages: a missing or bad magic, another version, flags other than 0,
-    an unknown record type; a name record whose id is not the next one,
-    whose name is empty, holds a NUL or is not UTF-8, or (checked once the
-    file is read) names a name already named; a step not after the previous
-    one, holding more than 2^24 events, or whose truncated byte is not 0 or
-    1; an event with a phase or kind other than 0/1, a module or op name id
-    not named before it, a module event with an op id other than
-    0xffffffff; a slot whose present byte is not 0 or 1, or an absent slot
-    with a digest. Every field is checked as it is read, so only a record
+    messages: a missing or bad magic, a version other than 1 and 2, flags
+    other than 0, an unknown record type; a name record whose id is not the
+    next one, whose name is empty, holds a NUL or is not UTF-8, or (checked
+    once the file is read) names a name already named; a step not after the
+    previous one, holding more than 2^24 events, or whose truncated byte is
+    not 0 or 1; an event with a phase past 1 (version 1) or 2 (version 2),
+    a kind other than 0/1, a module or op name id not named before it, a
+    module event with an op id other than 0xffffffff, in phase 2 (the
+    optimizer's: ops only) or, in version 2, without inputs (its last is its
+    parameters and buffers); a slot whose present byte is not 0 or 1, or an
+    absent slot with a digest. Every field is checked as it is read, so only a record
     cut short by the end of the file (a killed run), with nothing wrong
     before the cut, is ignored. Also refused: a file that is not a regular
     file (a FIFO: never waited on) or larger than 16 GiB."""
@@ -770,8 +936,9 @@ class TraceDifference(tuple):
     step ended), ``how`` ("execution" or "output"), ``output`` (the first
     differing output's index, how "output" only, else None), ``input`` (the
     first input that differed already, None when every input is equal or
-    how is "execution"), ``culprit`` (how "output" and every input equal)
-    and ``inputs_equal`` (None for "execution")."""
+    how is "execution"), ``input_is_state`` (that input is the module's
+    parameters and buffers), ``culprit`` (how "output" and every input
+    equal) and ``inputs_equal`` (None for "execution")."""
 
     def __new__(cls, step, event, a, b, output=None, input=None):
         how = "execution" if output is None else "output"
@@ -779,6 +946,7 @@ class TraceDifference(tuple):
         self = tuple.__new__(cls, (step, a, b, inputs_equal))
         self.step, self.event, self.a, self.b, self.how = step, event, a, b, how
         self.output, self.input, self.inputs_equal = output, input, inputs_equal
+        self.input_is_state = input is not None and input == a.state_input
         self.culprit = how == "output" and input is None
         return self
 
