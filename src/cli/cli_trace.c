@@ -188,12 +188,21 @@ static char *context_line(const cli_trace_first *f, const char *(*name)(const ch
     const dck_trace_event *e = d->a;
     char *what;
     if (d->how == DCK_TRACE_EXECUTION) what = trace_line(f, name);
-    else if (e->kind == DCK_TRACE_OP)
-        what = strf("%s, %s (%s, call %u), output %d differs", dck_trace_phase_name(e->phase), name(t->names[e->module]),
-                    name(t->names[e->op]), e->call, d->output);
-    else
-        what = strf("%s, %s (call %u), output %d differs", dck_trace_phase_name(e->phase), name(t->names[e->module]),
-                    e->call, d->output);
+    else {
+        /* which input already differed, when one did: the weights of a
+         * module (its parameters-and-buffers input) say where it came from */
+        char in[96] = "";
+        if (d->input >= 0 && dck_trace_input_is_state(t, e, d->input))
+            snprintf(in, sizeof in, " (its parameters and buffers already differed)");
+        else if (d->input >= 0)
+            snprintf(in, sizeof in, " (input %d already differed)", d->input);
+        if (e->kind == DCK_TRACE_OP)
+            what = strf("%s, %s (%s, call %u), output %d differs%s", dck_trace_phase_name(e->phase),
+                        name(t->names[e->module]), name(t->names[e->op]), e->call, d->output, in);
+        else
+            what = strf("%s, %s (call %u), output %d differs%s", dck_trace_phase_name(e->phase),
+                        name(t->names[e->module]), e->call, d->output, in);
+    }
     char *line = what ? strf("first trace difference, at step %ld, comes after the first differing step %ld "
                              "(context, not a culprit): %s",
                              d->step, f->bound, what)
