@@ -591,6 +591,7 @@ typedef struct {
     char *not_compared; /* what both runs left out alike (events past the trace bound) */
     char trace[4096];   /* with --trace: the first differing module or op of the resumed steps, "" none */
     json_t *event;      /* its JSON (bisect's "first_event"), or NULL */
+    char *next;         /* "next: ..." when no resume mistake names the difference, malloc'd, NULL none */
 } ustop;
 
 static const char *mode_text(const ustop *s) { return s->kill ? "SIGKILL after the checkpoint" : "clean stop"; }
@@ -600,6 +601,7 @@ static void stop_release(ustop *s) {
     free(s->state);
     free(s->line);
     free(s->not_compared);
+    free(s->next);
     json_decref(s->event);
 }
 
@@ -1435,6 +1437,44 @@ out:
     run_release(&res);
 }
 
+/* Causes that name no resume mistake (a tensor, the trajectory, a traced
+ * intermediate): what would localise further is an op trace of the same
+ * check, whose ops cover forward, backward and the optimizer step. With an
+ * op trace already, the line that names the op is the localisation. */
+static const char *const unexplained[] = {"tensor", "trajectory", "trace"};
+
+/* s->next for a stop point that differs for an unexplained cause: the
+ * whole resume-check command with --trace ops (shell words, whole); false
+ * when out of memory. */
+static bool next_line(const uopts *o, ustop *s) {
+    bool want = false;
+    for (size_t i = 0; s->result == DCK_EXIT_DIFFERENT && s->cause && i < sizeof unexplained / sizeof *unexplained; i++)
+        want |= !strcmp(s->cause, unexplained[i]);
+    if (!want || (o->trace && !strcmp(o->trace, "ops"))) return true;
+    char at[32];
+    snprintf(at, sizeof at, "%ld", s->at);
+    const char *words[16];
+    int n = 0;
+    words[n++] = "detcheck";
+    words[n++] = "resume-check";
+    words[n++] = "--trace";
+    words[n++] = "ops";
+    words[n++] = "--at";
+    words[n++] = at;
+    if (s->kill) words[n++] = "--kill";
+    if (o->launcher) words[n++] = "--launcher", words[n++] = o->launcher;
+    if (o->resume_launcher) words[n++] = "--resume-launcher", words[n++] = o->resume_launcher;
+    words[n++] = "--";
+    char *head = cli_shell_join((char **)words, n), *tail = cli_shell_join(o->cmd, o->ncmd);
+    bool ok = head && tail &&
+              asprintf(&s->next, "next: localise with an op trace (forward, backward and the optimizer step): %s %s",
+                       head, tail) >= 0;
+    if (!ok) s->next = NULL;
+    free(head);
+    free(tail);
+    return ok;
+}
+
 int resume_user(int argc, char **argv) {
     uopts o;
     memset(&o, 0, sizeof o);
@@ -1515,12 +1555,17 @@ int resume_user(int argc, char **argv) {
         s->kill = o.kill;
         s->first_step = s->index = -1;
         check_stop(&o, work, &full, s, &v);
+        if (!v.rc && !next_line(&o, s)) {
+            cli_fail(CMD, dck_oom(NULL));
+            trouble(&v, NULL, "out of memory");
+        }
         if (v.rc) {
             s->result = DCK_EXIT_TROUBLE;
             stop_line(s, "trouble: %s", error_text(&v));
         } else if (!o.json) {
             printf("%s\n", cli_safe_line(line_of(s)));
             if (s->trace[0]) printf("%s\n", cli_safe_line(s->trace));
+            if (s->next) printf("%s\n", s->next); /* shell words: printable, whole */
         }
     }
     if (!v.rc && cli_interrupted) trouble(&v, NULL, "interrupted");
@@ -1587,7 +1632,9 @@ int resume_user(int argc, char **argv) {
                 cli_report_case(&o.rep, "detcheck.resume_check", nm, CLI_CASE_ERROR, "contract", line_of(s), tail);
             } else {
                 char *msg = NULL;
-                if (asprintf(&msg, "%s%s%s", line_of(s), s->trace[0] ? "; " : "", s->trace) < 0) msg = NULL;
+                if (asprintf(&msg, "%s%s%s%s%s", line_of(s), s->trace[0] ? "; " : "", s->trace, s->next ? "; " : "",
+                             s->next ? s->next : "") < 0)
+                    msg = NULL;
                 cli_report_case(&o.rep, "detcheck.resume_check", nm, s->result ? CLI_CASE_FAIL : CLI_CASE_PASS,
                                 s->result ? s->cause : NULL, msg ? msg : line_of(s), NULL);
                 free(msg);
@@ -1641,6 +1688,7 @@ int resume_user(int argc, char **argv) {
             cli_jset(e, "line", cli_json_text(line_of(s)), &oom);
             cli_jset(e, "not_compared", cli_json_str_or_null(s->not_compared), &oom);
             cli_jset(e, "trace", s->trace[0] ? cli_json_text(s->trace) : json_null(), &oom);
+            cli_jset(e, "next", cli_json_str_or_null(s->next), &oom);
             cli_jset(e, "event", s->event ? json_incref(s->event) : json_null(), &oom);
             cli_jappend(arr, e, &oom);
         }

@@ -297,6 +297,25 @@ diff_is drift tensor 'at 3 (clean stop): first difference at step 5 (the 2nd res
 # (issue 31, part 2) the trace differs only after that step: context, never the culprit
 diff_is drift_traced tensor 'at 3 (clean stop): first difference at step 5 (the 2nd resumed step): first differing tensor: gradient layers.0.weight' --at 3 --trace modules
 expect_grep '^first trace difference, at step 6, comes after the first differing step 5 (context, not a culprit): forward, model (call 0), output 0 differs$' out.txt
+# a difference no resume mistake names ends with the check that localises it
+# further, traced op by op (issue 31, part 3); with an op trace already, none
+expect_exit 1 $RC --at 3 --kill -- python3 fake.py drift
+expect_grep "^next: localise with an op trace (forward, backward and the optimizer step): detcheck resume-check --trace ops --at 3 --kill -- python3 fake.py drift$" out.txt
+rm -rf tmp/*
+expect_exit 1 $RC --at 3 --json -- python3 fake.py drift
+python3 - <<'PY' || fail "--json: next"
+import json
+s = json.load(open("out.txt"))["stops"][0]
+assert s["next"].startswith("next: localise with an op trace") and s["next"].endswith(" -- python3 fake.py drift"), s
+PY
+ok
+rm -rf tmp/*
+expect_exit 1 $RC --at 3 --trace ops -- python3 fake.py drift_traced
+expect_no_grep "^next: " out.txt
+rm -rf tmp/*
+expect_exit 1 $RC -- python3 fake.py no_ema
+expect_no_grep "^next: " out.txt
+rm -rf tmp/*
 diff_is loss trajectory 'at 5 (clean stop): first difference at step 6 (the first resumed step): trajectory: loss_bits [0-9a-f]* vs [0-9a-f]*'
 diff_is short steps 'at 5 (clean stop): the resumed run recorded steps 6..8, the uninterrupted run steps 1..10'
 diff_is restart steps 'at 5 (clean stop): the resumed run recorded steps 1..10: it started over at step 1 (no checkpoint loaded?)'
@@ -528,7 +547,7 @@ assert [s["at"] for s in d["stops"]] == [3, 6], d
 s = d["stops"][0]
 assert s == {"at": 3, "mode": "clean", "identical": True, "first_step": None, "resumed_index": None, "cause": None,
              "state": None, "line": "at 3 (clean stop): resumed steps 4..10 identical to the uninterrupted run",
-             "not_compared": None, "trace": None, "event": None}, s
+             "not_compared": None, "trace": None, "next": None, "event": None}, s
 PY
 ok
 nothing_left "--json"
