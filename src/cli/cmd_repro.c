@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #define CMD "repro"
-enum { MAX_RUNS = 1000, TAIL_LINES = 20, MAX_SIDE_FILE = 1 << 20, MAX_LINE = 1 << 16 };
+enum { MAX_RUNS = 1000, TAIL_LINES = 20, MAX_SIDE_FILE = 1 << 20 };
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -304,67 +304,32 @@ static char *read_small(const char *path, size_t *len) {
     return b;
 }
 
-/* trajectory.jsonl: its records (steps) and, for --tax, step_time_s of
- * each record but the first (warm-up). A torn last line is ignored, as
- * bisect does; any other bad line is trouble. */
+/* trajectory.jsonl, read by the library's one reader (dck_traj_load, as
+ * bisect reads it: a torn last line ignored, any other bad line trouble
+ * naming file and line): its steps and, for --tax, step_time_s of each
+ * record but the first (warm-up). */
 static int read_trajectory(run_t *r, const char *path, bool times) {
-    int fd;
-    struct stat st;
-    dck_status ds = dck_open_regular(path, &fd, &st);
+    dck_traj_rec *t = NULL;
+    size_t n = 0;
+    dck_status ds = dck_traj_load(path, &t, &n);
     if (ds) return cli_fail(CMD, ds);
-    FILE *f = fdopen(fd, "r");
-    if (!f) {
-        close(fd);
-        return cli_fail(CMD, dck_oom(NULL));
+    r->first_step = n ? t[0].step : -1;
+    r->last_step = n ? t[n - 1].step : -1;
+    r->steps = n ? calloc(n, sizeof *r->steps) : NULL;
+    r->step_times = times && n > 1 ? calloc(n - 1, sizeof *r->step_times) : NULL;
+    if ((n && !r->steps) || (times && n > 1 && !r->step_times)) {
+        free(t);
+        return cli_fail(CMD, dck_oom(path));
     }
-    char *line = malloc(MAX_LINE + 2);
-    size_t cap = 0, scap = 0;
-    long lineno = 0;
-    int rc = 0;
-    r->first_step = r->last_step = -1;
-    while (line && fgets(line, MAX_LINE + 2, f)) {
-        lineno++;
-        size_t len = strlen(line);
-        bool complete = len && line[len - 1] == '\n';
-        if (!complete && len > MAX_LINE) {
-            cli_error(CMD, "%s:%ld: line longer than %d bytes", path, lineno, MAX_LINE);
-            rc = DCK_EXIT_TROUBLE;
-            break;
-        }
-        json_t *o = json_loadb(line, len, 0, NULL);
-        json_t *s = json_object_get(o, "step");
-        if (!json_is_integer(s)) {
-            json_decref(o);
-            if (!complete && feof(f)) break; /* a torn last record */
-            cli_error(CMD, "%s:%ld: not a trajectory record (a JSON object with \"step\")", path, lineno);
-            rc = DCK_EXIT_TROUBLE;
-            break;
-        }
-        long step = (long)json_integer_value(s);
-        if (!r->records) r->first_step = step;
-        r->last_step = step;
-        if (dck_grow((void **)&r->steps, &scap, (size_t)r->records + 1, sizeof *r->steps)) {
-            json_decref(o);
-            rc = cli_fail(CMD, dck_oom(path));
-            break;
-        }
-        r->steps[r->records] = (step_mark){step, 0, false};
-        json_t *t = json_object_get(o, "step_time_s");
-        if (times && r->records > 0) {
-            if (!json_is_number(t) || !(json_number_value(t) >= 0)) r->times_missing = true;
-            else if (dck_grow((void **)&r->step_times, &cap, r->ntimes + 1, sizeof(double))) {
-                json_decref(o);
-                rc = cli_fail(CMD, dck_oom(path));
-                break;
-            } else r->step_times[r->ntimes++] = json_number_value(t);
-        }
-        r->records++;
-        json_decref(o);
+    for (size_t i = 0; i < n; i++) {
+        r->steps[i] = (step_mark){t[i].step, 0, false};
+        if (!times || i == 0) continue;
+        if (isnan(t[i].step_time_s)) r->times_missing = true;
+        else r->step_times[r->ntimes++] = t[i].step_time_s;
     }
-    if (!line) rc = cli_fail(CMD, dck_oom(path));
-    free(line);
-    fclose(f);
-    return rc;
+    r->records = (long)n;
+    free(t);
+    return 0;
 }
 
 /* run.json: its settings object, or NULL (a warning says why). */

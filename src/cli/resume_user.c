@@ -31,7 +31,7 @@
 #define CMD "resume-check"
 /* CAUSE_MAX: a cause's text, one recorded name whole and words */
 enum { CAUSE_MAX = DCK_REC_NAME_MAX + 1024 };
-enum { MAX_STOPS = 64, TAIL_LINES = 20, MAX_STOP_JSON = 1 << 16, MAX_TRAJ_LINE = 1 << 16 };
+enum { MAX_STOPS = 64, TAIL_LINES = 20, MAX_STOP_JSON = 1 << 16 };
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -546,27 +546,12 @@ static const char *first_differing(const sview *a, const sview *b, int kind, con
     return best;
 }
 
-/* The lr of the trajectory record of step (a number; NaN when null or
- * absent). Read again from the file: dck_traj_rec holds it as a float. */
+/* The lr of the trajectory record of step (the value as written; NaN
+ * when null or absent). */
 static double traj_lr(const urun *r, long step) {
-    char *p = dck_path_join(r->dir, DCK_TRAJECTORY);
-    FILE *f = p ? fopen(p, "r") : NULL;
-    double lr = NAN;
-    char *line = f ? malloc(MAX_TRAJ_LINE + 2) : NULL;
-    while (line && fgets(line, MAX_TRAJ_LINE + 2, f)) {
-        json_t *o = json_loads(line, 0, NULL), *s = json_object_get(o, "step");
-        if (json_is_integer(s) && json_integer_value(s) == step) {
-            json_t *l = json_object_get(o, "lr");
-            if (json_is_number(l)) lr = json_number_value(l);
-            json_decref(o);
-            break;
-        }
-        json_decref(o);
-    }
-    free(line);
-    if (f) fclose(f);
-    free(p);
-    return lr;
+    for (size_t i = 0; i < r->ntraj; i++)
+        if (r->traj[i].step == step) return r->traj[i].lr;
+    return NAN;
 }
 
 static void lr_text(double v, char *buf, size_t n) {

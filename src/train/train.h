@@ -279,10 +279,14 @@ bool dck_ckpt_own_name(const char *name);
 dck_status dck_ckpt_shards(const char *dir, char ***paths, size_t *n);
 void dck_free_strings(char **v, size_t n);
 
-/* One trajectory record. */
+/* One trajectory record. lr_bits: the lr as float32 bits, what runs are
+ * compared by; lr: the value as written (NaN: null), for the lines that
+ * show it; step_time_s: the recorder's wall time of the step (NaN: absent,
+ * or not a number >= 0), for repro --tax. */
 typedef struct {
     long step;
     uint32_t loss_bits, grad_norm_bits, lr_bits;
+    double lr, step_time_s;
     bool has_root;
     dck_digest root;
 } dck_traj_rec;

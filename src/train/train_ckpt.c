@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,8 +168,11 @@ dck_status dck_traj_parse_line(const char *line, size_t len, const char *path, l
                              path, lineno);
     }
     r->step = (long)json_integer_value(st);
-    lr = (float)json_number_value(json_object_get(o, "lr")); /* null: 0 */
+    json_t *jl = json_object_get(o, "lr"), *jt = json_object_get(o, "step_time_s");
+    lr = (float)json_number_value(jl); /* null: 0 */
     r->lr_bits = dck_f32_bits(lr);
+    r->lr = json_is_number(jl) ? json_number_value(jl) : NAN;
+    r->step_time_s = json_is_number(jt) && json_number_value(jt) >= 0 ? json_number_value(jt) : NAN;
     if (root) {
         if (!json_is_string(root) || dck_digest_from_hex(json_string_value(root), &r->root)) {
             json_decref(o);
