@@ -158,28 +158,8 @@ dck_status dck_open_regular(const char *path, int *fd, struct stat *st);
 dck_status dck_decoded_limit(const char *label, uint64_t disk, uint64_t *out);
 dck_status dck_decoded_too_large(const char *label, const char *what, uint64_t limit);
 
-/* Strict UTF-8 (jansson's rules: no overlongs, no surrogates, nothing past
- * U+10FFFF): the width of the sequence at s (1 for ASCII), or 0 when it is
- * not well formed. Shared by the safetensors header parser and the manifest
- * writers and readers, so both accept exactly the same names. */
-static inline int dck_utf8_width(const unsigned char *s, const unsigned char *end) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    int n;
-    uint32_t v;
-    if (c >= 0xC2 && c <= 0xDF) n = 2, v = c & 0x1F;
-    else if (c >= 0xE0 && c <= 0xEF) n = 3, v = c & 0x0F;
-    else if (c >= 0xF0 && c <= 0xF4) n = 4, v = c & 0x07;
-    else return 0;
-    if (end - s < n) return 0;
-    for (int i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        v = (v << 6) | (s[i] & 0x3F);
-    }
-    if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF) || (n == 3 && v < 0x800) || (n == 4 && v < 0x10000))
-        return 0;
-    return n;
-}
+/* Strict UTF-8 (dck_utf8_width, dck_utf8_decode, dck_utf8_put): utf8.h. */
+#include "utf8.h"
 
 /* A file that shrinks while mapped: every map io.c makes is registered, and
  * a SIGBUS on a page the file lost maps zeros there and marks the file

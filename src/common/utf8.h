@@ -1,0 +1,26 @@
+/* UTF-8, the one decoder and encoder of the library: names in checkpoint
+ * headers, manifests, recordings and traces, and the escapes of the JSON
+ * and YAML scanners, all go through these, so every reader accepts exactly
+ * the same text. Strict (jansson's rules): no overlongs, no surrogates,
+ * nothing past U+10FFFF. */
+#ifndef DCK_COMMON_UTF8_H
+#define DCK_COMMON_UTF8_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The width of the well-formed sequence at s (1 for ASCII), 0 when it is
+ * not well formed or runs past end; its code point into *cp when cp is not
+ * NULL. s < end. */
+int dck_utf8_decode(const unsigned char *s, const unsigned char *end, uint32_t *cp);
+
+/* The width alone (dck_utf8_decode without the code point). */
+static inline int dck_utf8_width(const unsigned char *s, const unsigned char *end) {
+    return dck_utf8_decode(s, end, NULL);
+}
+
+/* Writes the encoding of cp (at most U+10FFFF; the caller has checked)
+ * into out, which has room for 4 bytes; returns the bytes written (1..4). */
+size_t dck_utf8_put(char *out, uint32_t cp);
+
+#endif
