@@ -73,7 +73,7 @@ def run(rank, world, init, out):
 
 
 def run_overlap(rank, world, init, out):
-    """Issue 19 case 5: rank 0 and rank 1 both pass rows 0:10 of a 20-row
+    """An overlap a byte count misses: rank 0 and rank 1 both pass rows 0:10 of a 20-row
     tensor of 128-byte rows (one overlap and one gap of the same size, so the
     byte count matches); writes the digest or the error to OUT."""
     torch.set_num_threads(1)

@@ -114,7 +114,7 @@ def test_cuda_equals_cpu():
 
 
 def test_numpy_0d_and_scalars(tmp_path):
-    # issue 19 case 8: shape [] as np.save writes it, not (1,)
+    # shape [] as np.save writes it, not (1,)
     for name, x in {"a0d": np.array(2.5, np.float32), "i0d": np.array(-7, np.int64),
                     "f64": np.float64(1.25), "u8": np.uint8(200), "b": np.bool_(True)}.items():
         np.save(tmp_path / (name + ".npy"), x)
@@ -125,7 +125,7 @@ def test_numpy_0d_and_scalars(tmp_path):
 
 
 def test_stride0_views_are_not_materialised(monkeypatch):
-    # issue 19: a broadcast view of huge logical size is refused with the
+    # a broadcast view of huge logical size is refused with the
     # limit detcheck hash applies, before anything is copied
     with pytest.raises(ValueError, match=r"expansion limit"):
         detcheck.digest(torch.zeros(1).expand(2 ** 40))

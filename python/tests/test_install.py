@@ -1,5 +1,5 @@
 """Installing the package: DETCHECK_PREBUILT relative to where pip runs
-(issue 19 case 20), not to python/ where pip runs the build hook."""
+(not to python/, where pip runs the build hook)."""
 import os
 import shutil
 import subprocess
@@ -42,8 +42,8 @@ def test_prebuilt_relative_to_the_caller(tmp_path):
 
 
 def test_pip_builds_in_makes_own_build_folder(tmp_path):
-    """pip install ./python runs make in the repository's own build/ (issue
-    31, part 7): after `make` the C code is not compiled a second time into
+    """pip install ./python runs make in the repository's own build/:
+    after `make` the C code is not compiled a second time into
     a folder of pip's own. A make on PATH that records its arguments stands
     in for the real one (the repository a copy of python/ beside an
     include/detcheck.h)."""

@@ -102,7 +102,7 @@ def test_save_and_verify(tmp_path):
 
 
 def test_save_refuses_what_is_not_a_manifest(tmp_path):
-    # issue 19 case 9: save() replaces only a manifest (or an empty file)
+    # save() replaces only a manifest (or an empty file; detcheck(1), OUTPUT FILES)
     import os
     import pytest
     m, opt, _ = trained()
@@ -145,7 +145,7 @@ def test_save_refuses_what_is_not_a_manifest(tmp_path):
     assert sorted(f.name for f in tmp_path.iterdir() if ".tmp" in f.name) == []
 
 
-# containers torch.save pickles through __reduce_ex__ (issue 19 case 4);
+# containers torch.save pickles through __reduce_ex__;
 # module-level so that torch.save can pickle them
 Point = collections.namedtuple("Point", "x y label")
 

@@ -95,7 +95,7 @@ def files(d):
 
 
 def test_two_recorders_on_one_directory(tmp_path):
-    # issue 19 case 10: the second writer is refused, naming the holder
+    # the second writer is refused, naming the holder (detcheck(1), OUTPUT FILES)
     import socket
     d = str(tmp_path / "run")
     with detcheck.Recorder(d) as a:
@@ -113,7 +113,7 @@ def test_two_recorders_on_one_directory(tmp_path):
 
 
 def test_bad_steps_change_nothing(tmp_path):
-    # issue 19 case 19: a refused step is not counted and writes nothing
+    # a refused step is not counted and writes nothing
     import numpy as np
     d = str(tmp_path / "run")
     m = small()
@@ -141,7 +141,7 @@ def test_bad_steps_change_nothing(tmp_path):
 
 
 def test_names_are_utf8_and_whole(tmp_path):
-    # issue 19 case 20: a name without a UTF-8 form, or too long for a
+    # a name without a UTF-8 form, or too long for a
     # record, is refused (not replaced or cut)
     for name, why in (("w\udcff", "UTF-8"), ("x" * 70000, "at most 65535")):
         m = torch.nn.Module()

@@ -135,7 +135,7 @@ def test_magnitudes_from_the_dump(tmp_path):
 
 
 # A two-layer MLP whose fc2 weight gradient sums its chunks in an order an
-# --env variable flips (issue 31): the runs part at step 1 in a gradient,
+# --env variable flips (detcheck-repro(1), DESCRIPTION): the runs part at step 1 in a gradient,
 # which no module's inputs or outputs show; the module trace first differs
 # at step 2 (fc2's updated weight), after the runs already parted.
 GRADPLANT_SCRIPT = """

@@ -128,12 +128,13 @@ def test_negative_control_is_named(tmp_path, name, cause, line):
 
 
 def test_update_that_differs_before_the_stop(tmp_path):
-    """Issue 31, part 4: two runs of a correct loop part before the stop in
+    """Two runs of a correct loop part before the stop in
     the optimizer's update alone (plain_flaky_update: one weight one ULP off
     after step 2's update, gradients and moments equal). The line says that
     nothing was resumed yet, names the weight and what was equal, puts the
     difference in the update, says it can be intermittent and gives the
-    repro command with the op trace (which covers the optimizer step)."""
+    repro command with the op trace (which covers the optimizer step). See
+    detcheck-resume-check(1), What is compared."""
     r = resume_check(tmp_path, "plain_flaky_update", "--at", 4)
     assert r.returncode == 1, show(r)
     line = [l for l in r.stdout.splitlines() if l.startswith("at 4 (clean stop): ")]

@@ -1,4 +1,4 @@
-"""The package's side of `detcheck resume-check` (issue 21): detcheck.session()
+"""The package's side of `detcheck resume-check` (detcheck-resume-check(1), The contract): detcheck.session()
 and its environment, stop.json, the SIGKILL after the checkpoint, and the
 state entries (kind 3) a recorded step holds: what they digest, when they
 are taken, and that the root digest does not cover them."""

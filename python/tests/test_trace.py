@@ -166,7 +166,7 @@ def test_reproducible_runs_give_identical_traces(tmp_path, trace):
         ops = {(e.phase, e.module, e.op) for e in t[1].events}
         assert ("forward", "inp", "aten.addmm.default") in ops
         assert ("backward", "out", "aten.mm.default") in ops
-        # optimizer.step()'s ops are the optimizer's phase (issue 31), last in the step, outside every module
+        # optimizer.step()'s ops are the optimizer's phase (detcheck-bisect(1), TRACE FILES), last in the step, outside every module
         ph = [e.phase for e in t[1].events]
         assert "optimizer" in ph and ph.index("optimizer") == len(ph) - ph[::-1].index("backward")
         assert all((e.phase == "optimizer") == (e.module == "(optimizer)") for e in t[1].events)
@@ -186,7 +186,7 @@ def test_module_event_digests(tmp_path):
         rec.step(0)
     ev = detcheck.read_trace(tmp_path / "r")[0].events
     e = [e for e in ev if e.module == "0" and e.phase == "forward"][0]
-    # the last input: the module's parameters (issue 31)
+    # the last input: the module's parameters (detcheck-bisect(1), TRACE FILES)
     params = _state_digest(detcheck.digest(model[0].weight), detcheck.digest(model[0].bias))
     assert e.inputs == [seen["i"], params] and e.outputs == [seen["o"]] and e.state_input == 1
     assert [x.inputs[-1] for x in ev if x.module == "(root)"] == [params, params]  # recursive
@@ -384,7 +384,7 @@ def test_from_env_and_autorecord(tmp_path, monkeypatch, torch_settings):
                for x in lines)
     assert sorted(detcheck.read_trace(out)) == [2, 3]
     assert sorted(detcheck.read_digests(out)) == [1, 2, 3]
-    # the optimizer's ops are traced (issue 31), not autorecord's gradient norm in its step post hook
+    # the optimizer's ops are traced (detcheck-bisect(1), TRACE FILES), not autorecord's gradient norm in its step post hook
     opt_ops = {e.op for e in detcheck.read_trace(out)[2].events if e.phase == "optimizer"}
     assert opt_ops and not any("norm" in o or "stack" in o for o in opt_ops), opt_ops
 
@@ -456,7 +456,7 @@ def test_read_trace_refuses(tmp_path):
         assert path in str(e.value)
 
     refused(b"XXXXXXXX" + good[8:], "byte 0: not a detcheck trace")
-    assert good[8:12] == struct.pack("<I", 2)  # the recorder writes version 2 (issue 31)
+    assert good[8:12] == struct.pack("<I", 2)  # the recorder writes version 2 (detcheck-bisect(1), TRACE FILES)
     refused(good[:8] + struct.pack("<I", 3) + good[12:], r"byte 8: version 3 \(this detcheck reads 1 to 2\)")
     refused(good[:12] + struct.pack("<I", 1) + good[16:], "byte 12: flags")
     refused(good + b"\x07", "byte %d: unknown record type 7" % len(good))
@@ -592,7 +592,7 @@ def _refusal_cases():
         ("magic", b"XXXXXXXX" + good[8:]),
         ("version", good[:8] + struct.pack("<I", 3) + good[12:]),
         ("version 0", good[:8] + struct.pack("<I", 0) + good[12:]),
-        # version 2 (issue 31): the optimizer's phase, for ops only; a module event's last input its parameters
+        # version 2 (detcheck-bisect(1), TRACE FILES): the optimizer's phase, for ops only; a module event's last input its parameters
         ("v2 phase 3", HEADER2 + g1[16:] + _stephead(0, 1) + _event(3, 1, 0, 1, 0, [1], [2])),
         ("v2 phase 3 kind 9", HEADER2 + g1[16:] + _stephead(0, 1) + _event(3, 9, 0, 1, 0, [1], [2])),
         ("v2 module event in phase 2", HEADER2 + g1[16:] + _stephead(0, 1) + _event(2, 0, 0, NO, 0, [1], [2])),
@@ -952,7 +952,7 @@ def test_op_trace_leaves_uninitialised_memory_absent(tmp_path):
     assert ev["aten.mul.Tensor"].inputs[1] == b.outputs[0]
 
 
-# ------------------------------------------------- issue 31: what is an event
+# ------------------------------------------------- what is an event (detcheck-bisect(1), TRACE FILES)
 class Reshaper(torch.nn.Module):
     """Forward full of ops that only alias or move storage: views, reshape's
     _unsafe_view, in-place views, set_ (which points a tensor at other

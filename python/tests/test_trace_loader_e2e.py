@@ -1,4 +1,4 @@
-"""Traces of real training scripts under `detcheck repro` (issue 31), on the
+"""Traces of real training scripts under `detcheck repro` (detcheck-bisect(1), TRACE FILES), on the
 CPU, each a few steps:
 
 - a plain loop with DataLoader workers (0 and 2; one worker's reads slow,

@@ -91,7 +91,7 @@ assert v["replay"].startswith("detcheck train --vocab 64 --layers 2 --width 32 "
 assert v["not_compared"] == [] and v["partial_accepted"] is False, d
 PY
 ok
-# issue 30 (part 6): a root digest in one run only is not compared, never
+# detcheck-bisect(1), NOT COMPARED: a root digest in one run only is not compared, never
 # agreement: run a has one every step, run c none
 expect_exit 1 $DETCHECK bisect a c
 expect_grep '^incomplete: 7 and 7 steps agree bit for bit; 7 checkpoints in both agree$' out.txt
@@ -137,7 +137,7 @@ eval "$cmd -q" || fail "replay failed: $cmd"; ok
 expect_exit 0 $DETCHECK hash -o qa3.yaml qa/step_00000003
 expect_exit 0 $DETCHECK verify --golden qa3.yaml qreplay/step_00000003
 
-# ---------------------------------------------------------------- recorded runs (issue 19)
+# ---------------------------------------------------------------- recorded runs (detcheck-bisect(1), RECORDED RUNS, LIMITS)
 # mkrec DIR [key=value...]: a recorded run as detcheck.Recorder writes it:
 # trajectory.jsonl and tensor_digests.bin with three named tensors.
 # flip=S: the parameter differs at step S; traj=S: the loss differs at
@@ -200,7 +200,7 @@ expect_grep '<system-out>4 recorded steps in both agree tensor by tensor</system
 # identical recordings
 expect_exit 0 $DETCHECK bisect ra ra --junit v4.xml --markdown v4.md
 verdict 0 v4
-# recorded in one run only (issue 30, part 1): a difference, never
+# recorded in one run only (detcheck-bisect(1), NOT COMPARED): a difference, never
 # agreement, naming which run recorded which steps; --allow-partial does
 # not accept an empty side
 mkrec re side=0
@@ -322,7 +322,7 @@ expect_exit 0 $DETCHECK bisect ru ru
 mkrec rv dup=1
 expect_exit 2 $DETCHECK bisect ra rv
 expect_grep 'rv/tensor_digests.bin: tensor layers.0.weight (gradient) is named twice, as ids 0 and 1' err.txt
-# ---------------------------------------------------------------- state entries (kind 3, issue 21)
+# ---------------------------------------------------------------- state entries (kind 3; detcheck-bisect(1), RECORDED RUNS)
 # mkstate DIR [key=value...]: a recording with state entries (kind 3) beside
 # the tensors. rng=S: rng.torch differs from step S; grad=S: the gradient
 # differs from step S; start=0|1: start.layers.0.weight on step 0 (only the
@@ -357,7 +357,7 @@ open(os.path.join(d, "tensor_digests.bin"), "wb").write(b)
 PY2
 python3 mkstate.py sa || fail "mkstate sa"
 # a state name recorded in one run only is no tensor difference, but it
-# was not compared (issue 30): start.* (the first step of a process only)
+# was not compared (detcheck-bisect(1), NOT COMPARED): start.* (the first step of a process only)
 # and any other are named; --allow-partial accepts them
 python3 mkstate.py sb start=0 extra=ema.layers.0.weight || fail "mkstate sb"
 expect_exit 1 $DETCHECK bisect sa sb

@@ -1,4 +1,4 @@
-# bisect reads per-step traces (trace.bin, issue 20): names the first
+# bisect reads per-step traces (trace.bin; detcheck-bisect(1), TRACE FILES): names the first
 # differing module or op of the first differing traced step, says whether it
 # is the culprit (inputs equal) or inherited, and refuses damaged files
 # naming the file and the byte offset.
@@ -25,7 +25,7 @@
 #   bytes; name=HEX the first name's bytes; steporder=1 steps 0 and 1 swap
 #   raw=OFF:HEX  bytes at OFF overwritten; dup=1 ids 0 and 1 name one module
 #   dump=S     RUN/dump_step_S/trace.safetensors present
-#   version=2  the format of issue 31: each module event's last input is its
+#   version=2  trace.bin version 2: each module event's last input is its
 #              parameters' digest (fc1's follows its weight, see win=S),
 #              and opt=1 adds an optimizer phase (AdamW's update, an op);
 #              upd=S: step S's update computes other bits
@@ -228,8 +228,8 @@ expect_grep '^execution differs at event 4 of step 1: run A ran forward model.fc
 
 # ---------------------------------------------------------------- truncated steps, partial traces
 # the recorder cut step 1 short: only the events both hold are compared;
-# the events past the bound are named as not compared, exit 1 (issue 30,
-# part 6: was exit 0 with a note on stderr); --allow-partial accepts them
+# the events past the bound are named as not compared, exit 1, never exit 0
+# with a note on stderr (detcheck-bisect(1), NOT COMPARED); --allow-partial accepts them
 mktrace t trunc=1:5
 expect_exit 1 $DETCHECK bisect a t --junit v7.xml --markdown v7.md
 expect_grep 'note: t/trace.bin: 1 compared traced step truncated by the recorder (first: step 1)' err.txt
@@ -279,7 +279,8 @@ expect_grep '^not compared: traced steps 0..3 in run A only (run B traced none)$
 expect_grep '<skipped message="no step traced in both: the traces are not compared"/>' v9.xml
 
 # ---------------------------------------------------------------- a trace difference after the runs part
-# (issue 31, part 2) the trajectory parts at step 0, the trace at step 2:
+# detcheck-bisect(1), THE FIRST DIFFERENCE AND THE NEXT STEP:
+# the trajectory parts at step 0, the trace at step 2:
 # the event is context, never the culprit (the runs already differed: a
 # module's weights, which a trace does not see as inputs); the verdict ends
 # with what would localise further (traced by ops: the dump of step 0)
@@ -349,7 +350,8 @@ if lf >= 0:
     open(os.path.join(d, "trajectory.jsonl"), "w").write("\n".join(t))
 PY
 }
-# (issue 31, part 2) a gradient differs at step 1, the module trace only
+# detcheck-bisect(1), THE FIRST DIFFERENCE AND THE NEXT STEP:
+# a gradient differs at step 1, the module trace only
 # at step 2 (the updated weight): said plainly, the trace's event is
 # context, and the next step an op trace
 mktrace gm modules=1
@@ -399,7 +401,8 @@ expect_no_grep 'trace cannot see' out.txt
 expect_grep '^next: localise with an op trace: ' out.txt
 
 # ---------------------------------------------------------------- one step in every line
-# (issue 31, part 5) a tensor differs from step 1, the trajectory from
+# detcheck-bisect(1), THE FIRST DIFFERENCE AND THE NEXT STEP:
+# a tensor differs from step 1, the trajectory from
 # step 3: the first line names step 1 and what differs there
 mktrace s1 side=0
 mktrace s2 side=0
@@ -527,7 +530,7 @@ mktrace tl4 count=3:4000
 expect_exit 1 $DETCHECK bisect a tl4
 expect_grep '3 traced steps agree event by event' out.txt
 
-# ---------------------------------------------------------------- version 2 (issue 31)
+# ---------------------------------------------------------------- version 2 (detcheck-bisect(1), TRACE FILES)
 # a module event's last input is its parameters and buffers: a module whose
 # weight already differs is inherited, never the culprit (version 1 could
 # only call it the culprit)

@@ -60,7 +60,8 @@ expect_exit 2 $DETCHECK canary --golden bad2.json
 expect_grep 'bad2.json:1: not JSON' err.txt
 expect_exit 2 $DETCHECK canary --golden missing.json
 expect_grep 'missing.json: cannot open' err.txt
-# issue 19: an empty golden named its line -1 and no reason
+# an empty golden names line 1 and the reason, never line -1 without one
+# (detcheck-canary(1), LIMITS)
 : > empty.json
 expect_exit 2 $DETCHECK canary --golden empty.json
 expect_grep 'empty.json:1: not JSON: empty file' err.txt
@@ -98,7 +99,7 @@ cmp -s tok.bin tok2.bin && fail "tok2.bin unchanged"; ok
 expect_exit 2 $DETCHECK canary --data tok2.bin --golden data-golden.json
 expect_grep 'data-golden.json: written for another run configuration (data (content digest): golden [0-9a-f]*, this run [0-9a-f]*)' err.txt
 
-# ---- --write-golden replaces only a golden file, never an input (issue 19)
+# ---- --write-golden replaces only a golden file, never an input (detcheck(1), OUTPUT FILES)
 echo 'precious notes' > notes.txt
 expect_exit 2 $DETCHECK canary --write-golden notes.txt
 expect_grep 'write-golden notes.txt exists and is not a canary golden file; refusing to overwrite it' err.txt
@@ -123,7 +124,7 @@ cmp golden.json again.json || fail "again.json not the golden"; ok
 
 # ---- bad flags
 # nothing compared is trouble: --steps 0 said "identical" and read before
-# its buffer (issue 19)
+# its buffer (detcheck-canary(1), LIMITS)
 expect_exit 2 $DETCHECK canary --steps 0
 expect_grep 'steps 0: canary runs 1 to 10000 steps' err.txt
 expect_no_grep 'identical' out.txt
@@ -223,7 +224,8 @@ expect_exit 2 $MPI $DETCHECK canary --test-stall 4
 expect_grep 'test-stall: rank 4, but the job has 4 ranks' err.txt
 # ranks with other settings (MPMD, mixed versions, per-node --data) agree
 # first: more steps on rank 1 overflowed rank 0's buffer, fewer steps said
-# "0 of 2048 elements differ", another seed blamed the device (issue 19)
+# "0 of 2048 elements differ", another seed blamed the device
+# (detcheck-canary(1), TESTING HOOKS)
 expect_exit 2 timeout 60 mpirun --oversubscribe -np 1 $DETCHECK canary --steps 4 : -np 1 $DETCHECK canary --steps 5
 expect_grep 'rank 1 has --steps 5, rank 0 has 4' err.txt
 expect_exit 2 timeout 60 mpirun --oversubscribe -np 1 $DETCHECK canary --steps 5 : -np 1 $DETCHECK canary --steps 4
@@ -241,7 +243,7 @@ expect_exit 2 $MPI $DETCHECK canary --test-stall 3 --timeout 3
 expect_grep 'rank 3 ? TIMEOUT: no report within 3 s' out.txt
 [ $(( $(date +%s) - start )) -lt 60 ] || fail "the stalled job took too long"; ok
 # ... also under mpirun --enable-recovery, where rank 0's MPI_Abort ends rank
-# 0 alone: the ranks that reported hung in MPI_Bcast (issue 19); now each
+# 0 alone: the ranks that reported hung in MPI_Bcast (detcheck-canary(1), LIMITS); now each
 # exits with the report's status (a wrapper records them; mpirun itself
 # says 0 under recovery whatever its ranks say: Open MPI's choice)
 if ompi_info --param orte all --level 9 2>/dev/null | grep -q 'orte_enable_recovery'; then

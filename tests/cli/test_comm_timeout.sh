@@ -1,4 +1,4 @@
-# The collective timeout (issue 23): every collective between ranks (MPI
+# The collective timeout (detcheck-train(1), ENVIRONMENT): every collective between ranks (MPI
 # here; the trainer's NCCL all-gather and all-reduce and the hash's NCCL
 # reduce go through the same wait, src/common/comm.c dck_comm_wait,
 # unit-tested with a fake asynchronous error in tests/check_comm.c) ends

@@ -1,6 +1,7 @@
 # CLI: a DCP .metadata that disagrees with the chunks it describes is
 # trouble (exit 2) naming the tensor and the file, never an OK taken from one
-# side (issue 30, part 8). DCP's loaders create each tensor from .metadata
+# side (detcheck-formats(7), "torch.distributed.checkpoint (DCP) directories").
+# DCP's loaders create each tensor from .metadata
 # (its dtype, size and chunks) and copy the stored chunk into it, converting
 # the dtype: a checkpoint whose .metadata says bfloat16 over float32 chunks
 # loads as bf16-rounded values. Each row rewrites a real fixture's

@@ -146,7 +146,7 @@ EOF
 "$DETCHECK" hash -q --json z3_ref.safetensors > z3_ref.json || fail "hash z3_ref"
 same_as z3_ref.json "" ds_zero3_dp2.json
 
-# ---- issue 30, part 12: ZeRO-1/2 of parameter counts that are not multiples
+# ---- detcheck-formats(7), DeepSpeed: ZeRO-1/2 of parameter counts that are not multiples
 # of 2 x ranks (tests/fixtures/ds_padding, its README): DP 2, 3, 4, fp32 and
 # bf16, two param groups and a frozen parameter, written by the real
 # deepspeed (one with parameter_alignment's paddings between parameters);
@@ -254,7 +254,7 @@ echo global_step9 > badtag/latest
 expect_exit 2 "$DETCHECK" hash badtag
 expect_grep "badtag/latest names global_step9" err.txt
 
-# param_shapes against what is stored (issue 30, part 7): ds_zero2_dp2's last
+# param_shapes against what is stored (detcheck-formats(7), DeepSpeed): ds_zero2_dp2's last
 # parameter 4.bias (64,) said to be (61,): 3 real elements would be taken for
 # the 2 x ranks padding and never compared. patch_pkl FILE REGEX [HEX]: in the
 # pickle, the first match of REGEX (its group 1 a BININT1 size byte) becomes
@@ -280,7 +280,7 @@ patch_pkl "uni61/global_step3_universal/mp_rank_00_model_states.pt" '4\.bias.*?K
 expect_exit 2 "$DETCHECK" hash uni61
 expect_grep "zero/4.bias/[a-z_0-9]*.pt: \[64\], the module's tensor 4.bias is \[61\] (.*mp_rank_00_model_states.pt)" err.txt
 
-# ZeRO-3 (issue 30): each parameter cut into ceil(numel / ranks) per rank,
+# ZeRO-3 (detcheck-formats(7), DeepSpeed): each parameter cut into ceil(numel / ranks) per rank,
 # and nothing but param_shapes says where it ends (the module holds empty
 # placeholders), so what param_shapes calls padding in the Adam moments
 # (zero as DeepSpeed writes them) is reported and compared, as

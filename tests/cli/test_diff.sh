@@ -207,7 +207,7 @@ cp a.safetensors "$(printf 'x\377y.safetensors')"
 expect_exit 1 "$DETCHECK" diff --json "$(printf 'x\377y.safetensors')" b.safetensors
 expect_eq "$(jget out.txt "d['a'] == 'x\\\\xffy.safetensors', d['summary']['differ']")" "True 7" not-utf8
 
-# Sign changes (issue 31): 8.4e-06 against -8.4e-06 is ~1.8e9 float32 ULPs
+# Sign changes (detcheck-diff(1), Two checkpoints): 8.4e-06 against -8.4e-06 is ~1.8e9 float32 ULPs
 # apart; it is counted apart, and the ULP distance of the same-sign pairs
 # (3 here) is shown beside it in the table, the layer summary, JSON,
 # Markdown and JUnit. +0 against -0 and a NaN are no sign change.

@@ -1,4 +1,4 @@
-# CLI: what "first" means in detcheck diff (issue 31). Where a checkpoint
+# CLI: what "first" means in detcheck diff (detcheck-diff(1), Summary). Where a checkpoint
 # keeps its tensors' order (a torch.save'd state_dict: the pickle's order;
 # DCP: its metadata's; an index whose weight_map is not in byte order: as
 # written), the first differing tensor and layer go by it, and the output

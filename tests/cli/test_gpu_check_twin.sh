@@ -1,4 +1,4 @@
-# ci/gpu-check.sh in twin mode (issue 23): every section of the GPU check runs
+# ci/gpu-check.sh in twin mode (detcheck-gpu(7), TRAINING): every section of the GPU check runs
 # here, with --device twin where the GPU path has a CPU twin, so a section
 # broken in its logic fails on the CPU before a GPU is lent. Checks the
 # honesty of the summary table (a check with no twin, or without mpirun, is a

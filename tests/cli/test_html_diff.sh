@@ -256,7 +256,7 @@ if html_render diff.html diff.png 1200 1400; then
     ok
 fi
 
-# ---- sign changes (issue 31): layers.0 holds 8.4e-06 against -8.4e-06
+# ---- sign changes (detcheck-diff(1), Two checkpoints): layers.0 holds 8.4e-06 against -8.4e-06
 # (~1.8e9 ULPs apart) and a pair 3 ULPs apart, layers.1 a pair 1,000 ULPs
 # apart. The bars are the same-sign pairs' ULP (layers.0's shorter than
 # layers.1's), the sign change a count beside the bar and in the titles and
@@ -327,7 +327,7 @@ expect_grep '<h3>Differing tensors (12)</h3>' big.html
 [ "$(grep -o '<text x="18" ' big.html | wc -l)" -eq 1000 ] || fail "wanted 1,000 rows, one per layer"
 [ "$(grep -o "fill=\"$BAR\"" big.html | wc -l)" -eq 23 ] || fail "wanted 2 bars for each of 11 differing cells (+ the legend's)"
 ok
-# Chromium draws it (the issue asks under 2 s; a loose bound here, CI
+# Chromium draws it (detcheck(1), HTML REPORTS says under 2 s; a loose bound here, CI
 # machines vary), the marker on layers.5
 t0=$(date +%s)
 if html_render big.html big.png 1200 1600; then

@@ -1,4 +1,4 @@
-# --html on bisect, repro and resume-check (issue 24): the page of two runs
+# --html on bisect, repro and resume-check (detcheck(1), HTML REPORTS): the page of two runs
 # validates, names the first difference (step, tensor, op) on the picture,
 # and the rendered picture shows it where it is: the leftmost "differs" cell
 # of the step x module grid and the vertical line in the column of the
@@ -189,7 +189,8 @@ expect_grep '<h3>Recorded tensors that differ at step 3</h3>' diff.html
 expect_grep '<tr><td>parameter</td><td class="name">layers.1.attn.qkv.weight</td><td>digest differs</td></tr>' diff.html
 expect_grep 'its inputs are equal: this event is the culprit' diff.html
 if html_render diff.html diff.png; then picture diff.png 10 3; fi
-# (issue 31, part 2) the trace parts a step after the tensors: its event is
+# detcheck-bisect(1), THE FIRST DIFFERENCE AND THE NEXT STEP:
+# the trace parts a step after the tensors: its event is
 # context, never the culprit, on the page as in the text
 mkruns bl part=3 tpart=4
 expect_exit 1 $DETCHECK bisect a bl --html late.html
@@ -243,7 +244,7 @@ html_check names.html
 expect_grep 'class="first">first difference: step 2, tensor &lt;b&gt;&amp;&quot;x&quot;\\\\\\x01&#xfc;.layers.1.attn.qkv.weight (parameter)' names.html
 expect_no_grep '<b>' names.html
 
-# ---------------------------------------------------------------- what one run holds alone (issue 30)
+# ---------------------------------------------------------------- what one run holds alone (detcheck-bisect(1), NOT COMPARED)
 # bisect exits 1 for it (not compared: ...): the page names each item and
 # never says "no difference" or OK; --allow-partial's acceptance is said so.
 mkruns h0 trace=0
@@ -313,7 +314,7 @@ expect_exit 1 $DETCHECK resume-check --html ru.html -- python3 fake.py forget_rn
 html_check ru.html
 expect_grep 'class="first">first difference: step 6, tensor rng.torch (state)</text>' ru.html
 rm -rf tmp/*
-# a step one run lacks (issue 30): the page names it and never says "no difference"
+# a step one run lacks (detcheck-resume-check(1), What is compared): the page names it and never says "no difference"
 expect_exit 1 $DETCHECK resume-check --html rugap.html -- python3 fake.py gap_traj
 html_check rugap.html
 expect_no_grep 'no difference' rugap.html

@@ -160,7 +160,7 @@ valid m.xml
 expect_grep 'digest [0-9a-f]\{32\} in A, [0-9a-f]\{32\} in B' m.xml
 
 # a backslash is escaped as the Markdown summary escapes it: the name
-# "w\x01" (five characters) and "w" + byte 0x01 read differently (issue 19)
+# "w\x01" (five characters) and "w" + byte 0x01 read differently (detcheck(1), CI REPORTS)
 python3 - <<'PY'
 import json, struct
 for path, v in (("bs_a.safetensors", 0.0), ("bs_b.safetensors", 1.0)):

@@ -1,4 +1,4 @@
-# CLI: the checkpoint layouts people have (issue 15), read from real files in
+# CLI: the checkpoint layouts people have (detcheck-formats(7), FORMATS, NAMES), read from real files in
 # tests/fixtures/layouts/ (written by tests/fixtures/make_fixtures.py with
 # transformers, Accelerate and PyTorch): .bin shards behind
 # pytorch_model.bin.index.json, groups by file role (Trainer checkpoint-N/,

@@ -9,7 +9,7 @@
 # match its model weight fails the map's check: the buckets are then
 # compared as stored, whole, padding included, each state named by a value
 # NAME.padding ("compared whole, padding included: ...") and a note, so a
-# real change in them is still found (issue 30 part 4); truncated files
+# real change in them is still found (detcheck-formats(7), Megatron-Core optimizer state); truncated files
 # are still exit 2 naming the file. Python: standard library only.
 . "$DCK_TOP/tests/cli/lib.sh"
 MC="$DCK_TOP/tests/fixtures/mcore"

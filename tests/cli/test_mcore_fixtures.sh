@@ -60,12 +60,12 @@ expect_grep '{name: optimizer.state.exp_avg.decoder.final_layernorm.bias, group:
 expect_grep '{name: optimizer.state.fp32_param.decoder.layers.self_attention.linear_qkv.weight, group: optimizer, dtype: F32, shape: \[2, 96, 32\]' fr.yaml
 expect_no_grep 'optimizer.state.param\.' fr.yaml
 
-# verify and diff across the layouts (issue 22 part 3): the per-rank RNG
+# verify and diff across the layouts (detcheck-formats(7), Layout state): the per-rank RNG
 # state, rank 0's own optimizer.param_state.N.step (the no-Apex path) and the
 # values that describe the layout are layout state, set aside when the
 # layouts differ (what is stored says so: the RNG grid); nothing else is
 # left out. What is set aside was not compared: exit 1 unless
-# --accept-layout-state accepts it (issue 30 part 5).
+# --accept-layout-state accepts it.
 for g in fr_tp1dp1 fsms_tp1dp1 fsms_tp2dp2; do
     "$DETCHECK" hash -q -o "$g.yaml" "$MC/$g" || fail "hash $g"
     for f in fr_tp1dp1 fsms_tp1dp1 fsms_tp2dp2; do
@@ -178,7 +178,7 @@ assert t and t[0]['status'] == 'differ' and t[0]['layer'] is None, t
 assert 'layout_state' not in d
 EOF
 ok
-# A lying args.tensor_model_parallel_size (issue 30 part 5): the common.pt
+# A lying args.tensor_model_parallel_size (detcheck-formats(7), Layout state): the common.pt
 # of a TP1 checkpoint says 2 while its storage (the RNG grid 1.1, the
 # shapes) is still TP1, and one RNG bit is flipped. The layout is what is
 # stored: the RNG state is compared and its difference found, with or
@@ -242,7 +242,7 @@ expect_grep '{name: optimizer.distributed.dp_group_idx_0.optimizer.param_groups.
 expect_grep 'name: rng_state/shard_0.0_1.1.0.cuda_rng_state, group: rng' dpr.yaml
 expect_no_grep 'shard_0_1' dpr.yaml
 
-# Versions (issue 22 part 3): megatron-core 0.19 stores the common state as
+# Versions (detcheck-formats(7), Megatron-LM): megatron-core 0.19 stores the common state as
 # the ShardedObject common_state (no common.pt) and pickles torch's plain
 # Metadata (no mcore_data; metadata.json marks the directory as Megatron's).
 # One naming: a 0.15 golden verifies the 0.19 checkpoint of the same layout;

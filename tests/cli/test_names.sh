@@ -1,5 +1,5 @@
-# CLI: names that are not UTF-8 (issue 11), and names that would drive a
-# terminal or a page (issue 30, case 11: see the second half). A tensor name, a value name or
+# CLI: names that are not UTF-8, and names that would drive a
+# terminal or a page (detcheck(1), NAMES IN OUTPUT: see the second half). A tensor name, a value name or
 # a value text that is not valid UTF-8 used to make `hash` spin forever in
 # libyaml's emitter, or with --json write an entry without its name (exit
 # 0). The rule (detcheck-formats(7), "Names"): refused where the name enters
@@ -103,7 +103,7 @@ for f in deep_seq.yaml deep_map.yaml deep_block.yaml deep.json; do
     expect_grep "$f: manifest nested deeper than 8 levels" err.txt
 done
 
-# ---------------------------------------------------------------- names are data (issue 30, case 11)
+# ---------------------------------------------------------------- names are data (detcheck(1), NAMES IN OUTPUT)
 # Tensor names with C1 controls (U+009B CSI, U+009D OSC), bidi overrides and
 # isolates, a line separator, ESC, a literal "\x1b" (it must read apart from
 # ESC), a 4,000-byte name (names past 4,096 bytes are refused) and two

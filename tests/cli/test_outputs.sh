@@ -125,7 +125,7 @@ chmod a-w ro.yaml
 refused ro.yaml "read-only" $DETCHECK hash -q -o ro.yaml b.safetensors
 expect_exit 0 "$DETCHECK" hash -q -o a.yaml b.safetensors
 
-# logs a long-running command creates in its work folder (issue 30, part 9):
+# logs a long-running command creates in its work folder (detcheck(1), OUTPUT FILES):
 # created new, so a link planted at a log's name is refused, never followed
 # (resume-check truncated the file it pointed at)
 echo "the user's notes" > victim.txt
@@ -136,7 +136,7 @@ expect_grep "^the user's notes$" victim.txt
 [ ! -e rw/reference ] || fail "resume-check ran the reference though its log was planted"
 ok
 
-# the rule again at the moment of writing (issue 30, part 10): a file that
+# the rule again at the moment of writing (detcheck(1), OUTPUT FILES): a file that
 # appears at --write-golden's path while the canary runs (its check a second
 # in the past, its write three seconds ahead) is not replaced
 rm -f late.json

@@ -1,5 +1,6 @@
-# CLI: PyTorch files that used to pass silently or cost without bound (issue
-# 11): quantized tensors are read (data, scale, zero point, per channel), a
+# CLI: PyTorch files that used to pass silently or cost without bound
+# (detcheck-formats(7), FORMATS and LIMITS): quantized tensors are read
+# (data, scale, zero point, per channel), a
 # storage no known rebuild function reads is an error naming it, a list
 # shared by thousands of references stops at the value limit, and a .pt.zst
 # or deflated member that decodes far beyond its size stops at the decoded

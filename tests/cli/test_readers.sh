@@ -136,7 +136,7 @@ expect_grep 'missing  model.language_model.embedding.word_embeddings.weight' out
 # only in the tree, so the exit status is 1); the safetensors file stores
 # the tree's per-rank optimizer and RNG state under the same rank names, so
 # the stored layouts agree and they are compared (all 62 equal); the args
-# that exist only in the tree are claims, set aside (issue 30 part 5)
+# that exist only in the tree are claims, set aside (detcheck-formats(7), Layout state)
 expect_exit 1 "$DETCHECK" diff --json --megatron-merge "$MG" "$FX/megatron_tp2pp2.safetensors"
 expect_grep '"tensors": 62, "equal": 62,' out.txt
 expect_grep '"layouts_differ": "args.pipeline_model_parallel_size: 2 vs (none) as claimed; the stored layout is the same, per-rank state compared"' out.txt

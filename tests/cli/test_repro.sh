@@ -1,5 +1,5 @@
 # detcheck repro: runs a command N times with DETCHECK_RECORD set and says
-# whether the runs are bitwise reproducible (issue 20, parts 4 and 5). The
+# whether the runs are bitwise reproducible (detcheck-repro(1), DESCRIPTION). The
 # command here is rec.py, which writes what the Python recorder writes
 # (trajectory.jsonl, run.json, tensor_digests.bin: the formats of
 # detcheck-bisect(1)), so no PyTorch is needed; the real-PyTorch end-to-end
@@ -152,7 +152,7 @@ expect_grep '^not reproducible: run 2 differs from run 1 at step 2 (1 of 2 runs 
 expect_grep '^trajectories agree; the recorded tensors do not$' out.txt
 expect_grep '^first differing tensor: step 2, parameter layers.0.weight$' out.txt
 expect_grep '^varied: DETCHECK_THREADS=[0-9]* in run 1, [0-9]* in run 2$' out.txt
-# (issue 31, part 3) no trace found the difference (these runs trace
+# (detcheck-repro(1), DESCRIPTION) no trace found the difference (these runs trace
 # nothing): the verdict names the command that would localise it
 expect_grep '^next: localise with an op trace: detcheck repro --trace ops --vary threads -- python3 rec.py$' out.txt
 expect_grep '^determinism settings off: deterministic_algorithms=false' out.txt
@@ -171,7 +171,7 @@ expect_grep '^not reproducible: run 3 differs from run 1 at step 2 (1 of 3 runs 
 expect_grep '^first differing tensor: step 2, parameter layers.0.weight$' out.txt
 expect_grep '^varied: SEED=1 in run 1, 2 in run 3$' out.txt
 expect_grep '^SEED=2$' e/run_3/env.txt
-# (issue 31, part 5) one step in every line: the tensors part at step 2,
+# (detcheck-repro(1), DESCRIPTION) one step in every line: the tensors part at step 2,
 # the trajectories at step 3; the header and the first line say step 2
 expect_exit 1 env VARY_ON=SEED LOSS_RUN=2 LOSS_FROM=3 $DETCHECK repro --workdir p5 --env SEED=1,2 \
     --junit p5.xml --markdown p5.md -- python3 rec.py
@@ -221,7 +221,7 @@ expect_grep '^not reproducible: run 2 differs from run 1 at step 4 ' out.txt
 expect_grep '^steps recorded: run 1 5 (0..4), run 2 4 (0..3); step 4 in run 1 only$' out.txt
 
 # ---------------------------------------------------------------- what one run recorded and another did not
-# (issue 30, part 1) run 2 records no tensor digests: a difference, never
+# (detcheck-repro(1), DESCRIPTION) run 2 records no tensor digests: a difference, never
 # "every tensor identical"; the verdict says which run recorded what
 expect_exit 1 env DIGESTS_RUN=2 DIGESTS=header $DETCHECK repro --workdir d1 -- python3 rec.py
 expect_grep '^not reproducible: run 2 differs from run 1 at step 0 ' out.txt
@@ -249,12 +249,12 @@ SH
 expect_exit 0 $DETCHECK repro --workdir d5 -- sh nodig.sh
 expect_grep '^reproducible: 2 runs, 5 steps, every trajectory record identical (no tensor digests recorded)$' out.txt
 # a state entry (start.*) one run only recorded: a difference, as every
-# entry one side lacks (issue 30: never agreement)
+# entry one side lacks (never agreement; detcheck-repro(1), DESCRIPTION)
 expect_exit 1 env STATE_RUN=2 $DETCHECK repro --workdir d6 -- python3 rec.py
 expect_grep '^not reproducible: run 2 differs from run 1 at step 0 ' out.txt
 expect_grep '^state entries recorded in run 2 only: 1, the first start.layers.0.weight at step 0$' out.txt
 # a root digest one run's trajectory holds and the other's lacks: bisect
-# names it not compared; repro takes that for no agreement (issue 30)
+# names it not compared; repro takes that for no agreement (detcheck-repro(1), DESCRIPTION)
 expect_exit 1 env ROOT_RUN=2 $DETCHECK repro --workdir d6r -- python3 rec.py
 expect_grep '^not reproducible: run 2 differs from run 1' out.txt
 expect_grep '^not compared: root digests at steps 0..4 in run B only (run A recorded none there)$' out.txt
@@ -279,7 +279,7 @@ expect_exit 1 $DETCHECK repro --workdir d7 -- sh traced.sh
 expect_grep '^traced steps: run 1 recorded none (no trace.bin), run 2 ' out.txt
 
 # ---------------------------------------------------------------- run folders swapped during the runs
-# (issue 30, part 2) run 2 replaces its folder by a link to run 1's: run 1
+# (detcheck-repro(1), DESCRIPTION) run 2 replaces its folder by a link to run 1's: run 1
 # would be compared with itself
 cat > swap.sh <<'SH'
 case $DETCHECK_RECORD in
@@ -309,7 +309,7 @@ SH
 done
 
 # ---------------------------------------------------------------- files repro creates in its work folder
-# (issue 30, part 9) a link planted at a log's name is refused, never followed
+# (detcheck-repro(1), DESCRIPTION) a link planted at a log's name is refused, never followed
 echo "the user's notes" > victim.txt
 mkdir pl && ln -s ../victim.txt pl/run_1.out
 expect_exit 2 $DETCHECK repro --workdir pl -- python3 rec.py
@@ -333,7 +333,7 @@ expect_grep "run 2 of 2 was not started: .*pl3/run_2.err exists (a file)" err.tx
 expect_grep '^mine$' pl3/run_2.err
 
 # ---------------------------------------------------------------- reports: the output rule at the moment of writing
-# (issue 30, part 10) the training command writes the report's path during
+# (detcheck(1), OUTPUT FILES) the training command writes the report's path during
 # the runs: the user's file stays, the report is written nowhere, exit 2
 for kind in html markdown junit; do
     cat > takes.sh <<SH
@@ -431,7 +431,7 @@ expect_grep '^determinism tax: 2.00x step time (deterministic 0.021 s / non-dete
 expect_grep 'deterministic (DETCHECK_DETERMINISTIC=1): *median 0.021 s/step, spread 0.02..0.022 s' out.txt
 expect_grep 'non-deterministic (DETCHECK_DETERMINISTIC=0): median 0.0105 s/step, spread 0.01..0.011 s' out.txt
 expect_grep 'clock: wall .* 2 steps timed per run, the first step of each run skipped (warm-up)' out.txt
-# (issue 31, part 7) a short verdict: the settings once, in the document
+# (detcheck-repro(1), OPTIONS: --tax) a short verdict: the settings once, in the document
 # and the reports, not a wall of them on the terminal
 expect_no_grep 'settings that differ' out.txt
 expect_no_grep 'determinism settings off' out.txt

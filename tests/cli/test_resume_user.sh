@@ -1,4 +1,4 @@
-# detcheck resume-check -- CMD (issue 21): a user's own training, stopped at
+# detcheck resume-check -- CMD (detcheck-resume-check(1), USER COMMANDS): a user's own training, stopped at
 # K and resumed, against its uninterrupted run. The command here is
 # fake.py, which honours the contract of the detcheck Python package
 # (DETCHECK_RECORD, DETCHECK_STOP_AT, DETCHECK_RESUME, DETCHECK_CHECKPOINT_DIR,
@@ -26,7 +26,8 @@ export TMPDIR="$PWD/tmp"
 # unrepro (every run differs); flaky_update (the stop run's update of step 2
 # differs, gradient and moment equal; only the stop run recording into a
 # folder ending _$FLAKY_STOP, default the stop point); fail (30 lines on stderr, exit 3); huge_stop
-# (a 300 MB stop.json, sparse); one side only within a step (issue 30):
+# (a 300 MB stop.json, sparse); one side only within a step
+# (detcheck-resume-check(1), What is compared):
 # root_gap (trajectory roots, the resume has none at its 2nd step),
 # state_res / state_full (a state entry, rng.cuda, recorded by the resume
 # at its 2nd step / by the uninterrupted run at step 8 only); with
@@ -196,7 +197,7 @@ bad --workdir wd -- touch ran
 expect_grep 'wd/stop_5 exists and detcheck did not create it (wd holds no .detcheck-resume-check of an earlier check)' err.txt
 rm -rf wd
 # a user's files of a run's name in a folder detcheck did not create are
-# never deleted (issue 30): refused, naming the file, the file intact
+# never deleted (detcheck-resume-check(1), The runs): refused, naming the file, the file intact
 for f in full.out full.err stop_3 resume_3.err ckpt_3; do
     mkdir -p wd && echo "precious $f" > "wd/$f"
     bad --workdir wd -- touch ran
@@ -294,11 +295,12 @@ diff_is weights weights "at 5 (clean stop): first difference at step 6 (the firs
 diff_is no_ema ema 'at 5 (clean stop): first difference at step 6 (the first resumed step): ema.layers.0.weight differs (the EMA weights were not restored)'
 diff_is no_scaler scaler 'at 5 (clean stop): first difference at step 6 (the first resumed step): scaler.scale differs (the GradScaler state was not restored)'
 diff_is drift tensor 'at 3 (clean stop): first difference at step 5 (the 2nd resumed step): first differing tensor: gradient layers.0.weight' --at 3
-# (issue 31, part 2) the trace differs only after that step: context, never the culprit
+# detcheck-resume-check(1), What is compared: the trace differs only after that
+# step: context, never the culprit
 diff_is drift_traced tensor 'at 3 (clean stop): first difference at step 5 (the 2nd resumed step): first differing tensor: gradient layers.0.weight' --at 3 --trace modules
 expect_grep '^first trace difference, at step 6, comes after the first differing step 5 (context, not a culprit): forward, model (call 0), output 0 differs$' out.txt
 # a difference no resume mistake names ends with the check that localises it
-# further, traced op by op (issue 31, part 3); with an op trace already, none
+# further, traced op by op (detcheck-resume-check(1), What is compared); with an op trace already, none
 expect_exit 1 $RC --at 3 --kill -- python3 fake.py drift
 expect_grep "^next: localise with an op trace (forward, backward and the optimizer step): detcheck resume-check --trace ops --at 3 --kill -- python3 fake.py drift$" out.txt
 rm -rf tmp/*
@@ -319,7 +321,7 @@ rm -rf tmp/*
 diff_is loss trajectory 'at 5 (clean stop): first difference at step 6 (the first resumed step): trajectory: loss_bits [0-9a-f]* vs [0-9a-f]*'
 diff_is short steps 'at 5 (clean stop): the resumed run recorded steps 6..8, the uninterrupted run steps 1..10'
 diff_is restart steps 'at 5 (clean stop): the resumed run recorded steps 1..10: it started over at step 1 (no checkpoint loaded?)'
-# every step K+1..S recorded by both runs and compared (issue 30): a step
+# every step K+1..S recorded by both runs and compared (detcheck-resume-check(1), What is compared): a step
 # one run lacks is a difference naming the step and the run, never skipped
 diff_is gap_traj steps "at 5 (clean stop): step 7 is missing from the resumed run's trajectory.jsonl (the uninterrupted run recorded it): every resumed step 6..10 is compared, so both runs must record each"
 diff_is gap_digests steps "at 5 (SIGKILL after the checkpoint): step 7 is missing from the resumed run's tensor_digests.bin (the uninterrupted run recorded it): every resumed step 6..10 is compared, so both runs must record each" --kill
@@ -344,7 +346,7 @@ expect_grep 'resume_5/tensor_digests.bin: byte [0-9]*: step 6 after step 6' err.
 rm -rf tmp/*
 diff_is unrepro before_stop "at 5 (clean stop): the stopped run already differs at step 1, before the stop and before anything was resumed: two runs of the same command differ, so the command is not reproducible run to run; first differing tensor: gradient layers.0.weight; equal at that step: data.batch, RNG states (the difference arises in forward or backward: the batch is equal). Such a difference can be intermittent (in some runs only: detcheck repro -n 2 may pass); to see and localise it: detcheck repro -n 30 --trace ops -- python3 fake.py unrepro (the op trace covers the optimizer step)"
 # two runs of the command part before anything is resumed, in the update
-# alone (issue 31, part 4): the line names the first differing tensor, what
+# alone (detcheck-resume-check(1), What is compared): the line names the first differing tensor, what
 # was equal, where it arises, that it can be intermittent and the repro
 # command that sees it with the op trace
 diff_is flaky_update before_stop "at 5 (clean stop): the stopped run already differs at step 2, before the stop and before anything was resumed: two runs of the same command differ, so the command is not reproducible run to run; first differing tensor: parameter layers.0.weight; equal at that step: data.batch, RNG states, gradients (1), optimizer state (1) (the difference arises in the optimizer's update of the weights). Such a difference can be intermittent (in some runs only: detcheck repro -n 2 may pass); to see and localise it: detcheck repro -n 30 --trace ops -- python3 fake.py flaky_update (the op trace covers the optimizer step)"
@@ -375,7 +377,7 @@ expect_grep '^not reproduced: 1 of 2 stop points differ$' out.txt
 rm -rf tmp/*
 
 # what one run recorded and the other did not within a step both hold
-# (issue 30): a root digest, a state entry (kind 3; start.* of a process's
+# (detcheck-resume-check(1), What is compared): a root digest, a state entry (kind 3; start.* of a process's
 # first step aside), traced events past a truncation one run made alone
 diff_is root_gap steps "at 5 (clean stop): the root digest of step 7 is missing from the resumed run's trajectory.jsonl (the uninterrupted run recorded it): every resumed step 6..10 is compared, so both runs must record each"
 diff_is state_res steps "at 5 (clean stop): state entry rng.cuda of step 7 is missing from the uninterrupted run's tensor_digests.bin (the resumed run recorded it): every resumed step 6..10 is compared, so both runs must record each"
@@ -397,7 +399,7 @@ expect_grep "^at 5 (clean stop): resumed steps 6..10 identical to the uninterrup
 expect_grep "^reproduced: 1 stop point, every resumed step bitwise identical to the uninterrupted run (10 steps); $nc\$" out.txt
 rm -rf tmp/*
 
-# ---------------------------------------------------------------- the runs' folders and files, re-checked (issue 30)
+# ---------------------------------------------------------------- the runs' folders and files, re-checked (detcheck-resume-check(1), The runs)
 # after each run: a run folder swapped for a link or another folder, a
 # recorded file that is a link or another run's file, is trouble naming it
 cat > swap.sh <<'SH'
@@ -440,7 +442,7 @@ PY
 ok
 rm -rf tmp/*
 
-# names whole (issue 30): a 9,000-byte state name in the line, the state and the JSON
+# names whole (detcheck(1), NAMES IN OUTPUT): a 9,000-byte state name in the line, the state and the JSON
 expect_exit 1 $RC --json -- python3 fake.py longname
 python3 - <<'PY' || fail "--json, a long name"
 import json
@@ -456,7 +458,7 @@ rm -rf tmp/*
 expect_exit 2 $RC -- python3 fake.py never_stops
 expect_grep 'the stop run at 5 did not stop at step 5: it recorded steps 1..10 (DETCHECK_STOP_AT not honoured)' err.txt
 rm -rf tmp/*
-# a clean stop needs no stop.json (issue 30): the process exits 0 with its
+# a clean stop needs no stop.json (detcheck-resume-check(1), The contract): the process exits 0 with its
 # recording ending at K; --kill needs it (the tool cannot tell a complete
 # checkpoint from a crash without it), and says so
 expect_exit 0 $RC -- python3 fake.py no_stop_json
@@ -488,7 +490,7 @@ rm -rf tmp/*
 # the command line printed to rerun a failed run: whole (no cut at 1 KiB),
 # shell words that sh -c reads back byte for byte (spaces, quotes, a
 # newline, a tab, ESC, CR, DEL, C1 CSI, U+202E, U+2028, a byte that is not
-# UTF-8, a long argument), and nothing a terminal would act on (issue 30)
+# UTF-8, a long argument), and nothing a terminal would act on (detcheck-resume-check(1), Exit status)
 cat > argv.py <<'PY'
 import json, os, sys
 open("argv.json", "w").write(json.dumps([os.fsencode(a).hex() for a in sys.argv[1:]]))

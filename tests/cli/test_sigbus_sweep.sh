@@ -1,4 +1,4 @@
-# CLI: a file truncated while detcheck reads its maps (issue 30, 14) is
+# CLI: a file truncated while detcheck reads its maps (detcheck-hash(1), FILES AND FAULTS) is
 # "FILE: changed while being read", exit 2, never a signal (SIGBUS killed
 # the process where a read of a map ran outside the old guards: a segment
 # stitched across a window edge, a reader's header or zip directory, a cut

@@ -1,4 +1,4 @@
-# CLI: `train --bench` and its fast baseline (issue 23): on a device the
+# CLI: `train --bench` and its fast baseline (detcheck-train(1), OPTIONS): on a device the
 # bench compares with cuBLAS SGEMM on the same products; where there is no
 # cuBLAS (the twin, no runtime) it says "unavailable" and why, and gives no
 # figure for it. The CPU's output and JSON document stay as they were. The

@@ -107,7 +107,7 @@ assert v["ranks"] == 1 and v["steps"] == 1 and v["goal"] == 1.1, d
 assert type(v["determinism_tax"]) is float, d
 PY
 ok
-# --- issue 11: a step folder that detcheck did not make is never cleared
+# --- a step folder that detcheck did not make is never cleared (detcheck-train(1), FILES)
 # A symbolic link planted as a step folder: refused (exit 2, named), and
 # nothing it points at is deleted, not even files named like ours.
 mkdir victim
@@ -141,7 +141,7 @@ mkdir pf; echo f > pf/step_00000002
 expect_exit 2 $DETCHECK train $CFG --steps 2 --out pf -q
 expect_grep 'pf/step_00000002: is not a directory' err.txt
 
-# --- issue 11: one writer per run directory (flock on RUN/.lock, holder's pid named)
+# --- one writer per run directory (flock on RUN/.lock, holder's pid named; detcheck-train(1), FILES)
 $DETCHECK train $CFG --steps 1000000 --out lk -q 2>/dev/null &
 holder=$!
 trap 'kill -9 $holder 2>/dev/null || true' EXIT

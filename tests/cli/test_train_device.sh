@@ -1,4 +1,4 @@
-# train --device (issue 12): without a GPU, cuda exits 2 saying why and auto
+# train --device (detcheck-gpu(7), TRAINING): without a GPU, cuda exits 2 saying why and auto
 # falls back to the CPU saying so; the GPU path run by its CPU twin (--device
 # twin) gives the CPU's trajectory and checkpoints, and checkpoints move
 # between the two paths both ways (train --resume, resume-check); --preset.

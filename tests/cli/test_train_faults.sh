@@ -1,4 +1,4 @@
-# Fault injection for the trainer's checkpoint writer (issue 11): kill -9 at
+# Fault injection for the trainer's checkpoint writer (detcheck-train(1), FILES): kill -9 at
 # random points of a run, and a full disk (ENOSPC, on a small tmpfs when this
 # test may mount one). After each fault the last complete checkpoint is intact
 # (its shards match the reference run's manifest), and a resume from it

@@ -1,4 +1,4 @@
-# train: the non-finite rule (issue 23). A NaN's bits are not portable (a
+# train: the non-finite rule (detcheck-train(1), NON-FINITE VALUES). A NaN's bits are not portable (a
 # GPU makes 0x7fffffff, x86 0xffc00000), so a run stops, exit 2, at the first
 # step whose loss, gradient or updated weights are not finite, naming the
 # step and the tensor, before that step's record or checkpoint: the CPU and

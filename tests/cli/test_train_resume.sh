@@ -49,7 +49,7 @@ expect_exit 0 $DETCHECK train $CFG --steps 8 --resume-from ref/step_00000002 --o
 [ -f d/step_00000008/rank_00000_of_00001.safetensors.zst ] || fail "no zstd shard"; ok
 expect_exit 0 $DETCHECK hash -o ref8.yaml ref/step_00000008
 expect_exit 0 $DETCHECK verify --golden ref8.yaml d/step_00000008
-# d holds steps 3..8 only: what ref alone holds is not compared (issue 30)
+# d holds steps 3..8 only: what ref alone holds is not compared (detcheck-bisect(1), NOT COMPARED)
 expect_exit 1 $DETCHECK bisect ref d
 expect_grep '^not compared: trajectory steps 1..2 in run A only$' out.txt
 expect_exit 0 $DETCHECK bisect --allow-partial ref d
@@ -75,7 +75,7 @@ ok
 expect_exit 1 $DETCHECK resume-check $CFG --steps 6 --at 3 --resume-flip-bit 5:model.blocks.0.mlp.fc.weight:7 --workdir rc
 expect_grep 'first differing step 5' out.txt
 expect_grep 'NOT reproducible' out.txt
-# every step of both trajectories compared (issue 30): a resumed run whose
+# every step of both trajectories compared (detcheck-resume-check(1), DESCRIPTION): a resumed run whose
 # trajectory lacks step 4 is a difference at step 4, naming the run that lacks it
 cat > drop4.sh <<'SH'
 "$@"; rc=$?
@@ -91,7 +91,7 @@ assert d["identical"] is False and c["result"] == "different" and c["first_step"
 assert "step 4 is missing from the resumed run's trajectory (6 and 5 records)" in c["detail"], c
 PY
 ok
-# the run folders and recorded files, re-checked after the runs (issue 30;
+# the run folders and recorded files, re-checked after the runs (detcheck-resume-check(1), DESCRIPTION;
 # a launcher is the user's command): a resumed run's folder swapped for a
 # link to the reference's, or its trajectory a link to the reference's, is
 # trouble, never the reference compared with itself; a root digest one
@@ -125,7 +125,7 @@ for c in d["checks"]:
     assert c["tensor"] == "model.blocks.0.mlp.fc.weight" and c["detail"].startswith("first differing step 4"), c
 PY
 ok
-# --- issue 11: records found after the resume step are re-checked
+# --- records found after the resume step are re-checked (detcheck-train(1), FILES)
 # An edited record (step 6's loss bits) after the resume step: the resumed run
 # recomputes step 6, names it, keeps the lines it found, and exits 1 (the
 # verdict "different"); the file then holds what this run computed.

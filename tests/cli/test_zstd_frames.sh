@@ -2,7 +2,7 @@
 # b.zst), skippable frames (pzstd), frames without a content size, bytes
 # after the last frame (an error naming the file), the decoded-size
 # limit on every zstd input, and decoded bytes judged as the plain file's
-# (issue 19: trailing data in a frame that declares no size).
+# (trailing data in a frame that declares no size included; detcheck-formats(7), LIMITS).
 . "$DCK_TOP/tests/cli/lib.sh"
 command -v zstd >/dev/null || skip "zstd(1) not installed"
 

@@ -1,5 +1,5 @@
-"""A correct plain loop (see _plain.py) that stops at K as issue 21's
-contract first read: should_stop(step) -> save -> exit 0, without
+"""A correct plain loop (see _plain.py) that stops at K as the contract of
+detcheck-resume-check(1) first read: should_stop(step) -> save -> exit 0, without
 session().stopped(). A clean stop needs nothing more; --kill needs
 stopped() (it writes stop.json, then SIGKILLs the process)."""
 from _plain import main
