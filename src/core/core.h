@@ -126,14 +126,8 @@ dck_status dck_ck_build_manifest(dck_checkpoint *ck, const dck_digest *tensor_di
  * written before: the direct writers must give the same bytes (tests and
  * tests/fuzz/fuzz_manifest.c compare them). */
 dck_status dck_manifest_write_reference(const dck_manifest *m, dck_format fmt, FILE *out);
-/* Names (tensor, value, file path, metadata) and value texts are UTF-8:
- * YAML and JSON can hold nothing else, and libyaml's emitter loops forever
- * on an event it was refused. One rule for every reader (detcheck-formats(7)
- * "Names"): a name that is not UTF-8 is refused where it enters a
- * checkpoint (dck_ck_add_piece, dck_ck_add_value), exit 2 naming the file
- * and showing the name escaped; the manifest writers refuse it again. */
-bool dck_utf8_valid(const char *s, size_t n);
-/* s for a message: printable ASCII and valid UTF-8 as they are, a quote or
+/* Names and value texts are UTF-8 (common/utf8.h, dck_utf8_valid, says why
+ * and where others are refused). s for a message: printable ASCII and valid UTF-8 as they are, a quote or
  * backslash and every other byte as \xHH; cut to fit n with "...". */
 const char *dck_text_escape(const char *s, char *buf, size_t n);
 /* DCK_ERR_FORMAT "WHERE: WHAT 'S' is not valid UTF-8" unless s is UTF-8. */
