@@ -1,8 +1,8 @@
-/* Writing manifests (manifest.c has the model and the layout): the
- * reference writers through libyaml and jansson, and the direct writers
- * that give the same bytes in one buffer, with no document tree: a
- * manifest of a million tensors is written at the speed of its text.
- * dck_manifest_save writes a file by the output rule. */
+/* Writing manifests (manifest.c has the model and the document's layout):
+ * the reference writers through libyaml and jansson, and the direct
+ * writers that give the same bytes into one buffer, with no document tree
+ * and no library call per scalar. dck_manifest_save writes a file by the
+ * output rule. */
 #include "core/manifest_impl.h"
 
 #include <jansson.h>

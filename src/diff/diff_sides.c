@@ -146,9 +146,9 @@ dck_status dck_diff_premap(side *a, side *b, int threads) {
     return s;
 }
 
-/* After dck_diff_premap: where each contiguous tensor's bytes lie in its file's map
- * (a tensor whose bytes reach past the end of the map is left to
- * dck_checkpoint_read, which says so), and which mapped files the other
+/* After dck_diff_premap: where each contiguous tensor's bytes lie in its
+ * file's map (a tensor whose bytes reach past the end of the map is left
+ * to dck_checkpoint_read, which says so), and which mapped files the other
  * tensors are read from through the map. */
 dck_status dck_diff_side_set_direct(side *sd) {
     if (!sd->ck) return DCK_OK;
