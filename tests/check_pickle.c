@@ -411,6 +411,30 @@ START_TEST(allow_list_is_the_table) {
 }
 END_TEST
 
+/* _codecs.encode(text, 'latin1') reads the text by the one UTF-8 decoder
+ * (common/utf8.h): an overlong sequence, which Python's unpickler refuses
+ * in a BINUNICODE, is refused here too, and said not to be UTF-8. */
+START_TEST(codecs_encode_latin1_reads_strict_utf8) {
+    static const char e_acute[] = "c_codecs\nencode\n(X\x02\x00\x00\x00\xc3\xa9Vlatin1\ntR.";
+    static const char overlong[] = "c_codecs\nencode\n(X\x02\x00\x00\x00\xc1\xa9Vlatin1\ntR.";
+    static const char wide[] = "c_codecs\nencode\n(X\x02\x00\x00\x00\xc4\x80Vlatin1\ntR.";
+    pk_ctx *c;
+    ck_assert_int_eq(dck_pk_ctx_create("test.pkl", NULL, &dck_pk_torch_handlers, &c), DCK_OK);
+    pk_node *root;
+    size_t used;
+    ck_assert_int_eq(dck_pk_load(c, (const uint8_t *)e_acute, sizeof e_acute - 1, 0, &root, &used), DCK_OK);
+    ck_assert_int_eq(root->kind, PK_BYTES);
+    ck_assert_uint_eq(root->u.s.len, 1);
+    ck_assert_uint_eq((unsigned char)root->u.s.p[0], 0xe9);
+    ck_assert_int_eq(dck_pk_load(c, (const uint8_t *)overlong, sizeof overlong - 1, 0, &root, &used),
+                     DCK_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "_codecs.encode latin1 text that is not UTF-8"));
+    ck_assert_int_eq(dck_pk_load(c, (const uint8_t *)wide, sizeof wide - 1, 0, &root, &used), DCK_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "_codecs.encode latin1 text with a code point above 255"));
+    dck_pk_ctx_free(c);
+}
+END_TEST
+
 /* Quantized tensors (issue 11: they were opaque, so two files whose
  * quantized data differed verified as equal): the stored integers are a
  * tensor of the storage's dtype, its quantizer parameters values or
@@ -540,6 +564,7 @@ static Suite *suite(void) {
     tcase_add_test(c, dtype_names);
     tcase_add_test(c, opcode_table);
     tcase_add_test(c, allow_list_is_the_table);
+    tcase_add_test(c, codecs_encode_latin1_reads_strict_utf8);
     tcase_add_test(c, quantized_tensors);
     tcase_add_test(c, unread_storage);
     tcase_add_test(c, shared_list_value_limit);

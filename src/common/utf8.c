@@ -44,3 +44,17 @@ size_t dck_utf8_put(char *out, uint32_t cp) {
     o[3] = (unsigned char)(0x80 | (cp & 0x3F));
     return 4;
 }
+
+bool dck_utf8_valid(const char *str, size_t n) {
+    const unsigned char *s = (const unsigned char *)str, *end = s + n;
+    while (s < end) {
+        if (*s < 0x80) {
+            s++;
+            continue;
+        }
+        int w = dck_utf8_width(s, end);
+        if (!w) return false;
+        s += w;
+    }
+    return true;
+}

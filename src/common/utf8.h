@@ -6,6 +6,7 @@
 #ifndef DCK_COMMON_UTF8_H
 #define DCK_COMMON_UTF8_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,5 +23,15 @@ static inline int dck_utf8_width(const unsigned char *s, const unsigned char *en
 /* Writes the encoding of cp (at most U+10FFFF; the caller has checked)
  * into out, which has room for 4 bytes; returns the bytes written (1..4). */
 size_t dck_utf8_put(char *out, uint32_t cp);
+
+/* Whether the n bytes at s are all well-formed UTF-8. Names (tensor, value,
+ * file path, metadata) and value texts are UTF-8: YAML and JSON can hold
+ * nothing else, and libyaml's emitter loops forever on an event it was
+ * refused. One rule for every reader (detcheck-formats(7) "Names"): a name
+ * that is not UTF-8 is refused where it enters a checkpoint
+ * (dck_ck_add_piece, dck_ck_add_value), exit 2 naming the file and showing
+ * the name escaped (dck_check_utf8, core.h); the manifest writers refuse it
+ * again. */
+bool dck_utf8_valid(const char *s, size_t n);
 
 #endif

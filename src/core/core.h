@@ -120,20 +120,15 @@ dck_status dck_ck_build_manifest(dck_checkpoint *ck, const dck_digest *tensor_di
                                  const dck_digest *file_hashes, dck_manifest **out);
 
 
-/* ------------------------------------------------------------------ manifest.c
+/* ------------------------------------------------------------------ manifest*.c
+ * (the model, manifest_write.c, manifest_parse.c, manifest_compare.c)
  * Manifests are written directly (one buffer, no per-scalar library calls);
  * this writes one through libyaml / jansson instead, as every manifest was
  * written before: the direct writers must give the same bytes (tests and
  * tests/fuzz/fuzz_manifest.c compare them). */
 dck_status dck_manifest_write_reference(const dck_manifest *m, dck_format fmt, FILE *out);
-/* Names (tensor, value, file path, metadata) and value texts are UTF-8:
- * YAML and JSON can hold nothing else, and libyaml's emitter loops forever
- * on an event it was refused. One rule for every reader (detcheck-formats(7)
- * "Names"): a name that is not UTF-8 is refused where it enters a
- * checkpoint (dck_ck_add_piece, dck_ck_add_value), exit 2 naming the file
- * and showing the name escaped; the manifest writers refuse it again. */
-bool dck_utf8_valid(const char *s, size_t n);
-/* s for a message: printable ASCII and valid UTF-8 as they are, a quote or
+/* Names and value texts are UTF-8 (common/utf8.h, dck_utf8_valid, says why
+ * and where others are refused). s for a message: printable ASCII and valid UTF-8 as they are, a quote or
  * backslash and every other byte as \xHH; cut to fit n with "...". */
 const char *dck_text_escape(const char *s, char *buf, size_t n);
 /* DCK_ERR_FORMAT "WHERE: WHAT 'S' is not valid UTF-8" unless s is UTF-8. */
@@ -189,7 +184,7 @@ void dck_piece_gather(const dck_tensor_entry *t, const dck_piece *p, const uint8
 #define DCK_LAYOUT_VALUE "sharded-v1"
 #define DCK_SLICE_PREFIX "detcheck.slice."
 
-/* ------------------------------------------------------------------ layout state (manifest.c)
+/* ------------------------------------------------------------------ layout state (manifest_compare.c)
  * See dck_cmp_set_aside_layout_state. How two sides' layouts differ:
  * SAME; CLAIMED, only in layout values as the writer claims them (Megatron's
  * args: one may lie); STORED, in what is stored (a per-rank object's grid
@@ -206,7 +201,7 @@ typedef const char *(*dck_name_at_fn)(const void *ctx, size_t i);
 int dck_layouts_differ(const char *stored, const char *claimed, dck_name_at_fn name_at, const void *ca, size_t na,
                        const void *cb, size_t nb, const char *label_a, const char *label_b, char *why, size_t why_len);
 /* 1 when the entry name (on one side only or not) is set aside under the
- * layouts' DCK_LAYOUTS_* differ (the table of manifest.c): writer
+ * layouts' DCK_LAYOUTS_* differ (the table of manifest_compare.c): writer
  * bookkeeping on one side only always; layout values when the layouts
  * differ; location state on one side only then; per-rank state when what
  * is stored differs (when only the claims do: what has no grid, on one

@@ -256,7 +256,7 @@ static dck_status mg_open(dck_checkpoint *ck, const char *path, const char *relr
  * cannot be merged meaningfully, or legitimately differs between ranks.
  * A name that starts with a rank directory is per-rank state: verify and
  * diff set it aside when the rank directories stored differ, and say so
- * (no OK unless --accept-layout-state: core/manifest.c, "layout state"). */
+ * (no OK unless --accept-layout-state: core/manifest_compare.c, "layout state"). */
 
 #define MAX_RULE_GLOB 1024
 #define MAX_RANK_NUM 999999

@@ -311,12 +311,13 @@ static dck_status codecs_encode(pk_ctx *c, const pk_call *k, pk_node **out) {
     if (!q) return s;
     size_t j = 0;
     for (size_t i = 0; i < len;) {
-        if (p[i] < 0x80) q[j++] = p[i++];
-        else if ((p[i] & 0xe0) == 0xc0 && i + 1 < len && (p[i] & 0x1f) <= 3 && (p[i + 1] & 0xc0) == 0x80) {
-            q[j++] = (uint8_t)(((p[i] & 0x1f) << 6) | (p[i + 1] & 0x3f));
-            i += 2;
-        } else
+        uint32_t cp;
+        int w = dck_utf8_decode(p + i, p + len, &cp);
+        if (!w) return dck_pk_error(c, DCK_ERR_FORMAT, "_codecs.encode latin1 text that is not UTF-8");
+        if (cp > 0xff)
             return dck_pk_error(c, DCK_ERR_FORMAT, "_codecs.encode latin1 text with a code point above 255");
+        q[j++] = (uint8_t)cp;
+        i += (size_t)w;
     }
     b->u.s.p = (const char *)q;
     b->u.s.len = j;

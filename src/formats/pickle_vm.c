@@ -491,17 +491,6 @@ static int hexval(int ch) {
     return -1;
 }
 
-static size_t put_utf8(uint8_t *q, uint32_t cp) {
-    if (cp < 0x80) { q[0] = (uint8_t)cp; return 1; }
-    if (cp < 0x800) { q[0] = (uint8_t)(0xc0 | (cp >> 6)); q[1] = (uint8_t)(0x80 | (cp & 0x3f)); return 2; }
-    if (cp < 0x10000) {
-        q[0] = (uint8_t)(0xe0 | (cp >> 12)); q[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3f));
-        q[2] = (uint8_t)(0x80 | (cp & 0x3f)); return 3;
-    }
-    q[0] = (uint8_t)(0xf0 | (cp >> 18)); q[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3f));
-    q[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3f)); q[3] = (uint8_t)(0x80 | (cp & 0x3f)); return 4;
-}
-
 /* A string node over bytes decoded into the arena (no source offset). */
 static dck_status decoded_str_node(pk_ctx *c, const uint8_t *q, size_t k, pk_node **out) {
     dck_status s;
@@ -571,10 +560,10 @@ static dck_status decode_unicode(pk_ctx *c, const char *p, size_t n, pk_node **o
                 cp = cp * 16 + (uint32_t)h;
             }
             if (cp > 0x10ffff) return err_at(c, DCK_ERR_FORMAT, "bad \\U escape");
-            k += put_utf8(q + k, cp);
+            k += dck_utf8_put((char *)q + k, cp);
             i += 1 + (size_t)digits;
         } else
-            k += put_utf8(q + k, ch);
+            k += dck_utf8_put((char *)q + k, ch);
     }
     q[k] = 0;
     return decoded_str_node(c, q, k, out);
