@@ -9,7 +9,7 @@
 #include "detcheck.h"
 #include "core/core.h"
 #include "train/train.h"
-#include "train/train_record.h"
+#include "runs/recording.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
-/* Reading the per-step traces a recorded run holds (train_trace.h), and
+/* Reading the per-step traces a recorded run holds (trace.h), and
  * finding the first step and event where two traces part. The reader
- * follows train_record.c's: streamed, checked field by field, every
+ * follows recording.c's: streamed, checked field by field, every
  * failure naming the file and the byte offset. */
-#include "train/train_trace.h"
+#include "runs/trace.h"
 
 #include <errno.h>
 #include <stdio.h>

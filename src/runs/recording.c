@@ -1,6 +1,6 @@
-/* Reading the tensor digests a recorded run holds (train_record.h), and
+/* Reading the tensor digests a recorded run holds (recording.h), and
  * finding the first step and tensor where two recordings part. */
-#include "train/train_record.h"
+#include "runs/recording.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -20,8 +20,8 @@
  * It is optional information: a state name one run recorded and the other
  * did not is no differing tensor (start.* exists in one process's first
  * step), but it was not compared: dck_recording_state_only counts them. */
-#ifndef DCK_TRAIN_RECORD_H
-#define DCK_TRAIN_RECORD_H
+#ifndef DCK_RUNS_RECORDING_H
+#define DCK_RUNS_RECORDING_H
 
 #include "common/common.h"
 
