@@ -8,7 +8,7 @@
  * in ascending order that compare equal to themselves. */
 #include "detcheck.h"
 #include "core/core.h"
-#include "train/train.h"
+#include "runs/trajectory.h"
 #include "runs/recording.h"
 
 #include <stdio.h>
