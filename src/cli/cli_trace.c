@@ -2,7 +2,7 @@
  * user form of resume-check: the first differing event, its lines, JSON
  * and report case. */
 #include "cli_trace.h"
-#include "train/train_record.h"
+#include "runs/recording.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -4,7 +4,7 @@
 
 #include "cli.h"
 #include "cli_report.h"
-#include "train/train_trace.h"
+#include "runs/trace.h"
 
 /* What would localise a difference further than the verdict did: nothing
  * (the culprit is named: its magnitudes line is the next step), an op

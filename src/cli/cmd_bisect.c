@@ -6,7 +6,7 @@
 #include "train_cli.h"
 #include "cli_report.h"
 #include "cli_html.h"
-#include "train/train_record.h"
+#include "runs/recording.h"
 #include "cli_trace.h"
 
 #include <errno.h>

@@ -10,8 +10,8 @@
 #include "cli_html.h"
 #include "cli_report.h"
 #include "train/train.h"
-#include "train/train_record.h"
-#include "train/train_trace.h"
+#include "runs/recording.h"
+#include "runs/trace.h"
 
 #include <errno.h>
 #include <fcntl.h>

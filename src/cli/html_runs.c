@@ -12,8 +12,8 @@
  * fails (NULL), as every figure does. */
 #include "cli_html.h"
 #include "train/train.h"
-#include "train/train_record.h"
-#include "train/train_trace.h"
+#include "runs/recording.h"
+#include "runs/trace.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -12,7 +12,7 @@
 #include "cli_report.h"
 #include "cli_trace.h"
 #include "train/train.h"
-#include "train/train_record.h"
+#include "runs/recording.h"
 
 #include <errno.h>
 #include <dirent.h>

@@ -81,6 +81,11 @@ dck_status dck_value_push(dck_manifest_value **arr, size_t *n, size_t *cap, cons
                           const char *value);
 /* qsort that accepts (NULL, 0): qsort's pointer must be non-null even then. */
 void dck_qsort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
+/* A float's bits and back (as records and messages carry floats). */
+uint32_t dck_f32_bits(float x);
+float dck_f32_from_bits(uint32_t u);
+/* Shortest decimal that reads back as the same float (finite x). */
+const char *dck_float_text(float v, char *buf, size_t n);
 
 /* ------------------------------------------------------------------ comm.c
  * An MPI return code as a status whose message names the call (for code

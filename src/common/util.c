@@ -485,3 +485,23 @@ dck_status dck_list_dir(const char *path, bool skip_hidden, char ***out, size_t 
     dck_qsort(*out, *n, sizeof **out, cmp_entry_name);
     return DCK_OK;
 }
+
+uint32_t dck_f32_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+float dck_f32_from_bits(uint32_t u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+const char *dck_float_text(float v, char *buf, size_t n) {
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(buf, n, "%.*g", prec, (double)v);
+        if (strtof(buf, NULL) == v) break;
+    }
+    return buf;
+}

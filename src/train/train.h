@@ -6,6 +6,7 @@
 #define DCK_TRAIN_H
 
 #include "core/core.h"
+#include "runs/trajectory.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -32,10 +33,6 @@ uint16_t dck_f32_to_bf16(float x);
 float dck_bf16_to_f32(uint16_t h);
 static inline float dck_bf16_round(float x) { return dck_bf16_to_f32(dck_f32_to_bf16(x)); }
 void dck_bf16_round_n(float *x, size_t n); /* x[i] = dck_bf16_round(x[i]), the same bits */
-uint32_t dck_f32_bits(float x);
-/* Shortest decimal that reads back as the same float (finite x). */
-const char *dck_float_text(float v, char *buf, size_t n);
-float dck_f32_from_bits(uint32_t u);
 /* Fixed-order reductions: 8 lanes (element j into lane j % 8), lanes
  * combined as ((0+1)+(2+3))+((4+5)+(6+7)). */
 float dck_dot(const float *a, const float *b, size_t n);
@@ -255,7 +252,6 @@ dck_status dck_train_run(const dck_train_config *cfg, dck_comm *comm, const dck_
 /* ------------------------------------------------------------------ train_ckpt.c */
 #define DCK_CKPT_MARKER "COMPLETE"
 #define DCK_CKPT_MANIFEST "manifest.json"
-#define DCK_TRAJECTORY "trajectory.jsonl"
 
 /* "DIR/step_%08ld" (malloc'd). */
 char *dck_ckpt_dir(const char *out, long step);
@@ -278,37 +274,6 @@ bool dck_ckpt_own_name(const char *name);
 /* Shard files of a step directory, sorted (malloc'd array of malloc'd). */
 dck_status dck_ckpt_shards(const char *dir, char ***paths, size_t *n);
 void dck_free_strings(char **v, size_t n);
-
-/* One trajectory record. lr_bits: the lr as float32 bits, what runs are
- * compared by; lr: the value as written (NaN: null), for the lines that
- * show it; step_time_s: the recorder's wall time of the step (NaN: absent,
- * or not a number >= 0), for repro --tax. */
-typedef struct {
-    long step;
-    uint32_t loss_bits, grad_norm_bits, lr_bits;
-    double lr, step_time_s;
-    bool has_root;
-    dck_digest root;
-} dck_traj_rec;
-/* One line of a trajectory file (its newline may be included); messages
- * name path:lineno. */
-dck_status dck_traj_parse_line(const char *line, size_t len, const char *path, long lineno,
-                               dck_traj_rec *r);
-/* Reads DIR/trajectory.jsonl; a torn last line is ignored. */
-dck_status dck_traj_load(const char *path, dck_traj_rec **recs, size_t *n);
-/* First step present in both where loss, grad norm, lr or root (when both
- * have one) differ: returns 1 and sets *step and a description, else 0. */
-int dck_traj_compare(const dck_traj_rec *a, size_t na, const dck_traj_rec *b, size_t nb,
-                     long *step, char *what, size_t wlen);
-/* The first step of lo..hi that trajectory t (ascending) holds no record
- * of, or -1 when it holds each: dck_traj_compare pairs the steps both
- * hold, so a step one run lacks is compared nowhere unless asked here. */
-long dck_traj_first_missing(const dck_traj_rec *t, size_t n, long lo, long hi);
-/* The first step of lo..hi both trajectories hold where one has a root
- * digest and the other none (dck_traj_compare compares a root only where
- * both have one), or -1; *in_a: a has it. */
-long dck_traj_root_unmatched(const dck_traj_rec *a, size_t na, const dck_traj_rec *b, size_t nb, long lo, long hi,
-                             bool *in_a);
 
 /* ------------------------------------------------------------------ train_inject.c
  * Taps on a step's state, for detcheck canary (canary.h): the trainer calls

@@ -602,6 +602,13 @@ static dck_status traj_open(trainer *tr, long resumed) {
     return DCK_OK;
 }
 
+/* The record of step si, as this run writes it. */
+static dck_traj_rec traj_rec_of(const dck_train_step_info *si) {
+    return (dck_traj_rec){.step = si->step, .loss_bits = dck_f32_bits(si->loss),
+                          .grad_norm_bits = dck_f32_bits(si->grad_norm), .lr_bits = dck_f32_bits(si->lr),
+                          .has_root = si->has_root, .root = si->root};
+}
+
 /* Compares the record of si with the one found for its step on resume. The
  * first difference is reported as a warning, and the lines found after the
  * resume step are kept in TRAJECTORY.before-resume (the file itself now holds
@@ -615,13 +622,8 @@ static dck_status traj_recheck(trainer *tr, const dck_train_step_info *si) {
                  si->step, want->step);
     } else {
         tr->rec_next++;
-        /* the lr as a reader of the file gets it: its decimal through strtod */
-        char lrt[32];
-        const char *lrs = isfinite(si->lr) ? dck_float_text(si->lr, lrt, sizeof lrt) : "0";
-        dck_traj_rec got = {.step = si->step, .loss_bits = dck_f32_bits(si->loss),
-                            .grad_norm_bits = dck_f32_bits(si->grad_norm),
-                            .lr_bits = dck_f32_bits((float)strtod(lrs, NULL)),
-                            .has_root = si->has_root, .root = si->root};
+        /* the lr as a reader of the file gets it */
+        dck_traj_rec written = traj_rec_of(si), got = dck_traj_as_read(&written);
         long step;
         char d[480];
         if (!dck_traj_compare(want, 1, &got, 1, &step, d, sizeof d)) return DCK_OK;
@@ -639,33 +641,11 @@ static dck_status traj_recheck(trainer *tr, const dck_train_step_info *si) {
     return s;
 }
 
-/* A JSON number, or null for NaN and infinities (the bits say which). */
-static const char *json_float(float v, char *buf, size_t n) {
-    if (!isfinite(v)) return "null";
-    return dck_float_text(v, buf, n);
-}
-
 static dck_status traj_write(trainer *tr, const dck_train_step_info *si) {
     if (!tr->traj) return DCK_OK;
     DCK_TRY(traj_recheck(tr, si));
-    char l[32], g[32], r[32];
-    /* shortest decimals that read back as the same floats; bits alongside */
-    fprintf(tr->traj,
-            "{\"step\":%ld,\"loss\":%s,\"loss_bits\":\"%08x\",\"grad_norm\":%s,"
-            "\"grad_norm_bits\":\"%08x\",\"lr\":%s",
-            si->step, json_float(si->loss, l, sizeof l), dck_f32_bits(si->loss),
-            json_float(si->grad_norm, g, sizeof g), dck_f32_bits(si->grad_norm),
-            json_float(si->lr, r, sizeof r));
-    if (si->has_root) {
-        char hex[33];
-        dck_digest_to_hex(si->root, hex);
-        fprintf(tr->traj, ",\"root\":\"%s\"", hex);
-    }
-    fputs("}\n", tr->traj);
-    /* a full disk must stop the run, not thin its record out */
-    if (fflush(tr->traj) != 0 || ferror(tr->traj))
-        return dck_set_error(DCK_ERR_IO, "%s: cannot write: %s", tr->traj_path, strerror(errno));
-    return DCK_OK;
+    dck_traj_rec r = traj_rec_of(si);
+    return dck_traj_append(tr->traj, tr->traj_path, &r);
 }
 
 /* ------------------------------------------------------------------ non-finite values

@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint32_t dck_f32_bits(float x) { return dck_tm_bits(x); }
-float dck_f32_from_bits(uint32_t u) { return dck_tm_from_bits(u); }
 float dck_expf(float x) { return dck_tm_expf(x); }
 
 /* dck_expf on DCK_VF lanes: the same operations in the same order on each
@@ -148,10 +146,3 @@ float dck_sumsq(const float *a, size_t n) {
     return total;
 }
 
-const char *dck_float_text(float v, char *buf, size_t n) {
-    for (int prec = 1; prec <= 9; prec++) {
-        snprintf(buf, n, "%.*g", prec, (double)v);
-        if (strtof(buf, NULL) == v) break;
-    }
-    return buf;
-}

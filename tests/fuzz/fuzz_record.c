@@ -8,8 +8,8 @@
  * in ascending order that compare equal to themselves. */
 #include "detcheck.h"
 #include "core/core.h"
-#include "train/train.h"
-#include "train/train_record.h"
+#include "runs/trajectory.h"
+#include "runs/recording.h"
 
 #include <stdio.h>
 #include <stdlib.h>

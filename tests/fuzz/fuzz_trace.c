@@ -10,7 +10,7 @@
  * and compare equal to itself. */
 #include "detcheck.h"
 #include "core/core.h" /* dck_utf8_valid */
-#include "train/train_trace.h"
+#include "runs/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -17,15 +17,16 @@
  * the culprit (a module event has at least that input); phase 2 holds the
  * ops run inside optimizer.step(), outputs of an op that writes its
  * arguments including the written arguments. Version 1 has neither.
- * As train_record.h's reader: the header is checked before anything else;
- * the file is streamed up to the size it had when opened; only a record
- * that runs to the end of the file is torn (dropped; what it holds is
- * still checked); anything else malformed is an error naming the file and
- * the byte offset. Bounds (LIMITS in the man page): names UTF-8 without
- * NUL, not empty, each recorded once; a step holds at most DCK_TRACE_MAX_EVENTS events; memory follows
- * the events read, which the file's size bounds. */
-#ifndef DCK_TRAIN_TRACE_H
-#define DCK_TRAIN_TRACE_H
+ * The framing both recording files share (framing.h): the header is
+ * checked before anything else; the file is streamed up to the size it had
+ * when opened; only a record that runs to the end of the file is torn
+ * (dropped; what it holds is still checked); anything else malformed is an
+ * error naming the file and the byte offset. Bounds (LIMITS in the man
+ * page): names UTF-8 without NUL, not empty, each recorded once; a step
+ * holds at most DCK_TRACE_MAX_EVENTS events; memory follows the events
+ * read, which the file's size bounds. */
+#ifndef DCK_RUNS_TRACE_H
+#define DCK_RUNS_TRACE_H
 
 #include "common/common.h"
 

@@ -1,17 +1,15 @@
-/* Reading the tensor digests a recorded run holds (train_record.h), and
- * finding the first step and tensor where two recordings part. */
-#include "train/train_record.h"
+/* Reading the tensor digests a recorded run holds (recording.h): its STEP
+ * records (the header, NAME records and the torn last record are the
+ * framing both recording files share, framing.c); and finding the first
+ * step and tensor where two recordings part. */
+#include "runs/recording.h"
+#include "runs/framing.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-static const char MAGIC[8] = {'D', 'C', 'K', 'T', 'D', 'I', 'G', 0};
-enum { REC_NAME = 1, REC_STEP = 2 };
-enum { HEADER_BYTES = 16, NAME_HEAD = 7, STEP_HEAD = 12, ENTRY_BYTES = 20 };
+enum { STEP_HEAD = 12, ENTRY_BYTES = 20 };
 
 const char *dck_rec_kind_name(dck_rec_kind k) {
     static const char *const n[DCK_REC_KIND_COUNT] = {"gradient", "parameter", "optimizer state", "state"};
@@ -35,52 +33,23 @@ void dck_recording_release(dck_recording *r) {
 }
 
 typedef struct {
-    size_t names, kinds, steps, entries, seen;
+    dck_recording *r;
+    size_t steps, entries, seen; /* capacities */
     size_t *seen_in; /* per id: 1 + the index of the last step that listed it */
-    uint8_t name[65536];
 } rec_state;
-
-/* A name record after its type byte at offset at; *torn when the file ends
- * inside it. The header is checked even then: a damaged header is no tear. */
-static dck_status read_name(dck_src *s, rec_state *t, uint64_t at, dck_recording *r, bool *torn) {
-    uint8_t h[NAME_HEAD];
-    size_t got;
-    DCK_TRY(dck_src_take(s, h, sizeof h, &got));
-    if (got < sizeof h) return *torn = true, DCK_OK;
-    uint32_t id = (uint32_t)dck_le(h, 4);
-    uint8_t kind = h[4];
-    size_t nl = (size_t)dck_le(h + 5, 2);
-    if (id != r->nnames || kind >= DCK_REC_KIND_COUNT)
-        return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: name record with id %u kind %u (expected id %zu, kind 0..%d)",
-                             s->path, (unsigned long long)at, id, kind, r->nnames, DCK_REC_KIND_COUNT - 1);
-    DCK_TRY(dck_src_take(s, t->name, nl, &got));
-    if (got < nl) return *torn = true, DCK_OK;
-    /* names are compared, sorted and printed as C strings, and reports
-     * carry them as UTF-8: the writer encodes them so */
-    const unsigned char *p = t->name, *end = t->name + nl;
-    while (p < end) {
-        int w = *p ? dck_utf8_width(p, end) : 0;
-        if (!w)
-            return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: name of tensor id %u is not UTF-8 (byte 0x%02x at byte %llu)",
-                                 s->path, (unsigned long long)at, id, *p,
-                                 (unsigned long long)(at + 1 + NAME_HEAD + (uint64_t)(p - t->name)));
-        p += w;
-    }
-    DCK_TRY(dck_src_grow(s, (void **)&r->names, &t->names, r->nnames + 1, sizeof *r->names));
-    DCK_TRY(dck_src_grow(s, (void **)&r->kinds, &t->kinds, r->nnames + 1, 1));
-    DCK_TRY(dck_src_grow(s, (void **)&t->seen_in, &t->seen, r->nnames + 1, sizeof *t->seen_in));
-    if (!(r->names[r->nnames] = dck_strndup((const char *)t->name, nl))) return dck_oom(s->path);
-    t->seen_in[r->nnames] = 0;
-    r->kinds[r->nnames++] = kind;
-    return DCK_OK;
-}
 
 /* A step record after its type byte at offset at. A step lists each named
  * tensor at most once, so its count is at most the names before it: a
  * larger count is damage, not a tear, whatever follows. A record that runs
  * to the end of the file is torn (a killed run) and dropped, but the
  * entries it holds must still be entries. */
-static dck_status read_step(dck_src *s, rec_state *t, uint64_t at, dck_recording *r, bool *torn) {
+static dck_status read_step(dck_src *s, void *ctx, uint64_t at, bool *torn) {
+    rec_state *t = ctx;
+    dck_recording *r = t->r;
+    /* names that came since the last step: listed in none yet */
+    size_t had = t->seen;
+    DCK_TRY(dck_src_grow(s, (void **)&t->seen_in, &t->seen, r->nnames, sizeof *t->seen_in));
+    if (t->seen > had) memset(t->seen_in + had, 0, (t->seen - had) * sizeof *t->seen_in);
     uint8_t h[STEP_HEAD];
     size_t got;
     DCK_TRY(dck_src_take(s, h, sizeof h, &got));
@@ -122,77 +91,45 @@ static dck_status read_step(dck_src *s, rec_state *t, uint64_t at, dck_recording
     return DCK_OK;
 }
 
-/* One id per (kind, name): a step's entries are matched with the other
- * run's by kind and name, and two ids of one tensor would pair the wrong
- * digests. */
-static int id_cmp(const void *x, const void *y, void *ctx) {
-    const dck_recording *r = ctx;
-    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
-    int c = (int)r->kinds[a] - (int)r->kinds[b];
-    return c ? c : strcmp(r->names[a], r->names[b]);
+/* One id per (kind, name) (the framing checks it): a step's entries are
+ * matched with the other run's by kind and name. */
+static dck_status named_twice(dck_src *s, void *ctx, uint32_t a, uint32_t b, uint64_t at_b) {
+    const dck_recording *r = ((rec_state *)ctx)->r;
+    (void)at_b;
+    return dck_set_error(DCK_ERR_FORMAT, "%s: tensor %s (%s) is named twice, as ids %u and %u", s->path, r->names[a],
+                         dck_rec_kind_name((dck_rec_kind)r->kinds[a]), a, b);
 }
 
-static dck_status check_unique(dck_src *s, const dck_recording *r) {
-    if (r->nnames < 2) return DCK_OK;
-    uint32_t *ids = malloc(r->nnames * sizeof *ids);
-    if (!ids) return dck_oom(s->path);
-    for (size_t i = 0; i < r->nnames; i++) ids[i] = (uint32_t)i;
-    qsort_r(ids, r->nnames, sizeof *ids, id_cmp, (void *)r);
-    dck_status st = DCK_OK;
-    for (size_t i = 1; i < r->nnames && !st; i++)
-        if (!id_cmp(&ids[i - 1], &ids[i], (void *)r)) {
-            uint32_t a = ids[i - 1] < ids[i] ? ids[i - 1] : ids[i], b = ids[i - 1] ^ ids[i] ^ a;
-            st = dck_set_error(DCK_ERR_FORMAT, "%s: tensor %s (%s) is named twice, as ids %u and %u", s->path,
-                               r->names[a], dck_rec_kind_name((dck_rec_kind)r->kinds[a]), a, b);
-        }
-    free(ids);
+static const dck_frame_format format = {
+    .magic = "DCKTDIG",
+    .file_kind = "tensor digest",
+    .min_version = DCK_RECORD_VERSION,
+    .max_version = DCK_RECORD_VERSION,
+    .name_kinds = DCK_REC_KIND_COUNT,
+    .name_label = "name of tensor id",
+    .read_step = read_step,
+    .named_twice = named_twice,
+};
+
+static dck_status parse(dck_src *s, void *out) {
+    dck_recording *r = out;
+    rec_state t = {.r = r};
+    dck_status st = dck_frame_read(s, &format, (dck_frame_names){&r->names, &r->nnames, &r->kinds}, NULL, &t);
+    free(t.seen_in);
     return st;
 }
-
-static dck_status parse(dck_src *s, dck_recording *r) {
-    uint8_t h[HEADER_BYTES];
-    size_t got;
-    DCK_TRY(dck_src_take(s, h, sizeof h, &got));
-    if (got < sizeof h || memcmp(h, MAGIC, 8) != 0)
-        return dck_set_error(DCK_ERR_FORMAT, "%s: byte 0: not a detcheck tensor digest file (no DCKTDIG header)", s->path);
-    uint32_t ver = (uint32_t)dck_le(h + 8, 4), flags = (uint32_t)dck_le(h + 12, 4);
-    if (ver != DCK_RECORD_VERSION)
-        return dck_set_error(DCK_ERR_UNSUPPORTED, "%s: byte 8: version %u (this detcheck reads %d)", s->path, ver,
-                             DCK_RECORD_VERSION);
-    if (flags != 0)
-        return dck_set_error(DCK_ERR_UNSUPPORTED, "%s: byte 12: flags 0x%x (this detcheck knows none)", s->path, flags);
-    rec_state *t = calloc(1, sizeof *t);
-    if (!t) return dck_oom(s->path);
-    dck_status st = DCK_OK;
-    bool torn = false;
-    while (!st && !torn && s->pos < s->size) {
-        uint64_t at = s->pos;
-        uint8_t type;
-        if ((st = dck_src_take(s, &type, 1, &got)) || !got) break;
-        if (type == REC_NAME) st = read_name(s, t, at, r, &torn);
-        else if (type == REC_STEP) st = read_step(s, t, at, r, &torn);
-        else st = dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: unknown record type %u", s->path,
-                                (unsigned long long)at, type);
-    }
-    free(t->seen_in);
-    free(t);
-    if (!st) st = check_unique(s, r);
-    return st;
-}
-
-static dck_status parse_src(dck_src *s, void *out) { return parse(s, out); }
 
 dck_status dck_recording_parse(const char *label, const uint8_t *data, size_t len, dck_recording *out) {
     memset(out, 0, sizeof *out);
     /* (empty input may come with no pointer: still memory, not a path) */
-    dck_status st = dck_src_run(label, data ? data : (const uint8_t *)"", len, parse_src, out);
+    dck_status st = dck_src_run(label, data ? data : (const uint8_t *)"", len, parse, out);
     if (st) dck_recording_release(out);
     return st;
 }
 
 dck_status dck_recording_load(const char *path, dck_recording *out) {
     memset(out, 0, sizeof *out);
-    dck_status st = dck_src_run(path, NULL, 0, parse_src, out);
+    dck_status st = dck_src_run(path, NULL, 0, parse, out);
     if (st) dck_recording_release(out);
     return st;
 }

@@ -7,9 +7,10 @@
  *     1 NAME  u32 id | u8 kind (0 gradient, 1 parameter, 2 optimizer state,
  *             3 state) | u16 length | name (UTF-8); ids count up from 0
  *     2 STEP  i64 step | u32 count | count x (u32 id | u64 high64 | u64 low64)
- * A torn last record (a killed run: one that runs to the end of the file)
- * is ignored; anything else malformed is an error naming the file and the
- * byte offset. Bounds (man detcheck-bisect(1), LIMITS): a name is UTF-8
+ * The header and the NAME records are the framing both recording files
+ * share (framing.h). A torn last record (a killed run: one that runs to the
+ * end of the file) is ignored; anything else malformed is an error naming
+ * the file and the byte offset. Bounds (man detcheck-bisect(1), LIMITS): a name is UTF-8
  * without NUL bytes; a step lists each named tensor at most once, so its
  * count is at most the names recorded before it; memory follows the
  * records read, which the file's size bounds.
@@ -20,8 +21,8 @@
  * It is optional information: a state name one run recorded and the other
  * did not is no differing tensor (start.* exists in one process's first
  * step), but it was not compared: dck_recording_state_only counts them. */
-#ifndef DCK_TRAIN_RECORD_H
-#define DCK_TRAIN_RECORD_H
+#ifndef DCK_RUNS_RECORDING_H
+#define DCK_RUNS_RECORDING_H
 
 #include "common/common.h"
 

@@ -1,19 +1,15 @@
-/* Reading the per-step traces a recorded run holds (train_trace.h), and
- * finding the first step and event where two traces part. The reader
- * follows train_record.c's: streamed, checked field by field, every
- * failure naming the file and the byte offset. */
-#include "train/train_trace.h"
+/* Reading the per-step traces a recorded run holds (trace.h): its STEP
+ * records, checked field by field (the header, NAME records and the torn
+ * last record are the framing both recording files share, framing.c); and
+ * finding the first step and event where two traces part. */
+#include "runs/trace.h"
+#include "runs/framing.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-static const char MAGIC[8] = {'D', 'C', 'K', 'T', 'R', 'A', 'C', 0};
-enum { REC_NAME = 1, REC_STEP = 2 };
-enum { HEADER_BYTES = 16, NAME_HEAD = 6, STEP_HEAD = 13, EVENT_HEAD = 16, SLOT_BYTES = 17 };
+enum { STEP_HEAD = 13, EVENT_HEAD = 16, SLOT_BYTES = 17 };
 
 const char *dck_trace_phase_name(int phase) {
     static const char *const n[DCK_TRACE_PHASE_COUNT] = {"forward", "backward", "optimizer"};
@@ -44,52 +40,16 @@ void dck_trace_release(dck_trace *t) {
 }
 
 typedef struct {
-    size_t names, steps, events, slots, ats; /* capacities */
-    uint64_t *name_at;                       /* per id: its record's offset */
-    uint8_t name[65536];
+    dck_trace *r;
+    size_t steps, events, slots; /* capacities */
 } trace_state;
-
-/* A name record after its type byte at offset at; *torn when the file ends
- * inside it. The header is checked even then: a damaged header is no tear. */
-static dck_status read_name(dck_src *s, trace_state *t, uint64_t at, dck_trace *r, bool *torn) {
-    uint8_t h[NAME_HEAD];
-    size_t got;
-    DCK_TRY(dck_src_take(s, h, sizeof h, &got));
-    if (got < sizeof h) return *torn = true, DCK_OK;
-    uint32_t id = (uint32_t)dck_le(h, 4);
-    size_t nl = (size_t)dck_le(h + 4, 2);
-    if (id != r->nnames)
-        return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: name record with id %u (expected id %zu)", s->path,
-                             (unsigned long long)at, id, r->nnames);
-    /* the writer names the root module and ops outside the model, so an
-     * empty name is damage (and would print as nothing) */
-    if (!nl)
-        return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: name id %u is empty", s->path, (unsigned long long)at, id);
-    DCK_TRY(dck_src_take(s, t->name, nl, &got));
-    if (got < nl) return *torn = true, DCK_OK;
-    /* names are compared and printed as C strings, and reports carry them
-     * as UTF-8: the writer encodes them so */
-    const unsigned char *p = t->name, *end = t->name + nl;
-    while (p < end) {
-        int w = *p ? dck_utf8_width(p, end) : 0;
-        if (!w)
-            return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: name id %u is not UTF-8 (byte 0x%02x at byte %llu)",
-                                 s->path, (unsigned long long)at, id, *p,
-                                 (unsigned long long)(at + 1 + NAME_HEAD + (uint64_t)(p - t->name)));
-        p += w;
-    }
-    DCK_TRY(dck_src_grow(s, (void **)&r->names, &t->names, r->nnames + 1, sizeof *r->names));
-    DCK_TRY(dck_src_grow(s, (void **)&t->name_at, &t->ats, r->nnames + 1, sizeof *t->name_at));
-    if (!(r->names[r->nnames] = dck_strndup((const char *)t->name, nl))) return dck_oom(s->path);
-    t->name_at[r->nnames++] = at;
-    return DCK_OK;
-}
 
 /* One event at offset at (its step's header read); *torn when the file
  * ends inside it. Every field is checked as soon as it is read, so a
  * count read over the records that follow it meets bytes that are no
  * event and is refused at their offset. */
-static dck_status read_event(dck_src *s, trace_state *t, uint64_t at, int64_t step, dck_trace *r, bool *torn) {
+static dck_status read_event(dck_src *s, trace_state *t, uint64_t at, int64_t step, bool *torn) {
+    dck_trace *r = t->r;
     uint8_t h[EVENT_HEAD];
     size_t got;
     DCK_TRY(dck_src_take(s, h, sizeof h, &got));
@@ -146,7 +106,9 @@ static dck_status read_event(dck_src *s, trace_state *t, uint64_t at, int64_t st
  * the end of the file is torn (a killed run) and dropped, but the events
  * it holds must still be events; a count past DCK_TRACE_MAX_EVENTS is
  * damage whatever follows. */
-static dck_status read_step(dck_src *s, trace_state *t, uint64_t at, dck_trace *r, bool *torn) {
+static dck_status read_step(dck_src *s, void *ctx, uint64_t at, bool *torn) {
+    trace_state *t = ctx;
+    dck_trace *r = t->r;
     uint8_t h[STEP_HEAD];
     size_t got;
     DCK_TRY(dck_src_take(s, h, sizeof h, &got));
@@ -164,7 +126,7 @@ static dck_status read_step(dck_src *s, trace_state *t, uint64_t at, dck_trace *
         return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: step %lld: truncated byte %u (expected 0 or 1)", s->path,
                              (unsigned long long)(at + 13), (long long)step, trunc);
     size_t first = r->nevents, slots = r->nslots;
-    for (uint64_t k = 0; k < cnt && !*torn; k++) DCK_TRY(read_event(s, t, s->pos, step, r, torn));
+    for (uint64_t k = 0; k < cnt && !*torn; k++) DCK_TRY(read_event(s, t, s->pos, step, torn));
     if (*torn) { /* dropped whole */
         r->nevents = first;
         r->nslots = slots;
@@ -175,75 +137,44 @@ static dck_status read_step(dck_src *s, trace_state *t, uint64_t at, dck_trace *
     return DCK_OK;
 }
 
-/* One id per name: the writer names each once, and a second id of one
- * name is damage (Python's read_trace refuses it too). */
-static int name_cmp(const void *x, const void *y, void *ctx) {
-    const dck_trace *r = ctx;
-    return strcmp(r->names[*(const uint32_t *)x], r->names[*(const uint32_t *)y]);
+/* One id per name (the framing checks it): the writer names each once, and
+ * a second id of one name is damage (Python's read_trace refuses it too). */
+static dck_status named_twice(dck_src *s, void *ctx, uint32_t a, uint32_t b, uint64_t at_b) {
+    const dck_trace *r = ((trace_state *)ctx)->r;
+    return dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: name %s recorded twice, as ids %u and %u", s->path,
+                         (unsigned long long)at_b, r->names[a], a, b);
 }
 
-static dck_status check_unique(dck_src *s, const trace_state *t, const dck_trace *r) {
-    if (r->nnames < 2) return DCK_OK;
-    uint32_t *ids = malloc(r->nnames * sizeof *ids);
-    if (!ids) return dck_oom(s->path);
-    for (size_t i = 0; i < r->nnames; i++) ids[i] = (uint32_t)i;
-    qsort_r(ids, r->nnames, sizeof *ids, name_cmp, (void *)r);
-    dck_status st = DCK_OK;
-    for (size_t i = 1; i < r->nnames && !st; i++)
-        if (!name_cmp(&ids[i - 1], &ids[i], (void *)r)) {
-            uint32_t a = ids[i - 1] < ids[i] ? ids[i - 1] : ids[i], b = ids[i - 1] ^ ids[i] ^ a;
-            st = dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: name %s recorded twice, as ids %u and %u", s->path,
-                               (unsigned long long)t->name_at[b], r->names[a], a, b);
-        }
-    free(ids);
-    return st;
-}
+/* The writer names the root module and ops outside the model, so an empty
+ * name is damage (and would print as nothing). */
+static const dck_frame_format format = {
+    .magic = "DCKTRAC",
+    .file_kind = "trace",
+    .min_version = DCK_TRACE_MIN_VERSION,
+    .max_version = DCK_TRACE_VERSION,
+    .refuse_empty_names = true,
+    .name_label = "name id",
+    .read_step = read_step,
+    .named_twice = named_twice,
+};
 
-static dck_status parse(dck_src *s, dck_trace *r) {
-    uint8_t h[HEADER_BYTES];
-    size_t got;
-    DCK_TRY(dck_src_take(s, h, sizeof h, &got));
-    if (got < sizeof h || memcmp(h, MAGIC, 8) != 0)
-        return dck_set_error(DCK_ERR_FORMAT, "%s: byte 0: not a detcheck trace file (no DCKTRAC header)", s->path);
-    uint32_t ver = (uint32_t)dck_le(h + 8, 4), flags = (uint32_t)dck_le(h + 12, 4);
-    if (ver < DCK_TRACE_MIN_VERSION || ver > DCK_TRACE_VERSION)
-        return dck_set_error(DCK_ERR_UNSUPPORTED, "%s: byte 8: version %u (this detcheck reads %d to %d)", s->path, ver,
-                             DCK_TRACE_MIN_VERSION, DCK_TRACE_VERSION);
-    r->version = ver;
-    if (flags != 0)
-        return dck_set_error(DCK_ERR_UNSUPPORTED, "%s: byte 12: flags 0x%x (this detcheck knows none)", s->path, flags);
-    trace_state *t = calloc(1, sizeof *t);
-    if (!t) return dck_oom(s->path);
-    dck_status st = DCK_OK;
-    bool torn = false;
-    while (!st && !torn && s->pos < s->size) {
-        uint64_t at = s->pos;
-        uint8_t type;
-        if ((st = dck_src_take(s, &type, 1, &got)) || !got) break;
-        if (type == REC_NAME) st = read_name(s, t, at, r, &torn);
-        else if (type == REC_STEP) st = read_step(s, t, at, r, &torn);
-        else st = dck_set_error(DCK_ERR_FORMAT, "%s: byte %llu: unknown record type %u", s->path,
-                                (unsigned long long)at, type);
-    }
-    if (!st) st = check_unique(s, t, r);
-    free(t->name_at);
-    free(t);
-    return st;
+static dck_status parse(dck_src *s, void *out) {
+    dck_trace *r = out;
+    trace_state t = {.r = r};
+    return dck_frame_read(s, &format, (dck_frame_names){&r->names, &r->nnames, NULL}, &r->version, &t);
 }
-
-static dck_status parse_src(dck_src *s, void *out) { return parse(s, out); }
 
 dck_status dck_trace_parse(const char *label, const uint8_t *data, size_t len, dck_trace *out) {
     memset(out, 0, sizeof *out);
     /* (empty input may come with no pointer: still memory, not a path) */
-    dck_status st = dck_src_run(label, data ? data : (const uint8_t *)"", len, parse_src, out);
+    dck_status st = dck_src_run(label, data ? data : (const uint8_t *)"", len, parse, out);
     if (st) dck_trace_release(out);
     return st;
 }
 
 dck_status dck_trace_load(const char *path, dck_trace *out) {
     memset(out, 0, sizeof *out);
-    dck_status st = dck_src_run(path, NULL, 0, parse_src, out);
+    dck_status st = dck_src_run(path, NULL, 0, parse, out);
     if (st) dck_trace_release(out);
     return st;
 }
