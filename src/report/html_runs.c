@@ -1,4 +1,4 @@
-/* The picture of two runs, for bisect, repro and resume-check (cli_html.h):
+/* The picture of two runs, for bisect, repro and resume-check (html.h):
  * both runs' loss and gradient-norm curves over the steps, |A - B| of each
  * on a log scale, a grid of steps x modules coloured identical / differs /
  * not recorded, and the first difference (step, tensor, op) named on the
@@ -10,7 +10,7 @@
  * figure, never an error: the command has already checked its inputs and
  * said what it found; the page illustrates it. Only running out of memory
  * fails (NULL), as every figure does. */
-#include "cli_html.h"
+#include "report/html.h"
 #include "train/train.h"
 #include "train/train_record.h"
 #include "train/train_trace.h"
