@@ -459,7 +459,6 @@ out:
     free(dig);
 }
 
-
 /* Rows: the modules of the checkpoints' tensors, at the checkpoints both
  * runs hold (built-in `detcheck train` runs). */
 static void build_ckpt(fig *F, const long *ck, size_t nck) {
