@@ -114,8 +114,10 @@ ifneq ($(filter-out help clean deps,$(or $(MAKECMDGOALS),all)),)
 $(shell mkdir -p $(BUILD) && { [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP); })
 endif
 
-LIB_SRC := $(filter-out src/cli/%,$(wildcard src/*/*.c))
-CLI_SRC := $(wildcard src/cli/*.c)
+# src/cli/ (the command line) and src/report/ (its reports) make the
+# binary; every other folder of src/ is libdetcheck.
+LIB_SRC := $(filter-out src/cli/% src/report/%,$(wildcard src/*/*.c))
+CLI_SRC := $(wildcard src/cli/*.c src/report/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/check_*.c)

@@ -20,7 +20,8 @@ import subprocess
 import sys
 
 # Bottom to top. A file may use its own layer and the ones before it.
-LAYERS = ["common", "core", "formats", "gpu", "hash", "diff", "runs", "train", "cli"]
+# report/ (the reports of the binary) uses the library and never cli/.
+LAYERS = ["common", "core", "formats", "gpu", "hash", "diff", "runs", "train", "report", "cli"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 
 

@@ -14,7 +14,8 @@
  * step 3 in grad.blocks.1.mlp.fc.weight, bit 7), TIMEOUT (no report: host
  * unknown) and ERROR (a CUDA error); -1 or absent: none. Exit 0 when the
  * reports were written, 2 when not (the message names why). */
-#include "cli/cli_html.h"
+#include "cli/cli.h"
+#include "report/html.h"
 
 #include <stdio.h>
 #include <stdlib.h>

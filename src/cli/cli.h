@@ -3,6 +3,8 @@
 #define DCK_CLI_H
 
 #include "common/common.h" /* detcheck.h, dck_oom, DCK_TRY */
+#include "report/json.h"   /* --json documents */
+#include "report/report.h" /* exit codes, names quoted, the reports */
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -10,9 +12,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
-
-/* Exit codes, as cmp(1) and diff(1): same, different, trouble. */
-enum { DCK_EXIT_SAME = 0, DCK_EXIT_DIFFERENT = 1, DCK_EXIT_TROUBLE = 2 };
 
 typedef struct {
     const char *name;
@@ -91,6 +90,14 @@ void cli_notice(void *ctx, const char *msg);
 int cli_fail(const char *cmd, dck_status s);
 /* Misuse: message plus "try 'detcheck CMD --help'", returns 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The reports (report/report.h) with their messages: cli_report_take_arg,
+ * cli_report_validate and cli_report_write, whose failures these print
+ * under the report's command (a usage error for the first two); each
+ * returns what the command returns: -1 misuse (arg), DCK_EXIT_TROUBLE after
+ * the message (check, finish), else as the report function. */
+int cli_report_arg(cli_report *r, const char *a, const char *next, int *used);
+int cli_report_check(cli_report *r, bool json, const char *const *inputs, size_t ninputs);
+int cli_report_finish(cli_report *r, int exit_status);
 
 /* ------------------------------------------------------------------ cli_options.c
  * The options hash, verify and diff share, in one table: -t/--threads N,
@@ -158,69 +165,9 @@ bool cli_color_stderr(void);
 dck_status cli_emit_manifest(dck_manifest *m, const char *const *paths, size_t npaths,
                              dck_format fmt, const char *output, const char *how);
 
-/* ------------------------------------------------------------------ cli_json.c
- * --json output: documents built with jansson, written by cli_json_print.
- * The builders keep a sticky failure: cli_jset and cli_jappend set *oom when
- * jansson could not allocate (the value is freed), and cli_json_print then
- * writes nothing. */
-void cli_jset(json_t *obj, const char *key, json_t *value, bool *oom);
-void cli_jappend(json_t *arr, json_t *value, bool *oom);
-/* A string from a file, a path or a message: as it is when it is UTF-8
- * (which JSON must be), else each byte that is not as U+FFFD. */
-json_t *cli_json_text(const char *s);
-json_t *cli_json_str_or_null(const char *s); /* cli_json_text, or null for NULL */
-/* A number as printf(fmt, v) writes it: a JSON integer when that text is
- * one, else a real with the text's value ("%.3f" of 0.9364 is 0.936); null
- * for NaN and infinities. */
-json_t *cli_json_number(const char *fmt, double v);
-/* An unsigned 64-bit integer, exact over the whole range. */
-json_t *cli_json_u64(uint64_t v);
-/* Writes doc and a newline to stdout and frees it: keys in insertion order,
- * reals with the fewest digits that read back as the same doubles. Styles:
- * COMPACT one line without blanks (train, bisect, resume-check); LINES one
- * line per top-level key and per record of an array of objects (diff: grep
- * finds a tensor's record on one line); INDENT jansson's indentation by 2
- * (verify). DCK_ERR_NOMEM (message set), writing nothing, when oom. */
-typedef enum { CLI_JSON_COMPACT, CLI_JSON_LINES, CLI_JSON_INDENT } cli_json_style;
-dck_status cli_json_print(json_t *doc, cli_json_style style, bool oom);
-
-/* Names are data: a tensor, file, module, op or host
- * name, a value, a path: anything from a checkpoint, a recording or the
- * command line is shown whole, never cut, and quoted by one table in every
- * output (terminal, JSON, Markdown, JUnit, HTML), as git's core.quotePath
- * and ls --quoting-style=escape do, so that it can neither drive a terminal
- * or a page nor read as another name:
- *   a backslash                                       \\
- *   C0 controls, DEL, each byte that is not UTF-8     \xNN
- *   C1 controls (U+0080..U+009F: CSI, OSC...), bidi marks, embeddings,
- *   overrides and isolates (U+061C, U+200E/F, U+202A..E, U+2066..9), line
- *   and paragraph separators (U+2028/9), invisible format characters
- *   (U+200B..D, U+2060..4, U+FEFF) and noncharacters   \u{HHHH}
- * Everything else is itself. JSON keeps the name as data instead: the code
- * points above as JSON escapes \uHHHH (a parser reads the name back), bytes
- * that are not UTF-8 as the text \xNN (cli_json_text).
- *
- * The character at s (before end): the bytes it covers (1 for a byte that
- * is not UTF-8); esc receives its quoted text, or "" when it shows as
- * itself; *cp its code point, -1 for a byte that is not UTF-8. */
-enum { CLI_QUOTE_MAX = 16 };
-size_t cli_quote_char(const char *s, const char *end, char esc[CLI_QUOTE_MAX], long *cp);
-/* s quoted as above, whole, for a terminal line or a message. Ring of eight
- * allocated strings (freed at exit): valid for the next seven calls. */
-const char *cli_safe(const char *s);
-/* the same, of the first n bytes of s */
-const char *cli_safen(const char *s, size_t n);
-/* A composed line (a message, a command line) whose names may be quoted
- * already: quoted as above except that backslashes stay single. Same ring. */
-const char *cli_safe_line(const char *s);
 /* argv as one shell command line (each word quoted when it needs it), so
  * that a printed command runs as it reads; malloc'd, NULL when out of memory. */
 char *cli_shell_join(char *const *argv, int n);
-/* Appends the formatted line, whole, to the array *v of *n lines (both
- * grown; the caller frees each line and the array); -1 when out of
- * memory, nothing appended. */
-int cli_lines_add(char ***v, size_t *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-int cli_lines_vadd(char ***v, size_t *n, const char *fmt, va_list ap);
 /* argv[*i] as one of the options named in valued, "--name VALUE" or
  * "--name=VALUE": its index in valued, *val its value (*i moved past a
  * separate one); -1 when it is none of them; -2 when its value is missing

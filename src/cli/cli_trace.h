@@ -3,7 +3,7 @@
 #define DCK_CLI_TRACE_H
 
 #include "cli.h"
-#include "cli_report.h"
+#include "report/report.h"
 #include "runs/trace.h"
 
 /* What would localise a difference further than the verdict did: nothing

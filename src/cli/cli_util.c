@@ -1,6 +1,7 @@
-/* Helpers shared by the subcommands: messages, exit codes, number parsing,
- * safe names, colour and hash's manifest output (the shared
- * options are cli_options.c's, JSON output cli_json.c's).
+/* Helpers shared by the subcommands: messages (the reports' too), number
+ * parsing, shell words, colour and hash's manifest output (the shared
+ * options are cli_options.c's; names are quoted by report/text.c, JSON
+ * written by report/json.c).
  * The command table is main.c's; nothing here names a subcommand. */
 #include "cli.h"
 
@@ -75,6 +76,21 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) {
         fprintf(stderr, "\nTry 'detcheck %s --help'.\n", cmd);
     }
     return DCK_EXIT_TROUBLE;
+}
+
+int cli_report_arg(cli_report *r, const char *a, const char *next, int *used) {
+    int taken = cli_report_take_arg(r, a, next, used);
+    if (taken < 0) cli_usage_error(r->cmd, "%s", dck_last_error());
+    return taken;
+}
+
+int cli_report_check(cli_report *r, bool json, const char *const *inputs, size_t ninputs) {
+    return cli_report_validate(r, json, inputs, ninputs) ? cli_usage_error(r->cmd, "%s", dck_last_error()) : 0;
+}
+
+int cli_report_finish(cli_report *r, int exit_status) {
+    dck_status s = cli_report_write(r, exit_status);
+    return s ? cli_fail(r->cmd, s) : 0;
 }
 
 bool cli_parse_long(const char *s, long min, long max, long *out) {
@@ -190,101 +206,6 @@ int cli_valued_option(const char *cmd, int argc, char **argv, int *i, const char
     return -1;
 }
 
-/* Code points that a name shows as \u{HHHH} (cli.h): they move the cursor
- * or change a terminal's state (C1: U+009B is CSI, U+009D OSC where 8-bit
- * controls are read), reorder what is drawn around them (bidi), break a
- * line, or draw nothing, so that two names would look the same. */
-static const struct {
-    long lo, hi;
-} quoted_points[] = {
-    {0x80, 0x9f},     /* C1 controls */
-    {0x61c, 0x61c},   /* ARABIC LETTER MARK */
-    {0x200b, 0x200f}, /* zero-width space, non-joiner, joiner; LRM, RLM */
-    {0x2028, 0x2029}, /* line and paragraph separators */
-    {0x202a, 0x202e}, /* bidi embeddings and overrides */
-    {0x2060, 0x2064}, /* word joiner, invisible operators */
-    {0x2066, 0x2069}, /* bidi isolates */
-    {0xfdd0, 0xfdef}, /* noncharacters (HTML and XML refuse them) */
-    {0xfeff, 0xfeff}, /* zero-width no-break space (BOM) */
-};
-
-static bool quoted_point(long cp) {
-    if ((cp & 0xfffe) == 0xfffe) return true; /* U+FFFE, U+FFFF in every plane */
-    for (size_t i = 0; i < sizeof quoted_points / sizeof quoted_points[0]; i++)
-        if (cp >= quoted_points[i].lo && cp <= quoted_points[i].hi) return true;
-    return false;
-}
-
-size_t cli_quote_char(const char *s, const char *end, char esc[CLI_QUOTE_MAX], long *cp) {
-    const unsigned char *p = (const unsigned char *)s;
-    int n = dck_utf8_width(p, (const unsigned char *)end);
-    esc[0] = 0;
-    if (!n) { /* not UTF-8 */
-        *cp = -1;
-        snprintf(esc, CLI_QUOTE_MAX, "\\x%02x", p[0]);
-        return 1;
-    }
-    static const unsigned char lead_mask[] = {0, 0x7f, 0x1f, 0x0f, 0x07};
-    long v = p[0] & lead_mask[n];
-    for (int i = 1; i < n; i++) v = v << 6 | (p[i] & 0x3f);
-    *cp = v;
-    if (v == '\\') snprintf(esc, CLI_QUOTE_MAX, "\\\\");
-    else if (v < 0x20 || v == 0x7f) snprintf(esc, CLI_QUOTE_MAX, "\\x%02x", (unsigned)v);
-    else if (quoted_point(v)) snprintf(esc, CLI_QUOTE_MAX, "\\u{%04x}", (unsigned)v);
-    return (size_t)n;
-}
-
-/* The ring of quoted strings cli_safe returns: allocated, so a name of any
- * length is shown whole; the oldest is freed when its slot is reused. */
-enum { QUOTE_RING = 8 };
-static char *quote_ring[QUOTE_RING];
-static unsigned quote_next;
-
-static void quote_ring_free(void) {
-    for (int i = 0; i < QUOTE_RING; i++) {
-        free(quote_ring[i]);
-        quote_ring[i] = NULL;
-    }
-}
-
-/* Two passes over s[0..n): the length, then the text. A backslash stays
- * single in a line (its names are quoted already). */
-static const char *quote_to_ring(const char *s, size_t n, bool line) {
-    if (!s) s = "", n = 0;
-    const char *end = s + n;
-    size_t len = 0;
-    char esc[CLI_QUOTE_MAX];
-    long cp;
-    for (const char *p = s; p < end && *p;) {
-        size_t k = cli_quote_char(p, end, esc, &cp);
-        len += esc[0] && !(line && cp == '\\') ? strlen(esc) : k;
-        p += k;
-    }
-    char *b = malloc(len + 1), *w = b;
-    if (!b) return "(not shown: out of memory)";
-    for (const char *p = s; p < end && *p;) {
-        size_t k = cli_quote_char(p, end, esc, &cp);
-        if (esc[0] && !(line && cp == '\\')) w = stpcpy(w, esc);
-        else w = (char *)memcpy(w, p, k) + k;
-        p += k;
-    }
-    *w = 0;
-    /* messages may come from the library's worker threads */
-    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    static bool registered;
-    pthread_mutex_lock(&mu);
-    if (!registered) registered = atexit(quote_ring_free) == 0;
-    unsigned slot = quote_next++ % QUOTE_RING;
-    free(quote_ring[slot]);
-    quote_ring[slot] = b;
-    pthread_mutex_unlock(&mu);
-    return b;
-}
-
-const char *cli_safe(const char *s) { return quote_to_ring(s, s ? strlen(s) : 0, false); }
-const char *cli_safen(const char *s, size_t n) { return quote_to_ring(s, s ? strnlen(s, n) : 0, false); }
-const char *cli_safe_line(const char *s) { return quote_to_ring(s, s ? strlen(s) : 0, true); }
-
 bool cli_color(void) {
     const char *nc = getenv("NO_COLOR");
     return isatty(1) && !(nc && *nc);
@@ -332,25 +253,4 @@ void cli_raise_fd_limit(void) {
         rl.rlim_cur = want;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-}
-
-int cli_lines_vadd(char ***v, size_t *n, const char *fmt, va_list ap) {
-    char *b = NULL;
-    if (vasprintf(&b, fmt, ap) < 0) return -1;
-    char **w = realloc(*v, (*n + 1) * sizeof *w);
-    if (!w) {
-        free(b);
-        return -1;
-    }
-    *v = w;
-    w[(*n)++] = b;
-    return 0;
-}
-
-int cli_lines_add(char ***v, size_t *n, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int rc = cli_lines_vadd(v, n, fmt, ap);
-    va_end(ap);
-    return rc;
 }

@@ -4,8 +4,8 @@
  * and the command that replays the divergence from the agreeing checkpoint.
  * See man/detcheck-bisect.1. */
 #include "train_cli.h"
-#include "cli_report.h"
-#include "cli_html.h"
+#include "report/report.h"
+#include "report/html.h"
 #include "runs/recording.h"
 #include "cli_trace.h"
 

@@ -2,7 +2,7 @@
  * compared bit for bit with an oracle; names the device that differs. The
  * work is src/train/canary.c; this file parses, prints and exits. See
  * man/detcheck-canary.1. */
-#include "cli_html.h"
+#include "report/html.h"
 #include "train_cli.h"
 #include "train/canary.h"
 

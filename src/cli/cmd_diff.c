@@ -2,8 +2,8 @@
  * The library computes (dck_diff_*); this file only parses flags and prints
  * the table or the JSON document. */
 #include "cli.h"
-#include "cli_html.h"
-#include "cli_report.h"
+#include "report/html.h"
+#include "report/report.h"
 
 #include <stdarg.h>
 #include <math.h>

@@ -7,8 +7,8 @@
  * the deterministic settings on and off instead (issue 20, parts 4 and 5).
  * See man/detcheck-repro.1. */
 #include "cli.h"
-#include "cli_html.h"
-#include "cli_report.h"
+#include "report/html.h"
+#include "report/report.h"
 #include "train/train.h"
 #include "runs/recording.h"
 #include "runs/trace.h"

@@ -7,8 +7,8 @@
  * checkpoint manifests. See man/detcheck-resume-check.1. */
 #define _XOPEN_SOURCE 700
 #include "train_cli.h"
-#include "cli_html.h"
-#include "cli_report.h"
+#include "report/html.h"
+#include "report/report.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,8 +1,8 @@
 /* detcheck verify: compare a checkpoint (or a manifest) with a golden
  * manifest. Exit 0 same, 1 different, 2 trouble. */
 #include "cli.h"
-#include "cli_html.h"
-#include "cli_report.h"
+#include "report/html.h"
+#include "report/report.h"
 #include "core/core.h"
 
 #include <fnmatch.h>

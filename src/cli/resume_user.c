@@ -8,8 +8,8 @@
  * the first differing resumed step and the state that was not restored
  * (issue 21). See man/detcheck-resume-check.1, USER COMMANDS. */
 #include "cli.h"
-#include "cli_html.h"
-#include "cli_report.h"
+#include "report/html.h"
+#include "report/report.h"
 #include "cli_trace.h"
 #include "train/train.h"
 #include "runs/recording.h"

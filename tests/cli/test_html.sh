@@ -1,4 +1,4 @@
-# CLI: the frame every --html page shares (cli_html.c, cli_report.c): one
+# CLI: the frame every --html page shares (report/html.c, report/report.c): one
 # self-contained ASCII file that validates, written atomically under the
 # rule of every output (never an input, never a file of another kind; its
 # own earlier page replaced), names from files escaped, the verdict stated as

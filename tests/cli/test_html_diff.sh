@@ -8,7 +8,7 @@
 . "$DCK_TOP/tests/cli/lib.sh"
 . "$DCK_TOP/tests/cli/html_lib.sh"
 
-# The fixture's colours (cli_html.h, cli_html.c's cli_marks)
+# The fixture's colours (report/html.h, report/html.c's cli_marks)
 BAR='#44aa99'
 FIRST='#0072b2'
 NONFINITE='#cc79a7'

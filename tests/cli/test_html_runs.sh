@@ -11,7 +11,7 @@ command -v python3 > /dev/null 2>&1 || skip "python3 absent"
 mkdir tmp
 export TMPDIR="$PWD/tmp"
 
-# The colours the page draws with (src/cli/cli_html.h, cli_marks).
+# The colours the page draws with (src/report/html.h, cli_marks).
 EQUAL='#a6d5f0' DIFFERS='#d55e00' NONFINITE='#cc79a7'
 FIRST='#0072b2' RUN_A='#332288' RUN_B='#ddaa33' DELTA='#882255'
 

@@ -23,6 +23,18 @@ expect_exit 1 python3 "$DCK_TOP/ci/layers.py" --all-objects planted "$DCK_TOP/sr
 expect_grep 'src/common/planted_up.o (layer common) uses src/diff/diff.o (layer diff, above it): dck_diff_paths' out.txt
 rm planted/src/common/planted_up.o
 
+# report/ lies below cli/: a report that calls the command line (to print
+# a message) is an upward call, at the symbol and at the include level.
+mkdir -p planted/src/report
+cat > rep.c <<'C'
+int cli_fail(const char *cmd, int s);
+int planted_report(void) { return cli_fail("report", 2); }
+C
+cc -c rep.c -o planted/src/report/planted_rep.o
+expect_exit 1 python3 "$DCK_TOP/ci/layers.py" --all-objects planted "$DCK_TOP/src"
+expect_grep 'src/report/planted_rep.o (layer report) uses src/cli/cli_util.o (layer cli, above it): cli_fail' out.txt
+rm planted/src/report/planted_rep.o
+
 # Two files of one layer calling each other: a cycle.
 cat > a.c <<'C'
 int planted_b(void);
@@ -44,4 +56,8 @@ cp -R "$DCK_TOP/src/." tree/src/
 printf '#include "train/train.h"\n' >> tree/src/core/digest.c
 expect_exit 1 python3 "$DCK_TOP/ci/layers.py" "$B" tree/src
 expect_grep 'includes: src/core/digest.c (layer core) uses src/train/train.h (layer train, above it)' out.txt
+cp "$DCK_TOP/src/core/digest.c" tree/src/core/digest.c
+printf '#include "cli/cli.h"\n' >> tree/src/report/json.c
+expect_exit 1 python3 "$DCK_TOP/ci/layers.py" "$B" tree/src
+expect_grep 'includes: src/report/json.c (layer report) uses src/cli/cli.h (layer cli, above it)' out.txt
 done_ok

@@ -1,4 +1,4 @@
-/* --html FILE: one self-contained page per report (cli_html.c frames it;
+/* --html FILE: one self-contained page per report (html.c frames it;
  * html_*.c draw each command's picture). The page is written with the other
  * reports by cli_report_finish, atomically, and needs nothing from elsewhere:
  * inline CSS, inline SVG, no script, no font or image from the network, so a
@@ -10,17 +10,17 @@
  * print still tell them apart. The fills are exact colours, and nothing else
  * on a page uses them, so a test can find a state's cells in a rendered PNG
  * (tests/cli/html_lib.sh). */
-#ifndef DCK_CLI_HTML_H
-#define DCK_CLI_HTML_H
+#ifndef DCK_REPORT_HTML_H
+#define DCK_REPORT_HTML_H
 
-#include "cli_report.h"
+#include "report/report.h"
 #include "train/canary.h"
 
 #include <stdio.h>
 
 /* ------------------------------------------------------------------ text
  * Text from files (tensor names, hosts, paths, messages) is quoted as on a
- * terminal (cli_quote_char, cli.h: \\, \xNN, \u{HHHH}: a bidi override or a
+ * terminal (cli_quote_char, text.h: \\, \xNN, \u{HHHH}: a bidi override or a
  * C1 control shows as that text, never as a reference the browser would
  * apply), then & < > " ' are entities and other non-ASCII characters
  * references &#xHHHH; (the page itself is ASCII). */

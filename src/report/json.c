@@ -4,7 +4,8 @@
  * (integers stay integers), cli_json_u64 holds the whole unsigned range, and
  * reals are written with the fewest digits that read back as the same
  * doubles. */
-#include "cli.h"
+#include "report/json.h"
+#include "report/text.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -21,7 +22,7 @@ void cli_jappend(json_t *arr, json_t *value, bool *oom) {
 }
 
 /* A name as a JSON string is the name itself when it is UTF-8 (the code
- * points cli.h quotes are escaped as \uHHHH when the document is written:
+ * points text.h quotes are escaped as \uHHHH when the document is written:
  * cli_json_print); JSON cannot hold other bytes, so each byte that is not
  * UTF-8 is the four characters \xNN, as on the terminal. */
 json_t *cli_json_text(const char *s) {
@@ -150,7 +151,7 @@ static char *dump_lines(const json_t *doc, size_t flags) {
     return buf;
 }
 
-/* The dumped document with the code points cli.h quotes (jansson writes
+/* The dumped document with the code points text.h quotes (jansson writes
  * them raw: C1 controls, bidi overrides, U+2028...) as JSON escapes: a
  * parser reads the same string, a terminal or a page gets no raw control.
  * They occur only inside strings; below DEL all is jansson's own (C0 inside

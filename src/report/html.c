@@ -1,4 +1,4 @@
-/* The HTML page of a report (cli_html.h): escaping, the marks every figure
+/* The HTML page of a report (html.h): escaping, the marks every figure
  * draws states with, log scales, and the frame around a command's figure.
  *
  * The page is HTML5 that a validator accepts (tests/cli/html_lib.sh runs
@@ -6,7 +6,7 @@
  * tooltip would show is in each cell's SVG <title> and again in the tables
  * under the figure, so a reader without a mouse, without JavaScript or on
  * paper loses nothing. */
-#include "cli_html.h"
+#include "report/html.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
-/* --junit, --markdown and --html reports (see cli_report.h; the page's
- * frame and figures: cli_html.c, html_*.c).
+/* --junit, --markdown and --html reports (see report.h; the page's
+ * frame and figures: html.c, html_*.c).
  *
  * JUnit XML has no formal standard; the shape written here is the one Ant's
  * XMLJUnitResultFormatter established and Jenkins' junit-10.xsd describes,
@@ -12,15 +12,15 @@
  * against it with xmllint.
  *
  * Names come from files: any bytes. They are quoted as on a terminal
- * (cli_quote_char, cli.h), so that XML 1.0's forbidden characters (controls
+ * (cli_quote_char, text.h), so that XML 1.0's forbidden characters (controls
  * other than tab, newline and CR, even as &#N;; bytes that are not UTF-8;
  * U+FFFE/U+FFFF) and the ones a reader should not get raw (C1 controls,
  * bidi overrides, line separators) are the text \xNN or \u{HHHH}, and a
  * backslash is \\, so the text stays one-to-one: the name "w\x01" (five
  * characters) and "w" followed by byte 0x01 read differently; everything
  * else is escaped (&amp; &lt; &gt; &quot; &apos;). */
-#include "cli_report.h"
-#include "cli_html.h"
+#include "report/report.h"
+#include "report/html.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -117,7 +117,7 @@ static const struct {
                    {"--markdown", "detcheck Markdown report", cli_report_is_markdown},
                    {"--html", "detcheck HTML report", cli_report_is_html}};
 
-int cli_report_check(cli_report *r, bool json, const char *const *inputs, size_t ninputs) {
+dck_status cli_report_validate(cli_report *r, bool json, const char *const *inputs, size_t ninputs) {
     const char *paths[NKINDS] = {r->junit, r->markdown, r->html};
     int on_stdout = 0;
     r->checked = true;
@@ -129,17 +129,16 @@ int cli_report_check(cli_report *r, bool json, const char *const *inputs, size_t
         if (!paths[i]) continue;
         if (!strcmp(paths[i], "-")) {
             if (json)
-                return cli_usage_error(r->cmd, "--json and %s - would both write to standard output; "
-                                       "write the report to a file", kinds[i].option);
+                return dck_set_error(DCK_ERR_INVALID, "--json and %s - would both write to standard output; "
+                                     "write the report to a file", kinds[i].option);
             if (on_stdout++)
-                return cli_usage_error(r->cmd, "two reports would both write to standard output; "
-                                       "write one of them to a file");
+                return dck_set_error(DCK_ERR_INVALID, "two reports would both write to standard output; "
+                                     "write one of them to a file");
             continue;
         }
         /* the step summary is appended to, never replaced (emit) */
         if (i == 1 && is_step_summary(paths[i])) continue;
-        if (dck_output_check(kinds[i].option, paths[i], kinds[i].what, kinds[i].kind, inputs, ninputs))
-            return cli_usage_error(r->cmd, "%s", dck_last_error());
+        DCK_TRY(dck_output_check(kinds[i].option, paths[i], kinds[i].what, kinds[i].kind, inputs, ninputs));
     }
     for (size_t i = 0; i < NKINDS; i++)
         for (size_t j = i + 1; j < NKINDS; j++) {
@@ -149,10 +148,10 @@ int cli_report_check(cli_report *r, bool json, const char *const *inputs, size_t
                         (stat(paths[i], &a) == 0 && stat(paths[j], &b) == 0 && a.st_dev == b.st_dev &&
                          a.st_ino == b.st_ino);
             if (same)
-                return cli_usage_error(r->cmd, "%s and %s name the same file (%s); give each its own",
-                                       kinds[i].option, kinds[j].option, paths[i]);
+                return dck_set_error(DCK_ERR_INVALID, "%s and %s name the same file (%s); give each its own",
+                                     kinds[i].option, kinds[j].option, paths[i]);
         }
-    return 0;
+    return DCK_OK;
 }
 
 int cli_report_option(cli_report *r, int code, const char *arg) {
@@ -163,7 +162,7 @@ int cli_report_option(cli_report *r, int code, const char *arg) {
     return 1;
 }
 
-int cli_report_arg(cli_report *r, const char *a, const char *next, int *used) {
+int cli_report_take_arg(cli_report *r, const char *a, const char *next, int *used) {
     static const struct {
         const char *name;
         int code;
@@ -176,14 +175,14 @@ int cli_report_arg(cli_report *r, const char *a, const char *next, int *used) {
         if (a[n] == '=') val = a + n + 1;
         else if (a[n] == 0) {
             if (!next) {
-                cli_usage_error(r->cmd, "%s needs a file name ('-': standard output)", a);
+                dck_set_error(DCK_ERR_INVALID, "%s needs a file name ('-': standard output)", a);
                 return -1;
             }
             val = next;
             *used = 1;
         } else continue;
         if (!*val) {
-            cli_usage_error(r->cmd, "%s needs a file name ('-': standard output)", opts[i].name);
+            dck_set_error(DCK_ERR_INVALID, "%s needs a file name ('-': standard output)", opts[i].name);
             return -1;
         }
         return cli_report_option(r, opts[i].code, val);
@@ -485,7 +484,7 @@ static dck_status append_summary(const char *path, const char *doc, size_t len) 
     return s;
 }
 
-/* The rule of cli_report_check again, at the moment of writing: the
+/* The rule of cli_report_validate again, at the moment of writing: the
  * command may have run for hours, and a user's file (or the command's own)
  * may have taken the path meanwhile. The inputs were refused before the
  * work; a path that became one since is refused by the kind (an input is
@@ -510,14 +509,11 @@ static dck_status write_report(const cli_report *r, size_t k, const char *path, 
     return s;
 }
 
-static int emit(cli_report *r, size_t k, char *(*text)(const cli_report *, size_t *)) {
+static dck_status emit(cli_report *r, size_t k, char *(*text)(const cli_report *, size_t *)) {
     const char *paths[NKINDS] = {r->junit, r->markdown, r->html}, *path = paths[k];
     size_t len = 0;
     char *doc = text(r, &len);
-    if (!doc) {
-        cli_fail(r->cmd, dck_oom(NULL));
-        return DCK_EXIT_TROUBLE;
-    }
+    if (!doc) return dck_oom(NULL);
     dck_status s = DCK_OK;
     if (!strcmp(path, "-")) {
         if (fwrite(doc, 1, len, stdout) != len || fflush(stdout) != 0)
@@ -528,15 +524,12 @@ static int emit(cli_report *r, size_t k, char *(*text)(const cli_report *, size_
         s = write_report(r, k, path, doc, len);
     }
     free(doc);
-    if (s) {
-        cli_error(r->cmd, "report %s: %s", path, dck_last_error());
-        return DCK_EXIT_TROUBLE;
-    }
-    return 0;
+    if (s) return dck_set_error(s, "report %s: %s", path, dck_last_error());
+    return DCK_OK;
 }
 
-int cli_report_finish(cli_report *r, int exit_status) {
-    int rc = 0;
+dck_status cli_report_write(cli_report *r, int exit_status) {
+    dck_status rc = DCK_OK;
     size_t fail, err, skip;
     char cls[64];
     counts(r, &fail, &err, &skip);
@@ -550,10 +543,7 @@ int cli_report_finish(cli_report *r, int exit_status) {
     else if (exit_status == DCK_EXIT_DIFFERENT && !fail && !err)
         cli_report_case(r, cls, "exit status", CLI_CASE_FAIL, "different",
                         "the command found a difference (exit status 1) that no other case names", NULL);
-    if (r->oom) {
-        cli_fail(r->cmd, dck_oom(NULL));
-        rc = DCK_EXIT_TROUBLE;
-    }
+    if (r->oom) rc = dck_oom(NULL);
     char *(*const text[NKINDS])(const cli_report *, size_t *) = {cli_report_junit_text, cli_report_markdown_text,
                                                                   cli_report_html_text};
     const char *paths[NKINDS] = {r->junit, r->markdown, r->html};

@@ -1,4 +1,4 @@
-/* diff's picture for --html (cli_html.h): one row per layer in model order,
+/* diff's picture for --html (html.h): one row per layer in model order,
  * and for each group of tensors (weights, optimizer, rng, other) a panel
  * with the layer's state as a mark and its largest ULP distance and
  * relative L2 as bars on log scales, so that a reader sees where the two
@@ -10,7 +10,7 @@
  * its layer (one mark and two bars per group, nothing per tensor), and the
  * table of differing tensors stops at TENSOR_ROWS rows, so a diff of 10,000
  * tensors stays a page of a few MB that Chromium draws at once. */
-#include "cli_html.h"
+#include "report/html.h"
 
 #include <math.h>
 #include <stdlib.h>

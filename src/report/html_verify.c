@@ -1,11 +1,11 @@
-/* verify's picture for --html (cli_html.h): per group of tensors (weights,
+/* verify's picture for --html (html.h): per group of tensors (weights,
  * optimizer, rng, other), and for recorded values and files when there are
  * any, a bar split into identical, differing and missing or extra entries,
  * with the counts as words beside it; then the list of what differs. A
  * difference is one tensor among thousands, so every part that is not empty
  * gets a width of its own (MIN_PART pixels) whatever its share: a single
  * differing tensor is never a sliver nobody sees. */
-#include "cli_html.h"
+#include "report/html.h"
 
 #include <stdlib.h>
 #include <string.h>

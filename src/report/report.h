@@ -1,17 +1,24 @@
 /* --junit FILE, --markdown FILE and --html FILE: the reports verify, diff,
  * resume-check, bisect, repro and canary write for CI systems and people
- * (cli_report.c; the page: cli_html.c). A command collects one
+ * (report.c; the page: html.c). Reports are the binary's, not the
+ * library's; they use the library's layers and never the command line
+ * (src/cli/), which prints their messages (cli.h). A command collects one
  * case per tensor or per check while it prints as usual, then writes both
  * reports at the end; the XML follows tests/junit.xsd (the Ant/Jenkins JUnit
  * shape that GitHub Actions reporters, GitLab and Jenkins read). */
-#ifndef DCK_CLI_REPORT_H
-#define DCK_CLI_REPORT_H
+#ifndef DCK_REPORT_H
+#define DCK_REPORT_H
 
-#include "cli.h"
+#include "common/common.h"
+#include "report/text.h"
 
+#include <stdbool.h>
 #include <time.h>
 
-/* getopt codes, beside cli_options.c's 0x1000... */
+/* Exit codes, as cmp(1) and diff(1): same, different, trouble. */
+enum { DCK_EXIT_SAME = 0, DCK_EXIT_DIFFERENT = 1, DCK_EXIT_TROUBLE = 2 };
+
+/* getopt codes, beside cli/cli_options.c's 0x1000... */
 enum { CLI_OPT_JUNIT = 0x1100, CLI_OPT_MARKDOWN, CLI_OPT_HTML };
 /* three rows for a command's struct option table */
 #define CLI_REPORT_LONGOPTS                                                                                  \
@@ -45,7 +52,7 @@ typedef struct {
     size_t nexclude;
     struct timespec t0;
     bool oom;                       /* sticky: an allocation failed */
-    /* cli_report_check's view, for the rule again at the moment of
+    /* cli_report_validate's view, for the rule again at the moment of
      * writing: which report paths held a file then */
     bool checked, present[3];       /* junit, markdown, html */
 } cli_report;
@@ -55,16 +62,18 @@ void cli_report_init(cli_report *r, const char *cmd);
  * 1 taken, 0 not one of them. */
 int cli_report_option(cli_report *r, int code, const char *arg);
 /* For commands that parse argv themselves (resume-check, bisect): 1 taken
- * (*used: 1 when next was the value), 0 not ours, -1 misuse (printed). */
-int cli_report_arg(cli_report *r, const char *a, const char *next, int *used);
+ * (*used: 1 when next was the value), 0 not ours, -1 misuse (the error
+ * set; cli_report_arg prints it). */
+int cli_report_take_arg(cli_report *r, const char *a, const char *next, int *used);
 bool cli_report_wanted(const cli_report *r);
 /* After the options, before any work: the report paths follow the rule of
  * every output (dck_output_check): each may replace only a report of its own
  * kind (a JUnit XML, a detcheck Markdown summary), never one of the inputs,
  * a link, a FIFO, a read-only file; the two are not one file; and --json
  * with a report on standard output ('-') is refused, since stdout would hold
- * two documents. Returns 0, or DCK_EXIT_TROUBLE after a usage message. */
-int cli_report_check(cli_report *r, bool json, const char *const *inputs, size_t ninputs);
+ * two documents. DCK_ERR_INVALID with the error set when refused
+ * (cli_report_check prints it as a usage error). */
+dck_status cli_report_validate(cli_report *r, bool json, const char *const *inputs, size_t ninputs);
 /* The kinds, for dck_output_check: the first bytes of a JUnit XML document,
  * of a Markdown summary as cli_report_markdown_text writes it. */
 bool cli_report_is_junit(const char *path);
@@ -94,18 +103,19 @@ void cli_report_compare(cli_report *r, const char *prefix, const dck_manifest *g
  * case per differing value. */
 void cli_report_diff(cli_report *r, const dck_diff_result *d);
 /* Writes the reports asked for (atomically) and releases r. The rule of
- * cli_report_check applies again at the moment of writing, after the
+ * cli_report_validate applies again at the moment of writing, after the
  * document is written aside and before it takes the path: a file that is
  * not a report of its kind (or that appeared there while the command ran)
  * is never replaced, and the report is written nowhere. exit_status is
  * the status the command is about to exit with: a report never states
  * another verdict, so a trouble (2) that no error case explains, or a
  * difference (1) that no failing case names, becomes a case of its own.
- * Returns 0, or DCK_EXIT_TROUBLE after an error message naming the file. */
-int cli_report_finish(cli_report *r, int exit_status);
+ * The error, set when one is not written, names the file
+ * (cli_report_finish prints it). */
+dck_status cli_report_write(cli_report *r, int exit_status);
 void cli_report_release(cli_report *r);
 
-/* The text forms, for tests and for cli_report_finish: a malloc'd document. */
+/* The text forms, for tests and for cli_report_write: a malloc'd document. */
 char *cli_report_junit_text(const cli_report *r, size_t *len);
 char *cli_report_markdown_text(const cli_report *r, size_t *len);
 

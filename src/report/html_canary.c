@@ -1,4 +1,4 @@
-/* canary's page (cli_html.h) and its report cases: the job drawn as a grid
+/* canary's page (html.h) and its report cases: the job drawn as a grid
  * of hosts x devices, one cell per rank coloured and marked identical,
  * differs, failed or timed out, then the ranks that need attention and every
  * rank in tables.
@@ -20,7 +20,7 @@
  * has fewer ranks than the others and the slot is free; its title says the
  * place is inferred. Any other timed-out rank goes to the rows "? no
  * report" at the end. */
-#include "cli_html.h"
+#include "report/html.h"
 
 #include <stdlib.h>
 #include <string.h>
