@@ -55,6 +55,66 @@ static long u_escape(const unsigned char *p, const unsigned char *end) {
     return v;
 }
 
+/* The escapes of one letter: the byte after the backslash, the byte it stands for. */
+static const char esc_from[] = "\"\\/bfnrt", esc_to[] = "\"\\/\b\f\n\r\t";
+
+size_t dck_json_char(const unsigned char *p, const unsigned char *end, char *out, size_t *outlen,
+                     dck_json_char_fault *fault, size_t *fault_at) {
+    unsigned c = *p;
+    *fault_at = 0;
+    if (c < 0x20) return *fault = DCK_JSON_CHAR_CONTROL, 0;
+    if (c >= 0x80) {
+        int n = dck_utf8_width(p, end);
+        if (!n) return *fault = DCK_JSON_CHAR_UTF8, 0;
+        memcpy(out, p, (size_t)n);
+        *outlen = (size_t)n;
+        return (size_t)n;
+    }
+    if (c != '\\') {
+        out[0] = (char)c;
+        *outlen = 1;
+        return 1;
+    }
+    if (end - p < 2) return *fault = DCK_JSON_CHAR_END, 0;
+    const char *e = memchr(esc_from, p[1], sizeof esc_from - 1);
+    if (e) {
+        out[0] = esc_to[e - esc_from];
+        *outlen = 1;
+        return 2;
+    }
+    if (p[1] != 'u') return *fault = DCK_JSON_CHAR_ESCAPE, 0;
+    long v = u_escape(p, end);
+    if (v < 0) return *fault = DCK_JSON_CHAR_U_ESCAPE, 0;
+    size_t took = 6;
+    if (v >= 0xD800 && v <= 0xDBFF) {
+        const unsigned char *q = p + 6;
+        *fault_at = 6;
+        if (end - q < 2 || q[0] != '\\' || q[1] != 'u') return *fault = DCK_JSON_CHAR_LONE_HIGH, 0;
+        long w = u_escape(q, end);
+        if (w < 0xDC00 || w > 0xDFFF) return *fault = DCK_JSON_CHAR_BAD_PAIR, 0;
+        v = ((v - 0xD800) << 10) + (w - 0xDC00) + 0x10000;
+        took = 12;
+    } else if (v >= 0xDC00 && v <= 0xDFFF) {
+        *fault_at = 6;
+        return *fault = DCK_JSON_CHAR_LONE_LOW, 0;
+    }
+    *fault_at = 0;
+    *outlen = dck_utf8_put(out, (uint32_t)v);
+    return took;
+}
+
+/* The scanner's words for a character's fault (jansson's). */
+static const char *const char_fault_text[] = {
+    [DCK_JSON_CHAR_END] = "premature end of input",
+    [DCK_JSON_CHAR_CONTROL] = "control character in a string",
+    [DCK_JSON_CHAR_UTF8] = "invalid UTF-8",
+    [DCK_JSON_CHAR_ESCAPE] = "invalid escape",
+    [DCK_JSON_CHAR_U_ESCAPE] = "invalid escape",
+    [DCK_JSON_CHAR_LONE_LOW] = "invalid Unicode surrogate",
+    [DCK_JSON_CHAR_LONE_HIGH] = "invalid Unicode surrogate",
+    [DCK_JSON_CHAR_BAD_PAIR] = "invalid Unicode surrogate",
+};
+
 /* The arena fills front to back: its pages are faulted in a step ahead, one
  * call per step rather than a page fault per page (a 100k-tensor header
  * decodes megabytes of names). */
@@ -88,47 +148,16 @@ int dck_json_string(dck_json *js, bool is_key, const char **out, size_t *outlen)
         }
         while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') *o++ = (char)*p++;
         if (p >= end) return js->p = p, dck_json_fail(js, "premature end of input");
-        unsigned c = *p;
-        if (c == '"') break;
-        if (c < 0x20) return js->p = p, dck_json_fail(js, "control character in a string");
-        if (c >= 0x80) {
-            int n = dck_utf8_width(p, end);
-            if (!n) return js->p = p, dck_json_fail(js, "invalid UTF-8");
-            memcpy(o, p, (size_t)n);
-            o += n;
-            p += n;
-            continue;
-        }
-        /* backslash */
-        if (end - p < 2) return js->p = p, dck_json_fail(js, "premature end of input");
-        switch (p[1]) {
-        case '"': *o++ = '"'; break;
-        case '\\': *o++ = '\\'; break;
-        case '/': *o++ = '/'; break;
-        case 'b': *o++ = '\b'; break;
-        case 'f': *o++ = '\f'; break;
-        case 'n': *o++ = '\n'; break;
-        case 'r': *o++ = '\r'; break;
-        case 't': *o++ = '\t'; break;
-        case 'u': {
-            long v = u_escape(p, end);
-            if (v < 0) return js->p = p, dck_json_fail(js, "invalid escape");
-            p += 6;
-            if (v >= 0xD800 && v <= 0xDBFF) {
-                long w = u_escape(p, end);
-                if (w < 0xDC00 || w > 0xDFFF) return js->p = p, dck_json_fail(js, "invalid Unicode surrogate");
-                v = ((v - 0xD800) << 10) + (w - 0xDC00) + 0x10000;
-                p += 6;
-            } else if (v >= 0xDC00 && v <= 0xDFFF) {
-                return js->p = p, dck_json_fail(js, "invalid Unicode surrogate");
-            }
-            if (v == 0) nul = true;
-            o += dck_utf8_put(o, (uint32_t)v);
-            continue;
-        }
-        default: return js->p = p, dck_json_fail(js, "invalid escape");
-        }
-        p += 2;
+        if (*p == '"') break;
+        /* the rest, one character at a time (written in place: never longer
+         * than its text) */
+        size_t n, at;
+        dck_json_char_fault f;
+        size_t took = dck_json_char(p, end, o, &n, &f, &at);
+        if (!took) return js->p = p + at, dck_json_fail(js, char_fault_text[f]);
+        if (n == 1 && !*o) nul = true;
+        o += n;
+        p += took;
     }
     if (nul && (is_key || !js->allow_nul))
         return js->p = p, dck_json_fail(js, is_key ? "NUL byte in object key" : "\\u0000 in a string");

@@ -58,13 +58,35 @@ int dck_json_fail(dck_json *js, const char *what);
  * JSON WHAT at byte N: ERR". */
 dck_status dck_json_error(dck_json *js, const char *label, const char *what);
 
-/* White space at the cursor; whether the cursor is at byte c. */
-static inline void dck_json_ws(dck_json *js) {
-    const unsigned char *p = js->p, *e = js->end;
-    while (p < e && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
-    js->p = p;
+/* Past the white space at p; white space at the cursor; whether the cursor
+ * is at byte c. */
+static inline const unsigned char *dck_json_skip_ws(const unsigned char *p, const unsigned char *end) {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    return p;
 }
+static inline void dck_json_ws(dck_json *js) { js->p = dck_json_skip_ws(js->p, js->end); }
 static inline bool dck_json_at(const dck_json *js, unsigned char c) { return js->p < js->end && *js->p == c; }
+
+/* What is wrong with a string's character (dck_json_char). */
+typedef enum {
+    DCK_JSON_CHAR_END = 1,   /* the text ends after a backslash */
+    DCK_JSON_CHAR_CONTROL,   /* a byte below 0x20 */
+    DCK_JSON_CHAR_UTF8,      /* no well-formed UTF-8 sequence starts here */
+    DCK_JSON_CHAR_ESCAPE,    /* a backslash before none of "\/bfnrtu */
+    DCK_JSON_CHAR_U_ESCAPE,  /* \u without four hex digits */
+    DCK_JSON_CHAR_LONE_LOW,  /* \uDC00-\uDFFF first */
+    DCK_JSON_CHAR_LONE_HIGH, /* \uD800-\uDBFF not followed by \u */
+    DCK_JSON_CHAR_BAD_PAIR,  /* ... followed by a \u that is no low surrogate */
+} dck_json_char_fault;
+
+/* One character of a string's body at p (p < end; *p is not the closing
+ * quote), the one decoding of escapes, surrogate pairs and UTF-8 for every
+ * JSON reader: its UTF-8 into out (room for 4 bytes; never more than it
+ * took), *outlen bytes; returns the bytes of text it took. 0 on a fault:
+ * *fault says which, *fault_at where, from p (6: after a surrogate's
+ * escape). \u0000 is a character (out "\0"): the caller decides. */
+size_t dck_json_char(const unsigned char *p, const unsigned char *end, char *out, size_t *outlen,
+                     dck_json_char_fault *fault, size_t *fault_at);
 
 /* Each of these returns 0 (or 1 where said), -1 on an error (js->err set). */
 
