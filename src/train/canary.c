@@ -704,46 +704,54 @@ static dck_status check_output(const dck_canary_opts *o) {
                             inputs, 2);
 }
 
-dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary_report *rep) {
-    memset(rep, 0, sizeof *rep);
-    int rank = dck_comm_rank(comm), K = dck_comm_size(comm);
-    rep->nranks = K;
-    rep->steps = o->cfg.steps;
-    rep->exit_code = 2;
-    dck_model m;
-    /* the same settings on every rank first: records of other lengths
-     * cannot meet, records of other runs compare as faults */
-    dck_status s = check_opts(o, K);
-    if (!s) s = dck_train_config_check(&o->cfg);
-    if (!s) s = agree_on_run(o, comm);
-    if (!s) s = dck_model_init(&m, &o->cfg);
-    if (s) return s;
-    rep->params = m.total;
-    size_t np = m.nparams;
-    long steps = o->cfg.steps;
-    trace oracle_t = {0}, mine = {0};
-    bool have_oracle = false;
-    /* a bad golden file stops every rank before any work */
+/* One check's state, handed from part to part: collect, compare, fetch. */
+typedef struct {
+    const dck_canary_opts *o;
+    dck_comm *comm;
+    int rank, K;
+    const dck_model *m;
+    long steps;
+    size_t np;
+    size_t rec, body;           /* bytes of a record, and of its digests after the head */
+    trace mine;                 /* this rank's first pass */
+    trace oracle;               /* rank 0: the CPU reference's or the golden file's */
+    bool have_oracle;
+    uint8_t *send;              /* this rank's record */
+    uint8_t *all;               /* rank 0: every rank's, K records */
+    bool *arrived;              /* rank 0: whose record came in time */
+    double wait;                /* how long this rank waits for another */
+    int64_t req[DETAIL_MAX][4]; /* rank 0: tensors to fetch: rank, step, point, tensor */
+    int nreq;
+    int donor;                  /* the rank whose tensors stand for the oracle's; -1 none */
+} check_run;
+
+/* Collect, every rank: the oracle first on rank 0 (a bad golden file stops
+ * every rank before any work), then this rank's passes, the CPU reference
+ * (the default oracle) and the golden file asked for on rank 0, and the
+ * records gathered on rank 0 with a deadline (x->all, x->arrived). A
+ * status when the check cannot go on; rep->any_timeout when the other
+ * ranks are left waiting then (only an abort ends the job). */
+static dck_status collect(check_run *x, dck_canary_report *rep) {
+    const dck_canary_opts *o = x->o;
+    int rank = x->rank, K = x->K;
+    long steps = x->steps;
+    size_t np = x->np;
+    dck_status s = DCK_OK;
     if (rank == 0) s = check_output(o);
     if (!s && rank == 0 && o->oracle == DCK_ORACLE_GOLDEN) {
-        s = golden_trace(o->golden, &o->cfg, &m, &oracle_t);
-        have_oracle = !s;
+        s = golden_trace(o->golden, &o->cfg, x->m, &x->oracle);
+        x->have_oracle = !s;
     }
-    s = dck_comm_agree(comm, s);
-    if (s) goto out;
+    s = dck_comm_agree(x->comm, s);
+    if (s) return s;
 
-    size_t rec = record_bytes(steps, np), body = rec - sizeof(wire_head);
-    uint8_t *send = dck_xcalloc(1, rec);
-    uint8_t *all = rank == 0 ? dck_xcalloc((size_t)K, rec) : NULL;
-    bool *arrived = rank == 0 ? dck_xcalloc((size_t)K, sizeof *arrived) : NULL;
-    if (!send || (rank == 0 && (!all || !arrived))) {
-        free(send);
-        free(all);
-        free(arrived);
-        s = dck_oom("canary");
-        goto out;
-    }
-    wire_head *h = (wire_head *)send;
+    x->rec = record_bytes(steps, np);
+    x->body = x->rec - sizeof(wire_head);
+    x->send = dck_xcalloc(1, x->rec);
+    x->all = rank == 0 ? dck_xcalloc((size_t)K, x->rec) : NULL;
+    x->arrived = rank == 0 ? dck_xcalloc((size_t)K, sizeof *x->arrived) : NULL;
+    if (!x->send || (rank == 0 && (!x->all || !x->arrived))) return dck_oom("canary");
+    wire_head *h = (wire_head *)x->send;
     identity(h, o->cfg.device);
     h->rank = rank;
     if (rank == o->stall_rank) {
@@ -751,18 +759,18 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
         sleep((unsigned)(o->timeout * 3 + 60));
         _exit(2);
     }
-    dck_status rs = run_passes(o, rank, &m, &mine, h);
+    dck_status rs = run_passes(o, rank, x->m, &x->mine, h);
     if (rs) {
         h->status = (int32_t)rs;
         snprintf(h->error, sizeof h->error, "%s", dck_last_error());
     } else {
-        memcpy(send + sizeof *h, mine.roots, (size_t)steps * sizeof(dck_digest));
-        memcpy(send + sizeof *h + (size_t)steps * sizeof(dck_digest), mine.dg,
+        memcpy(x->send + sizeof *h, x->mine.roots, (size_t)steps * sizeof(dck_digest));
+        memcpy(x->send + sizeof *h + (size_t)steps * sizeof(dck_digest), x->mine.dg,
                (size_t)steps * DCK_TAP_RECORDED * np * sizeof(dck_digest));
     }
     /* the default oracle: the same run on this CPU, computed by rank 0 */
     trace ref = {0};
-    if (!s && rank == 0 && o->oracle == DCK_ORACLE_CPU) {
+    if (rank == 0 && o->oracle == DCK_ORACLE_CPU) {
         dck_train_config cpu = o->cfg;
         snprintf(cpu.device, sizeof cpu.device, "cpu");
         s = run_once(&cpu, NULL, o->hist_budget, false, &ref);
@@ -770,9 +778,9 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
             s = dck_set_error(s, "the CPU reference run (the oracle): %s; the canary needs settings "
                               "whose run stays finite", dck_last_error());
         if (!s) {
-            oracle_t = ref;
+            x->oracle = ref;
             memset(&ref, 0, sizeof ref);
-            have_oracle = true;
+            x->have_oracle = true;
         }
     }
     /* a golden record only from a run that the CPU reference confirms (or,
@@ -781,171 +789,173 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
         where w;
         if (rs)
             s = dck_set_error(rs, "--write-golden: rank 0's run failed: %s", h->error);
-        else if (have_oracle && first_diff(mine.roots, mine.dg, oracle_t.roots, oracle_t.dg, steps, np, &w))
+        else if (x->have_oracle &&
+                 first_diff(x->mine.roots, x->mine.dg, x->oracle.roots, x->oracle.dg, steps, np, &w))
             s = dck_set_error(DCK_ERR_MISMATCH, "--write-golden: rank 0's run differs from the CPU "
                               "reference at step %ld: %s not written", w.step, o->write_golden);
         else if ((s = check_output(o))) /* the rule again at the moment of writing: the run took its seconds */
             s = dck_set_error(s, "%s (it changed while the canary ran): not written", dck_last_error());
         else
-            s = dck_canary_golden_write(o->write_golden, &o->cfg, &m, mine.roots, mine.dg);
+            s = dck_canary_golden_write(o->write_golden, &o->cfg, x->m, x->mine.roots, x->mine.dg);
     }
     if (s) {
         /* rank 0's own trouble (golden not written, reference failed): the
          * others are not waited for */
-        free(send);
-        free(all);
-        free(arrived);
         rep->any_timeout = K > 1;
-        goto out;
+        return s;
     }
-    double wait = rank == 0 ? o->timeout : o->timeout * 3 + 60;
-    s = dck_comm_gather_deadline(comm, send, all, rec, 0, 7101, wait, arrived);
-    if (s) { /* rank 0 gone, or a record of another size: only an abort ends the job */
-        rep->any_timeout = K > 1;
-        free(send);
-        free(all);
-        free(arrived);
-        goto out;
-    }
+    x->wait = rank == 0 ? o->timeout : o->timeout * 3 + 60;
+    s = dck_comm_gather_deadline(x->comm, x->send, x->all, x->rec, 0, 7101, x->wait, x->arrived);
+    /* rank 0 gone, or a record of another size: only an abort ends the job */
+    if (s) rep->any_timeout = K > 1;
+    return s;
+}
 
-    /* ---- rank 0: every rank against the oracle */
-    int64_t req[DETAIL_MAX][4];          /* rank, step, point, tensor */
-    int nreq = 0, donor = -1;
-    memset(req, 0, sizeof req);
-    if (rank == 0) {
-        rep->ranks = dck_xcalloc((size_t)K, sizeof *rep->ranks);
-        if (!rep->ranks) {
-            s = dck_oom("canary");
-            free(send);
-            free(all);
-            free(arrived);
-            rep->any_timeout = K > 1;
-            goto out;
+/* Compare, rank 0 alone, no communication: every rank's record against the
+ * oracle's (with --vote, the majority's), into rep: each rank's row, its
+ * first differing step and tensor, the exit code; and what fetch asks for:
+ * the first differing tensor of up to DETAIL_MAX ranks (x->req) and the rank
+ * whose tensors stand for the oracle's (x->donor). */
+static dck_status compare(check_run *x, dck_canary_report *rep) {
+    const dck_canary_opts *o = x->o;
+    int K = x->K;
+    long steps = x->steps;
+    size_t rec = x->rec, np = x->np;
+    const uint8_t *all = x->all;
+    rep->ranks = dck_xcalloc((size_t)K, sizeof *rep->ranks);
+    if (!rep->ranks) {
+        dck_status s = dck_oom("canary");
+        rep->any_timeout = K > 1;
+        return s;
+    }
+    const dck_digest *oroots = NULL, *odg = NULL;
+    if (x->have_oracle) oroots = x->oracle.roots, odg = x->oracle.dg;
+    for (int r = 0; r < K; r++) {
+        const wire_head *w = (const wire_head *)(all + (size_t)r * rec);
+        dck_canary_rank *y = &rep->ranks[r];
+        y->rank = r;
+        y->gpu = -1;
+        if (!x->arrived[r]) {
+            y->result = DCK_CANARY_TIMEOUT;
+            snprintf(y->host, sizeof y->host, "?");
+            snprintf(y->device, sizeof y->device, "?");
+            snprintf(y->error, sizeof y->error, "no report within %.0f s (dead or hung)", o->timeout);
+            rep->any_timeout = true;
+            continue;
         }
-        const dck_digest *oroots = NULL, *odg = NULL;
-        if (have_oracle) oroots = oracle_t.roots, odg = oracle_t.dg;
-        int majority = 0;
+        snprintf(y->host, sizeof y->host, "%.*s", (int)sizeof w->host - 1, w->host);
+        snprintf(y->device, sizeof y->device, "%.*s", (int)sizeof w->device - 1, w->device);
+        snprintf(y->id, sizeof y->id, "%.*s", (int)sizeof w->id - 1, w->id);
+        y->local = w->local;
+        y->gpu = w->gpu;
+        y->passes = w->passes;
+        y->pass_diff = w->pass_diff;
+        if (w->pass_diff) {
+            where pw = {(long)w->pass_step, w->pass_point, (long)w->pass_tensor};
+            y->pass_step = pw.step;
+            where_name(x->m, &pw, y->pass_tensor, sizeof y->pass_tensor);
+        }
+        if (w->status) {
+            y->result = DCK_CANARY_ERROR;
+            snprintf(y->error, sizeof y->error, "%.*s", (int)sizeof w->error - 1, w->error);
+        }
+    }
+    if (o->oracle == DCK_ORACLE_VOTE) {
+        /* the largest group of identical records, if it is a majority */
+        int best = -1, bestn = 0;
         for (int r = 0; r < K; r++) {
-            const wire_head *w = (const wire_head *)(all + (size_t)r * rec);
-            dck_canary_rank *x = &rep->ranks[r];
-            x->rank = r;
-            x->gpu = -1;
-            if (!arrived[r]) {
-                x->result = DCK_CANARY_TIMEOUT;
-                snprintf(x->host, sizeof x->host, "?");
-                snprintf(x->device, sizeof x->device, "?");
-                snprintf(x->error, sizeof x->error, "no report within %.0f s (dead or hung)",
-                         o->timeout);
-                rep->any_timeout = true;
-                continue;
-            }
-            snprintf(x->host, sizeof x->host, "%.*s", (int)sizeof w->host - 1, w->host);
-            snprintf(x->device, sizeof x->device, "%.*s", (int)sizeof w->device - 1, w->device);
-            snprintf(x->id, sizeof x->id, "%.*s", (int)sizeof w->id - 1, w->id);
-            x->local = w->local;
-            x->gpu = w->gpu;
-            x->passes = w->passes;
-            x->pass_diff = w->pass_diff;
-            if (w->pass_diff) {
-                where pw = {(long)w->pass_step, w->pass_point, (long)w->pass_tensor};
-                x->pass_step = pw.step;
-                where_name(&m, &pw, x->pass_tensor, sizeof x->pass_tensor);
-            }
-            if (w->status) {
-                x->result = DCK_CANARY_ERROR;
-                snprintf(x->error, sizeof x->error, "%.*s", (int)sizeof w->error - 1, w->error);
-            }
+            if (rep->ranks[r].result != DCK_CANARY_SAME) continue;
+            int n = 0;
+            for (int q = 0; q < K; q++)
+                n += rep->ranks[q].result == DCK_CANARY_SAME &&
+                     !memcmp(all + (size_t)r * rec + sizeof(wire_head),
+                             all + (size_t)q * rec + sizeof(wire_head), x->body);
+            if (n > bestn) best = r, bestn = n;
         }
-        if (o->oracle == DCK_ORACLE_VOTE) {
-            /* the largest group of identical records, if it is a majority */
-            int best = -1, bestn = 0;
-            for (int r = 0; r < K; r++) {
-                if (rep->ranks[r].result != DCK_CANARY_SAME) continue;
-                int n = 0;
-                for (int q = 0; q < K; q++)
-                    n += rep->ranks[q].result == DCK_CANARY_SAME &&
-                         !memcmp(all + (size_t)r * rec + sizeof(wire_head),
-                                 all + (size_t)q * rec + sizeof(wire_head), body);
-                if (n > bestn) best = r, bestn = n;
-            }
-            for (int r = 0; r < K; r++)
-                for (int q = 0; q <= r && rep->ranks[r].result == DCK_CANARY_SAME; q++)
-                    if (rep->ranks[q].result == DCK_CANARY_SAME &&
-                        !memcmp(all + (size_t)r * rec + sizeof(wire_head),
-                                all + (size_t)q * rec + sizeof(wire_head), body)) {
-                        rep->ranks[r].group = q + 1;
-                        break;
-                    }
-            majority = bestn;
-            if (best >= 0 && 2 * bestn > K) {
-                const uint8_t *b = all + (size_t)best * rec + sizeof(wire_head);
-                oroots = (const dck_digest *)b;
-                odg = (const dck_digest *)(b + (size_t)steps * sizeof(dck_digest));
-                donor = best;
-            } else {
-                rep->no_majority = true;
-            }
-            snprintf(rep->oracle_text, sizeof rep->oracle_text, "majority (%d of %d ranks)", bestn, K);
-        } else if (o->oracle == DCK_ORACLE_GOLDEN) {
-            snprintf(rep->oracle_text, sizeof rep->oracle_text, "golden file %s", o->golden);
-        } else {
-            snprintf(rep->oracle_text, sizeof rep->oracle_text, "CPU reference on rank 0");
-        }
-        (void)majority;
-        if (oroots) {
-            char hex[33];
-            dck_digest_to_hex(oroots[steps - 1], hex);
-            snprintf(rep->final_root, sizeof rep->final_root, "%s", hex);
-        }
-        for (int r = 0; r < K && oroots; r++) {
-            dck_canary_rank *x = &rep->ranks[r];
-            if (x->result != DCK_CANARY_SAME) continue;
-            const uint8_t *b = all + (size_t)r * rec + sizeof(wire_head);
-            where w;
-            if (first_diff((const dck_digest *)b, (const dck_digest *)(b + (size_t)steps * sizeof(dck_digest)),
-                           oroots, odg, steps, np, &w)) {
-                x->result = DCK_CANARY_DIFFERS;
-                x->step = w.step;
-                where_name(&m, &w, x->tensor, sizeof x->tensor);
-                if (nreq < DETAIL_MAX && w.point < DCK_TAP_RECORDED) {
-                    int64_t *q = req[nreq++];
-                    q[0] = r, q[1] = w.step, q[2] = w.point, q[3] = w.tensor;
+        for (int r = 0; r < K; r++)
+            for (int q = 0; q <= r && rep->ranks[r].result == DCK_CANARY_SAME; q++)
+                if (rep->ranks[q].result == DCK_CANARY_SAME &&
+                    !memcmp(all + (size_t)r * rec + sizeof(wire_head),
+                            all + (size_t)q * rec + sizeof(wire_head), x->body)) {
+                    rep->ranks[r].group = q + 1;
+                    break;
                 }
-            } else if (x->pass_diff) {
-                x->result = DCK_CANARY_DIFFERS; /* intermittent: a later pass left the first */
-                x->step = x->pass_step;
-                snprintf(x->tensor, sizeof x->tensor, "%s", x->pass_tensor);
-            } else {
-                rep->identical++;
-            }
+        if (best >= 0 && 2 * bestn > K) {
+            const uint8_t *b = all + (size_t)best * rec + sizeof(wire_head);
+            oroots = (const dck_digest *)b;
+            odg = (const dck_digest *)(b + (size_t)steps * sizeof(dck_digest));
+            x->donor = best;
+        } else {
+            rep->no_majority = true;
         }
-        /* golden: a rank that matches it lends the oracle's tensors */
-        if (o->oracle == DCK_ORACLE_GOLDEN)
-            for (int r = 0; r < K && donor < 0; r++)
-                if (rep->ranks[r].result == DCK_CANARY_SAME && !rep->ranks[r].pass_diff) donor = r;
-        bool trouble = rep->no_majority || rep->any_timeout;
-        for (int r = 0; r < K; r++) trouble |= rep->ranks[r].result >= DCK_CANARY_ERROR;
-        rep->exit_code = trouble ? 2 : rep->identical == K ? 0 : 1;
+        snprintf(rep->oracle_text, sizeof rep->oracle_text, "majority (%d of %d ranks)", bestn, K);
+    } else if (o->oracle == DCK_ORACLE_GOLDEN) {
+        snprintf(rep->oracle_text, sizeof rep->oracle_text, "golden file %s", o->golden);
+    } else {
+        snprintf(rep->oracle_text, sizeof rep->oracle_text, "CPU reference on rank 0");
     }
+    if (oroots) {
+        char hex[33];
+        dck_digest_to_hex(oroots[steps - 1], hex);
+        snprintf(rep->final_root, sizeof rep->final_root, "%s", hex);
+    }
+    for (int r = 0; r < K && oroots; r++) {
+        dck_canary_rank *y = &rep->ranks[r];
+        if (y->result != DCK_CANARY_SAME) continue;
+        const uint8_t *b = all + (size_t)r * rec + sizeof(wire_head);
+        where w;
+        if (first_diff((const dck_digest *)b, (const dck_digest *)(b + (size_t)steps * sizeof(dck_digest)),
+                       oroots, odg, steps, np, &w)) {
+            y->result = DCK_CANARY_DIFFERS;
+            y->step = w.step;
+            where_name(x->m, &w, y->tensor, sizeof y->tensor);
+            if (x->nreq < DETAIL_MAX && w.point < DCK_TAP_RECORDED) {
+                int64_t *q = x->req[x->nreq++];
+                q[0] = r, q[1] = w.step, q[2] = w.point, q[3] = w.tensor;
+            }
+        } else if (y->pass_diff) {
+            y->result = DCK_CANARY_DIFFERS; /* intermittent: a later pass left the first */
+            y->step = y->pass_step;
+            snprintf(y->tensor, sizeof y->tensor, "%s", y->pass_tensor);
+        } else {
+            rep->identical++;
+        }
+    }
+    /* golden: a rank that matches it lends the oracle's tensors */
+    if (o->oracle == DCK_ORACLE_GOLDEN)
+        for (int r = 0; r < K && x->donor < 0; r++)
+            if (rep->ranks[r].result == DCK_CANARY_SAME && !rep->ranks[r].pass_diff) x->donor = r;
+    bool trouble = rep->no_majority || rep->any_timeout;
+    for (int r = 0; r < K; r++) trouble |= rep->ranks[r].result >= DCK_CANARY_ERROR;
+    rep->exit_code = trouble ? 2 : rep->identical == K ? 0 : 1;
+    return DCK_OK;
+}
 
-    /* ---- the verdict, to every rank that reported, with a deadline: after
-     * a missing rank a collective could wait for it forever (its tree may
-     * route through it), and the ranks that reported must learn that the
-     * job ends (issue 19: under mpirun --enable-recovery they hung in
-     * MPI_Bcast after rank 0's abort) */
+/* Fetch, every rank: rank 0's verdict (exit code, donor, requests) to every
+ * rank that reported, with a deadline; then each requested tensor from the
+ * rank that differs and from the donor (or rank 0's CPU reference), and on
+ * rank 0 their element and bit counts (rep->ranks[r]'s detail). After a
+ * missing rank nothing more: rep->any_timeout, exit code 2. */
+static dck_status fetch(check_run *x, dck_canary_report *rep) {
+    const dck_canary_opts *o = x->o;
+    int rank = x->rank, K = x->K;
+    const dck_model *m = x->m;
+    /* with a deadline: after a missing rank a collective could wait for it
+     * forever (its tree may route through it), and the ranks that reported
+     * must learn that the job ends (issue 19: under mpirun --enable-recovery
+     * they hung in MPI_Bcast after rank 0's abort) */
     struct {
         int32_t ctl[4]; /* exit, donor, requests, a rank is missing */
         int64_t reqs[DETAIL_MAX * 4];
     } verdict;
     memset(&verdict, 0, sizeof verdict);
     verdict.ctl[0] = rep->exit_code;
-    verdict.ctl[1] = o->oracle == DCK_ORACLE_CPU ? -1 : donor;
-    verdict.ctl[2] = nreq;
+    verdict.ctl[1] = o->oracle == DCK_ORACLE_CPU ? -1 : x->donor;
+    verdict.ctl[2] = x->nreq;
     verdict.ctl[3] = rep->any_timeout;
-    memcpy(verdict.reqs, req, sizeof verdict.reqs);
-    s = dck_comm_bcast_deadline(comm, &verdict, sizeof verdict, 0, 7103, wait, rank == 0 ? arrived : NULL);
-    free(arrived);
-    arrived = NULL;
+    memcpy(verdict.reqs, x->req, sizeof verdict.reqs);
+    dck_status s = dck_comm_bcast_deadline(x->comm, &verdict, sizeof verdict, 0, 7103, x->wait,
+                                           rank == 0 ? x->arrived : NULL);
     if (s || verdict.ctl[3]) {
         /* a rank is missing (or the verdict did not come): no collective is
          * safe now; rank 0, alive when the verdict came, ends the job after
@@ -953,21 +963,18 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
         rep->any_timeout = K > 1;
         rep->wait_for_abort = rank != 0 && !s;
         rep->exit_code = 2;
-        free(send);
-        free(all);
-        goto out;
+        return s;
     }
     int64_t *reqs = verdict.reqs;
     rep->exit_code = verdict.ctl[0];
-    donor = verdict.ctl[1];
-    nreq = verdict.ctl[2];
+    int donor = verdict.ctl[1], nreq = verdict.ctl[2];
     size_t *counts = dck_xcalloc((size_t)K * 2, sizeof *counts);
     size_t *offs = dck_xcalloc((size_t)nreq + 1, sizeof *offs);
     bool detail_ok = counts && offs;
     /* what each rank sends: its own tensor when asked; the donor all of them */
     for (int i = 0; detail_ok && i < nreq; i++) {
         const int64_t *q = &reqs[i * 4];
-        size_t bytes = m.params[q[3]].numel * sizeof(float);
+        size_t bytes = m->params[q[3]].numel * sizeof(float);
         offs[i + 1] = offs[i] + bytes;
         counts[q[0]] += bytes;
         if (donor >= 0) counts[donor] += bytes;
@@ -987,14 +994,14 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
                 const int64_t *q = &reqs[i * 4];
                 if ((pass == 0 && q[0] != rank) || (pass == 1 && donor != rank)) continue;
                 size_t bytes = offs[i + 1] - offs[i];
-                const float *src = held(&mine, &m, (long)q[1], (int)q[2], (long)q[3]);
+                const float *src = held(&x->mine, m, (long)q[1], (int)q[2], (long)q[3]);
                 if (src) memcpy(mysend + at, src, bytes);
                 at += bytes;
             }
     }
-    dck_status ds = dck_comm_agree(comm, detail_ok ? DCK_OK : dck_oom("canary"));
-    if (!ds && total) ds = dck_comm_allgatherv(comm, mysend, counts[rank], recvb, counts, counts + K);
-    if (!ds && rank == 0 && total) {
+    s = dck_comm_agree(x->comm, detail_ok ? DCK_OK : dck_oom("canary"));
+    if (!s && total) s = dck_comm_allgatherv(x->comm, mysend, counts[rank], recvb, counts, counts + K);
+    if (!s && rank == 0 && total) {
         /* walk the blocks in the order they were packed */
         for (int i = 0; i < nreq; i++) {
             const int64_t *q = &reqs[i * 4];
@@ -1008,7 +1015,7 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
             const float *a = (const float *)(recvb + own);
             const float *b = NULL;
             if (o->oracle == DCK_ORACLE_CPU) {
-                b = held(&oracle_t, &m, step, (int)q[2], (long)q[3]);
+                b = held(&x->oracle, m, step, (int)q[2], (long)q[3]);
             } else if (donor >= 0) {
                 size_t d = counts[K + donor];
                 for (int j = 0; j < nreq; j++)
@@ -1016,12 +1023,12 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
                 b = (const float *)(recvb + d + offs[i]);
             }
             /* held() on the sender is NULL past the kept steps: no detail then */
-            bool kept = step >= mine.hist_first && mine.hist;
+            bool kept = step >= x->mine.hist_first && x->mine.hist;
             if (a && b && kept) {
-                dck_canary_rank *x = &rep->ranks[r];
-                x->has_detail = true;
-                x->detail_step = step;
-                count_bits(a, b, bytes / sizeof(float), x);
+                dck_canary_rank *y = &rep->ranks[r];
+                y->has_detail = true;
+                y->detail_step = step;
+                count_bits(a, b, bytes / sizeof(float), y);
             }
         }
     }
@@ -1029,12 +1036,42 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
     free(recvb);
     free(counts);
     free(offs);
-    free(send);
-    free(all);
-    s = ds;
-out:
-    trace_release(&mine);
-    trace_release(&oracle_t);
+    return s;
+}
+
+dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary_report *rep) {
+    memset(rep, 0, sizeof *rep);
+    int rank = dck_comm_rank(comm), K = dck_comm_size(comm);
+    rep->nranks = K;
+    rep->steps = o->cfg.steps;
+    rep->exit_code = 2;
+    dck_model m;
+    /* the same settings on every rank first: records of other lengths
+     * cannot meet, records of other runs compare as faults */
+    dck_status s = check_opts(o, K);
+    if (!s) s = dck_train_config_check(&o->cfg);
+    if (!s) s = agree_on_run(o, comm);
+    if (!s) s = dck_model_init(&m, &o->cfg);
+    if (s) return s;
+    rep->params = m.total;
+    check_run x;
+    memset(&x, 0, sizeof x);
+    x.o = o;
+    x.comm = comm;
+    x.rank = rank;
+    x.K = K;
+    x.m = &m;
+    x.steps = o->cfg.steps;
+    x.np = m.nparams;
+    x.donor = -1;
+    s = collect(&x, rep);
+    if (!s && rank == 0) s = compare(&x, rep);
+    if (!s) s = fetch(&x, rep);
+    free(x.send);
+    free(x.all);
+    free(x.arrived);
+    trace_release(&x.mine);
+    trace_release(&x.oracle);
     dck_model_release(&m);
     if (s && rank == 0) rep->exit_code = 2;
     return s;
