@@ -10,21 +10,18 @@
  * the records with a deadline (dck_comm_gather_deadline: a dead or hung rank
  * is named, never waited for), finds each rank's first differing (step,
  * point, tensor) against the oracle, and fetches that tensor from the rank
- * and from the oracle's side to count the differing elements and bits. */
+ * and from the oracle's side to count the differing elements and bits
+ * (dck_canary_check: collect, compare, fetch). Golden files are read and
+ * written by canary_golden.c. */
 #include "train/canary.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_choice.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <stdarg.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sched.h>
 #include <time.h>
 #include <unistd.h>
