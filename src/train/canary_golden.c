@@ -166,6 +166,11 @@ static dck_status gp_string(gparse *g, const char *what, char *buf, size_t cap, 
             g->p++;
             break;
         }
+        if (*g->p >= 0x20 && *g->p < 0x80 && *g->p != '\\') { /* plain ASCII stands for itself */
+            if (n + 1 >= cap) return gp_bad(g, "%s longer than %zu bytes", what, cap - 1);
+            buf[n++] = (char)*g->p++;
+            continue;
+        }
         char out[4];
         size_t k, at;
         dck_json_char_fault f;
