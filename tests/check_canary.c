@@ -1,4 +1,4 @@
-/* detcheck canary's library (src/train/canary.c, train_inject.c) on one
+/* detcheck canary's library (src/train/canary.c, canary_golden.c, train_inject.c) on one
  * rank: the --inject grammar, presets, the taps leaving an untapped run's
  * bits alone, a fault at each point named with its step, tensor, element
  * count and bit, and golden files round-tripping. The 4-rank cases are
@@ -217,6 +217,48 @@ START_TEST(nothing_compared_is_refused) {
 }
 END_TEST
 
+/* The golden file's two halves alone: what dck_canary_golden_write writes,
+ * dck_canary_golden_read gives back, digest for digest; a file written for
+ * another model is refused, naming the tensor. */
+START_TEST(golden_write_read) {
+    char *dir = tu_tmpdir();
+    char *g = tu_path(dir, "golden.json");
+    dck_canary_opts o;
+    dck_canary_opts_init(&o);
+    dck_model m;
+    ck_assert_int_eq(dck_model_init(&m, &o.cfg), DCK_OK);
+    long steps = o.cfg.steps;
+    size_t nd = (size_t)steps * DCK_TAP_RECORDED * m.nparams;
+    dck_digest *roots = calloc((size_t)steps, sizeof *roots), *dg = calloc(nd, sizeof *dg);
+    for (long s = 0; s < steps; s++) roots[s] = (dck_digest){(uint64_t)s, ~(uint64_t)s};
+    for (size_t i = 0; i < nd; i++) dg[i] = (dck_digest){i * 0x9E3779B97F4A7C15ull, i};
+    ck_assert_msg(dck_canary_golden_write(g, &o.cfg, &m, roots, dg) == DCK_OK, "%s", dck_last_error());
+    dck_canary_golden back;
+    ck_assert_msg(dck_canary_golden_read(g, &o.cfg, &m, &back) == DCK_OK, "%s", dck_last_error());
+    ck_assert_int_eq(back.steps, steps);
+    ck_assert_uint_eq(back.ntensors, m.nparams);
+    ck_assert(!memcmp(back.roots, roots, (size_t)steps * sizeof *roots));
+    ck_assert(!memcmp(back.digests, dg, nd * sizeof *dg));
+    dck_canary_golden_release(&back);
+    /* another model (wider): its config differs, named */
+    dck_canary_opts wide;
+    dck_canary_opts_init(&wide);
+    wide.cfg.width = 2 * o.cfg.width;
+    dck_model mw;
+    ck_assert_int_eq(dck_model_init(&mw, &wide.cfg), DCK_OK);
+    ck_assert_int_eq(dck_canary_golden_read(g, &wide.cfg, &mw, &back), DCK_ERR_MISMATCH);
+    ck_assert_msg(strstr(dck_last_error(), "golden.json: written for another run configuration (width"),
+                  "%s", dck_last_error());
+    ck_assert_ptr_null(back.roots);
+    dck_model_release(&mw);
+    dck_model_release(&m);
+    free(roots);
+    free(dg);
+    free(g);
+    tu_tmpdir_free(dir);
+}
+END_TEST
+
 static dck_status parse_text(const char *text, dck_canary_golden *g) {
     return dck_canary_golden_parse(text, strlen(text), "g.json", g);
 }
@@ -324,6 +366,7 @@ int main(void) {
     tcase_add_test(tc, taps_change_no_bit);
     tcase_add_test(tc, faults_are_named);
     tcase_add_test(tc, golden_round_trip);
+    tcase_add_test(tc, golden_write_read);
     tcase_add_test(tc, nothing_compared_is_refused);
     tcase_add_test(tc, golden_parser);
     tcase_add_test(tc, golden_kind);

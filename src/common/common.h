@@ -59,6 +59,8 @@ dck_status dck_oom(const char *what);
 void *dck_xmalloc(size_t n);          /* NULL on failure (no abort) */
 void *dck_xcalloc(size_t n, size_t m);
 void *dck_xrealloc(void *p, size_t n);
+/* Faults in the pages of [p, p + n), an array about to be filled whole. */
+void dck_prefault(void *p, size_t n);
 char *dck_strdup(const char *s);
 char *dck_strndup(const char *s, size_t n);
 char *dck_path_join(const char *dir, const char *name);

@@ -144,8 +144,6 @@ dck_status dck_manifest_reserve(dck_manifest *m, size_t ntensors, size_t nfiles)
  * where the system has none. (Here rather than in checkpoint.c, which uses
  * this file: the files of a layer form no cycle.) */
 void dck_hugepage_hint(void *p, size_t n);
-/* Faults in the pages of [p, p + n), an array about to be filled whole. */
-void dck_prefault(void *p, size_t n);
 
 /* ------------------------------------------------------------------ piece geometry
  * A contiguous piece is a set of runs: q is the last dim where the slice is

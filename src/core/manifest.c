@@ -96,23 +96,6 @@ void dck_hugepage_hint(void *p, size_t n) {
 #endif
 }
 
-/* An array about to be filled whole: its pages faulted in by one call
- * rather than one page fault each (a fault costs more than zeroing the
- * page it brings; 100k tensors fill tens of megabytes). Whole pages inside
- * the block only; where the kernel lacks MADV_POPULATE_WRITE (5.14) the
- * pages fault in as they are touched, as before. */
-void dck_prefault(void *p, size_t n) {
-#ifdef MADV_POPULATE_WRITE
-    const uintptr_t pg = 4096;
-    if (!p || n < ((size_t)256 << 10)) return;
-    uintptr_t a = ((uintptr_t)p + pg - 1) & ~(pg - 1), e = ((uintptr_t)p + n) & ~(pg - 1);
-    if (e > a) madvise((void *)a, e - a, MADV_POPULATE_WRITE);
-#else
-    (void)p;
-    (void)n;
-#endif
-}
-
 dck_status dck_manifest_reserve(dck_manifest *m, size_t ntensors, size_t nfiles) {
     if (ntensors > SIZE_MAX / sizeof *m->t || nfiles > SIZE_MAX / sizeof *m->f) return dck_oom(NULL);
     if (m->nt + ntensors > m->cap_t) {

@@ -33,7 +33,7 @@ typedef struct {
 dck_status dck_megatron_split_dim(const dck_options *opt, const char *name, int *dim,
                                   const char **rule);
 
-/* safetensors.c: index files (*.index.json: a weight_map from tensor names
+/* safetensors_index.c: index files (*.index.json: a weight_map from tensor names
  * to shard files). dck_index_open reads index_path and calls open_shard
  * once per shard (path joined to dir, relpath to relprefix; name as the
  * index spells it), then checks that every tensor of the weight_map was

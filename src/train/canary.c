@@ -10,21 +10,18 @@
  * the records with a deadline (dck_comm_gather_deadline: a dead or hung rank
  * is named, never waited for), finds each rank's first differing (step,
  * point, tensor) against the oracle, and fetches that tensor from the rank
- * and from the oracle's side to count the differing elements and bits. */
+ * and from the oracle's side to count the differing elements and bits
+ * (dck_canary_check: collect, compare, fetch). Golden files are read and
+ * written by canary_golden.c. */
 #include "train/canary.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_choice.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <stdarg.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sched.h>
 #include <time.h>
 #include <unistd.h>
@@ -426,515 +423,20 @@ static void identity(wire_head *h, const char *device) {
 
 /* ------------------------------------------------------------------ golden files */
 
-/* Golden files are JSON in the one layout golden_write produces; they are
- * read by the bounded parser below rather than by jansson, whose tree costs
- * about 35 times the text (a 250 MiB file took 4 GB): here the text is read
- * once, with a cap derived from the run (dck_canary_golden_limit), and only
- * 16 bytes per digest are kept. Any JSON whitespace and any order of the
- * fields are accepted; unknown fields are refused (version 1 has no others). */
-uint64_t dck_canary_golden_limit(long steps, size_t ntensors) {
-    if (steps < 1) steps = 1;
-    return ((uint64_t)1 << 20) + (uint64_t)ntensors * 1024 +
-           (uint64_t)steps * (DCK_TAP_RECORDED * (uint64_t)ntensors + 1) * 48;
-}
-
-static dck_status golden_write(const char *path, const dck_train_config *c, const trace *t,
-                               const dck_model *m) {
-    char *cfg = NULL;
-    DCK_TRY(dck_train_config_json(c, &cfg));
-    json_t *o = json_object(), *names = json_array(), *roots = json_array(), *steps = json_array();
-    bool ok = o && names && roots && steps;
-    ok = ok && !json_object_set_new(o, "detcheck_canary", json_integer(1));
-    ok = ok && !json_object_set_new(o, "config", json_string(cfg));
-    ok = ok && !json_object_set_new(o, "steps", json_integer(t->steps));
-    for (size_t i = 0; ok && i < t->np; i++) ok = !json_array_append_new(names, json_string(m->params[i].name));
-    char hex[33];
-    for (long s = 1; ok && s <= t->steps; s++) {
-        dck_digest_to_hex(t->roots[s - 1], hex);
-        ok = !json_array_append_new(roots, json_string(hex));
-        json_t *st = json_array();
-        ok = ok && st;
-        for (int p = 0; ok && p < DCK_TAP_RECORDED; p++)
-            for (size_t i = 0; ok && i < t->np; i++) {
-                dck_digest_to_hex(trace_dg(t, s, p)[i], hex);
-                ok = !json_array_append_new(st, json_string(hex));
-            }
-        if (ok)
-            ok = !json_array_append_new(steps, st);
-        else
-            json_decref(st);
-    }
-    ok = ok && !json_object_set(o, "tensors", names) && !json_object_set(o, "roots", roots) &&
-         !json_object_set(o, "digests", steps);
-    char *text = ok ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(names);
-    json_decref(roots);
-    json_decref(steps);
-    json_decref(o);
-    free(cfg);
-    if (!text) return dck_oom("canary");
-    size_t n = strlen(text);
-    text[n] = '\n'; /* over the NUL: written with its length */
-    /* the rule at the moment of writing: a file that appeared since the check stays */
-    dck_status s =
-        dck_output_write("--write-golden", path, "canary golden file", dck_canary_is_golden, NULL, 0, text, n + 1);
-    free(text);
-    return s;
-}
-
-/* The first bytes of every golden_write output: what --write-golden may
- * replace (dck_output_check). */
-bool dck_canary_is_golden(const char *path) {
-    static const char magic[] = "\"detcheck_canary\"";
-    char buf[64];
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    size_t n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    size_t i = 0;
-    while (i < n && buf[i] && strchr(" \t\r\n", buf[i])) i++;
-    if (i >= n || buf[i++] != '{') return false;
-    while (i < n && buf[i] && strchr(" \t\r\n", buf[i])) i++;
-    return n - i >= sizeof magic - 1 && !memcmp(buf + i, magic, sizeof magic - 1);
-}
-
-#define GOLDEN_CONFIG_MAX (64u << 10) /* the identity JSON is well under 8 KiB */
-
-typedef struct {
-    const char *p, *end, *label;
-    long line;
-} gparse;
-
-static dck_status gp_syntax(const gparse *g, const char *why) {
-    return dck_set_error(DCK_ERR_FORMAT, "%s:%ld: not JSON: %s", g->label, g->line, why);
-}
-
-static dck_status gp_bad(const gparse *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static dck_status gp_bad(const gparse *g, const char *fmt, ...) {
-    char why[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    return dck_set_error(DCK_ERR_FORMAT, "%s:%ld: not a canary golden file: %s", g->label, g->line, why);
-}
-
-static void gp_ws(gparse *g) {
-    while (g->p < g->end && (*g->p == ' ' || *g->p == '\t' || *g->p == '\r' || *g->p == '\n')) {
-        if (*g->p == '\n') g->line++;
-        g->p++;
-    }
-}
-
-/* After a value: ',' (true: another follows) or the closing byte. */
-static dck_status gp_next(gparse *g, char close, bool *more) {
-    gp_ws(g);
-    if (g->p < g->end && *g->p == ',') {
-        g->p++;
-        *more = true;
-        return DCK_OK;
-    }
-    if (g->p < g->end && *g->p == close) {
-        g->p++;
-        *more = false;
-        return DCK_OK;
-    }
-    return gp_syntax(g, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
-}
-
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-static bool gp_u16(gparse *g, uint32_t *v) {
-    if (g->end - g->p < 4) return false;
-    *v = 0;
-    for (int i = 0; i < 4; i++) {
-        int x = hexval(g->p[i]);
-        if (x < 0) return false;
-        *v = *v << 4 | (uint32_t)x;
-    }
-    g->p += 4;
-    return true;
-}
-
-/* A JSON string, decoded into buf (cap bytes with the NUL); what names
- * the field in messages. Longer strings are refused, not truncated. */
-static dck_status gp_string(gparse *g, const char *what, char *buf, size_t cap, size_t *len) {
-    gp_ws(g);
-    if (g->p >= g->end || *g->p != '"') return gp_syntax(g, "expected a string");
-    g->p++;
-    size_t n = 0;
-    for (;;) {
-        if (g->p >= g->end) return gp_syntax(g, "unterminated string");
-        unsigned char c = (unsigned char)*g->p++;
-        if (c == '"') break;
-        if (c < 0x20) return gp_syntax(g, "control character in a string");
-        char out[4];
-        size_t k = 1;
-        out[0] = (char)c;
-        if (c == '\\') {
-            if (g->p >= g->end) return gp_syntax(g, "unterminated string");
-            char e = *g->p++;
-            static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
-            const char *at = strchr(from, e);
-            if (e && at) {
-                out[0] = to[at - from];
-            } else if (e == 'u') {
-                uint32_t u, lo;
-                if (!gp_u16(g, &u)) return gp_syntax(g, "bad \\u escape");
-                if (u >= 0xDC00 && u <= 0xDFFF) return gp_syntax(g, "lone low surrogate");
-                if (u >= 0xD800 && u <= 0xDBFF) {
-                    if (g->end - g->p < 2 || g->p[0] != '\\' || g->p[1] != 'u') return gp_syntax(g, "lone high surrogate");
-                    g->p += 2;
-                    if (!gp_u16(g, &lo) || lo < 0xDC00 || lo > 0xDFFF) return gp_syntax(g, "bad surrogate pair");
-                    u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
-                }
-                if (u == 0) return gp_bad(g, "%s holds a NUL character", what);
-                if (u < 0x80) {
-                    out[0] = (char)u;
-                } else if (u < 0x800) {
-                    out[0] = (char)(0xC0 | u >> 6), out[1] = (char)(0x80 | (u & 0x3F)), k = 2;
-                } else if (u < 0x10000) {
-                    out[0] = (char)(0xE0 | u >> 12), out[1] = (char)(0x80 | ((u >> 6) & 0x3F));
-                    out[2] = (char)(0x80 | (u & 0x3F)), k = 3;
-                } else {
-                    out[0] = (char)(0xF0 | u >> 18), out[1] = (char)(0x80 | ((u >> 12) & 0x3F));
-                    out[2] = (char)(0x80 | ((u >> 6) & 0x3F)), out[3] = (char)(0x80 | (u & 0x3F)), k = 4;
-                }
-            } else {
-                return gp_syntax(g, "bad escape in a string");
-            }
-        }
-        if (n + k >= cap) return gp_bad(g, "%s longer than %zu bytes", what, cap - 1);
-        memcpy(buf + n, out, k);
-        n += k;
-    }
-    buf[n] = 0;
-    if (!dck_utf8_valid(buf, n)) return gp_bad(g, "%s is not valid UTF-8", what);
-    if (len) *len = n;
-    return DCK_OK;
-}
-
-/* A JSON number that must be an integer in [lo, hi]. */
-static dck_status gp_integer(gparse *g, const char *what, const char *want, long lo, long hi, long *v) {
-    gp_ws(g);
-    const char *s = g->p;
-    if (g->p < g->end && *g->p == '-') g->p++;
-    const char *digits = g->p;
-    while (g->p < g->end && *g->p >= '0' && *g->p <= '9') g->p++;
-    size_t nd = (size_t)(g->p - digits);
-    if (nd == 0) return gp_bad(g, "%s must be %s", what, want);
-    bool integer = true;
-    while (g->p < g->end && *g->p && strchr(".eE+-0123456789", *g->p)) g->p++, integer = false;
-    int len = (int)(g->p - s);
-    if (!integer || (nd > 1 && digits[0] == '0'))
-        return gp_bad(g, "%s must be %s, not %.*s", what, want, len > 32 ? 32 : len, s);
-    long x = 0;
-    bool big = nd > 18;
-    for (const char *d = digits; !big && d < g->p; d++) x = x * 10 + (*d - '0');
-    if (*s == '-') x = -x;
-    if (big || x < lo || x > hi)
-        return gp_bad(g, "%s %.*s out of range (%ld to %ld)", what, len > 32 ? 32 : len, s, lo, hi);
-    *v = x;
-    return DCK_OK;
-}
-
-/* Grows a digest array so that one more fits; bounded by the text (each
- * digest is 34 bytes of it). */
-static dck_status gp_push(dck_digest **a, size_t *n, size_t *cap, dck_digest d) {
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 64;
-        dck_digest *x = realloc(*a, nc * sizeof *x);
-        if (!x) return dck_oom("canary");
-        *a = x, *cap = nc;
-    }
-    (*a)[(*n)++] = d;
-    return DCK_OK;
-}
-
-static dck_status gp_digest(gparse *g, const char *what, dck_digest *d) {
-    char hex[40];
-    dck_status s = gp_string(g, what, hex, sizeof hex, NULL);
-    if (s == DCK_ERR_FORMAT && strstr(dck_last_error(), "longer than"))
-        return gp_bad(g, "%s is not 32 hex digits", what);
-    if (s) return s;
-    if (dck_digest_from_hex(hex, d)) return gp_bad(g, "%s \"%s\" is not 32 lowercase hex digits", what, hex);
-    return DCK_OK;
-}
-
-static dck_status gp_open(gparse *g, char open) {
-    gp_ws(g);
-    if (g->p >= g->end || *g->p != open) return gp_syntax(g, open == '[' ? "expected '['" : "expected '{'");
-    g->p++;
-    gp_ws(g);
-    return DCK_OK;
-}
-
-static bool gp_empty(gparse *g, char close) {
-    if (g->p < g->end && *g->p == close) return g->p++, true;
-    return false;
-}
-
-enum { GF_VERSION, GF_CONFIG, GF_STEPS, GF_TENSORS, GF_ROOTS, GF_DIGESTS, GF_COUNT };
-static const char *const golden_fields[GF_COUNT] = {"detcheck_canary", "config", "steps",
-                                                    "tensors", "roots", "digests"};
-
-void dck_canary_golden_release(dck_canary_golden *g) {
-    free(g->config);
-    free(g->names);
-    free(g->roots);
-    free(g->digests);
-    memset(g, 0, sizeof *g);
-}
-
-static dck_status golden_field(gparse *g, int f, dck_canary_golden *out, size_t *nroots,
-                               size_t *ndg, size_t *rows) {
-    long v;
-    size_t cap = 0, len;
-    bool more;
-    switch (f) {
-    case GF_VERSION:
-        DCK_TRY(gp_integer(g, "the version (detcheck_canary)", "the integer 1", LONG_MIN / 2, LONG_MAX / 2, &v));
-        if (v != 1)
-            return dck_set_error(DCK_ERR_UNSUPPORTED, "%s:%ld: canary golden version %ld (this detcheck reads 1)",
-                                 g->label, g->line, v);
-        return DCK_OK;
-    case GF_STEPS:
-        DCK_TRY(gp_integer(g, "steps", "an integer", 1, DCK_CANARY_MAX_STEPS, &v));
-        out->steps = v;
-        return DCK_OK;
-    case GF_CONFIG:
-        if (!(out->config = malloc(GOLDEN_CONFIG_MAX))) return dck_oom("canary");
-        return gp_string(g, "config", out->config, GOLDEN_CONFIG_MAX, NULL);
-    case GF_TENSORS: {
-        /* names one after another, each with its NUL: at most the text */
-        size_t used = 0;
-        cap = (size_t)(g->end - g->p) + 1;
-        if (!(out->names = malloc(cap))) return dck_oom("canary");
-        DCK_TRY(gp_open(g, '['));
-        if (gp_empty(g, ']')) return DCK_OK;
-        do {
-            DCK_TRY(gp_string(g, "a tensor name", out->names + used, cap - used, &len));
-            used += len + 1;
-            out->ntensors++;
-            DCK_TRY(gp_next(g, ']', &more));
-        } while (more);
-        return DCK_OK;
-    }
-    case GF_ROOTS: {
-        DCK_TRY(gp_open(g, '['));
-        if (gp_empty(g, ']')) return DCK_OK;
-        do {
-            dck_digest d;
-            DCK_TRY(gp_digest(g, "a root", &d));
-            DCK_TRY(gp_push(&out->roots, nroots, &cap, d));
-            DCK_TRY(gp_next(g, ']', &more));
-        } while (more);
-        return DCK_OK;
-    }
-    default: { /* GF_DIGESTS: one array per step, every one as long as the first */
-        size_t row0 = 0;
-        DCK_TRY(gp_open(g, '['));
-        if (gp_empty(g, ']')) return DCK_OK;
-        do {
-            size_t before = *ndg;
-            DCK_TRY(gp_open(g, '['));
-            if (!gp_empty(g, ']')) {
-                bool in = true;
-                while (in) {
-                    dck_digest d;
-                    DCK_TRY(gp_digest(g, "a digest", &d));
-                    DCK_TRY(gp_push(&out->digests, ndg, &cap, d));
-                    DCK_TRY(gp_next(g, ']', &in));
-                }
-            }
-            size_t n = *ndg - before;
-            if (*rows == 0) row0 = n;
-            if (n != row0)
-                return gp_bad(g, "digests of step %zu: %zu, step 1 has %zu", *rows + 1, n, row0);
-            (*rows)++;
-            DCK_TRY(gp_next(g, ']', &more));
-        } while (more);
-        return DCK_OK;
-    }
-    }
-}
-
-dck_status dck_canary_golden_parse(const char *text, size_t len, const char *label,
-                                   dck_canary_golden *out) {
-    memset(out, 0, sizeof *out);
-    gparse g = {text, text + len, label, 1};
-    size_t nroots = 0, ndg = 0, rows = 0;
-    bool seen[GF_COUNT] = {false};
-    dck_status s = DCK_OK;
-    gp_ws(&g);
-    if (g.p == g.end) {
-        s = gp_syntax(&g, len ? "only white space" : "empty file");
-        goto done;
-    }
-    if ((s = gp_open(&g, '{'))) goto done;
-    bool more = !gp_empty(&g, '}');
-    while (more && !s) {
-        char key[32];
-        if ((s = gp_string(&g, "a field name", key, sizeof key, NULL))) {
-            if (s == DCK_ERR_FORMAT && strstr(dck_last_error(), "longer than"))
-                s = gp_bad(&g, "unknown field (fields: detcheck_canary, config, steps, tensors, roots, digests)");
-            break;
-        }
-        int f = 0;
-        while (f < GF_COUNT && strcmp(key, golden_fields[f])) f++;
-        if (f == GF_COUNT) {
-            s = gp_bad(&g, "unknown field \"%s\" (fields: detcheck_canary, config, steps, tensors, roots, digests)", key);
-            break;
-        }
-        if (seen[f]) {
-            s = gp_bad(&g, "field \"%s\" twice", key);
-            break;
-        }
-        seen[f] = true;
-        gp_ws(&g);
-        if (g.p >= g.end || *g.p != ':') {
-            s = gp_syntax(&g, "expected ':'");
-            break;
-        }
-        g.p++;
-        if ((s = golden_field(&g, f, out, &nroots, &ndg, &rows))) break;
-        s = gp_next(&g, '}', &more);
-    }
-    if (s) goto done;
-    gp_ws(&g);
-    if (g.p != g.end) {
-        s = gp_syntax(&g, "more after the object");
-        goto done;
-    }
-    for (int f = 0; f < GF_COUNT; f++)
-        if (!seen[f]) {
-            s = gp_bad(&g, "no field \"%s\" (fields: detcheck_canary, config, steps, tensors, roots, digests)",
-                       golden_fields[f]);
-            goto done;
-        }
-    if (nroots != (size_t)out->steps || rows != (size_t)out->steps) {
-        s = gp_bad(&g, "%zu roots and %zu steps of digests, for %ld steps", nroots, rows, out->steps);
-        goto done;
-    }
-    if (out->ntensors == 0 || ndg != (size_t)out->steps * DCK_TAP_RECORDED * out->ntensors) {
-        s = gp_bad(&g, "%zu digests per step for %zu tensors (%d per tensor)", rows ? ndg / rows : 0,
-                   out->ntensors, DCK_TAP_RECORDED);
-        goto done;
-    }
-done:
-    if (s) dck_canary_golden_release(out);
-    return s;
-}
-
-/* The stored configuration against this run's, naming every field that
- * differs. The token file counts by its content digest ("data"), never by
- * its path ("data_path": ./tok.bin and tok.bin are the same data). */
-static dck_status golden_config_match(const char *path, const char *stored, const dck_train_config *c) {
-    json_error_t err;
-    json_t *old = json_loads(stored, 0, &err), *now = NULL;
-    if (!json_is_object(old)) {
-        json_decref(old);
-        return dck_set_error(DCK_ERR_FORMAT, "%s: not a canary golden file: its config is not a JSON object", path);
-    }
-    char *mine = NULL;
-    dck_status s = dck_train_config_json(c, &mine);
-    if (!s && !(now = json_loads(mine, 0, &err))) s = dck_oom("canary");
-    free(mine);
-    char msg[1024] = "";
-    size_t len = 0;
-    for (int pass = 0; !s && pass < 2; pass++) { /* this run's fields, then any only the golden has */
-        json_t *a = pass ? old : now, *b = pass ? now : old, *v;
-        const char *key;
-        json_object_foreach(a, key, v) {
-            json_t *w = json_object_get(b, key);
-            if (!strcmp(key, "data_path") || (w && json_equal(v, w)) || (pass && w)) continue;
-            char x[160], y[160];
-            json_t *gv = pass ? v : w, *rv = pass ? w : v;
-            snprintf(x, sizeof x, "%s", !gv ? "(absent)" : json_is_string(gv) ? json_string_value(gv) : "?");
-            snprintf(y, sizeof y, "%s", !rv ? "(absent)" : json_is_string(rv) ? json_string_value(rv) : "?");
-            if (json_is_integer(gv)) snprintf(x, sizeof x, "%lld", (long long)json_integer_value(gv));
-            if (json_is_integer(rv)) snprintf(y, sizeof y, "%lld", (long long)json_integer_value(rv));
-            if (len < sizeof msg - 1)
-                len += (size_t)snprintf(msg + len, sizeof msg - len, "%s%s%s: golden %s, this run %s",
-                                        len ? "; " : "", key, !strcmp(key, "data") ? " (content digest)" : "",
-                                        x, y);
-        }
-    }
-    json_decref(old);
-    json_decref(now);
-    if (!s && len)
-        s = dck_set_error(DCK_ERR_MISMATCH, "%s: written for another run configuration (%s)", path, msg);
-    return s;
-}
-
-/* Reads a golden file written for c: its roots and digests in t. */
-static dck_status golden_read(const char *path, const dck_train_config *c, const dck_model *m,
-                              trace *t) {
+/* The golden file of c as the oracle's trace (canary_golden.c reads it). */
+static dck_status golden_trace(const char *path, const dck_train_config *c, const dck_model *m, trace *t) {
     memset(t, 0, sizeof *t);
-    uint64_t limit = dck_canary_golden_limit(c->steps, m->nparams);
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return dck_set_error(DCK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    char *text = NULL;
-    dck_status s = DCK_OK;
-    if (fstat(fd, &st) != 0) {
-        s = dck_set_error(DCK_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    } else if (!S_ISREG(st.st_mode)) {
-        s = dck_set_error(DCK_ERR_FORMAT, "%s: not a canary golden file (not a regular file)", path);
-    } else if ((uint64_t)st.st_size > limit) {
-        s = dck_set_error(DCK_ERR_LIMIT, "%s: %llu bytes, more than the %llu a golden file of this run "
-                          "(%ld steps, %zu tensors) can take: not read (LIMITS in detcheck-canary(1))",
-                          path, (unsigned long long)st.st_size, (unsigned long long)limit, c->steps,
-                          m->nparams);
-    } else if (!(text = malloc((size_t)limit + 1))) {
-        s = dck_oom("canary");
-    }
-    size_t n = 0;
-    while (!s) { /* the cap holds even if the file grows while it is read */
-        ssize_t r = read(fd, text + n, (size_t)limit + 1 - n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) s = dck_set_error(DCK_ERR_IO, "%s: read: %s", path, strerror(errno));
-        if (r <= 0) break;
-        n += (size_t)r;
-        if (n > limit)
-            s = dck_set_error(DCK_ERR_LIMIT, "%s: grew past %llu bytes while read", path,
-                              (unsigned long long)limit);
-    }
-    close(fd);
     dck_canary_golden g;
-    memset(&g, 0, sizeof g);
-    if (!s) s = dck_canary_golden_parse(text, n, path, &g);
-    free(text);
-    if (s) return s;
-    if (g.steps != c->steps) {
-        s = dck_set_error(DCK_ERR_MISMATCH, "%s: written for %ld steps, this run has %ld (--steps)", path,
-                          g.steps, c->steps);
-    } else if (!(s = golden_config_match(path, g.config, c))) {
-        const char *name = g.names;
-        for (size_t i = 0; !s && i < m->nparams; i++, name += strlen(name) + 1)
-            if (i >= g.ntensors || strcmp(name, m->params[i].name))
-                s = dck_set_error(DCK_ERR_MISMATCH, "%s: tensor %zu is %s, the model's is %s", path, i + 1,
-                                  i < g.ntensors ? name : "(absent)", m->params[i].name);
-        if (!s && g.ntensors != m->nparams)
-            s = dck_set_error(DCK_ERR_MISMATCH, "%s: %zu tensors, the model has %zu", path, g.ntensors,
-                              m->nparams);
-    }
-    if (!s) {
-        t->steps = c->steps;
-        t->np = m->nparams;
-        t->P = m->total;
-        t->roots = g.roots;
-        t->dg = g.digests; /* the same layout: [steps][DCK_TAP_RECORDED][np] */
-        g.roots = NULL;
-        g.digests = NULL;
-    }
+    DCK_TRY(dck_canary_golden_read(path, c, m, &g));
+    t->steps = c->steps;
+    t->np = m->nparams;
+    t->P = m->total;
+    t->roots = g.roots;
+    t->dg = g.digests; /* the same layout: [steps][DCK_TAP_RECORDED][np] */
+    g.roots = NULL;
+    g.digests = NULL;
     dck_canary_golden_release(&g);
-    return s;
+    return DCK_OK;
 }
 
 /* ------------------------------------------------------------------ agreement */
@@ -1199,46 +701,54 @@ static dck_status check_output(const dck_canary_opts *o) {
                             inputs, 2);
 }
 
-dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary_report *rep) {
-    memset(rep, 0, sizeof *rep);
-    int rank = dck_comm_rank(comm), K = dck_comm_size(comm);
-    rep->nranks = K;
-    rep->steps = o->cfg.steps;
-    rep->exit_code = 2;
-    dck_model m;
-    /* the same settings on every rank first: records of other lengths
-     * cannot meet, records of other runs compare as faults */
-    dck_status s = check_opts(o, K);
-    if (!s) s = dck_train_config_check(&o->cfg);
-    if (!s) s = agree_on_run(o, comm);
-    if (!s) s = dck_model_init(&m, &o->cfg);
-    if (s) return s;
-    rep->params = m.total;
-    size_t np = m.nparams;
-    long steps = o->cfg.steps;
-    trace oracle_t = {0}, mine = {0};
-    bool have_oracle = false;
-    /* a bad golden file stops every rank before any work */
+/* One check's state, handed from part to part: collect, compare, fetch. */
+typedef struct {
+    const dck_canary_opts *o;
+    dck_comm *comm;
+    int rank, K;
+    const dck_model *m;
+    long steps;
+    size_t np;
+    size_t rec, body;           /* bytes of a record, and of its digests after the head */
+    trace mine;                 /* this rank's first pass */
+    trace oracle;               /* rank 0: the CPU reference's or the golden file's */
+    bool have_oracle;
+    uint8_t *send;              /* this rank's record */
+    uint8_t *all;               /* rank 0: every rank's, K records */
+    bool *arrived;              /* rank 0: whose record came in time */
+    double wait;                /* how long this rank waits for another */
+    int64_t req[DETAIL_MAX][4]; /* rank 0: tensors to fetch: rank, step, point, tensor */
+    int nreq;
+    int donor;                  /* the rank whose tensors stand for the oracle's; -1 none */
+} check_run;
+
+/* Collect, every rank: the oracle first on rank 0 (a bad golden file stops
+ * every rank before any work), then this rank's passes, the CPU reference
+ * (the default oracle) and the golden file asked for on rank 0, and the
+ * records gathered on rank 0 with a deadline (x->all, x->arrived). A
+ * status when the check cannot go on; rep->any_timeout when the other
+ * ranks are left waiting then (only an abort ends the job). */
+static dck_status collect(check_run *x, dck_canary_report *rep) {
+    const dck_canary_opts *o = x->o;
+    int rank = x->rank, K = x->K;
+    long steps = x->steps;
+    size_t np = x->np;
+    dck_status s = DCK_OK;
     if (rank == 0) s = check_output(o);
     if (!s && rank == 0 && o->oracle == DCK_ORACLE_GOLDEN) {
-        s = golden_read(o->golden, &o->cfg, &m, &oracle_t);
-        have_oracle = !s;
+        s = golden_trace(o->golden, &o->cfg, x->m, &x->oracle);
+        x->have_oracle = !s;
     }
-    s = dck_comm_agree(comm, s);
-    if (s) goto out;
+    s = dck_comm_agree(x->comm, s);
+    if (s) return s;
 
-    size_t rec = record_bytes(steps, np), body = rec - sizeof(wire_head);
-    uint8_t *send = dck_xcalloc(1, rec);
-    uint8_t *all = rank == 0 ? dck_xcalloc((size_t)K, rec) : NULL;
-    bool *arrived = rank == 0 ? dck_xcalloc((size_t)K, sizeof *arrived) : NULL;
-    if (!send || (rank == 0 && (!all || !arrived))) {
-        free(send);
-        free(all);
-        free(arrived);
-        s = dck_oom("canary");
-        goto out;
-    }
-    wire_head *h = (wire_head *)send;
+    x->rec = record_bytes(steps, np);
+    x->body = x->rec - sizeof(wire_head);
+    x->send = dck_xcalloc(1, x->rec);
+    x->all = rank == 0 ? dck_xcalloc((size_t)K, x->rec) : NULL;
+    x->arrived = rank == 0 ? dck_xcalloc((size_t)K, sizeof *x->arrived) : NULL;
+    if (!x->send || (rank == 0 && (!x->all || !x->arrived))) return dck_oom("canary");
+    wire_head *h = (wire_head *)x->send;
     identity(h, o->cfg.device);
     h->rank = rank;
     if (rank == o->stall_rank) {
@@ -1246,18 +756,18 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
         sleep((unsigned)(o->timeout * 3 + 60));
         _exit(2);
     }
-    dck_status rs = run_passes(o, rank, &m, &mine, h);
+    dck_status rs = run_passes(o, rank, x->m, &x->mine, h);
     if (rs) {
         h->status = (int32_t)rs;
         snprintf(h->error, sizeof h->error, "%s", dck_last_error());
     } else {
-        memcpy(send + sizeof *h, mine.roots, (size_t)steps * sizeof(dck_digest));
-        memcpy(send + sizeof *h + (size_t)steps * sizeof(dck_digest), mine.dg,
+        memcpy(x->send + sizeof *h, x->mine.roots, (size_t)steps * sizeof(dck_digest));
+        memcpy(x->send + sizeof *h + (size_t)steps * sizeof(dck_digest), x->mine.dg,
                (size_t)steps * DCK_TAP_RECORDED * np * sizeof(dck_digest));
     }
     /* the default oracle: the same run on this CPU, computed by rank 0 */
     trace ref = {0};
-    if (!s && rank == 0 && o->oracle == DCK_ORACLE_CPU) {
+    if (rank == 0 && o->oracle == DCK_ORACLE_CPU) {
         dck_train_config cpu = o->cfg;
         snprintf(cpu.device, sizeof cpu.device, "cpu");
         s = run_once(&cpu, NULL, o->hist_budget, false, &ref);
@@ -1265,9 +775,9 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
             s = dck_set_error(s, "the CPU reference run (the oracle): %s; the canary needs settings "
                               "whose run stays finite", dck_last_error());
         if (!s) {
-            oracle_t = ref;
+            x->oracle = ref;
             memset(&ref, 0, sizeof ref);
-            have_oracle = true;
+            x->have_oracle = true;
         }
     }
     /* a golden record only from a run that the CPU reference confirms (or,
@@ -1276,171 +786,173 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
         where w;
         if (rs)
             s = dck_set_error(rs, "--write-golden: rank 0's run failed: %s", h->error);
-        else if (have_oracle && first_diff(mine.roots, mine.dg, oracle_t.roots, oracle_t.dg, steps, np, &w))
+        else if (x->have_oracle &&
+                 first_diff(x->mine.roots, x->mine.dg, x->oracle.roots, x->oracle.dg, steps, np, &w))
             s = dck_set_error(DCK_ERR_MISMATCH, "--write-golden: rank 0's run differs from the CPU "
                               "reference at step %ld: %s not written", w.step, o->write_golden);
         else if ((s = check_output(o))) /* the rule again at the moment of writing: the run took its seconds */
             s = dck_set_error(s, "%s (it changed while the canary ran): not written", dck_last_error());
         else
-            s = golden_write(o->write_golden, &o->cfg, &mine, &m);
+            s = dck_canary_golden_write(o->write_golden, &o->cfg, x->m, x->mine.roots, x->mine.dg);
     }
     if (s) {
         /* rank 0's own trouble (golden not written, reference failed): the
          * others are not waited for */
-        free(send);
-        free(all);
-        free(arrived);
         rep->any_timeout = K > 1;
-        goto out;
+        return s;
     }
-    double wait = rank == 0 ? o->timeout : o->timeout * 3 + 60;
-    s = dck_comm_gather_deadline(comm, send, all, rec, 0, 7101, wait, arrived);
-    if (s) { /* rank 0 gone, or a record of another size: only an abort ends the job */
-        rep->any_timeout = K > 1;
-        free(send);
-        free(all);
-        free(arrived);
-        goto out;
-    }
+    x->wait = rank == 0 ? o->timeout : o->timeout * 3 + 60;
+    s = dck_comm_gather_deadline(x->comm, x->send, x->all, x->rec, 0, 7101, x->wait, x->arrived);
+    /* rank 0 gone, or a record of another size: only an abort ends the job */
+    if (s) rep->any_timeout = K > 1;
+    return s;
+}
 
-    /* ---- rank 0: every rank against the oracle */
-    int64_t req[DETAIL_MAX][4];          /* rank, step, point, tensor */
-    int nreq = 0, donor = -1;
-    memset(req, 0, sizeof req);
-    if (rank == 0) {
-        rep->ranks = dck_xcalloc((size_t)K, sizeof *rep->ranks);
-        if (!rep->ranks) {
-            s = dck_oom("canary");
-            free(send);
-            free(all);
-            free(arrived);
-            rep->any_timeout = K > 1;
-            goto out;
+/* Compare, rank 0 alone, no communication: every rank's record against the
+ * oracle's (with --vote, the majority's), into rep: each rank's row, its
+ * first differing step and tensor, the exit code; and what fetch asks for:
+ * the first differing tensor of up to DETAIL_MAX ranks (x->req) and the rank
+ * whose tensors stand for the oracle's (x->donor). */
+static dck_status compare(check_run *x, dck_canary_report *rep) {
+    const dck_canary_opts *o = x->o;
+    int K = x->K;
+    long steps = x->steps;
+    size_t rec = x->rec, np = x->np;
+    const uint8_t *all = x->all;
+    rep->ranks = dck_xcalloc((size_t)K, sizeof *rep->ranks);
+    if (!rep->ranks) {
+        dck_status s = dck_oom("canary");
+        rep->any_timeout = K > 1;
+        return s;
+    }
+    const dck_digest *oroots = NULL, *odg = NULL;
+    if (x->have_oracle) oroots = x->oracle.roots, odg = x->oracle.dg;
+    for (int r = 0; r < K; r++) {
+        const wire_head *w = (const wire_head *)(all + (size_t)r * rec);
+        dck_canary_rank *y = &rep->ranks[r];
+        y->rank = r;
+        y->gpu = -1;
+        if (!x->arrived[r]) {
+            y->result = DCK_CANARY_TIMEOUT;
+            snprintf(y->host, sizeof y->host, "?");
+            snprintf(y->device, sizeof y->device, "?");
+            snprintf(y->error, sizeof y->error, "no report within %.0f s (dead or hung)", o->timeout);
+            rep->any_timeout = true;
+            continue;
         }
-        const dck_digest *oroots = NULL, *odg = NULL;
-        if (have_oracle) oroots = oracle_t.roots, odg = oracle_t.dg;
-        int majority = 0;
+        snprintf(y->host, sizeof y->host, "%.*s", (int)sizeof w->host - 1, w->host);
+        snprintf(y->device, sizeof y->device, "%.*s", (int)sizeof w->device - 1, w->device);
+        snprintf(y->id, sizeof y->id, "%.*s", (int)sizeof w->id - 1, w->id);
+        y->local = w->local;
+        y->gpu = w->gpu;
+        y->passes = w->passes;
+        y->pass_diff = w->pass_diff;
+        if (w->pass_diff) {
+            where pw = {(long)w->pass_step, w->pass_point, (long)w->pass_tensor};
+            y->pass_step = pw.step;
+            where_name(x->m, &pw, y->pass_tensor, sizeof y->pass_tensor);
+        }
+        if (w->status) {
+            y->result = DCK_CANARY_ERROR;
+            snprintf(y->error, sizeof y->error, "%.*s", (int)sizeof w->error - 1, w->error);
+        }
+    }
+    if (o->oracle == DCK_ORACLE_VOTE) {
+        /* the largest group of identical records, if it is a majority */
+        int best = -1, bestn = 0;
         for (int r = 0; r < K; r++) {
-            const wire_head *w = (const wire_head *)(all + (size_t)r * rec);
-            dck_canary_rank *x = &rep->ranks[r];
-            x->rank = r;
-            x->gpu = -1;
-            if (!arrived[r]) {
-                x->result = DCK_CANARY_TIMEOUT;
-                snprintf(x->host, sizeof x->host, "?");
-                snprintf(x->device, sizeof x->device, "?");
-                snprintf(x->error, sizeof x->error, "no report within %.0f s (dead or hung)",
-                         o->timeout);
-                rep->any_timeout = true;
-                continue;
-            }
-            snprintf(x->host, sizeof x->host, "%.*s", (int)sizeof w->host - 1, w->host);
-            snprintf(x->device, sizeof x->device, "%.*s", (int)sizeof w->device - 1, w->device);
-            snprintf(x->id, sizeof x->id, "%.*s", (int)sizeof w->id - 1, w->id);
-            x->local = w->local;
-            x->gpu = w->gpu;
-            x->passes = w->passes;
-            x->pass_diff = w->pass_diff;
-            if (w->pass_diff) {
-                where pw = {(long)w->pass_step, w->pass_point, (long)w->pass_tensor};
-                x->pass_step = pw.step;
-                where_name(&m, &pw, x->pass_tensor, sizeof x->pass_tensor);
-            }
-            if (w->status) {
-                x->result = DCK_CANARY_ERROR;
-                snprintf(x->error, sizeof x->error, "%.*s", (int)sizeof w->error - 1, w->error);
-            }
+            if (rep->ranks[r].result != DCK_CANARY_SAME) continue;
+            int n = 0;
+            for (int q = 0; q < K; q++)
+                n += rep->ranks[q].result == DCK_CANARY_SAME &&
+                     !memcmp(all + (size_t)r * rec + sizeof(wire_head),
+                             all + (size_t)q * rec + sizeof(wire_head), x->body);
+            if (n > bestn) best = r, bestn = n;
         }
-        if (o->oracle == DCK_ORACLE_VOTE) {
-            /* the largest group of identical records, if it is a majority */
-            int best = -1, bestn = 0;
-            for (int r = 0; r < K; r++) {
-                if (rep->ranks[r].result != DCK_CANARY_SAME) continue;
-                int n = 0;
-                for (int q = 0; q < K; q++)
-                    n += rep->ranks[q].result == DCK_CANARY_SAME &&
-                         !memcmp(all + (size_t)r * rec + sizeof(wire_head),
-                                 all + (size_t)q * rec + sizeof(wire_head), body);
-                if (n > bestn) best = r, bestn = n;
-            }
-            for (int r = 0; r < K; r++)
-                for (int q = 0; q <= r && rep->ranks[r].result == DCK_CANARY_SAME; q++)
-                    if (rep->ranks[q].result == DCK_CANARY_SAME &&
-                        !memcmp(all + (size_t)r * rec + sizeof(wire_head),
-                                all + (size_t)q * rec + sizeof(wire_head), body)) {
-                        rep->ranks[r].group = q + 1;
-                        break;
-                    }
-            majority = bestn;
-            if (best >= 0 && 2 * bestn > K) {
-                const uint8_t *b = all + (size_t)best * rec + sizeof(wire_head);
-                oroots = (const dck_digest *)b;
-                odg = (const dck_digest *)(b + (size_t)steps * sizeof(dck_digest));
-                donor = best;
-            } else {
-                rep->no_majority = true;
-            }
-            snprintf(rep->oracle_text, sizeof rep->oracle_text, "majority (%d of %d ranks)", bestn, K);
-        } else if (o->oracle == DCK_ORACLE_GOLDEN) {
-            snprintf(rep->oracle_text, sizeof rep->oracle_text, "golden file %s", o->golden);
-        } else {
-            snprintf(rep->oracle_text, sizeof rep->oracle_text, "CPU reference on rank 0");
-        }
-        (void)majority;
-        if (oroots) {
-            char hex[33];
-            dck_digest_to_hex(oroots[steps - 1], hex);
-            snprintf(rep->final_root, sizeof rep->final_root, "%s", hex);
-        }
-        for (int r = 0; r < K && oroots; r++) {
-            dck_canary_rank *x = &rep->ranks[r];
-            if (x->result != DCK_CANARY_SAME) continue;
-            const uint8_t *b = all + (size_t)r * rec + sizeof(wire_head);
-            where w;
-            if (first_diff((const dck_digest *)b, (const dck_digest *)(b + (size_t)steps * sizeof(dck_digest)),
-                           oroots, odg, steps, np, &w)) {
-                x->result = DCK_CANARY_DIFFERS;
-                x->step = w.step;
-                where_name(&m, &w, x->tensor, sizeof x->tensor);
-                if (nreq < DETAIL_MAX && w.point < DCK_TAP_RECORDED) {
-                    int64_t *q = req[nreq++];
-                    q[0] = r, q[1] = w.step, q[2] = w.point, q[3] = w.tensor;
+        for (int r = 0; r < K; r++)
+            for (int q = 0; q <= r && rep->ranks[r].result == DCK_CANARY_SAME; q++)
+                if (rep->ranks[q].result == DCK_CANARY_SAME &&
+                    !memcmp(all + (size_t)r * rec + sizeof(wire_head),
+                            all + (size_t)q * rec + sizeof(wire_head), x->body)) {
+                    rep->ranks[r].group = q + 1;
+                    break;
                 }
-            } else if (x->pass_diff) {
-                x->result = DCK_CANARY_DIFFERS; /* intermittent: a later pass left the first */
-                x->step = x->pass_step;
-                snprintf(x->tensor, sizeof x->tensor, "%s", x->pass_tensor);
-            } else {
-                rep->identical++;
-            }
+        if (best >= 0 && 2 * bestn > K) {
+            const uint8_t *b = all + (size_t)best * rec + sizeof(wire_head);
+            oroots = (const dck_digest *)b;
+            odg = (const dck_digest *)(b + (size_t)steps * sizeof(dck_digest));
+            x->donor = best;
+        } else {
+            rep->no_majority = true;
         }
-        /* golden: a rank that matches it lends the oracle's tensors */
-        if (o->oracle == DCK_ORACLE_GOLDEN)
-            for (int r = 0; r < K && donor < 0; r++)
-                if (rep->ranks[r].result == DCK_CANARY_SAME && !rep->ranks[r].pass_diff) donor = r;
-        bool trouble = rep->no_majority || rep->any_timeout;
-        for (int r = 0; r < K; r++) trouble |= rep->ranks[r].result >= DCK_CANARY_ERROR;
-        rep->exit_code = trouble ? 2 : rep->identical == K ? 0 : 1;
+        snprintf(rep->oracle_text, sizeof rep->oracle_text, "majority (%d of %d ranks)", bestn, K);
+    } else if (o->oracle == DCK_ORACLE_GOLDEN) {
+        snprintf(rep->oracle_text, sizeof rep->oracle_text, "golden file %s", o->golden);
+    } else {
+        snprintf(rep->oracle_text, sizeof rep->oracle_text, "CPU reference on rank 0");
     }
+    if (oroots) {
+        char hex[33];
+        dck_digest_to_hex(oroots[steps - 1], hex);
+        snprintf(rep->final_root, sizeof rep->final_root, "%s", hex);
+    }
+    for (int r = 0; r < K && oroots; r++) {
+        dck_canary_rank *y = &rep->ranks[r];
+        if (y->result != DCK_CANARY_SAME) continue;
+        const uint8_t *b = all + (size_t)r * rec + sizeof(wire_head);
+        where w;
+        if (first_diff((const dck_digest *)b, (const dck_digest *)(b + (size_t)steps * sizeof(dck_digest)),
+                       oroots, odg, steps, np, &w)) {
+            y->result = DCK_CANARY_DIFFERS;
+            y->step = w.step;
+            where_name(x->m, &w, y->tensor, sizeof y->tensor);
+            if (x->nreq < DETAIL_MAX && w.point < DCK_TAP_RECORDED) {
+                int64_t *q = x->req[x->nreq++];
+                q[0] = r, q[1] = w.step, q[2] = w.point, q[3] = w.tensor;
+            }
+        } else if (y->pass_diff) {
+            y->result = DCK_CANARY_DIFFERS; /* intermittent: a later pass left the first */
+            y->step = y->pass_step;
+            snprintf(y->tensor, sizeof y->tensor, "%s", y->pass_tensor);
+        } else {
+            rep->identical++;
+        }
+    }
+    /* golden: a rank that matches it lends the oracle's tensors */
+    if (o->oracle == DCK_ORACLE_GOLDEN)
+        for (int r = 0; r < K && x->donor < 0; r++)
+            if (rep->ranks[r].result == DCK_CANARY_SAME && !rep->ranks[r].pass_diff) x->donor = r;
+    bool trouble = rep->no_majority || rep->any_timeout;
+    for (int r = 0; r < K; r++) trouble |= rep->ranks[r].result >= DCK_CANARY_ERROR;
+    rep->exit_code = trouble ? 2 : rep->identical == K ? 0 : 1;
+    return DCK_OK;
+}
 
-    /* ---- the verdict, to every rank that reported, with a deadline: after
-     * a missing rank a collective could wait for it forever (its tree may
-     * route through it), and the ranks that reported must learn that the
-     * job ends (issue 19: under mpirun --enable-recovery they hung in
-     * MPI_Bcast after rank 0's abort) */
+/* Fetch, every rank: rank 0's verdict (exit code, donor, requests) to every
+ * rank that reported, with a deadline; then each requested tensor from the
+ * rank that differs and from the donor (or rank 0's CPU reference), and on
+ * rank 0 their element and bit counts (rep->ranks[r]'s detail). After a
+ * missing rank nothing more: rep->any_timeout, exit code 2. */
+static dck_status fetch(check_run *x, dck_canary_report *rep) {
+    const dck_canary_opts *o = x->o;
+    int rank = x->rank, K = x->K;
+    const dck_model *m = x->m;
+    /* with a deadline: after a missing rank a collective could wait for it
+     * forever (its tree may route through it), and the ranks that reported
+     * must learn that the job ends (issue 19: under mpirun --enable-recovery
+     * they hung in MPI_Bcast after rank 0's abort) */
     struct {
         int32_t ctl[4]; /* exit, donor, requests, a rank is missing */
         int64_t reqs[DETAIL_MAX * 4];
     } verdict;
     memset(&verdict, 0, sizeof verdict);
     verdict.ctl[0] = rep->exit_code;
-    verdict.ctl[1] = o->oracle == DCK_ORACLE_CPU ? -1 : donor;
-    verdict.ctl[2] = nreq;
+    verdict.ctl[1] = o->oracle == DCK_ORACLE_CPU ? -1 : x->donor;
+    verdict.ctl[2] = x->nreq;
     verdict.ctl[3] = rep->any_timeout;
-    memcpy(verdict.reqs, req, sizeof verdict.reqs);
-    s = dck_comm_bcast_deadline(comm, &verdict, sizeof verdict, 0, 7103, wait, rank == 0 ? arrived : NULL);
-    free(arrived);
-    arrived = NULL;
+    memcpy(verdict.reqs, x->req, sizeof verdict.reqs);
+    dck_status s = dck_comm_bcast_deadline(x->comm, &verdict, sizeof verdict, 0, 7103, x->wait,
+                                           rank == 0 ? x->arrived : NULL);
     if (s || verdict.ctl[3]) {
         /* a rank is missing (or the verdict did not come): no collective is
          * safe now; rank 0, alive when the verdict came, ends the job after
@@ -1448,21 +960,18 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
         rep->any_timeout = K > 1;
         rep->wait_for_abort = rank != 0 && !s;
         rep->exit_code = 2;
-        free(send);
-        free(all);
-        goto out;
+        return s;
     }
     int64_t *reqs = verdict.reqs;
     rep->exit_code = verdict.ctl[0];
-    donor = verdict.ctl[1];
-    nreq = verdict.ctl[2];
+    int donor = verdict.ctl[1], nreq = verdict.ctl[2];
     size_t *counts = dck_xcalloc((size_t)K * 2, sizeof *counts);
     size_t *offs = dck_xcalloc((size_t)nreq + 1, sizeof *offs);
     bool detail_ok = counts && offs;
     /* what each rank sends: its own tensor when asked; the donor all of them */
     for (int i = 0; detail_ok && i < nreq; i++) {
         const int64_t *q = &reqs[i * 4];
-        size_t bytes = m.params[q[3]].numel * sizeof(float);
+        size_t bytes = m->params[q[3]].numel * sizeof(float);
         offs[i + 1] = offs[i] + bytes;
         counts[q[0]] += bytes;
         if (donor >= 0) counts[donor] += bytes;
@@ -1482,14 +991,14 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
                 const int64_t *q = &reqs[i * 4];
                 if ((pass == 0 && q[0] != rank) || (pass == 1 && donor != rank)) continue;
                 size_t bytes = offs[i + 1] - offs[i];
-                const float *src = held(&mine, &m, (long)q[1], (int)q[2], (long)q[3]);
+                const float *src = held(&x->mine, m, (long)q[1], (int)q[2], (long)q[3]);
                 if (src) memcpy(mysend + at, src, bytes);
                 at += bytes;
             }
     }
-    dck_status ds = dck_comm_agree(comm, detail_ok ? DCK_OK : dck_oom("canary"));
-    if (!ds && total) ds = dck_comm_allgatherv(comm, mysend, counts[rank], recvb, counts, counts + K);
-    if (!ds && rank == 0 && total) {
+    s = dck_comm_agree(x->comm, detail_ok ? DCK_OK : dck_oom("canary"));
+    if (!s && total) s = dck_comm_allgatherv(x->comm, mysend, counts[rank], recvb, counts, counts + K);
+    if (!s && rank == 0 && total) {
         /* walk the blocks in the order they were packed */
         for (int i = 0; i < nreq; i++) {
             const int64_t *q = &reqs[i * 4];
@@ -1503,7 +1012,7 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
             const float *a = (const float *)(recvb + own);
             const float *b = NULL;
             if (o->oracle == DCK_ORACLE_CPU) {
-                b = held(&oracle_t, &m, step, (int)q[2], (long)q[3]);
+                b = held(&x->oracle, m, step, (int)q[2], (long)q[3]);
             } else if (donor >= 0) {
                 size_t d = counts[K + donor];
                 for (int j = 0; j < nreq; j++)
@@ -1511,12 +1020,12 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
                 b = (const float *)(recvb + d + offs[i]);
             }
             /* held() on the sender is NULL past the kept steps: no detail then */
-            bool kept = step >= mine.hist_first && mine.hist;
+            bool kept = step >= x->mine.hist_first && x->mine.hist;
             if (a && b && kept) {
-                dck_canary_rank *x = &rep->ranks[r];
-                x->has_detail = true;
-                x->detail_step = step;
-                count_bits(a, b, bytes / sizeof(float), x);
+                dck_canary_rank *y = &rep->ranks[r];
+                y->has_detail = true;
+                y->detail_step = step;
+                count_bits(a, b, bytes / sizeof(float), y);
             }
         }
     }
@@ -1524,12 +1033,42 @@ dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary
     free(recvb);
     free(counts);
     free(offs);
-    free(send);
-    free(all);
-    s = ds;
-out:
-    trace_release(&mine);
-    trace_release(&oracle_t);
+    return s;
+}
+
+dck_status dck_canary_check(const dck_canary_opts *o, dck_comm *comm, dck_canary_report *rep) {
+    memset(rep, 0, sizeof *rep);
+    int rank = dck_comm_rank(comm), K = dck_comm_size(comm);
+    rep->nranks = K;
+    rep->steps = o->cfg.steps;
+    rep->exit_code = 2;
+    dck_model m;
+    /* the same settings on every rank first: records of other lengths
+     * cannot meet, records of other runs compare as faults */
+    dck_status s = check_opts(o, K);
+    if (!s) s = dck_train_config_check(&o->cfg);
+    if (!s) s = agree_on_run(o, comm);
+    if (!s) s = dck_model_init(&m, &o->cfg);
+    if (s) return s;
+    rep->params = m.total;
+    check_run x;
+    memset(&x, 0, sizeof x);
+    x.o = o;
+    x.comm = comm;
+    x.rank = rank;
+    x.K = K;
+    x.m = &m;
+    x.steps = o->cfg.steps;
+    x.np = m.nparams;
+    x.donor = -1;
+    s = collect(&x, rep);
+    if (!s && rank == 0) s = compare(&x, rep);
+    if (!s) s = fetch(&x, rep);
+    free(x.send);
+    free(x.all);
+    free(x.arrived);
+    trace_release(&x.mine);
+    trace_release(&x.oracle);
     dck_model_release(&m);
     if (s && rank == 0) rep->exit_code = 2;
     return s;

@@ -120,6 +120,16 @@ typedef struct {
 dck_status dck_canary_golden_parse(const char *text, size_t len, const char *label,
                                    dck_canary_golden *g);
 void dck_canary_golden_release(dck_canary_golden *g);
+/* Reads the golden file at path written for run c of model m (its size
+ * bounded by dck_canary_golden_limit; its steps, config and tensor names
+ * checked against c and m, DCK_ERR_MISMATCH naming what differs). */
+dck_status dck_canary_golden_read(const char *path, const dck_train_config *c, const dck_model *m,
+                                  dck_canary_golden *g);
+/* Writes run c's golden file (step_roots [steps], digests
+ * [steps][DCK_TAP_RECORDED][m->nparams]) by the output rule (dck_output_write:
+ * only over a golden file). */
+dck_status dck_canary_golden_write(const char *path, const dck_train_config *c, const dck_model *m,
+                                   const dck_digest *step_roots, const dck_digest *digests);
 
 /* The whole check: every rank of comm runs; rank 0 fills *rep with every
  * rank, the others only exit_code. A rank that fails or does not report is

@@ -14,6 +14,7 @@
  * added in completion order and MPI_Allreduce(MPI_SUM) on floats. */
 #include "train/train.h"
 #include "train/train_device.h"
+#include "train/train_state.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -30,10 +31,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-enum { K_MODEL, K_MASTER, K_EXP_AVG, K_EXP_AVG_SQ, K_COUNT };
-static const char *const kind_prefix[K_COUNT] = {"model.", "optimizer.master.",
-                                                 "optimizer.exp_avg.", "optimizer.exp_avg_sq."};
 
 typedef struct {
     dck_train_config c;
@@ -95,431 +92,17 @@ static double now_s(void) {
 
 static bool is_bf16(const trainer *tr) { return tr->c.precision == DCK_PREC_BF16; }
 
-/* ------------------------------------------------------------------ state tensors */
+static void say_cb(void *ctx, int warning, const char *msg) { say(ctx, warning, "%s", msg); }
 
-static int nkinds(void) { return K_COUNT; }
-
-static bool kind_present(const trainer *tr, int k) { return k != K_MASTER || is_bf16(tr); }
-
-/* The slice [a, b) of state tensor (k, t) that this rank owns. */
-static void owned(const trainer *tr, size_t t, size_t *a, size_t *b) {
-    const dck_param *p = &tr->m.params[t];
-    *a = p->offset > tr->lo ? p->offset : tr->lo;
-    *b = p->offset + p->numel < tr->hi ? p->offset + p->numel : tr->hi;
-    if (*b < *a) *b = *a;
+/* The state as the checkpoint code sees it (train_state.h). */
+static dck_train_state state_of(trainer *tr) {
+    return (dck_train_state){.c = &tr->c, .config_json = &tr->config_json, .comm = tr->comm,
+                             .rank = tr->rank, .K = tr->K, .T = tr->T, .M = tr->M, .m = &tr->m,
+                             .lo = tr->lo, .hi = tr->hi, .master = tr->master, .m1 = tr->m1,
+                             .m2 = tr->m2, .bf16 = tr->bf16, .traj = tr->traj,
+                             .traj_path = tr->traj_path, .say = say_cb, .ctx = tr};
 }
 
-static void state_name(const trainer *tr, int k, size_t t, char *buf, size_t n) {
-    snprintf(buf, n, "%s%s", kind_prefix[k], tr->m.params[t].name + strlen("model."));
-}
-
-static dck_dtype state_dtype(const trainer *tr, int k) {
-    return (k == K_MODEL && is_bf16(tr)) ? DCK_BF16 : DCK_F32;
-}
-
-static const void *state_data(const trainer *tr, int k, size_t a) {
-    switch (k) {
-    case K_MODEL:
-        return is_bf16(tr) ? (const void *)(tr->bf16 + (a - tr->lo)) : (const void *)(tr->master + a);
-    case K_MASTER:
-        return tr->master + a;
-    case K_EXP_AVG:
-        return tr->m1 + (a - tr->lo);
-    default:
-        return tr->m2 + (a - tr->lo);
-    }
-}
-
-static void refresh_bf16(trainer *tr) {
-    if (!is_bf16(tr)) return;
-    for (size_t i = tr->lo; i < tr->hi; i++) tr->bf16[i - tr->lo] = dck_f32_to_bf16(tr->master[i]);
-}
-
-/* Root digest over every model and optimizer tensor: each rank reduces its
- * slices to fragment partials, the partials travel as bytes, every rank
- * finishes the same digests. */
-static dck_status state_root(trainer *tr, dck_digest *root) {
-    size_t np = tr->m.nparams, nt = np * (size_t)nkinds();
-    dck_fragment_partial *mine = dck_xcalloc(nt, sizeof *mine);
-    dck_fragment_partial *all = dck_xcalloc(nt * (size_t)tr->K, sizeof *all);
-    char **names = dck_xcalloc(nt, sizeof *names);
-    dck_digest *dg = dck_xcalloc(nt, sizeof *dg);
-    dck_status s = DCK_OK;
-    if (!mine || !all || !names || !dg) {
-        s = dck_oom("train");
-        goto done;
-    }
-    refresh_bf16(tr);
-    for (int k = 0; k < K_COUNT && !s; k++) {
-        if (!kind_present(tr, k)) continue;
-        for (size_t t = 0; t < np && !s; t++) {
-            const dck_param *p = &tr->m.params[t];
-            size_t a, b;
-            owned(tr, t, &a, &b);
-            if (b == a) continue;
-            size_t es = dck_dtype_size(state_dtype(tr, k));
-            s = dck_fragment_partial_compute((uint64_t)p->numel * es, (uint64_t)(a - p->offset) * es,
-                                             state_data(tr, k, a), (b - a) * es,
-                                             &mine[(size_t)k * np + t]);
-        }
-    }
-    s = dck_comm_agree(tr->comm, s);
-    if (s) goto done;
-    if ((s = dck_comm_allgather(tr->comm, mine, all, nt * sizeof *mine))) goto done;
-    size_t n = 0;
-    for (int k = 0; k < K_COUNT && !s; k++) {
-        if (!kind_present(tr, k)) continue;
-        for (size_t t = 0; t < np && !s; t++) {
-            const dck_param *p = &tr->m.params[t];
-            dck_tensor_hasher *h;
-            if ((s = dck_tensor_hasher_create(state_dtype(tr, k), p->shape, p->ndim, &h))) break;
-            for (int r = 0; r < tr->K && !s; r++) {
-                const dck_fragment_partial *fp = &all[(size_t)r * nt + (size_t)k * np + t];
-                if (fp->length) s = dck_tensor_hasher_add(h, fp);
-            }
-            if (!s) s = dck_tensor_hasher_final(h, &dg[n]);
-            dck_tensor_hasher_free(h);
-            char nm[160];
-            state_name(tr, k, t, nm, sizeof nm);
-            if (!s && !(names[n] = dck_strdup(nm))) s = dck_oom(NULL);
-            n++;
-        }
-    }
-    if (!s) *root = dck_root_digest((const char *const *)names, dg, n);
-done:
-    if (names)
-        for (size_t i = 0; i < nt; i++) free(names[i]);
-    free(names);
-    free(dg);
-    free(mine);
-    free(all);
-    return s;
-}
-
-/* ------------------------------------------------------------------ checkpoints */
-
-static dck_status mkdir_p(const char *path) {
-    char buf[DCK_TRAIN_PATH * 2];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return dck_set_error(DCK_ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-        return dck_set_error(DCK_ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
-    return DCK_OK;
-}
-
-static dck_status write_shard(trainer *tr, const char *dir, long step, float lr) {
-    size_t np = tr->m.nparams;
-    size_t cap = np * K_COUNT + 8;
-    dck_st_tensor *ts = dck_xcalloc(cap, sizeof *ts);
-    char (*names)[160] = dck_xcalloc(cap, sizeof *names);
-    if (!ts || !names) {
-        free(ts);
-        free(names);
-        return dck_oom("train");
-    }
-    refresh_bf16(tr);
-    size_t n = 0;
-    for (int k = 0; k < K_COUNT; k++) {
-        if (!kind_present(tr, k)) continue;
-        for (size_t t = 0; t < np; t++) {
-            const dck_param *p = &tr->m.params[t];
-            size_t a, b;
-            owned(tr, t, &a, &b);
-            if (b == a) continue;
-            dck_st_tensor *x = &ts[n];
-            state_name(tr, k, t, names[n], sizeof names[n]);
-            x->name = names[n];
-            x->dtype = state_dtype(tr, k);
-            x->ndim = p->ndim;
-            x->data = state_data(tr, k, a);
-            uint64_t row0 = (a - p->offset) / p->row, rows = (b - a) / p->row;
-            x->shape[0] = rows;
-            if (p->ndim > 1) x->shape[1] = p->shape[1];
-            if (rows != p->shape[0]) {
-                x->global_ndim = p->ndim;
-                x->global_shape[0] = p->shape[0];
-                x->global_shape[1] = p->shape[1];
-                x->offset[0] = row0;
-            }
-            n++;
-        }
-    }
-    /* replicated state, written once by rank 0 */
-    uint32_t key[2] = {(uint32_t)tr->c.seed, (uint32_t)(tr->c.seed >> 32)};
-    uint64_t next_sample = (uint64_t)step * (uint64_t)tr->M * (uint64_t)tr->c.batch;
-    int64_t step64 = step;
-    float lrs[1] = {lr};
-    if (tr->rank == 0) {
-        ts[n++] = (dck_st_tensor){.name = "rng.philox.key", .dtype = DCK_U32, .ndim = 1,
-                                  .shape = {2}, .data = key};
-        ts[n++] = (dck_st_tensor){.name = "rng.data.next_sample", .dtype = DCK_U64, .ndim = 1,
-                                  .shape = {1}, .data = &next_sample};
-        ts[n++] = (dck_st_tensor){.name = "step", .dtype = DCK_I64, .ndim = 1, .shape = {1},
-                                  .data = &step64};
-        ts[n++] = (dck_st_tensor){.name = "scheduler.last_lr", .dtype = DCK_F32, .ndim = 1,
-                                  .shape = {1}, .data = lrs};
-        ts[n++] = (dck_st_tensor){.name = "config.train", .dtype = DCK_U8, .ndim = 1,
-                                  .shape = {strlen(tr->config_json)}, .data = tr->config_json};
-    }
-    char stepbuf[32];
-    snprintf(stepbuf, sizeof stepbuf, "%ld", step);
-    dck_kv meta[] = {{"detcheck.train.config", tr->config_json}, {"detcheck.train.step", stepbuf}};
-    char fname[96];
-    snprintf(fname, sizeof fname, "rank_%05d_of_%05d.safetensors%s", tr->rank, tr->K,
-             tr->c.compress ? ".zst" : "");
-    char *path = dck_path_join(dir, fname);
-    dck_status s = path ? dck_safetensors_write(path, ts, n, meta, 2, tr->c.compress)
-                        : dck_oom(NULL);
-    free(path);
-    free(ts);
-    free(names);
-    return s;
-}
-
-static dck_status save_checkpoint(trainer *tr, long step, float lr) {
-    char *dir = dck_ckpt_dir(tr->c.out, step);
-    if (!dir) return dck_oom(NULL);
-    dck_status s = DCK_OK;
-    /* only what detcheck wrote goes, and no link is followed (train_ckpt.c) */
-    if (tr->rank == 0) s = dck_ckpt_prepare_dir(tr->c.out, step);
-    s = dck_comm_agree(tr->comm, s);
-    if (!s) s = dck_comm_agree(tr->comm, write_shard(tr, dir, step, lr));
-    if (!s && step == tr->c.kill_during_ckpt) {
-        /* testing hook: die in the middle of the checkpoint, after the shards and
-         * part of the manifest, before the marker */
-        if (tr->rank == 0) {
-            char *p = dck_path_join(dir, DCK_CKPT_MANIFEST ".partial");
-            FILE *f = p ? fopen(p, "wb") : NULL;
-            if (f) {
-                fputs("{\"detcheck_manifest\": 1, \"tens", f);
-                fflush(f);
-                fsync(fileno(f));
-            }
-            dck_comm_barrier(tr->comm);
-            raise(SIGKILL);
-        }
-        dck_comm_barrier(tr->comm);
-        raise(SIGKILL);
-    }
-    if (!s && tr->rank == 0) {
-        char **shards = NULL;
-        size_t ns = 0;
-        dck_manifest *man = NULL;
-        dck_options opt;
-        dck_options_init(&opt);
-        opt.threads = tr->T;
-        opt.hash_files = 1;
-        s = dck_ckpt_shards(dir, &shards, &ns);
-        if (!s) s = dck_hash_paths((const char *const *)shards, ns, &opt, &man);
-        char *mpath = dck_path_join(dir, DCK_CKPT_MANIFEST);
-        if (!s) s = dck_manifest_save(man, DCK_FORMAT_JSON, mpath);
-        if (!s) {
-            char hex[33], marker[256];
-            dck_digest_to_hex(dck_manifest_root(man), hex);
-            int len = snprintf(marker, sizeof marker,
-                               "detcheck checkpoint v1\nstep %ld\nranks %d\nmanifest-root %s\n",
-                               step, tr->K, hex);
-            char *mk = dck_path_join(dir, DCK_CKPT_MARKER);
-            s = dck_write_file_atomic(mk, marker, (size_t)len);
-            free(mk);
-        }
-        free(mpath);
-        dck_manifest_free(man);
-        dck_free_strings(shards, ns);
-        if (!s && tr->traj && (fflush(tr->traj) != 0 || fsync(fileno(tr->traj)) != 0))
-            s = dck_set_error(DCK_ERR_IO, "%s: cannot write: %s", tr->traj_path, strerror(errno));
-    }
-    s = dck_comm_agree(tr->comm, s);
-    free(dir);
-    if (!s && step == tr->c.kill_after_ckpt) {
-        dck_comm_barrier(tr->comm);
-        raise(SIGKILL);
-    }
-    return s;
-}
-
-/* Recomputes the digests of a checkpoint's shards and compares them with its
- * manifest: a resume never starts from silently damaged state. */
-static dck_status verify_checkpoint(trainer *tr, const char *dir) {
-    char *mpath = dck_path_join(dir, DCK_CKPT_MANIFEST);
-    dck_manifest *stored = NULL, *fresh = NULL;
-    char **shards = NULL;
-    size_t ns = 0;
-    dck_status s = mpath ? dck_manifest_load(mpath, &stored) : dck_oom("train");
-    if (!s) s = dck_ckpt_shards(dir, &shards, &ns);
-    if (!s) {
-        dck_options opt;
-        dck_options_init(&opt);
-        opt.threads = tr->T;
-        opt.hash_files = 1;
-        s = dck_hash_paths((const char *const *)shards, ns, &opt, &fresh);
-    }
-    if (!s) {
-        dck_cmp_result r;
-        s = dck_manifest_compare(stored, fresh, 1, &r);
-        if (!s && r.n)
-            s = dck_set_error(DCK_ERR_MISMATCH, "%s: %s differs from its manifest (%s)", dir,
-                              r.entries[0].name, dck_cmp_kind_name(r.entries[0].kind));
-        if (!s || r.n) dck_cmp_result_release(&r);
-    }
-    dck_free_strings(shards, ns);
-    dck_manifest_free(stored);
-    dck_manifest_free(fresh);
-    free(mpath);
-    return s;
-}
-
-static dck_status read_whole(dck_checkpoint *ck, const char *dir, const char *name, dck_dtype dt,
-                             const uint64_t *shape, int ndim, void *buf, uint64_t off, size_t len) {
-    long i = dck_checkpoint_find(ck, name);
-    if (i < 0) return dck_set_error(DCK_ERR_MISMATCH, "%s: tensor %s is missing", dir, name);
-    const dck_tensor_info *ti = dck_checkpoint_tensor(ck, (size_t)i);
-    bool same = ti->dtype == dt && ti->ndim == ndim;
-    for (int d = 0; same && d < ndim; d++) same = ti->shape[d] == shape[d];
-    if (!same)
-        return dck_set_error(DCK_ERR_MISMATCH, "%s: tensor %s has dtype %s and another shape than "
-                             "this run's %s",
-                             dir, name, dck_dtype_name(ti->dtype), dck_dtype_name(dt));
-    return dck_checkpoint_read(ck, (size_t)i, off, buf, len);
-}
-
-static dck_status load_checkpoint(trainer *tr, const char *dir, long *step_out) {
-    char **shards = NULL;
-    size_t ns = 0;
-    dck_checkpoint *ck = NULL;
-    char *stored = NULL;
-    dck_status s = dck_ckpt_shards(dir, &shards, &ns);
-    dck_options opt;
-    dck_options_init(&opt);
-    opt.threads = 1;
-    opt.hash_files = 0;
-    if (!s) s = dck_checkpoint_open((const char *const *)shards, ns, &opt, &ck);
-    if (s) goto done;
-    long ci = dck_checkpoint_find(ck, "config.train");
-    if (ci < 0) {
-        s = dck_set_error(DCK_ERR_FORMAT, "%s: not a detcheck train checkpoint (no config.train)", dir);
-        goto done;
-    }
-    const dck_tensor_info *cinfo = dck_checkpoint_tensor(ck, (size_t)ci);
-    if (cinfo->dtype != DCK_U8 || cinfo->ndim != 1 || cinfo->shape[0] > (1u << 20)) {
-        s = dck_set_error(DCK_ERR_FORMAT, "%s: config.train is not a short U8 vector", dir);
-        goto done;
-    }
-    stored = dck_xcalloc(cinfo->shape[0] + 1, 1);
-    if (!stored) {
-        s = dck_oom(NULL);
-        goto done;
-    }
-    if ((s = dck_checkpoint_read(ck, (size_t)ci, 0, stored, cinfo->shape[0]))) goto done;
-    if (!tr->c.decay_set) {
-        /* the schedule length follows the checkpoint unless given */
-        json_t *o = json_loads(stored, 0, NULL);
-        json_t *d = o ? json_object_get(o, "decay_steps") : NULL;
-        if (json_is_integer(d) && json_integer_value(d) > 0) tr->c.decay_steps = (long)json_integer_value(d);
-        json_decref(o);
-        free(tr->config_json);
-        DCK_TRY_GOTO(s, dck_train_config_json(&tr->c, &tr->config_json), done);
-    }
-    if ((s = dck_train_config_match(&tr->c, stored, dir))) goto done;
-    int64_t step = 0;
-    uint64_t one = 1, two = 2, next = 0;
-    uint32_t key[2];
-    if ((s = read_whole(ck, dir, "step", DCK_I64, &one, 1, &step, 0, 8))) goto done;
-    if ((s = read_whole(ck, dir, "rng.data.next_sample", DCK_U64, &one, 1, &next, 0, 8))) goto done;
-    if ((s = read_whole(ck, dir, "rng.philox.key", DCK_U32, &two, 1, key, 0, 8))) goto done;
-    if (step < 0 || next != (uint64_t)step * (uint64_t)tr->M * (uint64_t)tr->c.batch ||
-        key[0] != (uint32_t)tr->c.seed || key[1] != (uint32_t)(tr->c.seed >> 32)) {
-        s = dck_set_error(DCK_ERR_FORMAT, "%s: step %lld, data position %llu and RNG key disagree",
-                          dir, (long long)step, (unsigned long long)next);
-        goto done;
-    }
-    size_t np = tr->m.nparams;
-    for (size_t t = 0; t < np && !s; t++) {
-        const dck_param *p = &tr->m.params[t];
-        char nm[160];
-        state_name(tr, is_bf16(tr) ? K_MASTER : K_MODEL, t, nm, sizeof nm);
-        s = read_whole(ck, dir, nm, DCK_F32, p->shape, p->ndim, tr->master + p->offset, 0,
-                       p->numel * 4);
-        size_t a, b;
-        owned(tr, t, &a, &b);
-        if (!s && is_bf16(tr) && b > a) {
-            state_name(tr, K_MODEL, t, nm, sizeof nm);
-            s = read_whole(ck, dir, nm, DCK_BF16, p->shape, p->ndim, tr->bf16 + (a - tr->lo),
-                           (a - p->offset) * 2, (b - a) * 2);
-            for (size_t i = a; !s && i < b; i++)
-                if (tr->bf16[i - tr->lo] != dck_f32_to_bf16(tr->master[i]))
-                    s = dck_set_error(DCK_ERR_FORMAT,
-                                      "%s: %s disagrees with its fp32 master at element %zu", dir,
-                                      nm, i - p->offset);
-        }
-        for (int k = K_EXP_AVG; k <= K_EXP_AVG_SQ && !s && b > a; k++) {
-            state_name(tr, k, t, nm, sizeof nm);
-            float *dst = (k == K_EXP_AVG ? tr->m1 : tr->m2) + (a - tr->lo);
-            s = read_whole(ck, dir, nm, DCK_F32, p->shape, p->ndim, dst, (a - p->offset) * 4,
-                           (b - a) * 4);
-        }
-    }
-    if (!s) *step_out = (long)step;
-done:
-    free(stored);
-    dck_checkpoint_free(ck);
-    dck_free_strings(shards, ns);
-    return s;
-}
-
-static void warn_cb(void *ctx, const char *msg) { say(ctx, 1, "%s", msg); }
-
-/* Finds and loads the checkpoint to resume from; *step = 0 when none. */
-static dck_status resume(trainer *tr, long *step) {
-    *step = 0;
-    if (tr->c.resume_from[0]) {
-        const char *dir = tr->c.resume_from;
-        char *mk = dck_path_join(dir, DCK_CKPT_MARKER);
-        struct stat st;
-        bool ok = mk && stat(mk, &st) == 0;
-        free(mk);
-        if (!ok)
-            return dck_set_error(DCK_ERR_FORMAT, "%s: not a complete checkpoint (no %s marker)", dir,
-                                 DCK_CKPT_MARKER);
-        dck_status s = verify_checkpoint(tr, dir);
-        if (!s) s = load_checkpoint(tr, dir, step);
-        return s;
-    }
-    long *steps = NULL;
-    size_t n = 0;
-    dck_status s = dck_ckpt_list(tr->c.out, &steps, &n, warn_cb, tr);
-    if (s) return s;
-    for (size_t i = n; i-- > 0;) {
-        char *dir = dck_ckpt_dir(tr->c.out, steps[i]);
-        if (!dir) {
-            s = dck_oom(NULL);
-            break;
-        }
-        s = verify_checkpoint(tr, dir);
-        if (s == DCK_ERR_MISMATCH || s == DCK_ERR_FORMAT || s == DCK_ERR_TRUNCATED ||
-            s == DCK_ERR_LAYOUT) {
-            say(tr, 1, "%s: damaged checkpoint skipped: %s", dir, dck_last_error());
-            free(dir);
-            s = DCK_OK;
-            continue;
-        }
-        if (!s) {
-            s = load_checkpoint(tr, dir, step);
-            if (!s) say(tr, 0, "resuming from %s", dir);
-        }
-        free(dir);
-        break;
-    }
-    free(steps);
-    if (!s && *step == 0) say(tr, 0, "%s: no complete checkpoint, starting from step 0", tr->c.out);
-    return s;
-}
 
 /* ------------------------------------------------------------------ trajectory */
 
@@ -744,7 +327,8 @@ static dck_status step_info(trainer *tr, long step, float loss, float norm, floa
     si->lr = lr;
     si->has_root = false;
     if (tr->c.digest_every > 0 && (step % tr->c.digest_every == 0 || step == tr->c.steps)) {
-        DCK_TRY(state_root(tr, &si->root));
+        dck_train_state st = state_of(tr);
+        DCK_TRY(dck_train_state_root(&st, &si->root));
         si->has_root = true;
     }
     return DCK_OK;
@@ -1196,13 +780,16 @@ dck_status dck_train_run(const dck_train_config *cfg, dck_comm *comm, const dck_
     tr.lock_fd = -1;
     dck_status s = setup(&tr);
     if (!s && tr.rank == 0 && tr.c.out[0]) {
-        s = mkdir_p(tr.c.out);
+        s = dck_train_mkdir_p(tr.c.out);
         if (!s) s = take_lock(&tr);
         if (!s) s = check_fresh_out(&tr);
     }
     s = dck_comm_agree(tr.comm, s);
     long start = 0;
-    if (!s && (tr.c.resume || tr.c.resume_from[0])) s = dck_comm_agree(tr.comm, resume(&tr, &start));
+    if (!s && (tr.c.resume || tr.c.resume_from[0])) {
+        dck_train_state st = state_of(&tr);
+        s = dck_comm_agree(tr.comm, dck_train_ckpt_resume(&st, &start));
+    }
     if (!s && is_bf16(&tr))
         for (size_t i = 0; i < tr.P; i++) tr.wparams[i] = dck_bf16_round(tr.master[i]);
     /* the state, fresh or resumed (a checkpoint is the same on any device) */
@@ -1231,7 +818,10 @@ dck_status dck_train_run(const dck_train_config *cfg, dck_comm *comm, const dck_
         if (si.has_root) res->final_root = si.root;
         bool ckpt = tr.c.out[0] &&
                     ((tr.c.ckpt_every > 0 && step % tr.c.ckpt_every == 0) || step == tr.c.steps);
-        if (ckpt) s = save_checkpoint(&tr, step, si.lr);
+        if (ckpt) {
+            dck_train_state st = state_of(&tr);
+            s = dck_train_ckpt_save(&st, step, si.lr);
+        }
     }
     res->seconds = now_s() - t0;
     long done = res->last_step - start;

@@ -1,5 +1,5 @@
 /* libFuzzer target: the canary golden parser (dck_canary_golden_parse,
- * src/train/canary.c), which reads files written elsewhere, bounded. Every
+ * src/train/canary_golden.c), which reads files written elsewhere, bounded. Every
  * input either parses, with counts that agree with each other and with
  * the text's size (the parser keeps at most about the text's size again),
  * or fails with a message that names the label and a line. */
