@@ -32,8 +32,8 @@ int cmd_resume_check(int argc, char **argv);
 int cmd_bisect(int argc, char **argv);
 int cmd_canary(int argc, char **argv);
 int cmd_repro(int argc, char **argv);
-/* resume-check -- CMD ARGS... (resume_user.c): the user's own training */
-int resume_user(int argc, char **argv);
+/* resume-check -- CMD ARGS... (cmd_resume_user.c): the user's own training */
+int cmd_resume_user(int argc, char **argv);
 
 /* ------------------------------------------------------------------ cli_run.c
  * A user's command as a child (repro, resume-check). cli_run_catch_signals

@@ -1460,7 +1460,7 @@ static bool next_line(const uopts *o, ustop *s) {
     return ok;
 }
 
-int resume_user(int argc, char **argv) {
+int cmd_resume_user(int argc, char **argv) {
     uopts o;
     memset(&o, 0, sizeof o);
     cli_report_init(&o.rep, CMD);
