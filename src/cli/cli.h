@@ -107,8 +107,9 @@ enum { CLI_OPT_JSON = 0x1000, CLI_OPT_ITERATION, CLI_OPT_MEGATRON_MERGE, CLI_OPT
 typedef struct {
     const char *cmd;
     const char *help_text;   /* printed by -h/--help */
-    dck_options *read;       /* how checkpoints are read: --iteration, Megatron */
-    int *threads;            /* where --threads goes */
+    dck_options *read;       /* how checkpoints are read: --iteration, Megatron (NULL: the
+                              * command reads none, and takes none of those nor the filters) */
+    int *threads;            /* where --threads goes (NULL: no --threads, no -t) */
     long threads_max;        /* its range is 1..threads_max */
     const char *threads_want;/* "--threads wants %s, not 'ARG'" */
     bool json, help;         /* results */

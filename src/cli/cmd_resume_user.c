@@ -33,47 +33,46 @@
 enum { CAUSE_MAX = DCK_REC_NAME_MAX + 1024 };
 enum { MAX_STOPS = 64, TAIL_LINES = 20, MAX_STOP_JSON = 1 << 16 };
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: detcheck resume-check [OPTIONS] -- CMD ARGS...\n"
-            "\n"
-            "Runs your training command uninterrupted, then for each stop point K a run\n"
-            "that stops at step K (DETCHECK_STOP_AT=K: the script saves the checkpoint\n"
-            "and exits 0; detcheck.session().stopped(K) also writes stop.json, which\n"
-            "--kill needs) and a run that resumes from that checkpoint\n"
-            "(DETCHECK_RESUME=1); compares every resumed step K+1.. with the\n"
-            "uninterrupted run bit for bit (trajectory and every recorded tensor; a\n"
-            "step one run lacks differs) and names the state that was not restored:\n"
-            "weights, data, RNG, LR, GradScaler, EMA or optimizer state.\n"
-            "\n"
-            "Options:\n"
-            "  --at K[,K...]            stop points (default: half of the uninterrupted\n"
-            "                           run's last step)\n"
-            "  --kill                   the stop run SIGKILLs itself right after the\n"
-            "                           checkpoint (DETCHECK_STOP_KILL=1) instead of\n"
-            "                           stopping cleanly\n"
-            "  --trace MODE             DETCHECK_TRACE for the runs: none (default),\n"
-            "                           modules or ops\n"
-            "  --launcher \"CMD ...\"     prefix of every run, e.g. \"torchrun --nproc_per_node 2\"\n"
-            "  --resume-launcher \"...\"  prefix of the resumed runs (default: --launcher)\n"
-            "  --timeout SECONDS        per run; its process group is killed after it\n"
-            "  --workdir DIR            keep the runs in DIR (default: a temporary directory\n"
-            "                           under $TMPDIR, removed when every stop reproduces)\n"
-            "  --keep                   keep the temporary directory\n"
-            "  --allow-partial          accept traced steps that both runs' recorders cut\n"
-            "                           alike (their events past the bound not compared;\n"
-            "                           said in the verdict); without it: incomplete (1)\n"
-            "  --json                   machine-readable result (one document)\n"
-            "  --junit FILE             also a JUnit XML report (a test case per stop point)\n"
-            "  --markdown FILE          also a Markdown summary ('-': stdout)\n"
-            "  --html FILE              also a self-contained HTML page (curves,\n"
-            "                           step x module grid)\n"
-            "  -q, --quiet              no progress lines\n"
-            "\n"
-            "Exit status: 0 every stop point reproduced, 1 one differs (or incomplete:\n"
-            "something not compared, without --allow-partial), 2 trouble (bad\n"
-            "options, a run that failed, recorded nothing or did not honour the contract).\n");
-}
+/* -h, --help (printed by cli_getopt) */
+static const char user_help[] =
+    "usage: detcheck resume-check [OPTIONS] -- CMD ARGS...\n"
+    "\n"
+    "Runs your training command uninterrupted, then for each stop point K a run\n"
+    "that stops at step K (DETCHECK_STOP_AT=K: the script saves the checkpoint\n"
+    "and exits 0; detcheck.session().stopped(K) also writes stop.json, which\n"
+    "--kill needs) and a run that resumes from that checkpoint\n"
+    "(DETCHECK_RESUME=1); compares every resumed step K+1.. with the\n"
+    "uninterrupted run bit for bit (trajectory and every recorded tensor; a\n"
+    "step one run lacks differs) and names the state that was not restored:\n"
+    "weights, data, RNG, LR, GradScaler, EMA or optimizer state.\n"
+    "\n"
+    "Options:\n"
+    "  --at K[,K...]            stop points (default: half of the uninterrupted\n"
+    "                           run's last step)\n"
+    "  --kill                   the stop run SIGKILLs itself right after the\n"
+    "                           checkpoint (DETCHECK_STOP_KILL=1) instead of\n"
+    "                           stopping cleanly\n"
+    "  --trace MODE             DETCHECK_TRACE for the runs: none (default),\n"
+    "                           modules or ops\n"
+    "  --launcher \"CMD ...\"     prefix of every run, e.g. \"torchrun --nproc_per_node 2\"\n"
+    "  --resume-launcher \"...\"  prefix of the resumed runs (default: --launcher)\n"
+    "  --timeout SECONDS        per run; its process group is killed after it\n"
+    "  --workdir DIR            keep the runs in DIR (default: a temporary directory\n"
+    "                           under $TMPDIR, removed when every stop reproduces)\n"
+    "  --keep                   keep the temporary directory\n"
+    "  --allow-partial          accept traced steps that both runs' recorders cut\n"
+    "                           alike (their events past the bound not compared;\n"
+    "                           said in the verdict); without it: incomplete (1)\n"
+    "  --json                   machine-readable result (one document)\n"
+    "  --junit FILE             also a JUnit XML report (a test case per stop point)\n"
+    "  --markdown FILE          also a Markdown summary ('-': stdout)\n"
+    "  --html FILE              also a self-contained HTML page (curves,\n"
+    "                           step x module grid)\n"
+    "  -q, --quiet              no progress lines\n"
+    "\n"
+    "Exit status: 0 every stop point reproduced, 1 one differs (or incomplete:\n"
+    "something not compared, without --allow-partial), 2 trouble (bad\n"
+    "options, a run that failed, recorded nothing or did not honour the contract).\n";
 
 /* ------------------------------------------------------------------ options */
 
@@ -129,72 +128,123 @@ static int parse_at(uopts *o, const char *val) {
     return 0;
 }
 
-/* Every option is checked here, before any run. */
+/* The options of this form, beside the shared -q, -h and --json
+ * (cli_getopt). '+': options come first, up to '--' or the first word that
+ * is none, which is refused (the command comes after '--'). */
+enum { OPT_AT = 256, OPT_TRACE, OPT_LAUNCHER, OPT_RESUME_LAUNCHER, OPT_TIMEOUT, OPT_WORKDIR, OPT_KEEP, OPT_KILL,
+       OPT_ALLOW_PARTIAL };
+static const struct option user_options[] = {{"at", required_argument, NULL, OPT_AT},
+                                             {"trace", required_argument, NULL, OPT_TRACE},
+                                             {"launcher", required_argument, NULL, OPT_LAUNCHER},
+                                             {"resume-launcher", required_argument, NULL, OPT_RESUME_LAUNCHER},
+                                             {"timeout", required_argument, NULL, OPT_TIMEOUT},
+                                             {"workdir", required_argument, NULL, OPT_WORKDIR},
+                                             {"keep", no_argument, NULL, OPT_KEEP},
+                                             {"kill", no_argument, NULL, OPT_KILL},
+                                             {"allow-partial", no_argument, NULL, OPT_ALLOW_PARTIAL},
+                                             CLI_REPORT_LONGOPTS,
+                                             {NULL, 0, NULL, 0}};
+
+/* The word a refused option was written as: a train option's (the
+ * built-in trainer form's), one of that form's own, an unknown option, or
+ * a word before '--' that is none. Returns 2 after the message. */
+static int refuse(const char *a) {
+    const char *t = train_option(a);
+    if (t)
+        return cli_usage_error(CMD, "--%s is a `detcheck train` option, for the built-in trainer form; with "
+                                    "'-- CMD' your command trains as it is (its own options go after '--')",
+                               t);
+    for (size_t j = 0; j < sizeof trainer_only / sizeof trainer_only[0]; j++)
+        if (!strncmp(a, trainer_only[j].name, strlen(trainer_only[j].name)))
+            return cli_usage_error(CMD, "%s: not with '-- CMD': %s", trainer_only[j].name, trainer_only[j].why);
+    if (a[0] == '-') return cli_usage_error(CMD, "unknown option '%s'", a);
+    return cli_usage_error(CMD, "'%s': the command comes after '--' (detcheck resume-check [OPTIONS] -- CMD "
+                                "ARGS...)", a);
+}
+
+/* The word getopt refused: the last it took, or the group of short
+ * options it is still inside (-xq: x refused, q not read yet). */
+static const char *refused_word(int argc, char **argv) {
+    const char *next = optind < argc ? argv[optind] : NULL;
+    if (optopt > 0 && optopt < 256 && next && next[0] == '-' && next[1] != '-' && strchr(next + 1, optopt))
+        return next;
+    return argv[optind - 1];
+}
+
+static bool report_code(int c) { return c == CLI_OPT_JUNIT || c == CLI_OPT_MARKDOWN || c == CLI_OPT_HTML; }
+
+static const char *option_name(int c) {
+    for (size_t i = 0; user_options[i].name; i++)
+        if (user_options[i].val == c) return user_options[i].name;
+    return "?";
+}
+
+/* Every option is checked here, before any run. *help: -h or --help
+ * (printed). */
 static int parse_args(int argc, char **argv, uopts *o, bool *help) {
-    static const char *valued[] = {"--at", "--trace", "--launcher", "--resume-launcher", "--timeout", "--workdir"};
-    int i, used, r;
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = NULL;
-        if (!strcmp(a, "--")) break;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            *help = true;
-            return 0;
+    cli_shared sh = {.cmd = CMD, .help_text = user_help};
+    int c, value_at = 0; /* the last option value given as a word of its own */
+    optind = 0;          /* glibc starts afresh (and reads the '+') */
+    opterr = 0;
+    while ((c = cli_getopt(argc, argv, "+:", user_options, &sh)) != -1) {
+        if (c == CLI_STOP) {
+            *help = sh.help;
+            return sh.help ? 0 : sh.exit;
         }
-        if (!strcmp(a, "--json")) { o->json = true; continue; }
-        if (!strcmp(a, "--keep")) { o->keep = true; continue; }
-        if (!strcmp(a, "--kill")) { o->kill = true; continue; }
-        if (!strcmp(a, "--allow-partial")) { o->allow_partial = true; continue; }
-        if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { cli_quiet = true; continue; }
-        if ((r = cli_report_arg(&o->rep, a, i + 1 < argc ? argv[i + 1] : NULL, &used))) {
-            if (r < 0) return DCK_EXIT_TROUBLE;
-            i += used;
-            continue;
+        if (c == '?') return refuse(refused_word(argc, argv));
+        if (c == ':') {
+            const char *a = argv[optind - 1];
+            if (train_option(a)) return refuse(a);
+            if (report_code(optopt)) return cli_usage_error(CMD, "%s needs a file name ('-': standard output)", a);
+            return cli_usage_error(CMD, "%s needs a value", a);
         }
-        size_t nv = sizeof valued / sizeof valued[0];
-        int vk = cli_valued_option(CMD, argc, argv, &i, valued, nv, &val);
-        if (vk == -2) return DCK_EXIT_TROUBLE;
-        size_t k = vk < 0 ? nv : (size_t)vk;
-        if (k == nv) {
-            const char *t = train_option(a);
-            if (t)
-                return cli_usage_error(CMD, "--%s is a `detcheck train` option, for the built-in trainer form; with "
-                                            "'-- CMD' your command trains as it is (its own options go after '--')",
-                                       t);
-            for (size_t j = 0; j < sizeof trainer_only / sizeof trainer_only[0]; j++)
-                if (!strncmp(a, trainer_only[j].name, strlen(trainer_only[j].name)))
-                    return cli_usage_error(CMD, "%s: not with '-- CMD': %s", trainer_only[j].name, trainer_only[j].why);
-            if (a[0] == '-') return cli_usage_error(CMD, "unknown option '%s'", a);
-            return cli_usage_error(CMD, "'%s': the command comes after '--' (detcheck resume-check [OPTIONS] -- CMD "
-                                        "ARGS...)", a);
-        }
-        switch (k) {
-        case 0:
-            if ((r = parse_at(o, val))) return r;
+        /* the option as written ("--at", "--at=3"): a train option's name
+         * is never read as an abbreviation of one of ours (--resume) */
+        const char *val = optarg, *a = argv[optind - 1];
+        if (val && val == argv[optind - 1]) a = argv[optind - 2], value_at = optind - 1;
+        if (train_option(a)) return refuse(a);
+        if (val && val == argv[optind - 1] && !strcmp(val, "--") && !report_code(c))
+            return cli_usage_error(CMD, "%s needs a value", a);
+        switch (c) {
+        case OPT_AT:
+            if ((c = parse_at(o, val))) return c;
             break;
-        case 1:
+        case OPT_TRACE:
             if (strcmp(val, "modules") && strcmp(val, "ops") && strcmp(val, "none"))
                 return cli_usage_error(CMD, "--trace '%s': none, modules or ops", val);
             o->trace = val;
             break;
-        case 2:
-        case 3:
-            if (!val[strspn(val, " \t")]) return cli_usage_error(CMD, "%s: empty", valued[k]);
-            if (k == 2) o->launcher = val;
+        case OPT_LAUNCHER:
+        case OPT_RESUME_LAUNCHER:
+            if (!val[strspn(val, " \t")]) return cli_usage_error(CMD, "--%s: empty", option_name(c));
+            if (c == OPT_LAUNCHER) o->launcher = val;
             else o->resume_launcher = val;
             break;
-        case 4:
+        case OPT_TIMEOUT:
             if (!cli_parse_double(val, &o->timeout) || !(o->timeout > 0) || o->timeout > 86400.0 * 30)
                 return cli_usage_error(CMD, "--timeout '%s': not a number of seconds", val);
             break;
-        default:
+        case OPT_WORKDIR:
             if (!*val) return cli_usage_error(CMD, "--workdir: empty");
             o->workdir = val;
             break;
+        case OPT_KEEP: o->keep = true; break;
+        case OPT_KILL: o->kill = true; break;
+        case OPT_ALLOW_PARTIAL: o->allow_partial = true; break;
+        default: /* --junit, --markdown, --html */
+            if (!*val) return cli_usage_error(CMD, "--%s needs a file name ('-': standard output)", option_name(c));
+            cli_report_option(&o->rep, c, val);
+            break;
         }
     }
-    if (i >= argc) return cli_usage_error(CMD, "no '--': detcheck resume-check [OPTIONS] -- CMD ARGS...");
-    o->cmd = argv + i + 1;
-    o->ncmd = argc - i - 1;
+    /* getopt stopped after '--' (not an option's value), or at a word
+     * that is no option */
+    if (optind < 2 || optind - 1 == value_at || strcmp(argv[optind - 1], "--"))
+        return optind < argc ? refuse(argv[optind])
+                             : cli_usage_error(CMD, "no '--': detcheck resume-check [OPTIONS] -- CMD ARGS...");
+    o->cmd = argv + optind;
+    o->ncmd = argc - optind;
+    o->json = sh.json;
     if (o->ncmd == 0) return cli_usage_error(CMD, "no command after '--'");
     if (cli_report_check(&o->rep, o->json, NULL, 0)) return DCK_EXIT_TROUBLE;
     return 0;
@@ -1474,10 +1524,7 @@ int cmd_resume_user(int argc, char **argv) {
     char work[PATH_MAX - 128] = "", *cmdline = NULL, *title = NULL;
     int rc = stops ? parse_args(argc, argv, &o, &help) : cli_fail(CMD, dck_oom(NULL));
     if (rc) goto done;
-    if (help) {
-        usage(stdout);
-        goto done;
-    }
+    if (help) goto done;
     if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK")) {
         rc = cli_usage_error(CMD, "run resume-check itself without a launcher; pass --launcher \"CMD ...\" instead");
         goto done;
