@@ -144,7 +144,13 @@ int cli_getopt(int argc, char **argv, const char *own_short, const struct option
     static char shorts[64];
     static const struct option *built_for;
     if (built_for != own_long) {
-        size_t n = 0, k = (size_t)snprintf(shorts, sizeof shorts, "%s", own_short);
+        size_t n = 0, k = strlen(own_short);
+        if (k + 2 * NSHARED >= sizeof shorts) {
+            cli_error(sh->cmd, "internal error: too many short options");
+            sh->exit = DCK_EXIT_TROUBLE;
+            return CLI_STOP;
+        }
+        memcpy(shorts, own_short, k);
         for (; own_long[n].name; n++) {
             if (n + NSHARED + 1 >= sizeof longs / sizeof longs[0]) {
                 cli_error(sh->cmd, "internal error: too many options");
@@ -156,7 +162,7 @@ int cli_getopt(int argc, char **argv, const char *own_short, const struct option
         for (size_t i = 0; i < NSHARED; i++) {
             if (!takes(sh, shared[i].val)) continue;
             longs[n++] = shared[i];
-            if (shared[i].val < 256 && k + 2 < sizeof shorts) {
+            if (shared[i].val < 256) {
                 shorts[k++] = (char)shared[i].val;
                 if (shared[i].has_arg == required_argument) shorts[k++] = ':';
             }
