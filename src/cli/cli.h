@@ -31,8 +31,8 @@ int cmd_resume_check(int argc, char **argv);
 int cmd_bisect(int argc, char **argv);
 int cmd_canary(int argc, char **argv);
 int cmd_repro(int argc, char **argv);
-/* resume-check -- CMD ARGS... (resume_user.c): the user's own training */
-int resume_user(int argc, char **argv);
+/* resume-check -- CMD ARGS... (cmd_resume_user.c): the user's own training */
+int cmd_resume_user(int argc, char **argv);
 
 /* ------------------------------------------------------------------ cli_run.c
  * A user's command as a child (repro, resume-check). cli_run_catch_signals
@@ -114,8 +114,9 @@ enum { CLI_OPT_JSON = 0x1000, CLI_OPT_ITERATION, CLI_OPT_MEGATRON_MERGE, CLI_OPT
 typedef struct {
     const char *cmd;
     const char *help_text;   /* printed by -h/--help */
-    dck_options *read;       /* how checkpoints are read: --iteration, Megatron */
-    int *threads;            /* where --threads goes */
+    dck_options *read;       /* how checkpoints are read: --iteration, Megatron (NULL: the
+                              * command reads none, and takes none of those nor the filters) */
+    int *threads;            /* where --threads goes (NULL: no --threads, no -t) */
     long threads_max;        /* its range is 1..threads_max */
     const char *threads_want;/* "--threads wants %s, not 'ARG'" */
     bool json, help;         /* results */

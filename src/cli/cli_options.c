@@ -21,7 +21,20 @@ static const struct option shared[] = {
     {"accept-layout-state", no_argument, NULL, CLI_OPT_ACCEPT_LAYOUT_STATE},
 };
 #define NSHARED (sizeof shared / sizeof shared[0])
-static const char shared_short[] = "t:qh";
+
+/* The shared options a command takes: --threads where it has threads to
+ * set, the ways of reading checkpoints (--iteration, Megatron, the
+ * filters) where it reads them (read); -q, -h and --json everywhere. The
+ * others are unknown to it, as any option it does not have. */
+static bool takes(const cli_shared *sh, int code) {
+    switch (code) {
+    case 't': return sh->threads != NULL;
+    case 'q':
+    case 'h':
+    case CLI_OPT_JSON: return true;
+    default: return sh->read != NULL;
+    }
+}
 
 int cli_add_tp_split(const char *cmd, dck_options *o, const char *rule) {
     /* one command per process: the rules live until exit */
@@ -131,7 +144,13 @@ int cli_getopt(int argc, char **argv, const char *own_short, const struct option
     static char shorts[64];
     static const struct option *built_for;
     if (built_for != own_long) {
-        size_t n = 0;
+        size_t n = 0, k = strlen(own_short);
+        if (k + 2 * NSHARED >= sizeof shorts) {
+            cli_error(sh->cmd, "internal error: too many short options");
+            sh->exit = DCK_EXIT_TROUBLE;
+            return CLI_STOP;
+        }
+        memcpy(shorts, own_short, k);
         for (; own_long[n].name; n++) {
             if (n + NSHARED + 1 >= sizeof longs / sizeof longs[0]) {
                 cli_error(sh->cmd, "internal error: too many options");
@@ -140,9 +159,16 @@ int cli_getopt(int argc, char **argv, const char *own_short, const struct option
             }
             longs[n] = own_long[n];
         }
-        for (size_t i = 0; i < NSHARED; i++) longs[n++] = shared[i];
+        for (size_t i = 0; i < NSHARED; i++) {
+            if (!takes(sh, shared[i].val)) continue;
+            longs[n++] = shared[i];
+            if (shared[i].val < 256) {
+                shorts[k++] = (char)shared[i].val;
+                if (shared[i].has_arg == required_argument) shorts[k++] = ':';
+            }
+        }
+        shorts[k] = 0;
         memset(&longs[n], 0, sizeof longs[n]);
-        snprintf(shorts, sizeof shorts, "%s%s", own_short, shared_short);
         built_for = own_long;
     }
     for (;;) {

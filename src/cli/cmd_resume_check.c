@@ -415,10 +415,10 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
 
 
 int cmd_resume_check(int argc, char **argv) {
-    /* `-- CMD ARGS...`: the user's own training (resume_user.c); without
+    /* `-- CMD ARGS...`: the user's own training (cmd_resume_user.c); without
      * it, the built-in trainer */
     for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--")) return resume_user(argc, argv);
+        if (!strcmp(argv[i], "--")) return cmd_resume_user(argc, argv);
     dck_train_config c;
     dck_train_config_init(&c);
     c.steps = 0;

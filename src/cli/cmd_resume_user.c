@@ -4,13 +4,15 @@
  * stop.json when it calls session().stopped(K), required with --kill,
  * where it SIGKILLs itself right after the checkpoint) and
  * a run that resumes from that checkpoint (DETCHECK_RESUME=1); reads the
- * recordings (trajectory.jsonl, tensor_digests.bin) in-process and names
- * the first differing resumed step and the state that was not restored
- * (issue 21). See man/detcheck-resume-check.1, USER COMMANDS. */
+ * recordings (trajectory.jsonl, tensor_digests.bin) in-process; the library's
+ * resume diagnosis (runs/resume.h) finds the first differing resumed step
+ * and the state that was not restored, and this file words it (lines,
+ * JSON, reports). See man detcheck-resume-check(1), USER COMMANDS. */
 #include "cli.h"
 #include "report/html.h"
 #include "report/report.h"
 #include "cli_trace.h"
+#include "runs/resume.h"
 #include "train/train.h"
 #include "runs/recording.h"
 
@@ -33,47 +35,46 @@
 enum { CAUSE_MAX = DCK_REC_NAME_MAX + 1024 };
 enum { MAX_STOPS = 64, TAIL_LINES = 20, MAX_STOP_JSON = 1 << 16 };
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: detcheck resume-check [OPTIONS] -- CMD ARGS...\n"
-            "\n"
-            "Runs your training command uninterrupted, then for each stop point K a run\n"
-            "that stops at step K (DETCHECK_STOP_AT=K: the script saves the checkpoint\n"
-            "and exits 0; detcheck.session().stopped(K) also writes stop.json, which\n"
-            "--kill needs) and a run that resumes from that checkpoint\n"
-            "(DETCHECK_RESUME=1); compares every resumed step K+1.. with the\n"
-            "uninterrupted run bit for bit (trajectory and every recorded tensor; a\n"
-            "step one run lacks differs) and names the state that was not restored:\n"
-            "weights, data, RNG, LR, GradScaler, EMA or optimizer state.\n"
-            "\n"
-            "Options:\n"
-            "  --at K[,K...]            stop points (default: half of the uninterrupted\n"
-            "                           run's last step)\n"
-            "  --kill                   the stop run SIGKILLs itself right after the\n"
-            "                           checkpoint (DETCHECK_STOP_KILL=1) instead of\n"
-            "                           stopping cleanly\n"
-            "  --trace MODE             DETCHECK_TRACE for the runs: none (default),\n"
-            "                           modules or ops\n"
-            "  --launcher \"CMD ...\"     prefix of every run, e.g. \"torchrun --nproc_per_node 2\"\n"
-            "  --resume-launcher \"...\"  prefix of the resumed runs (default: --launcher)\n"
-            "  --timeout SECONDS        per run; its process group is killed after it\n"
-            "  --workdir DIR            keep the runs in DIR (default: a temporary directory\n"
-            "                           under $TMPDIR, removed when every stop reproduces)\n"
-            "  --keep                   keep the temporary directory\n"
-            "  --allow-partial          accept traced steps that both runs' recorders cut\n"
-            "                           alike (their events past the bound not compared;\n"
-            "                           said in the verdict); without it: incomplete (1)\n"
-            "  --json                   machine-readable result (one document)\n"
-            "  --junit FILE             also a JUnit XML report (a test case per stop point)\n"
-            "  --markdown FILE          also a Markdown summary ('-': stdout)\n"
-            "  --html FILE              also a self-contained HTML page (curves,\n"
-            "                           step x module grid)\n"
-            "  -q, --quiet              no progress lines\n"
-            "\n"
-            "Exit status: 0 every stop point reproduced, 1 one differs (or incomplete:\n"
-            "something not compared, without --allow-partial), 2 trouble (bad\n"
-            "options, a run that failed, recorded nothing or did not honour the contract).\n");
-}
+/* -h, --help (printed by cli_getopt) */
+static const char user_help[] =
+    "usage: detcheck resume-check [OPTIONS] -- CMD ARGS...\n"
+    "\n"
+    "Runs your training command uninterrupted, then for each stop point K a run\n"
+    "that stops at step K (DETCHECK_STOP_AT=K: the script saves the checkpoint\n"
+    "and exits 0; detcheck.session().stopped(K) also writes stop.json, which\n"
+    "--kill needs) and a run that resumes from that checkpoint\n"
+    "(DETCHECK_RESUME=1); compares every resumed step K+1.. with the\n"
+    "uninterrupted run bit for bit (trajectory and every recorded tensor; a\n"
+    "step one run lacks differs) and names the state that was not restored:\n"
+    "weights, data, RNG, LR, GradScaler, EMA or optimizer state.\n"
+    "\n"
+    "Options:\n"
+    "  --at K[,K...]            stop points (default: half of the uninterrupted\n"
+    "                           run's last step)\n"
+    "  --kill                   the stop run SIGKILLs itself right after the\n"
+    "                           checkpoint (DETCHECK_STOP_KILL=1) instead of\n"
+    "                           stopping cleanly\n"
+    "  --trace MODE             DETCHECK_TRACE for the runs: none (default),\n"
+    "                           modules or ops\n"
+    "  --launcher \"CMD ...\"     prefix of every run, e.g. \"torchrun --nproc_per_node 2\"\n"
+    "  --resume-launcher \"...\"  prefix of the resumed runs (default: --launcher)\n"
+    "  --timeout SECONDS        per run; its process group is killed after it\n"
+    "  --workdir DIR            keep the runs in DIR (default: a temporary directory\n"
+    "                           under $TMPDIR, removed when every stop reproduces)\n"
+    "  --keep                   keep the temporary directory\n"
+    "  --allow-partial          accept traced steps that both runs' recorders cut\n"
+    "                           alike (their events past the bound not compared;\n"
+    "                           said in the verdict); without it: incomplete (1)\n"
+    "  --json                   machine-readable result (one document)\n"
+    "  --junit FILE             also a JUnit XML report (a test case per stop point)\n"
+    "  --markdown FILE          also a Markdown summary ('-': stdout)\n"
+    "  --html FILE              also a self-contained HTML page (curves,\n"
+    "                           step x module grid)\n"
+    "  -q, --quiet              no progress lines\n"
+    "\n"
+    "Exit status: 0 every stop point reproduced, 1 one differs (or incomplete:\n"
+    "something not compared, without --allow-partial), 2 trouble (bad\n"
+    "options, a run that failed, recorded nothing or did not honour the contract).\n";
 
 /* ------------------------------------------------------------------ options */
 
@@ -129,72 +130,123 @@ static int parse_at(uopts *o, const char *val) {
     return 0;
 }
 
-/* Every option is checked here, before any run. */
+/* The options of this form, beside the shared -q, -h and --json
+ * (cli_getopt). '+': options come first, up to '--' or the first word that
+ * is none, which is refused (the command comes after '--'). */
+enum { OPT_AT = 256, OPT_TRACE, OPT_LAUNCHER, OPT_RESUME_LAUNCHER, OPT_TIMEOUT, OPT_WORKDIR, OPT_KEEP, OPT_KILL,
+       OPT_ALLOW_PARTIAL };
+static const struct option user_options[] = {{"at", required_argument, NULL, OPT_AT},
+                                             {"trace", required_argument, NULL, OPT_TRACE},
+                                             {"launcher", required_argument, NULL, OPT_LAUNCHER},
+                                             {"resume-launcher", required_argument, NULL, OPT_RESUME_LAUNCHER},
+                                             {"timeout", required_argument, NULL, OPT_TIMEOUT},
+                                             {"workdir", required_argument, NULL, OPT_WORKDIR},
+                                             {"keep", no_argument, NULL, OPT_KEEP},
+                                             {"kill", no_argument, NULL, OPT_KILL},
+                                             {"allow-partial", no_argument, NULL, OPT_ALLOW_PARTIAL},
+                                             CLI_REPORT_LONGOPTS,
+                                             {NULL, 0, NULL, 0}};
+
+/* The word a refused option was written as: a train option's (the
+ * built-in trainer form's), one of that form's own, an unknown option, or
+ * a word before '--' that is none. Returns 2 after the message. */
+static int refuse(const char *a) {
+    const char *t = train_option(a);
+    if (t)
+        return cli_usage_error(CMD, "--%s is a `detcheck train` option, for the built-in trainer form; with "
+                                    "'-- CMD' your command trains as it is (its own options go after '--')",
+                               t);
+    for (size_t j = 0; j < sizeof trainer_only / sizeof trainer_only[0]; j++)
+        if (!strncmp(a, trainer_only[j].name, strlen(trainer_only[j].name)))
+            return cli_usage_error(CMD, "%s: not with '-- CMD': %s", trainer_only[j].name, trainer_only[j].why);
+    if (a[0] == '-') return cli_usage_error(CMD, "unknown option '%s'", a);
+    return cli_usage_error(CMD, "'%s': the command comes after '--' (detcheck resume-check [OPTIONS] -- CMD "
+                                "ARGS...)", a);
+}
+
+/* The word getopt refused: the last it took, or the group of short
+ * options it is still inside (-xq: x refused, q not read yet). */
+static const char *refused_word(int argc, char **argv) {
+    const char *next = optind < argc ? argv[optind] : NULL;
+    if (optopt > 0 && optopt < 256 && next && next[0] == '-' && next[1] != '-' && strchr(next + 1, optopt))
+        return next;
+    return argv[optind - 1];
+}
+
+static bool report_code(int c) { return c == CLI_OPT_JUNIT || c == CLI_OPT_MARKDOWN || c == CLI_OPT_HTML; }
+
+static const char *option_name(int c) {
+    for (size_t i = 0; user_options[i].name; i++)
+        if (user_options[i].val == c) return user_options[i].name;
+    return "?";
+}
+
+/* Every option is checked here, before any run. *help: -h or --help
+ * (printed). */
 static int parse_args(int argc, char **argv, uopts *o, bool *help) {
-    static const char *valued[] = {"--at", "--trace", "--launcher", "--resume-launcher", "--timeout", "--workdir"};
-    int i, used, r;
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = NULL;
-        if (!strcmp(a, "--")) break;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            *help = true;
-            return 0;
+    cli_shared sh = {.cmd = CMD, .help_text = user_help};
+    int c, value_at = 0; /* the last option value given as a word of its own */
+    optind = 0;          /* glibc starts afresh (and reads the '+') */
+    opterr = 0;
+    while ((c = cli_getopt(argc, argv, "+:", user_options, &sh)) != -1) {
+        if (c == CLI_STOP) {
+            *help = sh.help;
+            return sh.help ? 0 : sh.exit;
         }
-        if (!strcmp(a, "--json")) { o->json = true; continue; }
-        if (!strcmp(a, "--keep")) { o->keep = true; continue; }
-        if (!strcmp(a, "--kill")) { o->kill = true; continue; }
-        if (!strcmp(a, "--allow-partial")) { o->allow_partial = true; continue; }
-        if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { cli_quiet = true; continue; }
-        if ((r = cli_report_arg(&o->rep, a, i + 1 < argc ? argv[i + 1] : NULL, &used))) {
-            if (r < 0) return DCK_EXIT_TROUBLE;
-            i += used;
-            continue;
+        if (c == '?') return refuse(refused_word(argc, argv));
+        if (c == ':') {
+            const char *a = argv[optind - 1];
+            if (train_option(a)) return refuse(a);
+            if (report_code(optopt)) return cli_usage_error(CMD, "%s needs a file name ('-': standard output)", a);
+            return cli_usage_error(CMD, "%s needs a value", a);
         }
-        size_t nv = sizeof valued / sizeof valued[0];
-        int vk = cli_valued_option(CMD, argc, argv, &i, valued, nv, &val);
-        if (vk == -2) return DCK_EXIT_TROUBLE;
-        size_t k = vk < 0 ? nv : (size_t)vk;
-        if (k == nv) {
-            const char *t = train_option(a);
-            if (t)
-                return cli_usage_error(CMD, "--%s is a `detcheck train` option, for the built-in trainer form; with "
-                                            "'-- CMD' your command trains as it is (its own options go after '--')",
-                                       t);
-            for (size_t j = 0; j < sizeof trainer_only / sizeof trainer_only[0]; j++)
-                if (!strncmp(a, trainer_only[j].name, strlen(trainer_only[j].name)))
-                    return cli_usage_error(CMD, "%s: not with '-- CMD': %s", trainer_only[j].name, trainer_only[j].why);
-            if (a[0] == '-') return cli_usage_error(CMD, "unknown option '%s'", a);
-            return cli_usage_error(CMD, "'%s': the command comes after '--' (detcheck resume-check [OPTIONS] -- CMD "
-                                        "ARGS...)", a);
-        }
-        switch (k) {
-        case 0:
-            if ((r = parse_at(o, val))) return r;
+        /* the option as written ("--at", "--at=3"): a train option's name
+         * is never read as an abbreviation of one of ours (--resume) */
+        const char *val = optarg, *a = argv[optind - 1];
+        if (val && val == argv[optind - 1]) a = argv[optind - 2], value_at = optind - 1;
+        if (train_option(a)) return refuse(a);
+        if (val && val == argv[optind - 1] && !strcmp(val, "--") && !report_code(c))
+            return cli_usage_error(CMD, "%s needs a value", a);
+        switch (c) {
+        case OPT_AT:
+            if ((c = parse_at(o, val))) return c;
             break;
-        case 1:
+        case OPT_TRACE:
             if (strcmp(val, "modules") && strcmp(val, "ops") && strcmp(val, "none"))
                 return cli_usage_error(CMD, "--trace '%s': none, modules or ops", val);
             o->trace = val;
             break;
-        case 2:
-        case 3:
-            if (!val[strspn(val, " \t")]) return cli_usage_error(CMD, "%s: empty", valued[k]);
-            if (k == 2) o->launcher = val;
+        case OPT_LAUNCHER:
+        case OPT_RESUME_LAUNCHER:
+            if (!val[strspn(val, " \t")]) return cli_usage_error(CMD, "--%s: empty", option_name(c));
+            if (c == OPT_LAUNCHER) o->launcher = val;
             else o->resume_launcher = val;
             break;
-        case 4:
+        case OPT_TIMEOUT:
             if (!cli_parse_double(val, &o->timeout) || !(o->timeout > 0) || o->timeout > 86400.0 * 30)
                 return cli_usage_error(CMD, "--timeout '%s': not a number of seconds", val);
             break;
-        default:
+        case OPT_WORKDIR:
             if (!*val) return cli_usage_error(CMD, "--workdir: empty");
             o->workdir = val;
             break;
+        case OPT_KEEP: o->keep = true; break;
+        case OPT_KILL: o->kill = true; break;
+        case OPT_ALLOW_PARTIAL: o->allow_partial = true; break;
+        default: /* --junit, --markdown, --html */
+            if (!*val) return cli_usage_error(CMD, "--%s needs a file name ('-': standard output)", option_name(c));
+            cli_report_option(&o->rep, c, val);
+            break;
         }
     }
-    if (i >= argc) return cli_usage_error(CMD, "no '--': detcheck resume-check [OPTIONS] -- CMD ARGS...");
-    o->cmd = argv + i + 1;
-    o->ncmd = argc - i - 1;
+    /* getopt stopped after '--' (not an option's value), or at a word
+     * that is no option */
+    if (optind < 2 || optind - 1 == value_at || strcmp(argv[optind - 1], "--"))
+        return optind < argc ? refuse(argv[optind])
+                             : cli_usage_error(CMD, "no '--': detcheck resume-check [OPTIONS] -- CMD ARGS...");
+    o->cmd = argv + optind;
+    o->ncmd = argc - optind;
+    o->json = sh.json;
     if (o->ncmd == 0) return cli_usage_error(CMD, "no command after '--'");
     if (cli_report_check(&o->rep, o->json, NULL, 0)) return DCK_EXIT_TROUBLE;
     return 0;
@@ -472,86 +524,9 @@ static bool check_stop_json(const urun *r, long K, bool kill, verdict *v) {
     return true;
 }
 
-/* ------------------------------------------------------------------ lookups */
-
-/* One recorded step's entries sorted by kind and name, for lookups by name. */
-typedef struct {
-    const dck_recording *r;
-    dck_rec_entry *v;
-    size_t n;
-} sview;
-
-static int view_cmp(const void *x, const void *y, void *ctx) {
-    const dck_recording *r = ctx;
-    const dck_rec_entry *a = x, *b = y;
-    int c = (int)r->kinds[a->id] - (int)r->kinds[b->id];
-    return c ? c : strcmp(r->names[a->id], r->names[b->id]);
-}
-
-static const dck_rec_step *find_step(const dck_recording *r, long step) {
-    size_t lo = 0, hi = r->nsteps;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (r->steps[mid].step < step) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < r->nsteps && r->steps[lo].step == step ? &r->steps[lo] : NULL;
-}
-
-/* The view of step (empty when not recorded); false when out of memory. */
-static bool view_of(const urun *u, long step, sview *sv) {
-    memset(sv, 0, sizeof *sv);
-    const dck_rec_step *st = u->has_rec ? find_step(&u->rec, step) : NULL;
-    if (!st) return true;
-    sv->r = &u->rec;
-    if (!(sv->v = malloc((st->n ? st->n : 1) * sizeof *sv->v))) return false;
-    memcpy(sv->v, u->rec.entries + st->first, st->n * sizeof *sv->v);
-    sv->n = st->n;
-    qsort_r(sv->v, sv->n, sizeof *sv->v, view_cmp, (void *)sv->r);
-    return true;
-}
-
-static const dck_rec_entry *view_get(const sview *sv, int kind, const char *name) {
-    size_t lo = 0, hi = sv->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const dck_rec_entry *e = &sv->v[mid];
-        int c = (int)sv->r->kinds[e->id] - kind;
-        if (!c) c = strcmp(sv->r->names[e->id], name);
-        if (!c) return e;
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    return NULL;
-}
-
-static const char *ename(const sview *sv, const dck_rec_entry *e) { return sv->r->names[e->id]; }
-static int ekind(const sview *sv, const dck_rec_entry *e) { return sv->r->kinds[e->id]; }
-
-/* Both have NAME of KIND and their digests differ. */
-static bool differs(const sview *a, const sview *b, int kind, const char *name) {
-    const dck_rec_entry *x = view_get(a, kind, name), *y = view_get(b, kind, name);
-    return x && y && !dck_digest_equal(x->digest, y->digest);
-}
-
-/* The first entry of KIND (and names starting with prefix, when given), in
- * model order, whose digests differ between the views; NULL when none. */
-static const char *first_differing(const sview *a, const sview *b, int kind, const char *prefix) {
-    const char *best = NULL;
-    for (size_t i = 0; i < b->n; i++) {
-        const char *n = ename(b, &b->v[i]);
-        if (ekind(b, &b->v[i]) != kind || (prefix && strncmp(n, prefix, strlen(prefix)))) continue;
-        if (differs(a, b, kind, n) && (!best || dck_name_compare(n, best) < 0)) best = n;
-    }
-    return best;
-}
-
-/* The lr of the trajectory record of step (the value as written; NaN
- * when null or absent). */
-static double traj_lr(const urun *r, long step) {
-    for (size_t i = 0; i < r->ntraj; i++)
-        if (r->traj[i].step == step) return r->traj[i].lr;
-    return NAN;
+/* What a run recorded, as the resume diagnosis reads it. */
+static dck_resume_view view_of(const urun *r) {
+    return (dck_resume_view){r->traj, r->ntraj, r->has_rec ? &r->rec : NULL};
 }
 
 static void lr_text(double v, char *buf, size_t n) {
@@ -607,67 +582,46 @@ static void set_state(ustop *s, const char *prefix, const char *name) {
     if (asprintf(&s->state, "%s%s", prefix, name) < 0) s->state = NULL;
 }
 
-/* The first step where b parts from a (trajectory, or any recorded entry;
- * a state name in one only is none): -1 when none. *tstep, *rstep: the
- * trajectory's and the recording's own; what: the trajectory's fields. */
-typedef struct {
-    long step, tstep, rstep;
-    char what[1024];
-    int kind;
-    char name[DCK_REC_NAME_MAX + 1]; /* whole */
-    const char *how;
-} parting;
-
-static int first_parting(const urun *a, const urun *b, parting *p, verdict *v) {
-    memset(p, 0, sizeof *p);
-    p->step = p->tstep = p->rstep = -1;
-    if (!dck_traj_compare(a->traj, a->ntraj, b->traj, b->ntraj, &p->tstep, p->what, sizeof p->what)) p->tstep = -1;
-    if (a->has_rec && b->has_rec) {
-        int c = dck_recording_compare(&a->rec, &b->rec, &p->rstep, &p->kind, p->name, sizeof p->name, &p->how);
-        if (c < 0) {
-            cli_fail(CMD, dck_oom("comparing the recorded tensors"));
-            trouble(v, NULL, "out of memory comparing the recorded tensors");
-            return -1;
-        }
-        if (!c) p->rstep = -1;
+/* The first step where b parts from a (dck_resume_first_parting). Non-zero
+ * (v set) when out of memory. */
+static int first_parting(const urun *a, const urun *b, dck_resume_parting *p, verdict *v) {
+    dck_resume_view x = view_of(a), y = view_of(b);
+    dck_status s = dck_resume_first_parting(&x, &y, p);
+    if (s) {
+        cli_fail(CMD, s);
+        trouble(v, NULL, "out of memory comparing the recorded tensors");
+        return -1;
     }
-    p->step = p->tstep;
-    if (p->rstep >= 0 && (p->step < 0 || p->rstep < p->step)) p->step = p->rstep;
     return 0;
 }
 
-/* The first step of lo..hi that one run recorded and the other did not:
- * the comparisons pair the steps both hold, so without this a step one
- * run lacks would be compared nowhere. Each run holds a trajectory line
- * of every step, and tensor digests of the same steps as the other (a
- * Recorder digests every `every` steps, the same in every run). */
-/* Within a step both hold, the same rule: a root digest, a state entry,
- * traced events one run recorded and the other did not. */
-typedef enum { GAP_STEP, GAP_ROOT, GAP_STATE, GAP_CUT } gap_kind;
-typedef struct {
-    long step;            /* -1: none */
-    const char *lacks;    /* the role of the run that lacks it, the other's */
-    const char *has;
-    const char *file;     /* DCK_TRAJECTORY, DCK_RECORD_FILE or DCK_TRACE_FILE */
-    bool ended;           /* GAP_STEP: a trajectory that ended before it (else a hole) */
-    gap_kind kind;
-    const char *entry;    /* GAP_STATE: its name (into the recording that holds it) */
-    size_t events;        /* GAP_CUT: the events the lacking run's truncated step holds */
-} gap;
+/* The two runs a gap lies between, by dck_resume_gap.lacks: the stopped
+ * run before the stop, the resumed run after it. */
+static const char *const before_roles[2] = {"the uninterrupted run", "the stopped run"};
+static const char *const resumed_roles[2] = {"the uninterrupted run", "the resumed run"};
 
-static void gap_take(gap *g, gap c) {
-    if (c.step >= 0 && (g->step < 0 || c.step < g->step)) *g = c;
+/* The first of lo..hi that one run recorded and the other did not
+ * (dck_resume_first_gap). Non-zero (v set) when out of memory. */
+static int first_gap(const urun *a, const urun *b, long lo, long hi, dck_resume_gap *g, verdict *v) {
+    dck_resume_view x = view_of(a), y = view_of(b);
+    dck_status s = dck_resume_first_gap(&x, &y, lo, hi, g);
+    if (s) {
+        cli_fail(CMD, s);
+        trouble(v, NULL, "out of memory comparing the recorded state");
+        return -1;
+    }
+    return 0;
 }
 
 /* What g says one run lacks, as the subject of "... is missing from":
  * malloc'd (names whole), NULL when out of memory. */
-static char *gap_subject(const gap *g) {
+static char *gap_subject(const dck_resume_gap *g) {
     char *t = NULL;
     int k;
     switch (g->kind) {
-    case GAP_ROOT: k = asprintf(&t, "the root digest of step %ld", g->step); break;
-    case GAP_STATE: k = asprintf(&t, "state entry %s of step %ld", g->entry, g->step); break;
-    case GAP_CUT:
+    case DCK_RESUME_GAP_ROOT: k = asprintf(&t, "the root digest of step %ld", g->step); break;
+    case DCK_RESUME_GAP_STATE: k = asprintf(&t, "state entry %s of step %ld", g->entry, g->step); break;
+    case DCK_RESUME_GAP_CUT:
         k = asprintf(&t, "what traced step %ld holds past its first %zu events (truncated by the recorder)", g->step,
                      g->events);
         break;
@@ -677,243 +631,69 @@ static char *gap_subject(const gap *g) {
 }
 
 /* The stop line of a gap; span: "every resumed step 6..10". */
-static void gap_line(ustop *s, const gap *g, const char *span) {
+static void gap_line(ustop *s, const dck_resume_gap *g, const char *const roles[2], const char *span) {
     char *subject = gap_subject(g);
     stop_line(s, "%s is missing from %s's %s (%s recorded it): %s is compared, so both runs must record each",
-              subject ? subject : "(out of memory)", g->lacks, g->file, g->has, span);
-    if (g->kind == GAP_STATE) set_state(s, "", g->entry);
+              subject ? subject : "(out of memory)", roles[g->lacks], g->file, roles[!g->lacks], span);
+    if (g->kind == DCK_RESUME_GAP_STATE) set_state(s, "", g->entry);
     free(subject);
 }
 
-/* r less the start.* entries of its first step, for
- * dck_recording_state_only: a process records the weights it started from
- * once, at its first step, and a resumed process's first step is none of
- * the uninterrupted run's first (diagnose compares them with the weights
- * after K). Shares r's names; free out's steps and entries. */
-static bool without_start(const dck_recording *r, dck_recording *out) {
-    *out = *r;
-    out->steps = malloc((r->nsteps ? r->nsteps : 1) * sizeof *r->steps);
-    out->entries = malloc((r->nentries ? r->nentries : 1) * sizeof *r->entries);
-    if (!out->steps || !out->entries) {
-        free(out->steps);
-        free(out->entries);
-        return false;
-    }
-    memcpy(out->steps, r->steps, r->nsteps * sizeof *r->steps);
-    memcpy(out->entries, r->entries, r->nentries * sizeof *r->entries);
-    if (r->nsteps) {
-        dck_rec_step *f = &out->steps[0];
-        size_t k = 0;
-        for (size_t i = 0; i < f->n; i++) {
-            const dck_rec_entry *e = &r->entries[f->first + i];
-            if (r->kinds[e->id] != DCK_REC_STATE || strncmp(r->names[e->id], "start.", 6))
-                out->entries[f->first + k++] = *e;
-        }
-        f->n = k;
-    }
-    return true;
-}
-
-/* The first step of lo..hi in one of two ascending step lists only, or
- * -1; *in_a: a holds it. The lists are arrays of a struct of size stride
- * whose first member is its step (dck_rec_step, dck_trace_step). */
-static long steps_unmatched(const void *a, size_t na, const void *b, size_t nb, size_t stride, long lo, long hi,
-                            bool *in_a) {
-#define STEP_AT(v, k) (*(const long *)(const void *)((const char *)(v) + (k) * stride))
-    size_t i = 0, j = 0;
-    while (i < na && STEP_AT(a, i) < lo) i++;
-    while (j < nb && STEP_AT(b, j) < lo) j++;
-    for (;;) {
-        long x = i < na && STEP_AT(a, i) <= hi ? STEP_AT(a, i) : -1;
-        long y = j < nb && STEP_AT(b, j) <= hi ? STEP_AT(b, j) : -1;
-#undef STEP_AT
-        if (x < 0 && y < 0) return -1;
-        if (x == y) {
-            i++, j++;
-            continue;
-        }
-        *in_a = y < 0 || (x >= 0 && x < y);
-        return *in_a ? x : y;
-    }
-}
-_Static_assert(offsetof(dck_rec_step, step) == 0 && offsetof(dck_trace_step, step) == 0,
-               "steps_unmatched reads a step list's steps at offset 0");
-
-/* The first of lo..hi that one run recorded and the other did not, into
- * g: steps, root digests, state entries (kind 3: dck_recording_compare
- * passes over them). Non-zero (v set) when out of memory. */
-static int first_gap(const urun *a, const char *role_a, const urun *b, const char *role_b, long lo, long hi, gap *g,
-                     verdict *v) {
-    *g = (gap){.step = -1};
-    long ma = dck_traj_first_missing(a->traj, a->ntraj, lo, hi), mb = dck_traj_first_missing(b->traj, b->ntraj, lo, hi);
-    gap_take(g, (gap){.step = ma, .lacks = role_a, .has = role_b, .file = DCK_TRAJECTORY, .ended = ma > last_step(a)});
-    gap_take(g, (gap){.step = mb, .lacks = role_b, .has = role_a, .file = DCK_TRAJECTORY, .ended = mb > last_step(b)});
-    bool in_a = false;
-    long d = steps_unmatched(a->has_rec ? a->rec.steps : NULL, a->has_rec ? a->rec.nsteps : 0,
-                             b->has_rec ? b->rec.steps : NULL, b->has_rec ? b->rec.nsteps : 0, sizeof(dck_rec_step), lo,
-                             hi, &in_a);
-    gap_take(g, (gap){.step = d, .lacks = in_a ? role_b : role_a, .has = in_a ? role_a : role_b, .file = DCK_RECORD_FILE});
-    d = dck_traj_root_unmatched(a->traj, a->ntraj, b->traj, b->ntraj, lo, hi, &in_a);
-    gap_take(g, (gap){.step = d, .lacks = in_a ? role_b : role_a, .has = in_a ? role_a : role_b, .file = DCK_TRAJECTORY,
-                      .kind = GAP_ROOT});
-    if (!a->has_rec || !b->has_rec) return 0;
-    dck_recording x, y;
-    dck_rec_state_only u;
-    bool okx = without_start(&a->rec, &x), oky = okx && without_start(&b->rec, &y);
-    int c = oky ? dck_recording_state_only(&x, &y, &u) : -1;
-    if (okx) free(x.steps), free(x.entries);
-    if (oky) free(y.steps), free(y.entries);
-    if (c < 0) {
-        cli_fail(CMD, dck_oom("comparing the recorded state"));
-        trouble(v, NULL, "out of memory comparing the recorded state");
-        return -1;
-    }
-    /* u counts over every step both hold: within lo..hi for the pairs compared here */
-    for (int k = 0; k < 2; k++)
-        if (u.count[k] && u.step[k] >= lo && u.step[k] <= hi)
-            gap_take(g, (gap){.step = u.step[k], .lacks = k ? role_a : role_b, .has = k ? role_b : role_a,
-                              .file = DCK_RECORD_FILE, .kind = GAP_STATE, .entry = u.name[k]});
-    return 0;
-}
-
-/* The first parameter (model order) whose start.NAME, the weights the
- * resumed process started step K+1 from, differs from the uninterrupted
- * run's NAME after step K, into *best (NULL: none, or not both recorded);
- * false when out of memory. */
-static bool start_differing(const urun *full, const urun *res, long K, const char **best) {
-    *best = NULL;
-    if (!res->has_rec || !res->rec.nsteps || res->rec.steps[0].step != K + 1) return true;
-    sview ak, b;
-    bool oka = view_of(full, K, &ak), okb = view_of(res, K + 1, &b); /* both: both are freed */
-    for (size_t i = 0; oka && okb && i < b.n; i++) {
-        const char *sn = ename(&b, &b.v[i]);
-        if (ekind(&b, &b.v[i]) != DCK_REC_STATE || strncmp(sn, "start.", 6)) continue;
-        const dck_rec_entry *w = view_get(&ak, DCK_REC_PARAMETER, sn + 6);
-        if (w && !dck_digest_equal(w->digest, b.v[i].digest) && (!*best || dck_name_compare(sn + 6, *best) < 0))
-            *best = sn + 6;
-    }
-    free(ak.v);
-    free(b.v);
-    return oka && okb;
-}
-
-/* RNG states: their names, in the order they are looked at, and why. */
-static const struct {
-    const char *name, *why;
-} rngs[] = {{"rng.torch", "torch's CPU RNG state was not restored"},
-            {"rng.cuda", "the CUDA RNG states were not restored"},
-            {"rng.numpy", "NumPy's global RNG state was not restored"},
-            {"rng.python", "Python's random state was not restored"}};
-
 /* The cause at the first differing step D of resumed run res against the
- * uninterrupted run full, stop point K: the first that matches, in the
- * order of the spec (weights, data, rng, lr, scaler, ema, optimizer,
- * tensor, trajectory). Writes s->cause, s->state and the text into buf. */
-static bool diagnose(const urun *full, const urun *res, long K, const parting *p, ustop *s, char *buf, size_t n) {
+ * uninterrupted run full, stop point K (dck_resume_diagnose), in words:
+ * s->cause, s->state and the text into buf. */
+static dck_status diagnose(const urun *full, const urun *res, long K, const dck_resume_parting *p, ustop *s,
+                           char *buf, size_t n) {
+    dck_resume_view f = view_of(full), r = view_of(res);
+    dck_resume_diagnosis d;
+    DCK_TRY(dck_resume_diagnose(&f, &r, K, p, &d));
     long D = p->step;
-    sview a, b;
-    bool oka = view_of(full, D, &a), okb = view_of(res, D, &b); /* both, whatever the first gives: both are freed */
-    bool okv = oka && okb;
-    const char *nm;
-    buf[0] = 0;
-    if (!okv) goto oom;
-    /* 1 weights: the weights the resumed process started step K+1 from
-     * (start.NAME) against the uninterrupted run's after step K */
-    if (D == K + 1) {
-        const char *best;
-        if (!start_differing(full, res, K, &best)) goto oom;
-        if (best) {
-            s->cause = "weights";
-            set_state(s, "start.", best);
-            snprintf(buf, n,
-                     "weights: the resumed run started from other weights than those after step %ld: parameter %s "
-                     "(the checkpoint does not hold the weights after step %ld's update)",
-                     K, best, K);
-            goto done;
+    s->cause = dck_resume_cause_name(d.cause);
+    switch (d.cause) {
+    case DCK_RESUME_WEIGHTS:
+        set_state(s, "start.", d.name);
+        snprintf(buf, n,
+                 "weights: the resumed run started from other weights than those after step %ld: parameter %s "
+                 "(the checkpoint does not hold the weights after step %ld's update)",
+                 K, d.name, K);
+        break;
+    case DCK_RESUME_DATA:
+        set_state(s, "", d.name);
+        if (d.batch_step < 0) snprintf(buf, n, "data: the batch differs (it equals no batch of the uninterrupted run)");
+        else if (d.batch_step < D)
+            snprintf(buf, n, "data: the batch differs (the loader restarted: the batch equals that of step %ld)",
+                     d.batch_step);
+        else snprintf(buf, n, "data: the batch differs (the batch equals that of step %ld)", d.batch_step);
+        break;
+    case DCK_RESUME_RNG:
+        set_state(s, "", d.name);
+        snprintf(buf, n, "%s differs before any tensor (%s)", d.name, dck_resume_rngs[d.rng].why);
+        break;
+    case DCK_RESUME_LR:
+        set_state(s, "", d.name ? d.name : "");
+        if (d.lr_traj) {
+            char ta[64], tb[64];
+            lr_text(d.lr[0], ta, sizeof ta);
+            lr_text(d.lr[1], tb, sizeof tb);
+            snprintf(buf, n, "lr differs: %s vs %s (the LR scheduler's state: not restored, or stepped once more)", ta,
+                     tb);
+        } else {
+            snprintf(buf, n, "%s differs (the LR scheduler's state: not restored, or stepped once more)", d.name);
         }
-    }
-    /* 2 data: the batch, and which of the uninterrupted run's it is */
-    if (differs(&a, &b, DCK_REC_STATE, "data.batch")) {
-        const dck_rec_entry *x = view_get(&b, DCK_REC_STATE, "data.batch");
-        long J = -1;
-        for (size_t i = 0; i < full->rec.nsteps && J < 0; i++) {
-            const dck_rec_step *st = &full->rec.steps[i];
-            for (size_t k = 0; k < st->n; k++) {
-                const dck_rec_entry *e = &full->rec.entries[st->first + k];
-                if (full->rec.kinds[e->id] == DCK_REC_STATE && !strcmp(full->rec.names[e->id], "data.batch") &&
-                    dck_digest_equal(e->digest, x->digest)) {
-                    J = st->step;
-                    break;
-                }
-            }
-        }
-        s->cause = "data";
-        set_state(s, "", "data.batch");
-        if (J < 0) snprintf(buf, n, "data: the batch differs (it equals no batch of the uninterrupted run)");
-        else if (J < D) snprintf(buf, n, "data: the batch differs (the loader restarted: the batch equals that of step %ld)", J);
-        else snprintf(buf, n, "data: the batch differs (the batch equals that of step %ld)", J);
-        goto done;
-    }
-    /* 3 rng */
-    for (size_t i = 0; i < sizeof rngs / sizeof rngs[0]; i++)
-        if (differs(&a, &b, DCK_REC_STATE, rngs[i].name)) {
-            s->cause = "rng";
-            set_state(s, "", rngs[i].name);
-            snprintf(buf, n, "%s differs before any tensor (%s)", rngs[i].name, rngs[i].why);
-            goto done;
-        }
-    /* 4 lr: the trajectory's values when they differ, else the group's */
-    {
-        const char *g = first_differing(&a, &b, DCK_REC_STATE, "lr.");
-        double la = traj_lr(full, D), lb = traj_lr(res, D);
-        bool traj = isnan(la) != isnan(lb) || (!isnan(la) && la != lb);
-        if (traj || g) {
-            s->cause = "lr";
-            set_state(s, "", g ? g : "");
-            if (traj) {
-                char ta[64], tb[64];
-                lr_text(la, ta, sizeof ta);
-                lr_text(lb, tb, sizeof tb);
-                snprintf(buf, n, "lr differs: %s vs %s (the LR scheduler's state: not restored, or stepped once more)",
-                         ta, tb);
-            } else {
-                snprintf(buf, n, "%s differs (the LR scheduler's state: not restored, or stepped once more)", g);
-            }
-            goto done;
-        }
-    }
-    /* 5 scaler, 6 ema */
-    if ((nm = first_differing(&a, &b, DCK_REC_STATE, "scaler."))) {
-        s->cause = "scaler";
-        set_state(s, "", nm);
-        snprintf(buf, n, "%s differs (the GradScaler state was not restored)", nm);
-        goto done;
-    }
-    if ((nm = first_differing(&a, &b, DCK_REC_STATE, "ema."))) {
-        s->cause = "ema";
-        set_state(s, "", nm);
-        snprintf(buf, n, "%s differs (the EMA weights were not restored)", nm);
-        goto done;
-    }
-    /* 7 optimizer: its state differs while every gradient agrees */
-    if ((nm = first_differing(&a, &b, DCK_REC_OPTIMIZER, NULL))) {
-        bool grads_equal = true;
-        for (int side = 0; side < 2 && grads_equal; side++) {
-            const sview *x = side ? &b : &a, *y = side ? &a : &b;
-            for (size_t i = 0; i < x->n && grads_equal; i++) {
-                if (ekind(x, &x->v[i]) != DCK_REC_GRADIENT) continue;
-                const dck_rec_entry *e = view_get(y, DCK_REC_GRADIENT, ename(x, &x->v[i]));
-                grads_equal = e && dck_digest_equal(e->digest, x->v[i].digest);
-            }
-        }
-        if (grads_equal) {
-            s->cause = "optimizer";
-            snprintf(buf, n, "optimizer: %s differs with equal gradients (the optimizer state was not restored)", nm);
-            goto done;
-        }
-    }
-    /* 8 the first differing tensor, as bisect names it */
-    if (p->rstep == D) {
+        break;
+    case DCK_RESUME_SCALER:
+        set_state(s, "", d.name);
+        snprintf(buf, n, "%s differs (the GradScaler state was not restored)", d.name);
+        break;
+    case DCK_RESUME_EMA:
+        set_state(s, "", d.name);
+        snprintf(buf, n, "%s differs (the EMA weights were not restored)", d.name);
+        break;
+    case DCK_RESUME_OPTIMIZER:
+        snprintf(buf, n, "optimizer: %s differs with equal gradients (the optimizer state was not restored)", d.name);
+        break;
+    case DCK_RESUME_TENSOR: {
+        /* as bisect names it */
         static const struct {
             const char *how, *suffix;
         } hows[] = {{"only in A", " (recorded in the uninterrupted run only)"},
@@ -921,78 +701,44 @@ static bool diagnose(const urun *full, const urun *res, long K, const parting *p
         const char *suffix = "";
         for (size_t i = 0; i < sizeof hows / sizeof hows[0]; i++)
             if (!strcmp(p->how, hows[i].how)) suffix = hows[i].suffix;
-        s->cause = "tensor";
         if (p->kind == DCK_REC_STATE) set_state(s, "", p->name);
         snprintf(buf, n, "first differing tensor: %s %s%s", dck_rec_kind_name((dck_rec_kind)p->kind), p->name, suffix);
-        goto done;
+        break;
     }
-    /* 9 the trajectory: loss or gradient-norm bits (or its root) */
-    s->cause = "trajectory";
-    snprintf(buf, n, "trajectory: %s", p->tstep == D ? p->what : "differs");
-done:
-    free(a.v);
-    free(b.v);
-    return true;
-oom:
-    free(a.v);
-    free(b.v);
-    return false;
-}
-
-/* What the two runs of the same command held equal at their first
- * differing step D, as "gradients (4), optimizer state (8), data.batch,
- * RNG states": each kind both recorded, every entry of it equal; state
- * entries by name (data.batch) or by family (rng.*). Only the kinds before
- * the first differing one in the step's own order are interesting, but a
- * kind that comes after it and still agrees (optimizer state beside a
- * differing weight) is what says where the difference arises: every kind
- * is looked at. */
-typedef struct {
-    size_t n[DCK_REC_KIND_COUNT];    /* entries in both */
-    size_t diff[DCK_REC_KIND_COUNT]; /* of those, differing */
-    bool batch_equal, rng_equal, has_batch, has_rng;
-} step_tally;
-
-static void tally_step(const sview *a, const sview *b, step_tally *t) {
-    memset(t, 0, sizeof *t);
-    t->batch_equal = t->rng_equal = true;
-    for (size_t i = 0; i < b->n; i++) {
-        int k = ekind(b, &b->v[i]);
-        const char *nm = ename(b, &b->v[i]);
-        const dck_rec_entry *x = view_get(a, k, nm);
-        if (!x || k < 0 || k >= DCK_REC_KIND_COUNT) continue;
-        bool eq = dck_digest_equal(x->digest, b->v[i].digest);
-        t->n[k]++;
-        t->diff[k] += !eq;
-        if (k == DCK_REC_STATE && !strcmp(nm, "data.batch")) t->has_batch = true, t->batch_equal = eq;
-        if (k == DCK_REC_STATE && !strncmp(nm, "rng.", 4)) t->has_rng = true, t->rng_equal &= eq;
+    default: /* the trajectory: loss or gradient-norm bits (or its root) */
+        snprintf(buf, n, "trajectory: %s", p->tstep == D ? p->what : "differs");
+        break;
     }
+    return DCK_OK;
 }
 
 /* The stop run parts from the uninterrupted run at D <= K: nothing was
  * resumed yet, two runs of the same command gave two results. The line
  * names the first differing tensor (or trajectory field), what was equal at
- * D (gradients, optimizer state, batch, RNG), where that puts the
- * difference (the optimizer's update when the weights differ with equal
- * gradients and moments), and how to see it: such a difference can be
- * intermittent (allocation- or timing-dependent kernels differ in some
+ * D (gradients, optimizer state, batch, RNG: dck_resume_tally_parting),
+ * where that puts the difference, and how to see it: such a difference can
+ * be intermittent (allocation- or timing-dependent kernels differ in some
  * runs only), so `repro -n 2` may pass; enough runs with the op trace,
  * which covers the optimizer step, localise it. Non-zero when out of
  * memory. */
-static int before_stop_line(const uopts *o, const urun *full, const urun *stop, const parting *p, ustop *s) {
+static int before_stop_line(const uopts *o, const urun *full, const urun *stop, const dck_resume_parting *p,
+                            ustop *s) {
+    static const char *const arises[] = {
+        [DCK_RESUME_ARISES_UNKNOWN] = "",
+        [DCK_RESUME_ARISES_UPDATE] = " (the difference arises in the optimizer's update of the weights)",
+        [DCK_RESUME_ARISES_FORWARD] = " (the difference arises in forward or backward: the batch is equal)"};
     long D = p->step;
-    sview a, b;
-    bool oka = view_of(full, D, &a), okb = view_of(stop, D, &b);
-    char **argv = oka && okb ? command_of(o->launcher, o->cmd, o->ncmd) : NULL;
+    dck_resume_view f = view_of(full), b = view_of(stop);
+    dck_resume_tally t;
+    if (dck_resume_tally_parting(&f, &b, p, &t)) return -1;
+    char **argv = command_of(o->launcher, o->cmd, o->ncmd);
     int n = 0;
     while (argv && argv[n]) n++;
     char *cmdline = argv ? cli_shell_join(argv, n) : NULL;
     free_argv(argv);
-    char *first = NULL, *equal = NULL, *where = NULL;
+    char *first = NULL, *equal = NULL;
     int rc = -1;
     if (!cmdline) goto out;
-    step_tally t;
-    tally_step(&a, &b, &t);
     if (p->rstep == D) {
         if (asprintf(&first, "first differing tensor: %s %s", dck_rec_kind_name((dck_rec_kind)p->kind), p->name) < 0)
             first = NULL;
@@ -1014,29 +760,18 @@ static int before_stop_line(const uopts *o, const urun *full, const urun *stop, 
             len += (size_t)snprintf(eq + len, sizeof eq - len, "%s%s (%zu)", len ? ", " : "", kinds[i].name,
                                     t.n[kinds[i].kind]);
     if (asprintf(&equal, "%s%s", len ? "; equal at that step: " : "", eq) < 0) equal = NULL;
-    bool grads = t.n[DCK_REC_GRADIENT] && !t.diff[DCK_REC_GRADIENT];
-    bool moments = !t.n[DCK_REC_OPTIMIZER] || !t.diff[DCK_REC_OPTIMIZER];
-    const char *arises = p->rstep == D && p->kind == DCK_REC_PARAMETER && grads && moments
-                             ? " (the difference arises in the optimizer's update of the weights)"
-                         : p->rstep == D && p->kind == DCK_REC_GRADIENT && t.has_batch && t.batch_equal
-                             ? " (the difference arises in forward or backward: the batch is equal)"
-                             : "";
-    if (asprintf(&where, "%s", arises) < 0) where = NULL;
-    if (!first || !equal || !where) goto out;
+    if (!first || !equal) goto out;
     stop_line(s,
               "the stopped run already differs at step %ld, before the stop and before anything was resumed: two runs "
               "of the same command differ, so the command is not reproducible run to run; %s%s%s. Such a difference "
               "can be intermittent (in some runs only: detcheck repro -n 2 may pass); to see and localise it: "
               "detcheck repro -n 30 --trace ops -- %s (the op trace covers the optimizer step)",
-              D, first, equal, where, cmdline);
+              D, first, equal, arises[t.arises], cmdline);
     rc = s->line ? 0 : -1;
 out:
-    free(a.v);
-    free(b.v);
     free(cmdline);
     free(first);
     free(equal);
-    free(where);
     return rc;
 }
 
@@ -1155,8 +890,8 @@ static void run_paths(urun *r, const char *work, const char *name, const char *c
  * first differing module or op, into s->trace and s->event (after p, where
  * the recordings part, context and never the culprit); the first step of
  * lo..hi traced in one run only into g. Non-zero on trouble. */
-static int compare_traces(const urun *full, const urun *res, long lo, long hi, const parting *p, ustop *s, long *step,
-                          gap *g, verdict *v) {
+static int compare_traces(const urun *full, const urun *res, long lo, long hi, const dck_resume_parting *p,
+                          ustop *s, long *step, dck_resume_gap *g, verdict *v) {
     cli_trace_first *tf = calloc(1, sizeof *tf);
     *step = -1;
     if (!tf) {
@@ -1164,59 +899,29 @@ static int compare_traces(const urun *full, const urun *res, long lo, long hi, c
         trouble(v, NULL, "out of memory comparing the traces");
         return -1;
     }
-    const char *runs[2] = {full->dir, res->dir}, *roles[2] = {"the uninterrupted run", "the resumed run"};
+    const char *runs[2] = {full->dir, res->dir};
     int rc = cli_trace_compare(CMD, runs, tf);
     if (!rc && cli_trace_judge(CMD, tf, p->step, p->rstep == p->step ? p->kind : -1, p->name)) {
         trouble(v, NULL, "out of memory comparing the traces");
         rc = -1;
     }
-    bool in_a = false;
-    long d = -1;
     /* --trace asked for the traces of every resumed step: a run without
-     * one, or a step one run traced and the other not, is compared nowhere */
+     * one, or a step one run traced and the other not, is compared
+     * nowhere; so are the events past the recorder's bound in a step
+     * both truncated alike (said in the verdict) */
+    dck_resume_cut alike = {0, -1, -1};
     if (!rc && !tf->has[0] && !tf->has[1]) {
         trouble(v, res->err, "--trace: neither %s nor %s wrote %s, so no trace was compared (record with "
                              "detcheck.autorecord or detcheck.Recorder.from_env, which read DETCHECK_TRACE)",
                 full->dir, res->dir, DCK_TRACE_FILE);
         rc = -1;
-    } else if (!rc && !tf->both) {
-        in_a = tf->has[0];
-        d = lo;
     } else if (!rc) {
-        d = steps_unmatched(tf->t[0].steps, tf->t[0].nsteps, tf->t[1].steps, tf->t[1].nsteps, sizeof(dck_trace_step),
-                            lo, hi, &in_a);
+        dck_resume_trace_gaps(tf->has[0] ? &tf->t[0] : NULL, tf->has[1] ? &tf->t[1] : NULL, lo, hi, g, &alike);
     }
-    if (d >= 0) gap_take(g, (gap){.step = d, .lacks = roles[in_a], .has = roles[!in_a], .file = DCK_TRACE_FILE});
-    /* a step the recorder truncated: its events past the bound were never
-     * compared. Truncated differently, one run holds events the other
-     * lacks: a gap; alike, said in the verdict as not compared */
-    size_t alike = 0;
-    long alike_first = -1, alike_last = -1;
-    for (size_t i = 0, j = 0; !rc && tf->both && i < tf->t[0].nsteps && j < tf->t[1].nsteps;) {
-        const dck_trace_step *x[2] = {&tf->t[0].steps[i], &tf->t[1].steps[j]};
-        if (x[0]->step != x[1]->step) {
-            if (x[0]->step < x[1]->step) i++;
-            else j++;
-            continue;
-        }
-        i++, j++;
-        if (x[0]->step < lo || x[0]->step > hi || (!x[0]->truncated && !x[1]->truncated)) continue;
-        if (x[0]->truncated == x[1]->truncated && x[0]->n == x[1]->n) {
-            if (!alike++) alike_first = x[0]->step;
-            alike_last = x[0]->step;
-            continue;
-        }
-        /* the run that cut the step shorter; a run that ended its step
-         * before the other's cut is an execution difference of its own */
-        int k = x[0]->truncated && (!x[1]->truncated || x[0]->n < x[1]->n) ? 0 : 1;
-        if (x[k]->n <= x[!k]->n)
-            gap_take(g, (gap){.step = x[0]->step, .lacks = roles[k], .has = roles[!k], .file = DCK_TRACE_FILE,
-                                   .kind = GAP_CUT, .events = x[k]->n});
-    }
-    if (alike && asprintf(&s->not_compared,
-                          "events past the recorder's bound in %zu traced step%s (%ld..%ld), which both runs truncated "
-                          "alike",
-                          alike, alike == 1 ? "" : "s", alike_first, alike_last) < 0) {
+    if (alike.steps &&
+        asprintf(&s->not_compared,
+                 "events past the recorder's bound in %zu traced step%s (%ld..%ld), which both runs truncated alike",
+                 alike.steps, alike.steps == 1 ? "" : "s", alike.first, alike.last) < 0) {
         s->not_compared = NULL;
         cli_fail(CMD, dck_oom(NULL));
         trouble(v, NULL, "out of memory comparing the traces");
@@ -1292,11 +997,11 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
         goto out;
     }
     /* the stop run must be the uninterrupted run up to K, step by step */
-    parting p;
+    dck_resume_parting p;
     if (first_parting(full, &stop, &p, v)) goto out;
     long lo = first_step(&stop) < first_step(full) ? first_step(&stop) : first_step(full);
-    gap g;
-    if (first_gap(full, "the uninterrupted run", &stop, "the stopped run", lo, K, &g, v)) goto out;
+    dck_resume_gap g;
+    if (first_gap(full, &stop, lo, K, &g, v)) goto out;
     if (g.step >= 0 && (p.step < 0 || g.step <= p.step)) {
         s->done = true;
         s->result = DCK_EXIT_DIFFERENT;
@@ -1304,7 +1009,7 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
         s->first_step = g.step;
         char span[96];
         snprintf(span, sizeof span, "every step %ld..%ld before the stop", lo, K);
-        gap_line(s, &g, span);
+        gap_line(s, &g, before_roles, span);
         goto out;
     }
     if (p.step >= 0 && p.step <= K) {
@@ -1351,7 +1056,8 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
      * (start.*), compared here even when every later step agrees */
     if (p.step < 0 || p.step > K + 1) {
         const char *w;
-        if (!start_differing(full, &res, K, &w)) {
+        dck_resume_view fv = view_of(full), rv = view_of(&res);
+        if (dck_resume_start_differing(&fv, &rv, K, &w)) {
             cli_fail(CMD, dck_oom(NULL));
             trouble(v, NULL, "out of memory comparing the starting weights");
             goto out;
@@ -1361,7 +1067,7 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
     /* every step K+1.. recorded by both, and compared: the first step one
      * lacks is the verdict unless a difference comes before it */
     long hi = last_recorded(full) > last_recorded(&res) ? last_recorded(full) : last_recorded(&res);
-    if (first_gap(full, "the uninterrupted run", &res, "the resumed run", K + 1, hi, &g, v)) goto out;
+    if (first_gap(full, &res, K + 1, hi, &g, v)) goto out;
     long tstep = -1;
     if (strcmp(trace, "none") && compare_traces(full, &res, K + 1, hi, &p, s, &tstep, &g, v)) goto out;
     long other = p.step >= 0 ? p.step : tstep;
@@ -1376,7 +1082,7 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
         else {
             char span[96];
             snprintf(span, sizeof span, "every resumed step %ld..%ld", K + 1, hi);
-            gap_line(s, &g, span);
+            gap_line(s, &g, resumed_roles, span);
         }
         goto out;
     }
@@ -1408,7 +1114,7 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
     s->result = DCK_EXIT_DIFFERENT;
     s->first_step = p.step;
     s->index = p.step - K;
-    if (!cause || !diagnose(full, &res, K, &p, s, cause, CAUSE_MAX)) {
+    if (!cause || diagnose(full, &res, K, &p, s, cause, CAUSE_MAX)) {
         free(cause);
         cli_fail(CMD, dck_oom("naming the cause"));
         trouble(v, NULL, "out of memory naming the cause");
@@ -1460,7 +1166,7 @@ static bool next_line(const uopts *o, ustop *s) {
     return ok;
 }
 
-int resume_user(int argc, char **argv) {
+int cmd_resume_user(int argc, char **argv) {
     uopts o;
     memset(&o, 0, sizeof o);
     cli_report_init(&o.rep, CMD);
@@ -1474,10 +1180,7 @@ int resume_user(int argc, char **argv) {
     char work[PATH_MAX - 128] = "", *cmdline = NULL, *title = NULL;
     int rc = stops ? parse_args(argc, argv, &o, &help) : cli_fail(CMD, dck_oom(NULL));
     if (rc) goto done;
-    if (help) {
-        usage(stdout);
-        goto done;
-    }
+    if (help) goto done;
     if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK")) {
         rc = cli_usage_error(CMD, "run resume-check itself without a launcher; pass --launcher \"CMD ...\" instead");
         goto done;
