@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 # Bottom to top. A file may use its own layer and the ones before it.
-LAYERS = ["common", "core", "formats", "gpu", "hash", "diff", "train", "cli"]
+LAYERS = ["common", "core", "formats", "gpu", "hash", "diff", "runs", "train", "cli"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 
 

@@ -107,7 +107,8 @@ enum { CLI_OPT_JSON = 0x1000, CLI_OPT_ITERATION, CLI_OPT_MEGATRON_MERGE, CLI_OPT
 typedef struct {
     const char *cmd;
     const char *help_text;   /* printed by -h/--help */
-    dck_options *read;       /* how checkpoints are read: --iteration, Megatron */
+    dck_options *read;       /* how checkpoints are read: --iteration, Megatron; NULL (with threads
+                                NULL): a command of runs, offered only -q, -h and --json */
     int *threads;            /* where --threads goes */
     long threads_max;        /* its range is 1..threads_max */
     const char *threads_want;/* "--threads wants %s, not 'ARG'" */

@@ -140,9 +140,13 @@ int cli_getopt(int argc, char **argv, const char *own_short, const struct option
             }
             longs[n] = own_long[n];
         }
-        for (size_t i = 0; i < NSHARED; i++) longs[n++] = shared[i];
+        /* a command that reads no checkpoint (bisect, repro: no read, no
+         * threads) is offered none of the readers' options */
+        for (size_t i = 0; i < NSHARED; i++)
+            if (sh->read || shared[i].val == 'q' || shared[i].val == 'h' || shared[i].val == CLI_OPT_JSON)
+                longs[n++] = shared[i];
         memset(&longs[n], 0, sizeof longs[n]);
-        snprintf(shorts, sizeof shorts, "%s%s", own_short, shared_short);
+        snprintf(shorts, sizeof shorts, "%s%s", own_short, sh->read ? shared_short : "qh");
         built_for = own_long;
     }
     for (;;) {
