@@ -159,10 +159,12 @@ static const char *option_name(int code) {
     return "?";
 }
 
-/* One option of repro's own (a value never "--": the command's separator). */
+/* One option of repro's own (a value of its own never "--": the command's
+ * separator; the reports' take any name). */
 static int take_option(repro_opts *o, int c, const char *val) {
     int r;
-    if (val && !strcmp(val, "--")) return cli_usage_error(CMD, "%s needs a value", option_name(c));
+    if (val && !strcmp(val, "--") && (c < CLI_OPT_JUNIT || c > CLI_OPT_HTML))
+        return cli_usage_error(CMD, "%s needs a value", option_name(c));
     switch (c) {
     case OPT_KEEP: o->keep = true; break;
     case OPT_ALLOW_PARTIAL: o->allow_partial = true; break;
@@ -212,9 +214,11 @@ static int take_option(repro_opts *o, int c, const char *val) {
 static int parse_args(int argc, char **argv, repro_opts *o, bool *help) {
     cli_shared sh = {.cmd = CMD, .help_text = repro_help};
     int c, r;
+    const char *value = NULL; /* the last option's value: a "--" there is no separator */
     optind = 1;
     opterr = 0;
     while ((c = cli_getopt(argc, argv, "+:n:", repro_options, &sh)) != -1) {
+        value = optarg;
         if (c == CLI_STOP) {
             *help = sh.help;
             return sh.exit;
@@ -228,11 +232,11 @@ static int parse_args(int argc, char **argv, repro_opts *o, bool *help) {
     }
     o->json = sh.json;
     int i = optind;
-    if (i < argc && strcmp(argv[i - 1], "--"))
+    bool separator = i > 1 && !strcmp(argv[i - 1], "--") && argv[i - 1] != value;
+    if (i < argc && !separator)
         return cli_usage_error(CMD, "'%s': the command comes after '--' (detcheck repro [OPTIONS] -- CMD ARGS...)",
                                argv[i]);
-    if (i > argc || i == 1 || strcmp(argv[i - 1], "--")) i = argc; /* no '--' */
-    else i--;
+    i = separator ? i - 1 : argc; /* the index of '--' */
     if (i >= argc) return cli_usage_error(CMD, "no '--': detcheck repro [OPTIONS] -- CMD ARGS...");
     o->cmd = argv + i + 1;
     o->ncmd = argc - i - 1;
