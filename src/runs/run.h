@@ -4,7 +4,8 @@
 #define DCK_RUNS_RUN_H
 
 #include "detcheck_static.h"
-#include "train/train.h"
+#include "runs/checkpoints.h"
+#include "train/train.h" /* the trajectory: runs/trajectory.h once it moves there */
 #include "train/train_record.h"
 #include "train/train_trace.h"
 
