@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "cli_report.h"
+#include "detcheck_static.h"
 #include "train/train_trace.h"
 
 /* Both runs traced (trace.bin): the first traced step in both where an
