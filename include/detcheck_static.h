@@ -15,6 +15,8 @@
 
 #include "detcheck.h"
 
+#include <stdbool.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -135,6 +137,115 @@ DCK_API dck_status dck_safetensors_write(const char *path, const dck_st_tensor *
 /* Writes data to path via a temporary name in the same directory, fsync,
  * rename, fsync of the directory. */
 DCK_API dck_status dck_write_file_atomic(const char *path, const void *data, size_t len);
+
+
+/* ------------------------------------------------------------------ recorded runs
+ * A run directory as `detcheck train --out` or the Python package's
+ * Recorder writes it: trajectory.jsonl, and where recorded
+ * tensor_digests.bin, trace.bin and complete checkpoints step_NNNNNNNN
+ * (man detcheck-bisect(1)). dck_run_open reads them all: a file that is
+ * absent is absent, one that is there and malformed (or a FIFO, a dangling
+ * link) is an error naming it. */
+typedef struct dck_run dck_run;
+DCK_API dck_status dck_run_open(const char *dir, dck_run **out);
+DCK_API void dck_run_free(dck_run *run); /* NULL: nothing */
+
+/* What one run holds and the other lacks: never agreement (man
+ * detcheck-bisect(1), "not compared"). */
+typedef struct {
+    const char *item;  /* "trajectory_steps", "roots", "recorded_steps", "recorded_state",
+                          "traced_steps", "truncated_steps", "checkpoints" (static) */
+    int run;           /* 0: run A holds them alone (truncated_steps: cut them), 1: run B */
+    size_t count;
+    long first, last;
+    bool empty_side;   /* the other run holds none at all: never accepted */
+    const char *why;   /* why the other run's list is empty ("has no trace.bin", "traced none",
+                          "has none"; static), or NULL */
+    char *name;        /* recorded_state: the first entry's name as recorded; else NULL */
+} dck_runs_gap;
+enum { DCK_RUNS_MAX_GAPS = 16 }; /* seven items, two runs each */
+
+/* One traced event: phase 0 forward, 1 backward, 2 optimizer; kind 0
+ * module, 1 op (op NULL for a module); names as recorded. */
+typedef struct {
+    bool present; /* false: the run's step ended before it */
+    int phase, kind;
+    char *module, *op;
+    unsigned call, nin, nout;
+} dck_runs_event;
+
+/* What would localise a difference further: nothing, an op trace, or the
+ * dump of the first differing step's traced outputs (next_step). */
+typedef enum { DCK_RUNS_NEXT_NONE = 0, DCK_RUNS_NEXT_TRACE_OPS, DCK_RUNS_NEXT_DUMP_STEP } dck_runs_next;
+typedef enum { DCK_RUNS_TRACE_AGREE = 0, DCK_RUNS_TRACE_OUTPUT, DCK_RUNS_TRACE_EXECUTION } dck_runs_trace_how;
+
+/* The traces (trace.bin): the first traced step in both where an event
+ * differs, and in it the first event in execution order; judged against
+ * the first step whose trajectory or recorded tensors differ (bound). */
+typedef struct {
+    bool has[2], both, found;
+    size_t common, agreeing;  /* steps traced in both; of those, agreeing before the difference */
+    size_t truncated[2];      /* compared steps run A, run B truncated */
+    long first_truncated[2];  /* the first of them (-1: none) */
+    unsigned version[2];      /* trace.bin versions */
+    dck_runs_trace_how how;
+    long step;
+    size_t event;             /* position in the step, from 0 */
+    int output, input;        /* OUTPUT: the output that differs, the first input that already
+                                 differed (-1: inputs equal: the culprit) */
+    bool input_is_state;      /* that input is the module's parameters and buffers */
+    dck_runs_event a, b;      /* the events of run A and run B at that position */
+    long bound;               /* the first step whose trajectory or recorded tensors differ, -1 */
+    bool late;                /* the difference comes after bound: context, never the culprit */
+    bool ops;                 /* traced op by op */
+    bool unseen;              /* the first differing tensor (at bound) is one the trace cannot see */
+    dck_runs_next next;
+    long next_step;
+} dck_runs_trace;
+
+typedef struct {
+    bool allow_partial; /* gaps other than an empty side are accepted (still listed) */
+} dck_runs_opts;
+
+/* The comparison of two runs (dck_runs_compare). Strings are the result's
+ * (dck_runs_result_release); names as recorded. */
+typedef struct {
+    long last_step[2];              /* each trajectory's last step */
+    bool traj_differs;              /* the first step both ran whose record differs: */
+    long traj_step;
+    char *traj_detail;              /* what differs there */
+    /* recorded tensors (tensor_digests.bin) */
+    bool rec_has[2], rec_both, rec_found;
+    size_t rec_steps[2], rec_common;
+    long rec_step;                  /* the first differing tensor: step, kind (0 gradient, */
+    int rec_kind;                   /* 1 parameter, 2 optimizer state, 3 state), name, and */
+    char *rec_name;                 /* how: "digest", "only in A", "only in B" (static) */
+    const char *rec_how;
+    dck_runs_trace trace;
+    /* the earliest step where anything recorded differs, and what
+     * ("trajectory", "tensor", "event"; static); -1 and NULL: none */
+    long first_step;
+    const char *first_differing;
+    /* checkpoints: in each run, in both; the last where both agree and the
+     * first after it that differs (-1: none), with its tensors */
+    size_t ckpts[2], ckpts_in_both;
+    long ckpt_agree, ckpt_differ;
+    dck_manifest *ckpt_a, *ckpt_b;  /* the manifests at ckpt_differ */
+    dck_cmp_result ckpt_diff;
+    dck_runs_gap gaps[DCK_RUNS_MAX_GAPS];
+    size_t ngaps;
+    bool found;     /* a difference: trajectory, checkpoint, tensor or event */
+    bool accepted;  /* every gap accepted (opts->allow_partial, none an empty side) */
+    bool different; /* found, or a gap not accepted: exit 1 */
+} dck_runs_result;
+
+/* Compares run a with run b (man detcheck-bisect(1)); out is released with
+ * dck_runs_result_release whatever the status. Trouble (a trajectory with
+ * no records or a missing step, runs without a step in common, out of
+ * memory, a checkpoint's manifest) is an error naming the file. */
+DCK_API dck_status dck_runs_compare(const dck_run *a, const dck_run *b, const dck_runs_opts *opts,
+                                    dck_runs_result *out);
+DCK_API void dck_runs_result_release(dck_runs_result *r);
 
 #ifdef __cplusplus
 }

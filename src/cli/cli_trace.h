@@ -4,23 +4,18 @@
 
 #include "cli.h"
 #include "report/report.h"
+#include "detcheck_static.h"
 #include "runs/trace.h"
 
-/* What would localise a difference further than the verdict did: nothing
- * (the culprit is named: its magnitudes line is the next step), an op
- * trace (the runs were traced by modules or not at all), or the dump of
- * the first differing step's traced outputs (traced by ops already). */
-typedef enum { CLI_NEXT_NONE = 0, CLI_NEXT_TRACE_OPS, CLI_NEXT_DUMP_STEP } cli_next_kind;
-
 /* Both runs traced (trace.bin): the first traced step in both where an
- * event differs, and in it the first event in execution order. The traces
- * stay loaded until the report is written: the difference points into
- * them. */
+ * event differs, and in it the first event in execution order (r, the
+ * library's dck_runs_trace), and its lines. */
 typedef struct {
     bool has[2]; /* trace.bin in run A, run B */
     bool both, found;
-    dck_trace t[2];
-    dck_trace_diff d;
+    dck_trace t[2];   /* cli_trace_compare's: the traces it read */
+    dck_trace_diff d; /* cli_trace_compare's */
+    dck_runs_trace r; /* what is rendered: cli_trace_compare's and cli_trace_judge's, or cli_trace_take's */
     /* with found, malloc'd and whole however long the names (cli_trace_release) */
     char *line;       /* "first differing op: ..." / "execution differs ..." (names as in the file) */
     char *safe_line;  /* the same, fit for a terminal (cli_safe) */
@@ -28,17 +23,19 @@ typedef struct {
     char tensor[64];      /* the differing output's name in the dumps: "00014.output.0" */
     char dump[2][4096];   /* RUN/dump_step_S/trace.safetensors */
     bool dumps;           /* both dumps present */
-    /* cli_trace_judge's: the trace against what the recordings found first */
-    long bound;           /* the first step whose trajectory or recorded tensors differ, -1 */
-    bool late;            /* the trace's difference comes after bound: context, never the culprit
-                             (line and safe_line say so; magnitudes is "") */
-    bool ops;             /* traced op by op (an op event in either run) */
-    char *unseen;         /* with a tensor the trace cannot see first: "the module trace cannot
-                             see ...", whole (names as recorded), or NULL */
+    /* with r.unseen: "the module trace cannot see ...", whole (names as
+     * recorded), or NULL; with r.late, line and safe_line say the trace's
+     * difference is context, and magnitudes is "" */
+    char *unseen;
     char *safe_unseen;    /* the same for a terminal */
-    cli_next_kind next;
-    long next_step;       /* CLI_NEXT_DUMP_STEP: the step to dump */
 } cli_trace_first;
+
+/* bisect's and repro's: f takes r (dck_runs_compare's, judged; r is left
+ * empty), its notes are printed under cmd's name (with notes) and its lines made; kind
+ * and name: the first differing tensor at r->bound (kind -1: none).
+ * Non-zero, with a message, when out of memory. */
+int cli_trace_take(const char *cmd, bool notes, const char *const runs[2], dck_runs_trace *r, int kind,
+                   const char *name, cli_trace_first *f);
 
 /* Compares runs[0]'s and runs[1]'s trace.bin when both have one (a warning
  * when one only has); non-zero, with a message under cmd's name, on
@@ -56,10 +53,10 @@ void cli_trace_release(cli_trace_first *f);
  * localise further. Non-zero, with a message under cmd's name, when out
  * of memory. */
 int cli_trace_judge(const char *cmd, cli_trace_first *f, long step, int kind, const char *name);
-/* The option of repro that does f->next ("--trace ops", "--dump-step K")
+/* The option of repro that does f->r.next ("--trace ops", "--dump-step K")
  * into buf; "" for none. */
 const char *cli_trace_next_option(const cli_trace_first *f, char *buf, size_t n);
-/* bisect's line for f->next ("next: ..." naming what to rerun for runs),
+/* bisect's line for f->r.next ("next: ..." naming what to rerun for runs),
  * malloc'd, whole; "" for none; NULL when out of memory. */
 char *cli_trace_next_line(const cli_trace_first *f, const char *const runs[2]);
 /* "first_event": {step, event, phase, kind, module, op, call, output,

@@ -1,14 +1,15 @@
 /* detcheck repro: "is my training bitwise reproducible?" for a user's own
  * command. Runs it N times with recording switched on from the environment
  * (DETCHECK_RECORD=WORKDIR/run_I, DETCHECK_TRACE), optionally varying one
- * factor per run, bisects every run against the first with this binary's
- * own `bisect --json` as a child, and prints a verdict with the determinism
+ * factor per run, compares every run with the first as bisect does
+ * (dck_runs_compare, rendered by cli_runs.c), and prints a verdict with the determinism
  * settings each run recorded in its run.json. --tax times the command with
  * the deterministic settings on and off instead (issue 20, parts 4 and 5).
  * See man/detcheck-repro.1. */
 #include "cli.h"
 #include "report/html.h"
 #include "report/report.h"
+#include "cli_runs.h"
 #include "train/train.h"
 #include "runs/recording.h"
 #include "runs/trace.h"
@@ -32,44 +33,42 @@
 #define CMD "repro"
 enum { MAX_RUNS = 1000, TAIL_LINES = 20, MAX_SIDE_FILE = 1 << 20 };
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: detcheck repro [OPTIONS] -- CMD ARGS...\n"
-            "\n"
-            "Runs CMD N times, each with DETCHECK_RECORD=WORKDIR/run_I (the detcheck Python\n"
-            "package records there: detcheck.autorecord, Recorder.from_env, the HF and\n"
-            "Lightning callbacks), bisects every run against run 1 and prints a verdict:\n"
-            "reproducible, or the first differing step, tensor and module/op, with the\n"
-            "determinism settings that were off in the runs (from their run.json).\n"
-            "\n"
-            "Options:\n"
-            "  -n N              number of runs (default 2; with --env: its number of values;\n"
-            "                    with --tax: runs per setting)\n"
-            "  --trace MODE      DETCHECK_TRACE for the runs: modules (default), ops or none\n"
-            "  --vary FACTOR     vary one factor per run: threads (DETCHECK_THREADS: run 1\n"
-            "                    the CPU count, then 1, 2, 3...)\n"
-            "  --env NAME=A,B    run I gets the I-th value of variable NAME\n"
-            "  --tax             time the command with DETCHECK_DETERMINISTIC=1 and =0 (N runs\n"
-            "                    each, alternating) and print the step-time ratio\n"
-            "  --timeout SECONDS  per run; its process group is killed after it\n"
-            "  --dump-step K     DETCHECK_DUMP_STEP for the runs: each dumps the outputs of\n"
-            "                    traced step K (RUN/dump_step_K/trace.safetensors), and the\n"
-            "                    verdict names the `detcheck diff` that gives their magnitudes\n"
-            "  --workdir DIR     keep the runs in DIR (default: a temporary directory under\n"
-            "                    $TMPDIR, removed when the runs are reproducible)\n"
-            "  --keep            keep the temporary directory\n"
-            "  --allow-partial   accept traced steps that every run's recorder cut alike\n"
-            "                    (their events past the bound not compared; said in the\n"
-            "                    verdict); without it they make the verdict incomplete (1)\n"
-            "  --json            machine-readable result (one document)\n"
-            "  --junit FILE      also a JUnit XML report (a test case per run)\n"
-            "  --markdown FILE   also a Markdown summary ('-': stdout)\n"
-            "  --html FILE       also a self-contained HTML page (curves, step x module grid)\n"
-            "  -q, --quiet       no progress lines\n"
-            "\n"
-            "Exit status: 0 reproducible, 1 not reproducible, 2 trouble (bad options, a run\n"
-            "that failed or recorded nothing).\n");
-}
+static const char repro_help[] =
+    "usage: detcheck repro [OPTIONS] -- CMD ARGS...\n"
+    "\n"
+    "Runs CMD N times, each with DETCHECK_RECORD=WORKDIR/run_I (the detcheck Python\n"
+    "package records there: detcheck.autorecord, Recorder.from_env, the HF and\n"
+    "Lightning callbacks), bisects every run against run 1 and prints a verdict:\n"
+    "reproducible, or the first differing step, tensor and module/op, with the\n"
+    "determinism settings that were off in the runs (from their run.json).\n"
+    "\n"
+    "Options:\n"
+    "  -n N              number of runs (default 2; with --env: its number of values;\n"
+    "                    with --tax: runs per setting)\n"
+    "  --trace MODE      DETCHECK_TRACE for the runs: modules (default), ops or none\n"
+    "  --vary FACTOR     vary one factor per run: threads (DETCHECK_THREADS: run 1\n"
+    "                    the CPU count, then 1, 2, 3...)\n"
+    "  --env NAME=A,B    run I gets the I-th value of variable NAME\n"
+    "  --tax             time the command with DETCHECK_DETERMINISTIC=1 and =0 (N runs\n"
+    "                    each, alternating) and print the step-time ratio\n"
+    "  --timeout SECONDS  per run; its process group is killed after it\n"
+    "  --dump-step K     DETCHECK_DUMP_STEP for the runs: each dumps the outputs of\n"
+    "                    traced step K (RUN/dump_step_K/trace.safetensors), and the\n"
+    "                    verdict names the `detcheck diff` that gives their magnitudes\n"
+    "  --workdir DIR     keep the runs in DIR (default: a temporary directory under\n"
+    "                    $TMPDIR, removed when the runs are reproducible)\n"
+    "  --keep            keep the temporary directory\n"
+    "  --allow-partial   accept traced steps that every run's recorder cut alike\n"
+    "                    (their events past the bound not compared; said in the\n"
+    "                    verdict); without it they make the verdict incomplete (1)\n"
+    "  --json            machine-readable result (one document)\n"
+    "  --junit FILE      also a JUnit XML report (a test case per run)\n"
+    "  --markdown FILE   also a Markdown summary ('-': stdout)\n"
+    "  --html FILE       also a self-contained HTML page (curves, step x module grid)\n"
+    "  -q, --quiet       no progress lines\n"
+    "\n"
+    "Exit status: 0 reproducible, 1 not reproducible, 2 trouble (bad options, a run\n"
+    "that failed or recorded nothing).\n";
 
 /* ------------------------------------------------------------------ options */
 
@@ -137,75 +136,106 @@ static int parse_env(repro_opts *o, const char *arg) {
     return 0;
 }
 
-/* Every option is checked here, before any run. */
-static int parse_args(int argc, char **argv, repro_opts *o, bool *help) {
-    static const char *valued[] = {"-n", "--workdir", "--trace", "--vary", "--env", "--timeout", "--dump-step"};
-    int i, used, r;
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = NULL;
-        if (!strcmp(a, "--")) break;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            *help = true;
-            return 0;
+enum { OPT_N = 'n', OPT_WORKDIR = 0x1200, OPT_TRACE, OPT_VARY, OPT_ENV, OPT_TIMEOUT, OPT_DUMP_STEP, OPT_KEEP,
+       OPT_ALLOW_PARTIAL, OPT_TAX };
+static const struct option repro_options[] = {
+    {"workdir", required_argument, NULL, OPT_WORKDIR}, {"trace", required_argument, NULL, OPT_TRACE},
+    {"vary", required_argument, NULL, OPT_VARY},       {"env", required_argument, NULL, OPT_ENV},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT}, {"dump-step", required_argument, NULL, OPT_DUMP_STEP},
+    {"keep", no_argument, NULL, OPT_KEEP},             {"allow-partial", no_argument, NULL, OPT_ALLOW_PARTIAL},
+    {"tax", no_argument, NULL, OPT_TAX},               CLI_REPORT_LONGOPTS,
+    {NULL, 0, NULL, 0}};
+
+/* The name of a valued option, for its messages. */
+static const char *option_name(int code) {
+    if (code == OPT_N) return "-n";
+    for (const struct option *o = repro_options; o->name; o++)
+        if (o->val == code) {
+            static char buf[32];
+            snprintf(buf, sizeof buf, "--%s", o->name);
+            return buf;
         }
-        if (!strcmp(a, "--json")) { o->json = true; continue; }
-        if (!strcmp(a, "--keep")) { o->keep = true; continue; }
-        if (!strcmp(a, "--allow-partial")) { o->allow_partial = true; continue; }
-        if (!strcmp(a, "--tax")) { o->tax = true; continue; }
-        if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { cli_quiet = true; continue; }
-        if ((r = cli_report_arg(&o->rep, a, i + 1 < argc ? argv[i + 1] : NULL, &used))) {
-            if (r < 0) return DCK_EXIT_TROUBLE;
-            i += used;
-            continue;
-        }
-        size_t nv = sizeof valued / sizeof valued[0];
-        int vk = cli_valued_option(CMD, argc, argv, &i, valued, nv, &val);
-        if (vk == -2) return DCK_EXIT_TROUBLE;
-        size_t k = vk < 0 ? nv : (size_t)vk;
-        if (vk < 0 && !strncmp(a, "-n", 2) && a[2]) { /* -n3 */
-            k = 0;
-            val = a + 2;
-        }
-        if (k == nv) {
-            if (a[0] == '-') return cli_usage_error(CMD, "unknown option '%s'", a);
-            return cli_usage_error(CMD, "'%s': the command comes after '--' (detcheck repro [OPTIONS] -- CMD ARGS...)",
-                                   a);
-        }
-        switch (k) {
-        case 0:
-            if (!cli_parse_long(val, 1, MAX_RUNS, &o->n))
-                return cli_usage_error(CMD, "-n '%s': wants a number of runs, 2 to %d", val, MAX_RUNS);
-            if (o->n < 2) return cli_usage_error(CMD, "-n %ld: one run proves nothing; 2 or more", o->n);
-            o->n_set = true;
-            break;
-        case 1: o->workdir = val; break;
-        case 2:
-            if (strcmp(val, "modules") && strcmp(val, "ops") && strcmp(val, "none"))
-                return cli_usage_error(CMD, "--trace '%s': modules, ops or none", val);
-            o->trace = val;
-            break;
-        case 3: {
-            if (o->vary >= 0) return cli_usage_error(CMD, "--vary given twice: one factor per run");
-            for (size_t f = 0; f < sizeof factors / sizeof factors[0]; f++)
-                if (!strcmp(val, factors[f].name)) o->vary = (int)f;
-            if (o->vary < 0) return cli_usage_error(CMD, "--vary '%s': unknown factor (threads)", val);
-            break;
-        }
-        case 4:
-            if (o->env_arg) return cli_usage_error(CMD, "--env given twice: one factor per run");
-            o->env_arg = val;
-            if ((r = parse_env(o, val))) return r;
-            break;
-        case 5:
-            if (!cli_parse_double(val, &o->timeout) || !(o->timeout > 0) || o->timeout > 86400.0 * 30)
-                return cli_usage_error(CMD, "--timeout '%s': not a number of seconds", val);
-            break;
-        default:
-            if (!cli_parse_long(val, 0, LONG_MAX, &o->dump_step))
-                return cli_usage_error(CMD, "--dump-step '%s': wants a step number (0 or more)", val);
-            break;
-        }
+    return "?";
+}
+
+/* One option of repro's own (a value of its own never "--": the command's
+ * separator; the reports' take any name). */
+static int take_option(repro_opts *o, int c, const char *val) {
+    int r;
+    if (val && !strcmp(val, "--") && (c < CLI_OPT_JUNIT || c > CLI_OPT_HTML))
+        return cli_usage_error(CMD, "%s needs a value", option_name(c));
+    switch (c) {
+    case OPT_KEEP: o->keep = true; break;
+    case OPT_ALLOW_PARTIAL: o->allow_partial = true; break;
+    case OPT_TAX: o->tax = true; break;
+    case OPT_N:
+        if (!cli_parse_long(val, 1, MAX_RUNS, &o->n))
+            return cli_usage_error(CMD, "-n '%s': wants a number of runs, 2 to %d", val, MAX_RUNS);
+        if (o->n < 2) return cli_usage_error(CMD, "-n %ld: one run proves nothing; 2 or more", o->n);
+        o->n_set = true;
+        break;
+    case OPT_WORKDIR: o->workdir = val; break;
+    case OPT_TRACE:
+        if (strcmp(val, "modules") && strcmp(val, "ops") && strcmp(val, "none"))
+            return cli_usage_error(CMD, "--trace '%s': modules, ops or none", val);
+        o->trace = val;
+        break;
+    case OPT_VARY:
+        if (o->vary >= 0) return cli_usage_error(CMD, "--vary given twice: one factor per run");
+        for (size_t f = 0; f < sizeof factors / sizeof factors[0]; f++)
+            if (!strcmp(val, factors[f].name)) o->vary = (int)f;
+        if (o->vary < 0) return cli_usage_error(CMD, "--vary '%s': unknown factor (threads)", val);
+        break;
+    case OPT_ENV:
+        if (o->env_arg) return cli_usage_error(CMD, "--env given twice: one factor per run");
+        o->env_arg = val;
+        if ((r = parse_env(o, val))) return r;
+        break;
+    case OPT_TIMEOUT:
+        if (!cli_parse_double(val, &o->timeout) || !(o->timeout > 0) || o->timeout > 86400.0 * 30)
+            return cli_usage_error(CMD, "--timeout '%s': not a number of seconds", val);
+        break;
+    case OPT_DUMP_STEP:
+        if (!cli_parse_long(val, 0, LONG_MAX, &o->dump_step))
+            return cli_usage_error(CMD, "--dump-step '%s': wants a step number (0 or more)", val);
+        break;
+    default:
+        r = cli_runs_report_option(&o->rep, c, val);
+        if (r < 0) return DCK_EXIT_TROUBLE;
+        if (!r) return cli_usage_error(CMD, "unknown option code %d", c);
     }
+    return 0;
+}
+
+/* Every option is checked here, before any run. Options end at '--' (or
+ * at the first word that is none: an error, the command comes after
+ * '--'). */
+static int parse_args(int argc, char **argv, repro_opts *o, bool *help) {
+    cli_shared sh = {.cmd = CMD, .help_text = repro_help};
+    int c, r;
+    const char *value = NULL; /* the last option's value: a "--" there is no separator */
+    optind = 1;
+    opterr = 0;
+    while ((c = cli_getopt(argc, argv, "+:n:", repro_options, &sh)) != -1) {
+        value = optarg;
+        if (c == CLI_STOP) {
+            *help = sh.help;
+            return sh.exit;
+        }
+        if (c == ':') {
+            if (cli_runs_report_option(&o->rep, optopt, NULL) < 0) return DCK_EXIT_TROUBLE;
+            return cli_usage_error(CMD, "%s needs a value", option_name(optopt));
+        }
+        if (c == '?') return cli_usage_error(CMD, "unknown option '%s'", argv[optind - 1]);
+        if ((r = take_option(o, c, optarg))) return r;
+    }
+    o->json = sh.json;
+    int i = optind;
+    bool separator = i > 1 && !strcmp(argv[i - 1], "--") && argv[i - 1] != value;
+    if (i < argc && !separator)
+        return cli_usage_error(CMD, "'%s': the command comes after '--' (detcheck repro [OPTIONS] -- CMD ARGS...)",
+                               argv[i]);
+    i = separator ? i - 1 : argc; /* the index of '--' */
     if (i >= argc) return cli_usage_error(CMD, "no '--': detcheck repro [OPTIONS] -- CMD ARGS...");
     o->cmd = argv + i + 1;
     o->ncmd = argc - i - 1;
@@ -485,8 +515,7 @@ static void report_settings(run_t *runs, int n, FILE *out, json_t *doc, bool *oo
  * someone planted at one of these names is refused, never truncated or
  * followed (cli_create_new at the moment of creation; here before any run,
  * so that no run is spent first). */
-static const char *const work_files[] = {"run_%d.out",    "run_%d.err",         "bisect_%d.out",
-                                         "bisect_%d.err", "bisect_%d_text.out", "bisect_%d_text.err"};
+static const char *const work_files[] = {"run_%d.out", "run_%d.err"};
 
 static int check_work_files(const char *work, int nruns) {
     for (int i = 0; i < nruns; i++)
@@ -727,18 +756,6 @@ static int compare_recordings(run_t *runs, int i, side_steps ref[NSIDES], const 
 
 /* ------------------------------------------------------------------ bisect */
 
-/* Runs `detcheck bisect FLAG --allow-partial run_1 run_I` (this binary; what
- * it did not compare is judged here) with its output
- * into WORKDIR/NAME.out and .err; its exit status. */
-static int bisect_child(const char *self, const char *work, const char *name, const char *flag, run_t *a,
-                        run_t *b, char *out, char *err) {
-    snprintf(out, PATH_MAX, "%s/%s.out", work, name);
-    snprintf(err, PATH_MAX, "%s/%s.err", work, name);
-    char *argv[] = {(char *)self, (char *)"bisect", (char *)flag, (char *)"--allow-partial", a->dir, b->dir, NULL};
-    double sec;
-    return cli_run_child(argv, NULL, out, err, 0, &sec);
-}
-
 /* The detail of the first item of bisect's not_compared list (steps,
  * roots, checkpoints one run only holds) that compare_recordings does not
  * judge itself, or NULL. bisect runs with --allow-partial so that it still
@@ -760,45 +777,42 @@ static const char *bisect_not_compared(json_t *doc) {
     return NULL;
 }
 
-static int compare_runs(const char *self, const char *work, run_t *runs, int i) {
-    char out[PATH_MAX], err[PATH_MAX], name[64];
+/* Run i against run 1 (ref), as bisect --allow-partial compares them
+ * (what it did not compare is judged here): its --json document into
+ * r->result, and when they differ its -q lines into r->lines. */
+static int compare_runs(const dck_run *ref, run_t *runs, int i) {
     run_t *r = &runs[i];
-    snprintf(name, sizeof name, "bisect_%d", i + 1);
-    r->bisect = bisect_child(self, work, name, "--json", &runs[0], r, out, err);
-    if (r->bisect == CLI_RUN_NO_LOG) {
+    const char *dirs[2] = {runs[0].dir, r->dir};
+    dck_run *cur = NULL;
+    dck_runs_result res;
+    cli_runs_verdict v;
+    memset(&res, 0, sizeof res);
+    memset(&v, 0, sizeof v);
+    const dck_runs_opts ro = {.allow_partial = true};
+    int rc = 0;
+    dck_status s = dck_run_open(r->dir, &cur);
+    if (!s) s = dck_runs_compare(ref, cur, &ro, &res);
+    if (s) {
         cli_error(CMD, "comparing run %d with run 1: %s", i + 1, dck_last_error());
-        return DCK_EXIT_TROUBLE;
+        rc = DCK_EXIT_TROUBLE;
+        goto out;
     }
-    char *e = cli_file_tail(err, 1000);
-    if (e && *e && r->bisect >= 0 && r->bisect <= 1) {
-        cli_progress_clear();
-        if (!cli_quiet) fprintf(stderr, "%s\n", e); /* bisect's own warnings */
+    /* the comparison's notes, as bisect says them */
+    if ((rc = cli_runs_verdict_make("bisect", !cli_quiet, dirs, &res, &v))) goto out;
+    bool oom = false;
+    r->result = cli_runs_json(&v, &oom);
+    if (oom) {
+        rc = cli_fail(CMD, dck_oom(NULL));
+        goto out;
     }
-    if (r->bisect < 0 || r->bisect > 1) {
-        cli_error(CMD, "comparing run %d with run 1: detcheck bisect failed (exit %d)%s", i + 1, r->bisect,
-                  e && *e ? ":" : "");
-        if (e && *e) fprintf(stderr, "%s\n", e);
-        free(e);
-        return DCK_EXIT_TROUBLE;
-    }
-    free(e);
-    size_t len = 0;
-    char *b = read_small(out, &len);
-    r->result = b ? json_loadb(b, len, 0, NULL) : NULL;
-    free(b);
-    json_t *id = json_object_get(r->result, "identical");
-    if (!json_is_boolean(id) || json_is_true(id) != (r->bisect == 0)) {
-        cli_error(CMD, "%s: not the document of bisect --json", out);
-        return DCK_EXIT_TROUBLE;
-    }
+    r->bisect = res.different ? 1 : 0;
     r->div_step = -1;
     const char *nc = bisect_not_compared(r->result);
     if (nc && r->bisect == 0) {
-        int e = add_line(r, "not compared: %s", cli_safe(nc));
-        if (e) return e;
+        if ((rc = add_line(r, "not compared: %s", cli_safe(nc)))) goto out;
         r->bisect = 1;
     }
-    if (r->bisect == 0) return 0;
+    if (r->bisect == 0) goto out;
     /* the earliest step any part names: bisect's own (trajectory, tensor,
      * traced event), else the earliest of its parts */
     json_t *steps[] = {json_object_get(r->result, "first_differing_step"), json_object_get(r->result, "first_step"),
@@ -808,22 +822,28 @@ static int compare_runs(const char *self, const char *work, run_t *runs, int i) 
         if (json_is_integer(steps[k]) && (r->div_step < 0 || json_integer_value(steps[k]) < r->div_step))
             r->div_step = (long)json_integer_value(steps[k]);
     r->div_what = json_string_value(json_object_get(r->result, "first_differing")); /* r->result's */
-    /* and its lines as bisect prints them */
-    snprintf(name, sizeof name, "bisect_%d_text", i + 1);
-    int rc = bisect_child(self, work, name, "-q", &runs[0], r, out, err);
-    if (rc == CLI_RUN_NO_LOG) {
-        cli_error(CMD, "comparing run %d with run 1: %s", i + 1, dck_last_error());
-        return DCK_EXIT_TROUBLE;
+    /* and its lines as bisect -q prints them */
+    if (!res.different) goto out;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (m) cli_runs_print(m, &v, true, 20);
+    if (!m || fclose(m) != 0) {
+        free(text);
+        rc = cli_fail(CMD, dck_oom(NULL));
+        goto out;
     }
-    char *t = rc == 1 ? cli_file_tail(out, 1000) : NULL;
-    int bad = 0;
-    for (char *s = t, *nl; s && *s && !bad; s = nl ? nl + 1 : NULL) {
-        nl = strchr(s, '\n');
+    for (char *t = text, *nl; t && *t && !rc; t = nl ? nl + 1 : NULL) {
+        nl = strchr(t, '\n');
         if (nl) *nl = 0;
-        bad = add_line(r, "%s", s);
+        rc = add_line(r, "%s", t);
     }
-    free(t);
-    return bad;
+    free(text);
+out:
+    cli_runs_verdict_release(&v);
+    dck_runs_result_release(&res);
+    dck_run_free(cur);
+    return rc;
 }
 
 /* ------------------------------------------------------------------ output */
@@ -941,22 +961,12 @@ int cmd_repro(int argc, char **argv) {
     bool help = false;
     run_t *runs = NULL;
     int nruns = 0, rc = parse_args(argc, argv, &o, &help);
-    char work[PATH_MAX] = "", self[PATH_MAX], *cmdline = NULL, next_text[8192] = "";
+    char work[PATH_MAX] = "", *cmdline = NULL, next_text[8192] = "";
     bool temp = false, oom = false;
     if (rc) goto done;
-    if (help) {
-        usage(stdout);
-        goto done;
-    }
+    if (help) goto done; /* printed by cli_getopt */
     nruns = o.tax ? (int)(2 * o.n) : (int)o.n;
     if (!o.trace) o.trace = o.tax ? "none" : "modules";
-    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (sl <= 0) {
-        cli_error(CMD, "cannot find the detcheck binary (/proc/self/exe)");
-        rc = DCK_EXIT_TROUBLE;
-        goto done;
-    }
-    self[sl] = 0;
     runs = calloc((size_t)nruns, sizeof *runs);
     cmdline = cli_shell_join(o.cmd, o.ncmd);
     if (!runs || !cmdline) {
@@ -1263,10 +1273,15 @@ int cmd_repro(int argc, char **argv) {
     memset(ref, 0, sizeof ref);
     memset(&rec1, 0, sizeof rec1);
     memset(&nc, 0, sizeof nc);
+    dck_run *run1 = NULL;
     for (int k = 0; k < NSIDES && !rc; k++) rc = load_side(runs[0].dir, k, &ref[k], k == SIDE_TENSORS ? &rec1 : NULL);
+    if (!rc) {
+        dck_status s = dck_run_open(runs[0].dir, &run1);
+        if (s) rc = cli_fail(CMD, s);
+    }
     if (rc) snprintf(title, sizeof title, "trouble: run 1's recording cannot be read");
     for (int i = 1; i < nruns && !rc; i++) {
-        if ((rc = compare_runs(self, work, runs, i)) || (rc = compare_recordings(runs, i, ref, &rec1, &nc))) {
+        if ((rc = compare_runs(run1, runs, i)) || (rc = compare_recordings(runs, i, ref, &rec1, &nc))) {
             snprintf(title, sizeof title, "trouble: comparing run %d with run 1 failed", i + 1);
             break;
         }
@@ -1286,6 +1301,7 @@ int cmd_repro(int argc, char **argv) {
     bool tensors = ref[SIDE_TENSORS].n > 0;
     for (int k = 0; k < NSIDES; k++) free(ref[k].steps);
     dck_recording_release(&rec1);
+    dck_run_free(run1);
     if (rc) goto finish;
     /* traced steps the recorder cut alike in every run: what lies past the
      * bound was compared nowhere, so no OK without --allow-partial */

@@ -6,6 +6,7 @@
 #define DCK_TRAIN_H
 
 #include "core/core.h"
+#include "runs/checkpoints.h"
 #include "runs/trajectory.h"
 
 #include <stdbool.h>
@@ -250,17 +251,7 @@ dck_status dck_train_run(const dck_train_config *cfg, dck_comm *comm, const dck_
                          dck_train_result *res);
 
 /* ------------------------------------------------------------------ train_ckpt.c */
-#define DCK_CKPT_MARKER "COMPLETE"
-#define DCK_CKPT_MANIFEST "manifest.json"
 
-/* "DIR/step_%08ld" (malloc'd). */
-char *dck_ckpt_dir(const char *out, long step);
-/* The manifest of run out's checkpoint at step (dck_manifest_load). */
-dck_status dck_ckpt_manifest_load(const char *out, long step, dck_manifest **m);
-/* Complete checkpoints of a run directory, ascending steps (malloc'd);
- * torn ones reported through warn (may be NULL). */
-typedef void (*dck_warn_fn)(void *ctx, const char *msg);
-dck_status dck_ckpt_list(const char *out, long **steps, size_t *n, dck_warn_fn warn, void *ctx);
 /* Makes or empties the step directory of `step` under out for a new
  * checkpoint. Nothing is followed and only the names detcheck writes there
  * (dck_ckpt_own_name) are removed; a step directory that is a symbolic link,
@@ -271,9 +262,6 @@ dck_status dck_ckpt_prepare_dir(const char *out, long step);
  * manifest.json, rank_NNNNN_of_NNNNN.safetensors[.zst], and their
  * NAME.tmp.XXXXXX temporaries. */
 bool dck_ckpt_own_name(const char *name);
-/* Shard files of a step directory, sorted (malloc'd array of malloc'd). */
-dck_status dck_ckpt_shards(const char *dir, char ***paths, size_t *n);
-void dck_free_strings(char **v, size_t n);
 
 /* ------------------------------------------------------------------ train_inject.c
  * Taps on a step's state, for detcheck canary (canary.h): the trainer calls
