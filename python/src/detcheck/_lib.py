@@ -209,9 +209,6 @@ safetensors_write = _fn("dck_safetensors_write", c_int, c_char_p, ctypes.POINTER
 write_file_atomic = _fn("dck_write_file_atomic", c_int, c_char_p, c_void_p, c_size)
 recording_load = _fn("dck_recording_load", c_int, c_char_p, ctypes.POINTER(Recording))
 recording_release = _fn("dck_recording_release", None, ctypes.POINTER(Recording))
-recording_compare = _fn("dck_recording_compare", c_int, ctypes.POINTER(Recording), ctypes.POINTER(Recording),
-                        ctypes.POINTER(ctypes.c_long), ctypes.POINTER(c_int), c_char_p, c_size,
-                        ctypes.POINTER(c_char_p))
 trace_load = _fn("dck_trace_load", c_int, c_char_p, ctypes.POINTER(Trace))
 trace_release = _fn("dck_trace_release", None, ctypes.POINTER(Trace))
 trace_compare = _fn("dck_trace_compare", ctypes.c_bool, ctypes.POINTER(Trace), ctypes.POINTER(Trace),

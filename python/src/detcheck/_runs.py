@@ -14,16 +14,25 @@ from ._recorder import KINDS as _REC_KINDS, SIDE_FILE
 from ._trace import KINDS as _TRACE_KINDS, NO_OP, PHASES, TRACE_FILE
 
 
-def _rows(ptr, n, ctype, fmt):
-    """The n structs of a C array as tuples of their fields, unpacked at
-    once (fmt: their fields in native layout, padded here to the struct's
-    size)."""
+def _layout(ctype, fmt):
+    """A struct of the C library's as Python's struct module packs it: its
+    fields (fmt, native layout), padded to its size."""
     size = ctypes.sizeof(ctype)
-    fmt = "@" + fmt + "x" * (size - struct.calcsize("@" + fmt))
-    assert struct.calcsize(fmt) == size, (ctype.__name__, fmt)
-    if not n:
-        return []
-    return list(struct.iter_unpack(fmt, ctypes.string_at(ptr, n * size)))
+    packer = struct.Struct("@" + fmt + "x" * (size - struct.calcsize("@" + fmt)))
+    assert packer.size == size, (ctype.__name__, fmt)
+    return packer
+
+
+_REC_ENTRY = _layout(_lib.RecEntry, "IQQ")
+_REC_STEP = _layout(_lib.RecStep, "lNN")
+_SLOT = _layout(_lib.TraceSlot, "BQQ")
+_EVENT = _layout(_lib.TraceEvent, "BBBBIIIN")
+_STEP = _layout(_lib.TraceStep, "l?NN")
+
+
+def _rows(ptr, n, packer):
+    """The n structs of a C array as tuples of their fields, unpacked at once."""
+    return list(packer.iter_unpack(ctypes.string_at(ptr, n * packer.size))) if n else []
 
 
 def _hex(hi, lo):
@@ -49,7 +58,8 @@ def read_digests(run_dir):
     reader: libdetcheck's dck_recording_load), raising ValueError naming
     the file and the byte offset: a missing or bad
     magic, another version or flags, an unknown record type, a name record whose id
-    is not the next one or whose kind is unknown, a name that is not UTF-8,
+    is not the next one or whose kind is unknown, a name that is not UTF-8
+    or holds a NUL, a tensor (kind and name) named twice,
     a step not after the previous one, a step whose count exceeds the names
     recorded so far (a huge count is damage, not a torn record), that uses
     an id never named or lists one twice, a file that is not a regular file (a FIFO: opened
@@ -60,8 +70,8 @@ def read_digests(run_dir):
     _load(_lib.recording_load, path, r)
     try:
         names = [(_REC_KINDS[r.kinds[i]], r.names[i].decode("utf-8")) for i in range(r.nnames)]
-        entries = [names[i] + (_hex(hi, lo),) for i, hi, lo in _rows(r.entries, r.nentries, _lib.RecEntry, "IQQ")]
-        return {st: entries[first:first + n] for st, n, first in _rows(r.steps, r.nsteps, _lib.RecStep, "lNN")}
+        entries = [names[i] + (_hex(hi, lo),) for i, hi, lo in _rows(r.entries, r.nentries, _REC_ENTRY)]
+        return {st: entries[first:first + n] for st, n, first in _rows(r.steps, r.nsteps, _REC_STEP)}
     finally:
         _lib.recording_release(ctypes.byref(r))
 
@@ -135,11 +145,11 @@ def read_trace(run_dir):
     _load(_lib.trace_load, path, t)
     try:
         names = [t.names[i].decode("utf-8") for i in range(t.nnames)]
-        slots = [_hex(hi, lo) if pr else None for pr, hi, lo in _rows(t.slots, t.nslots, _lib.TraceSlot, "BQQ")]
-        events = _rows(t.events, t.nevents, _lib.TraceEvent, "BBBBIIIN")
+        slots = [_hex(hi, lo) if pr else None for pr, hi, lo in _rows(t.slots, t.nslots, _SLOT)]
+        events = _rows(t.events, t.nevents, _EVENT)
         state = t.version >= 2  # a module event's last input is its parameters and buffers
         out = {}
-        for st, trunc, n, first in _rows(t.steps, t.nsteps, _lib.TraceStep, "l?NN"):
+        for st, trunc, n, first in _rows(t.steps, t.nsteps, _STEP):
             evs = []
             for k in range(n):
                 ph, kd, nin, nout, mid, oid, call, s = events[first + k]
@@ -182,13 +192,13 @@ class TraceDifference(tuple):
 class _CTrace:
     """A trace ({step: TraceStep}) as the library's dck_trace, for
     dck_trace_compare: names numbered as met, steps ascending, each
-    event's inputs then outputs in the slots."""
+    event's inputs then outputs in the slots. dck_trace_compare only asks
+    whether two slots are equal, so a present slot holds, instead of its
+    digest, the number of its hex string in ``digests`` (shared by the
+    traces compared: equal strings, equal numbers), which saves parsing
+    every digest."""
 
-    _EVENT = struct.Struct("@BBBBIIIN")
-    _SLOT = struct.Struct("@BQQ")
-    _STEP = struct.Struct("@l?NN")
-
-    def __init__(self, trace):
+    def __init__(self, trace, digests):
         ids, names = {}, []
 
         def nid(nm):
@@ -198,30 +208,38 @@ class _CTrace:
                 names.append(nm.encode("utf-8"))
             return i
 
+        absent = _SLOT.pack(0, 0, 0)
         steps, events, slots = [], [], []
-        self.keys = sorted(trace)
-        for st in self.keys:
+        nev = 0
+        for st in sorted(trace):
             s = trace[st]
-            steps.append((st, bool(s.truncated), len(s.events), len(events)))
+            steps.append(_STEP.pack(st, bool(s.truncated), len(s.events), nev))
+            nev += len(s.events)
             for e in s.events:
-                if len(e.inputs) > 255 or len(e.outputs) > 255:
-                    raise ValueError("detcheck.first_difference: event %r has more than 255 inputs or outputs" % (e,))
+                nin, nout = len(e.inputs), len(e.outputs)
+                if nin > 255 or nout > 255:
+                    raise ValueError("detcheck.first_difference: %r has more than 255 inputs or outputs" % (e,))
                 module = e.kind == "module"
-                events.append((PHASES.index(e.phase), _TRACE_KINDS.index(e.kind), len(e.inputs), len(e.outputs),
-                               nid(e.module), NO_OP if module else nid(e.op), e.call, len(slots)))
-                for h in list(e.inputs) + list(e.outputs):
-                    slots.append((0, 0, 0) if h is None else (1, int(h[:16], 16), int(h[16:], 16)))
+                events.append(_EVENT.pack(PHASES.index(e.phase), _TRACE_KINDS.index(e.kind), nin, nout,
+                                          nid(e.module), NO_OP if module else nid(e.op), e.call, len(slots)))
+                for h in (*e.inputs, *e.outputs):
+                    if h is None:
+                        slots.append(absent)
+                        continue
+                    b = digests.get(h)
+                    if b is None:
+                        b = digests[h] = _SLOT.pack(1, 0, len(digests) + 1)
+                    slots.append(b)
         self.names = (ctypes.c_char_p * max(1, len(names)))(*names)
-        self.steps = self._array(self._STEP, _lib.TraceStep, steps)
-        self.events = self._array(self._EVENT, _lib.TraceEvent, events)
-        self.slots = self._array(self._SLOT, _lib.TraceSlot, slots)
+        self.steps = self._array(_lib.TraceStep, steps)
+        self.events = self._array(_lib.TraceEvent, events)
+        self.slots = self._array(_lib.TraceSlot, slots)
         self.c = _lib.Trace(2, len(names), self.names, len(steps), self.steps, len(events), self.events,
                             len(slots), self.slots)
 
     @staticmethod
-    def _array(packer, ctype, rows):
-        gap = b"\0" * (ctypes.sizeof(ctype) - packer.size)
-        data = b"".join(packer.pack(*r) + gap for r in rows)
+    def _array(ctype, rows):
+        data = b"".join(rows)
         arr = (ctype * max(1, len(rows)))()
         ctypes.memmove(arr, data, len(data))
         return arr
@@ -248,7 +266,8 @@ def first_difference(a, b):
     ``inputs_equal`` True when every input is equal (this event computed
     other bits: the culprit) and False when an input already differed
     (inherited: ``input`` names the first such input)."""
-    ca, cb = _CTrace(a), _CTrace(b)
+    digests = {}
+    ca, cb = _CTrace(a, digests), _CTrace(b, digests)
     d = _lib.TraceDiff()
     if not _lib.trace_compare(ctypes.byref(ca.c), ctypes.byref(cb.c), ctypes.byref(d)):
         return None
