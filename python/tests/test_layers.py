@@ -133,12 +133,16 @@ def test_imports_point_down():
     assert not up, "imports up a layer: " + "; ".join(up)
 
 
-def test_the_check_finds_planted_cycles():
+def test_the_check_finds_planted_cycles(tmp_path):
     # the checker itself can fail: a cycle of two and one of three
     assert find_cycle({"a": {"b"}, "b": {"a"}}) in (["a", "b", "a"], ["b", "a", "b"])
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
-    # and reads relative imports inside functions, as _digest's of _shard were
-    src = os.path.join(PKG, "_lib.py")
-    assert imports_of("_lib", src) == set()
-    assert "_lib" in imports_of("__init__", os.path.join(PKG, "__init__.py"))
+    # and sees imports inside functions (as _digest's of _shard were), in
+    # every form the package uses
+    p = tmp_path / "planted.py"
+    p.write_text("import os\nfrom . import _lib\n\ndef f():\n    from ._shard import digest_dtensor\n"
+                 "    import detcheck._state\n    from detcheck import _files\n")
+    assert imports_of("_digest", str(p)) == {"_lib", "_shard", "_state", "_files"}
+    p.write_text("from .._recorder import Recorder\nfrom . import hf\n")
+    assert imports_of("integrations.lightning", str(p)) == {"_recorder", "integrations.hf"}
