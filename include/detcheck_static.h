@@ -4,7 +4,7 @@
  * minor and patch releases included, without a change of SONAME: it exposes
  * how the digest is computed (lane sums, fragment partials, incremental
  * hashing) and helpers the detcheck tools share (the safetensors writer,
- * atomic file output). Include it only from code that links libdetcheck.a,
+ * atomic file output, the readers of recorded runs). Include it only from code that links libdetcheck.a,
  * or that is built against the exact version of libdetcheck.so it runs
  * with, in the manner of ZSTD_STATIC_LINKING_ONLY. Its functions are
  * exported (DCK_API) so that such code can also use the shared library.
@@ -138,6 +138,112 @@ DCK_API dck_status dck_safetensors_write(const char *path, const dck_st_tensor *
  * rename, fsync of the directory. */
 DCK_API dck_status dck_write_file_atomic(const char *path, const void *data, size_t len);
 
+/* ------------------------------------------------------------------ recorded runs
+ * The two binary files a recorded run holds next to its trajectory (formats:
+ * man detcheck-bisect(1), RECORDED RUNS and TRACE FILES): the per-step tensor
+ * digests (RUN/tensor_digests.bin) and the per-module or per-op traces
+ * (RUN/trace.bin), read and compared as detcheck bisect does. The readers
+ * stream the file, refuse anything malformed with a message naming the file
+ * and the byte offset (DCK_ERR_FORMAT; DCK_ERR_UNSUPPORTED for a version or
+ * flags they do not know; DCK_ERR_IO for a file that is not regular), and
+ * drop only a last record cut short by the end of the file (a killed run).
+ * The Python package reads recordings through these. */
+
+typedef struct {
+    long step;
+    size_t n;
+    size_t first; /* index of its first entry in the recording's entries */
+} dck_rec_step;
+
+typedef struct {
+    uint32_t id; /* into names and kinds */
+    dck_digest digest;
+} dck_rec_entry;
+
+/* kinds: 0 gradient, 1 parameter, 2 optimizer state, 3 state (what a resume
+ * restores besides weights and optimizer: data.batch, rng.*, lr.N, ...). */
+typedef struct {
+    size_t nnames;
+    char **names;
+    uint8_t *kinds;
+    size_t nsteps;
+    dck_rec_step *steps; /* ascending */
+    size_t nentries;
+    dck_rec_entry *entries; /* each step's in file order */
+} dck_recording;
+
+/* Reads RUN/tensor_digests.bin at path into out (released on failure). */
+DCK_API dck_status dck_recording_load(const char *path, dck_recording *out);
+DCK_API void dck_recording_release(dck_recording *r);
+/* The first recorded step present in both whose tensors differ, and the
+ * first tensor there (state first, then gradients, parameters, optimizer
+ * state; model order within a kind). A state entry present in one run only
+ * is passed over. Returns 1 and fills step, kind, name (into a buffer of
+ * nlen) and how ("digest", "only in A", "only in B"); 0 when every common
+ * step agrees; -1 when out of memory. */
+DCK_API int dck_recording_compare(const dck_recording *a, const dck_recording *b, long *step, int *kind,
+                                  char *name, size_t nlen, const char **how);
+
+typedef struct {
+    uint8_t present; /* 0: no tensor (digest zero) */
+    dck_digest digest;
+} dck_trace_slot;
+
+/* phase: 0 forward, 1 backward, 2 optimizer; kind: 0 module, 1 op. */
+typedef struct {
+    uint8_t phase, kind, nin, nout;
+    uint32_t module, op; /* name ids; op 0xffffffff for a module event */
+    uint32_t call;
+    size_t slot; /* its first slot in the trace's slots: inputs, then outputs */
+} dck_trace_event;
+
+typedef struct {
+    long step;
+    bool truncated; /* the recorder dropped the events past n */
+    size_t n;
+    size_t first; /* index of its first event in the trace's events */
+} dck_trace_step;
+
+typedef struct {
+    uint32_t version; /* the file's: 1 or 2 */
+    size_t nnames;
+    char **names;
+    size_t nsteps;
+    dck_trace_step *steps; /* ascending */
+    size_t nevents;
+    dck_trace_event *events;
+    size_t nslots;
+    dck_trace_slot *slots;
+} dck_trace;
+
+typedef enum { DCK_TRACE_AGREE = 0, DCK_TRACE_OUTPUT, DCK_TRACE_EXECUTION } dck_trace_how;
+
+/* Where two traces part: the first step traced in both (ascending) where
+ * an event differs, and in it the first event in execution order.
+ * EXECUTION: the events at position event differ in phase, kind, module,
+ * op, call or their input/output counts, or one run's step ended there
+ * (a or b NULL; a step the recorder truncated never ends early: only the
+ * events both hold are compared). OUTPUT: the events agree as keys and
+ * output `output` differs (presence or digest); input is the first input
+ * that differed already (-1: every input equal: the event is the culprit). */
+typedef struct {
+    dck_trace_how how;
+    long step;
+    size_t event;               /* position in the step, from 0 */
+    const dck_trace_event *a, *b;
+    int output, input;          /* OUTPUT only; -1 otherwise */
+    size_t common;              /* steps traced in both */
+    size_t agreeing;            /* of those, compared and agreeing before the difference */
+    size_t truncated[2];        /* steps compared that run A, run B truncated */
+    long first_truncated[2];    /* the first of them (-1: none) */
+} dck_trace_diff;
+
+/* Reads RUN/trace.bin at path into out (released on failure). */
+DCK_API dck_status dck_trace_load(const char *path, dck_trace *out);
+DCK_API void dck_trace_release(dck_trace *t);
+/* Fills d; returns d->how != DCK_TRACE_AGREE. Names are compared by their
+ * text: each run numbers its names in the order it met them. */
+DCK_API bool dck_trace_compare(const dck_trace *a, const dck_trace *b, dck_trace_diff *d);
 
 /* ------------------------------------------------------------------ recorded runs
  * A run directory as `detcheck train --out` or the Python package's

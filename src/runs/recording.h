@@ -37,26 +37,7 @@ typedef enum {
     DCK_REC_KIND_COUNT
 } dck_rec_kind;
 
-typedef struct {
-    long step;
-    size_t n;
-    size_t first; /* index of its first entry in the recording's entries */
-} dck_rec_step;
-
-typedef struct {
-    uint32_t id;
-    dck_digest digest;
-} dck_rec_entry;
-
-typedef struct {
-    size_t nnames;
-    char **names;
-    uint8_t *kinds;
-    size_t nsteps;
-    dck_rec_step *steps;   /* ascending */
-    size_t nentries;
-    dck_rec_entry *entries;
-} dck_recording;
+/* dck_rec_step, dck_rec_entry, dck_recording: detcheck_static.h (recorded runs) */
 
 /* "gradient", "parameter", "optimizer state", "state". */
 const char *dck_rec_kind_name(dck_rec_kind k);

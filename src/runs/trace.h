@@ -43,36 +43,7 @@
 typedef enum { DCK_TRACE_FORWARD = 0, DCK_TRACE_BACKWARD, DCK_TRACE_OPTIMIZER, DCK_TRACE_PHASE_COUNT } dck_trace_phase;
 typedef enum { DCK_TRACE_MODULE = 0, DCK_TRACE_OP, DCK_TRACE_KIND_COUNT } dck_trace_kind;
 
-typedef struct {
-    uint8_t present; /* 0: no tensor (digest zero) */
-    dck_digest digest;
-} dck_trace_slot;
-
-typedef struct {
-    uint8_t phase, kind, nin, nout;
-    uint32_t module, op; /* name ids; op DCK_TRACE_NO_OP for a module event */
-    uint32_t call;
-    size_t slot; /* its first slot in the trace's slots: inputs, then outputs */
-} dck_trace_event;
-
-typedef struct {
-    long step;
-    bool truncated; /* the recorder dropped the events past n */
-    size_t n;
-    size_t first; /* index of its first event in the trace's events */
-} dck_trace_step;
-
-typedef struct {
-    uint32_t version; /* the file's: DCK_TRACE_MIN_VERSION..DCK_TRACE_VERSION */
-    size_t nnames;
-    char **names;
-    size_t nsteps;
-    dck_trace_step *steps; /* ascending */
-    size_t nevents;
-    dck_trace_event *events;
-    size_t nslots;
-    dck_trace_slot *slots;
-} dck_trace;
+/* dck_trace_slot, dck_trace_event, dck_trace_step, dck_trace: detcheck_static.h (recorded runs) */
 
 /* "forward", "backward", "optimizer" */
 const char *dck_trace_phase_name(int phase);
@@ -89,28 +60,7 @@ dck_status dck_trace_load(const char *path, dck_trace *out);
 dck_status dck_trace_parse(const char *label, const uint8_t *data, size_t len, dck_trace *out);
 void dck_trace_release(dck_trace *t);
 
-typedef enum { DCK_TRACE_AGREE = 0, DCK_TRACE_OUTPUT, DCK_TRACE_EXECUTION } dck_trace_how;
-
-/* Where two traces part: the first step traced in both (ascending) where
- * an event differs, and in it the first event in execution order.
- * EXECUTION: the events at position event differ in phase, kind, module,
- * op, call or their input/output counts, or one run's step ended there
- * (a or b NULL; a step the recorder truncated never ends early: its
- * events past the count are unknown, so only the events both hold are
- * compared). OUTPUT: the events agree as keys and output `output`
- * differs (presence or digest); input is the first input that differed
- * already (-1: every input equal: the event is the culprit). */
-typedef struct {
-    dck_trace_how how;
-    long step;
-    size_t event;               /* position in the step, from 0 */
-    const dck_trace_event *a, *b;
-    int output, input;          /* OUTPUT only; -1 otherwise */
-    size_t common;              /* steps traced in both */
-    size_t agreeing;            /* of those, compared and agreeing before the difference */
-    size_t truncated[2];        /* steps compared that run A, run B truncated */
-    long first_truncated[2];    /* the first of them (-1: none) */
-} dck_trace_diff;
+/* dck_trace_how, dck_trace_diff: detcheck_static.h (recorded runs) */
 
 /* Fills d; returns d->how != DCK_TRACE_AGREE. */
 bool dck_trace_compare(const dck_trace *a, const dck_trace *b, dck_trace_diff *d);

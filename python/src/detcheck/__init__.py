@@ -22,9 +22,9 @@ from ._lib import DetcheckError, LIB_PATH
 from ._digest import TensorDigest, digest
 from ._shard import digest_shard
 from ._manifest import Manifest, VerifyResult, Difference, manifest, verify
-from ._recorder import Recorder, read_digests
-from ._trace import read_trace, first_difference, TraceEvent, TraceStep
-from ._env import settings as determinism_settings
+from ._recorder import Recorder
+from ._runs import read_digests, read_trace, first_difference, TraceEvent, TraceStep
+from ._settings import settings as determinism_settings
 from ._session import Session, session
 from . import _state
 
@@ -49,7 +49,7 @@ def autorecord(model, optimizer, last_step=0, **kwargs):
     the checkpoint's step K), so that the first one recorded is K+1. The
     Recorder is closed at interpreter exit (or by ``rec.close()``). Returns
     the Recorder."""
-    from ._env import autorecord as _auto
+    from ._auto import autorecord as _auto
     return _auto(model, optimizer, last_step=last_step, **kwargs)
 
 __version__ = "0.1.0"

@@ -76,6 +76,52 @@ class KV(ctypes.Structure):
     _fields_ = [("key", c_char_p), ("value", c_char_p)]
 
 
+# recorded runs (detcheck_static.h): the readers of tensor_digests.bin and trace.bin
+class RecStep(ctypes.Structure):
+    _fields_ = [("step", ctypes.c_long), ("n", c_size), ("first", c_size)]
+
+
+class RecEntry(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_uint32), ("digest", Digest)]
+
+
+class Recording(ctypes.Structure):
+    _fields_ = [("nnames", c_size), ("names", ctypes.POINTER(c_char_p)), ("kinds", ctypes.POINTER(ctypes.c_uint8)),
+                ("nsteps", c_size), ("steps", ctypes.POINTER(RecStep)),
+                ("nentries", c_size), ("entries", ctypes.POINTER(RecEntry))]
+
+
+class TraceSlot(ctypes.Structure):
+    _fields_ = [("present", ctypes.c_uint8), ("digest", Digest)]
+
+
+class TraceEvent(ctypes.Structure):
+    _fields_ = [("phase", ctypes.c_uint8), ("kind", ctypes.c_uint8), ("nin", ctypes.c_uint8),
+                ("nout", ctypes.c_uint8), ("module", ctypes.c_uint32), ("op", ctypes.c_uint32),
+                ("call", ctypes.c_uint32), ("slot", c_size)]
+
+
+class TraceStep(ctypes.Structure):
+    _fields_ = [("step", ctypes.c_long), ("truncated", ctypes.c_bool), ("n", c_size), ("first", c_size)]
+
+
+class Trace(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("nnames", c_size), ("names", ctypes.POINTER(c_char_p)),
+                ("nsteps", c_size), ("steps", ctypes.POINTER(TraceStep)),
+                ("nevents", c_size), ("events", ctypes.POINTER(TraceEvent)),
+                ("nslots", c_size), ("slots", ctypes.POINTER(TraceSlot))]
+
+
+TRACE_AGREE, TRACE_OUTPUT, TRACE_EXECUTION = 0, 1, 2  # dck_trace_how
+
+
+class TraceDiff(ctypes.Structure):
+    _fields_ = [("how", c_int), ("step", ctypes.c_long), ("event", c_size),
+                ("a", ctypes.POINTER(TraceEvent)), ("b", ctypes.POINTER(TraceEvent)),
+                ("output", c_int), ("input", c_int), ("common", c_size), ("agreeing", c_size),
+                ("truncated", c_size * 2), ("first_truncated", ctypes.c_long * 2)]
+
+
 class DetcheckError(RuntimeError):
     """A libdetcheck call failed; the message is the library's (it names the
     file or tensor and the problem). ``status`` is the dck_status name."""
@@ -121,6 +167,7 @@ def _fn(name, restype, *argtypes):
 
 _u64p = ctypes.POINTER(c_u64)
 ERR_INVALID = 1  # dck_status DCK_ERR_INVALID: the enum of detcheck.h, frozen with the ABI
+ERR_NOMEM = 7  # DCK_ERR_NOMEM
 strerror = _fn("dck_strerror", c_char_p, c_int)
 last_error = _fn("dck_last_error", c_char_p)
 version = _fn("dck_version", c_char_p)
@@ -160,6 +207,12 @@ cmp_set_aside_layout_state = _fn("dck_cmp_set_aside_layout_state", c_int, c_void
 safetensors_write = _fn("dck_safetensors_write", c_int, c_char_p, ctypes.POINTER(StTensor), c_size,
                         ctypes.POINTER(KV), c_size, c_int)
 write_file_atomic = _fn("dck_write_file_atomic", c_int, c_char_p, c_void_p, c_size)
+recording_load = _fn("dck_recording_load", c_int, c_char_p, ctypes.POINTER(Recording))
+recording_release = _fn("dck_recording_release", None, ctypes.POINTER(Recording))
+trace_load = _fn("dck_trace_load", c_int, c_char_p, ctypes.POINTER(Trace))
+trace_release = _fn("dck_trace_release", None, ctypes.POINTER(Trace))
+trace_compare = _fn("dck_trace_compare", ctypes.c_bool, ctypes.POINTER(Trace), ctypes.POINTER(Trace),
+                    ctypes.POINTER(TraceDiff))
 
 
 def _dtype_codes():

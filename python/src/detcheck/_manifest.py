@@ -11,8 +11,9 @@ import types
 import sys
 
 from . import _lib
-from ._digest import _is_dtensor, digest_numpy_parts, digest_torch_parts, is_numpy_array, is_torch_tensor
+from ._digest import digest_numpy_parts, digest_torch_parts
 from ._shard import digest_dtensor
+from ._tensors import _is_dtensor, is_numpy_array, is_torch_tensor
 
 # a sequence of more scalars than this is one value (pickle.h PK_SEQ_VALUE_MIN)
 SEQ_VALUE_MIN = 8

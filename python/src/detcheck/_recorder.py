@@ -38,14 +38,9 @@ directory, src/train/train_loop.c) until it is closed, and writes its pid and
 host there, so that a second writer is refused with the holder named.
 """
 import ctypes
-import errno
-import fcntl
-import json
 import math
 import operator
 import os
-import socket
-import stat
 import struct
 import time
 import weakref
@@ -54,16 +49,14 @@ from . import _lib
 from . import _state
 from . import _trace
 from ._digest import digest_struct
-from ._env import write_run_json
+from ._files import open_output, take_lock
+from ._settings import from_env, write_run_json
 
 MAGIC = b"DCKTDIG\0"
 VERSION = 1
 SIDE_FILE = "tensor_digests.bin"
 TRAJECTORY = "trajectory.jsonl"
 RUN_JSON = "run.json"
-LOCK_FILE = ".lock"  # DCK_TRAIN_LOCK
-# a side file is read whole: bounded as the CLI's reader (DCK_RECORD_MAX_BYTES)
-MAX_BYTES = 1 << 34
 MAX_NAME_BYTES = 0xFFFF  # the u16 length of a name record
 _STEP_MAX = (1 << 63) - 1
 KINDS = ("gradient", "parameter", "optimizer", "state")
@@ -131,56 +124,6 @@ def _name_bytes(kind, name):
         raise ValueError("detcheck.Recorder: %s name %.60r... is %d bytes of UTF-8 (a record holds at most %d)"
                          % (KINDS[kind], name, len(nb), MAX_NAME_BYTES))
     return nb
-
-
-def _open_output(path):
-    """A Recorder's file, for writing from its start: a new file or a regular
-    one (a recording being replaced); never through a link or into a FIFO."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise ValueError("%s is a symbolic link; refusing to write through it" % path) from None
-        raise ValueError("%s: cannot open for writing: %s" % (path, e.strerror)) from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise ValueError("%s is not a regular file; refusing to write into it" % path)
-    os.set_blocking(fd, True)
-    os.ftruncate(fd, 0)
-    return os.fdopen(fd, "wb")
-
-
-def _take_lock(out_dir):
-    """flock(LOCK_EX) on out_dir/.lock, as detcheck train's take_lock: the
-    kernel drops it when the process dies, so a killed run leaves no stale
-    lock. The holder's pid and host are written there; a second writer is
-    refused naming them. Returns the lock's descriptor."""
-    p = os.path.join(out_dir, LOCK_FILE)
-    try:  # O_NOFOLLOW: a link planted as .lock never truncates what it points at
-        fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-    except OSError as e:
-        raise ValueError("%s: cannot open the run's lock file: %s" % (p, e.strerror)) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as e:
-        held = os.pread(fd, 256, 0).decode("utf-8", "replace").split()
-        os.close(fd)
-        if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-            raise ValueError("%s: cannot lock: %s" % (p, e.strerror)) from None
-        who = "a process whose pid is not yet recorded"
-        if held and held[0].isdigit():
-            who = "pid %s%s" % (held[0], " on host %s" % held[1] if len(held) > 1 else "")
-        raise ValueError("%s: another detcheck.Recorder or detcheck train (%s) is writing into this run "
-                         "directory (it holds %s); wait for it, or choose another directory"
-                         % (out_dir, who, p)) from None
-    try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, ("%d %s\n" % (os.getpid(), socket.gethostname())).encode(), 0)
-    except OSError as e:
-        os.close(fd)
-        raise ValueError("%s: cannot write: %s" % (p, e.strerror)) from None
-    return fd
 
 
 class _Null:
@@ -280,13 +223,13 @@ class Recorder:
             self._traj, self._side = _Null(), _Null()
         else:
             os.makedirs(self.out_dir, exist_ok=True)
-            self._lock = _take_lock(self.out_dir)  # before anything in the directory is touched
+            self._lock = take_lock(self.out_dir)  # before anything in the directory is touched
             try:
-                self._traj = _open_output(os.path.join(self.out_dir, TRAJECTORY))
-                self._side = _open_output(os.path.join(self.out_dir, SIDE_FILE))
+                self._traj = open_output(os.path.join(self.out_dir, TRAJECTORY))
+                self._side = open_output(os.path.join(self.out_dir, SIDE_FILE))
                 tpath = os.path.join(self.out_dir, _trace.TRACE_FILE)
                 if trace != "none":
-                    self._tfile = _open_output(tpath)
+                    self._tfile = open_output(tpath)
                     self._tfile.write(_trace.MAGIC + struct.pack("<II", _trace.VERSION, 0))
                     self._tfile.flush()
                 elif os.path.lexists(tpath):  # a trace of an earlier recording here is stale
@@ -327,7 +270,6 @@ class Recorder:
         ``DETCHECK_TRACE_STEPS`` (1,3,5-8) and ``DETCHECK_DUMP_STEP`` choose
         the trace. ``kwargs`` go to the constructor and win over the
         environment. With ``WORLD_SIZE`` > 1 only rank 0 records."""
-        from ._env import from_env
         return from_env(cls, model=model, optimizer=optimizer, **kwargs)
 
     @property
@@ -676,97 +618,3 @@ class Recorder:
         self._append(self._traj, (line + "}\n").encode(), self._state())
         self._pending = None  # finished only once its line is written
         return root
-
-
-def _read_regular(path):
-    """The bytes of a regular file, opened without blocking (a FIFO planted
-    as the side file is refused, not waited on) and bounded in size."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        raise ValueError("%s: cannot open: %s" % (path, e.strerror)) from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError("%s: not a regular file" % path)
-        if st.st_size > MAX_BYTES:
-            raise ValueError("%s: larger than %d GiB" % (path, MAX_BYTES >> 30))
-        os.set_blocking(fd, True)
-        return f.read(MAX_BYTES + 1)
-
-
-def read_digests(run_dir):
-    """Reads a run's tensor_digests.bin: {step: [(kind, name, hex), ...]}
-    in file order; kind is "gradient", "parameter", "optimizer" or "state"
-    (the step's state entries: data.batch, rng.*, lr.N, scaler.*, ema.*,
-    start.*).
-
-    Checks what the CLI's reader checks (src/train/train_record.c), and
-    raises ValueError naming the file and the byte offset: a missing or bad
-    magic, another version or flags, an unknown record type, a name record whose id
-    is not the next one or whose kind is unknown, a name that is not UTF-8,
-    a step not after the previous one, a step whose count exceeds the names
-    recorded so far (a huge count is damage, not a torn record), that uses
-    an id never named or lists one twice, a file that is not a regular file (a FIFO: opened
-    without blocking) or larger than 16 GiB. Only a record cut short by the
-    end of the file (a killed run's torn last record) is ignored."""
-    path = os.path.join(str(run_dir), SIDE_FILE)
-    data = _read_regular(path)
-    if len(data) < 16 or data[:8] != MAGIC:
-        raise ValueError("%s: byte 0: not a detcheck tensor digest file (no DCKTDIG header)" % path)
-    ver, flags = struct.unpack_from("<II", data, 8)
-    if ver != VERSION:
-        raise ValueError("%s: byte 8: version %d (this reads %d)" % (path, ver, VERSION))
-    if flags:
-        raise ValueError("%s: byte 12: flags 0x%x (this reads none)" % (path, flags))
-    pos, names, steps, last, named = 16, [], {}, None, {}
-    n = len(data)
-    while pos < n:
-        t = data[pos]
-        if t == _NAME:
-            if n - pos < 8:
-                break  # torn last record
-            i, kind, ln = struct.unpack_from("<IBH", data, pos + 1)
-            if i != len(names) or kind >= len(KINDS):  # a damaged header is no tear
-                raise ValueError("%s: byte %d: name record with id %d kind %d (expected id %d)"
-                                 % (path, pos, i, kind, len(names)))
-            if n - pos - 8 < ln:
-                break
-            try:
-                nm = data[pos + 8:pos + 8 + ln].decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ValueError("%s: byte %d: name of tensor id %d is not UTF-8 (byte %d of the name)"
-                                 % (path, pos, i, e.start)) from None
-            if (kind, nm) in named:  # steps are matched by kind and name (as the CLI refuses it)
-                raise ValueError("%s: byte %d: tensor %s (%s) is named twice, as ids %d and %d"
-                                 % (path, pos, nm, KINDS[kind], named[(kind, nm)], i))
-            named[(kind, nm)] = i
-            names.append((KINDS[kind], nm))
-            pos += 8 + ln
-        elif t == _STEP:
-            if n - pos < 13:
-                break
-            st, cnt = struct.unpack_from("<qI", data, pos + 1)
-            if last is not None and st <= last:
-                raise ValueError("%s: byte %d: step %d after step %d" % (path, pos, st, last))
-            if cnt > len(names):
-                raise ValueError("%s: byte %d: step %d lists %d tensors, but only %d are named"
-                                 % (path, pos, st, cnt, len(names)))
-            if (n - pos - 13) // 20 < cnt:
-                break
-            recs, seen = [], set()
-            for k in range(cnt):
-                i, hi, lo = struct.unpack_from("<IQQ", data, pos + 13 + 20 * k)
-                if i >= len(names):
-                    raise ValueError("%s: byte %d: step %d uses tensor id %d, never named" % (path, pos, st, i))
-                if i in seen:
-                    raise ValueError("%s: byte %d: step %d lists tensor id %d (%s) twice"
-                                     % (path, pos, st, i, names[i][1]))
-                seen.add(i)
-                recs.append(names[i] + ("%016x%016x" % (hi, lo),))
-            steps[st] = recs
-            last = st
-            pos += 13 + 20 * cnt
-        else:
-            raise ValueError("%s: byte %d: unknown record type %d" % (path, pos, t))
-    return steps

@@ -27,7 +27,7 @@ import signal
 import sys
 
 from . import _lib
-from ._env import record_dir as _record_dir
+from ._settings import record_dir as _record_dir
 
 ENV_STOP_AT = "DETCHECK_STOP_AT"
 ENV_RESUME = "DETCHECK_RESUME"

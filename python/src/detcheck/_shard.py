@@ -6,7 +6,7 @@ is the whole tensor's digest for any sharding (man detcheck-digest(7))."""
 import ctypes
 
 from . import _lib
-from ._digest import TensorDigest, _plain, _cuda_stream, torch_dtype_name
+from ._tensors import TensorDigest, _plain, _cuda_stream, torch_dtype_name
 
 SEG = _lib.SEGMENT
 _MASK = (1 << 64) - 1

@@ -40,7 +40,8 @@ import warnings
 from collections.abc import Mapping
 
 from . import _lib
-from ._digest import digest_struct, is_numpy_array, digest_numpy_parts, is_torch_tensor
+from ._digest import digest_struct, digest_numpy_parts
+from ._tensors import is_numpy_array, is_torch_tensor
 
 _warned = set()
 

@@ -45,7 +45,7 @@ import os
 from transformers import TrainerCallback
 
 from .._recorder import Recorder
-from .._env import record_dir
+from .._settings import record_dir
 from .._session import session, ENV_CHECKPOINT_DIR, ENV_RESUME
 
 CHECKPOINT_PREFIX = "checkpoint"  # transformers.trainer_utils.PREFIX_CHECKPOINT_DIR

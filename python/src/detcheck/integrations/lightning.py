@@ -44,7 +44,7 @@ except ImportError:  # the older package name
     from pytorch_lightning.callbacks import Callback
 
 from .._recorder import Recorder
-from .._env import record_dir
+from .._settings import record_dir
 from .._session import session, ENV_CHECKPOINT_DIR, ENV_RESUME
 
 _CKPT = re.compile(r"^step=(\d+)\.ckpt$")
