@@ -23,7 +23,7 @@ from ._digest import TensorDigest, digest
 from ._shard import digest_shard
 from ._manifest import Manifest, VerifyResult, Difference, manifest, verify
 from ._recorder import Recorder
-from ._runs import read_digests, read_trace, first_difference, TraceEvent, TraceStep
+from ._runs import read_digests, read_trace, first_difference, TraceEvent, TraceStep, compare_runs, RunsComparison
 from ._settings import settings as determinism_settings
 from ._session import Session, session
 from . import _state
@@ -63,4 +63,5 @@ def library_version():
 
 __all__ = ["digest", "digest_shard", "manifest", "verify", "Manifest", "VerifyResult", "Difference",
            "Recorder", "read_digests", "read_trace", "first_difference", "TraceEvent", "TraceStep",
+           "compare_runs", "RunsComparison",
            "autorecord", "session", "Session", "determinism_settings", "TensorDigest", "DetcheckError", "library_version", "LIB_PATH"]

@@ -158,6 +158,51 @@ def _load():
 lib, LIB_PATH = _load()
 
 
+# dck_runs_compare's result (detcheck_static.h, "recorded runs"): mirrored
+# field by field; python/tests/test_runs.py checks sizes and offsets
+# against the C compiler's.
+c_bool = ctypes.c_bool
+c_long = ctypes.c_long
+
+
+class RunsGap(ctypes.Structure):
+    _fields_ = [("item", c_char_p), ("run", c_int), ("count", c_size), ("first", c_long), ("last", c_long),
+                ("empty_side", c_bool), ("why", c_char_p), ("name", c_char_p)]
+
+
+RUNS_MAX_GAPS = 16
+
+
+class RunsEvent(ctypes.Structure):
+    _fields_ = [("present", c_bool), ("phase", c_int), ("kind", c_int), ("module", c_char_p),
+                ("op", c_char_p), ("call", ctypes.c_uint), ("nin", ctypes.c_uint), ("nout", ctypes.c_uint)]
+
+
+class RunsTrace(ctypes.Structure):
+    _fields_ = [("has", c_bool * 2), ("both", c_bool), ("found", c_bool), ("common", c_size),
+                ("agreeing", c_size), ("truncated", c_size * 2), ("first_truncated", c_long * 2),
+                ("version", ctypes.c_uint * 2), ("how", c_int), ("step", c_long), ("event", c_size),
+                ("output", c_int), ("input", c_int), ("input_is_state", c_bool), ("a", RunsEvent),
+                ("b", RunsEvent), ("bound", c_long), ("late", c_bool), ("ops", c_bool), ("unseen", c_bool),
+                ("next", c_int), ("next_step", c_long)]
+
+
+class RunsOpts(ctypes.Structure):
+    _fields_ = [("allow_partial", c_bool)]
+
+
+class RunsResult(ctypes.Structure):
+    _fields_ = [("last_step", c_long * 2), ("traj_differs", c_bool), ("traj_step", c_long),
+                ("traj_detail", c_char_p), ("rec_has", c_bool * 2), ("rec_both", c_bool),
+                ("rec_found", c_bool), ("rec_steps", c_size * 2), ("rec_common", c_size),
+                ("rec_step", c_long), ("rec_kind", c_int), ("rec_name", c_char_p), ("rec_how", c_char_p),
+                ("trace", RunsTrace), ("first_step", c_long), ("first_differing", c_char_p),
+                ("ckpts", c_size * 2), ("ckpts_in_both", c_size), ("ckpt_agree", c_long),
+                ("ckpt_differ", c_long), ("ckpt_a", c_void_p), ("ckpt_b", c_void_p),
+                ("ckpt_diff", CmpResult), ("gaps", RunsGap * RUNS_MAX_GAPS), ("ngaps", c_size),
+                ("found", c_bool), ("accepted", c_bool), ("different", c_bool)]
+
+
 def _fn(name, restype, *argtypes):
     f = getattr(lib, name)
     f.restype = restype
@@ -213,6 +258,11 @@ trace_load = _fn("dck_trace_load", c_int, c_char_p, ctypes.POINTER(Trace))
 trace_release = _fn("dck_trace_release", None, ctypes.POINTER(Trace))
 trace_compare = _fn("dck_trace_compare", ctypes.c_bool, ctypes.POINTER(Trace), ctypes.POINTER(Trace),
                     ctypes.POINTER(TraceDiff))
+run_open = _fn("dck_run_open", c_int, c_char_p, ctypes.POINTER(c_void_p))
+run_free = _fn("dck_run_free", None, c_void_p)
+runs_compare = _fn("dck_runs_compare", c_int, c_void_p, c_void_p, ctypes.POINTER(RunsOpts),
+                   ctypes.POINTER(RunsResult))
+runs_result_release = _fn("dck_runs_result_release", None, ctypes.POINTER(RunsResult))
 
 
 def _dtype_codes():

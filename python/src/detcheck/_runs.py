@@ -277,3 +277,116 @@ def first_difference(a, b):
     if d.how == _lib.TRACE_OUTPUT:
         return TraceDifference(d.step, d.event, x, y, d.output, None if d.input < 0 else d.input)
     return TraceDifference(d.step, d.event, x, y)
+
+
+_NEXT = (None, "trace ops", "dump step")
+
+
+def _text(b):
+    return None if b is None else b.decode("utf-8", "surrogateescape")
+
+
+def _event(e):
+    if not e.present:
+        return None
+    return {"phase": PHASES[e.phase] if 0 <= e.phase < len(PHASES) else e.phase,
+            "kind": _TRACE_KINDS[e.kind] if 0 <= e.kind < len(_TRACE_KINDS) else e.kind,
+            "module": _text(e.module), "op": _text(e.op), "call": e.call,
+            "inputs": e.nin, "outputs": e.nout}
+
+
+class RunsComparison:
+    """What ``detcheck.compare_runs`` found: libdetcheck's dck_runs_compare,
+    the comparison ``detcheck bisect`` and ``detcheck repro`` make (man
+    detcheck-bisect(1)), as plain Python values.
+
+    ``different`` is bisect's exit 1: a difference was found, or something
+    one run holds and the other lacks was not compared (``not_compared``)
+    and not accepted. ``same`` is its negation: True only with evidence,
+    never for what was set aside. ``first_step`` and ``first_differing``
+    ("trajectory", "tensor" or "event") name the earliest difference;
+    ``trajectory``, ``tensor``, ``event`` and ``checkpoints`` say what each
+    source found; ``next`` what would localise further (None, "trace ops",
+    or ("dump step", K))."""
+
+    def __init__(self, r):
+        self.different = bool(r.different)
+        self.same = not self.different
+        self.found = bool(r.found)
+        self.accepted = bool(r.accepted)
+        self.last_steps = (r.last_step[0], r.last_step[1])
+        self.first_step = r.first_step if r.first_differing else None
+        self.first_differing = _text(r.first_differing)
+        self.trajectory = {"step": r.traj_step, "detail": _text(r.traj_detail)} if r.traj_differs else None
+        self.tensor = None
+        if r.rec_found:
+            kind = _REC_KINDS[r.rec_kind] if 0 <= r.rec_kind < len(_REC_KINDS) else r.rec_kind
+            self.tensor = {"step": r.rec_step, "kind": kind, "name": _text(r.rec_name), "how": _text(r.rec_how)}
+        self.recorded = {"a": bool(r.rec_has[0]), "b": bool(r.rec_has[1]), "steps_in_both": r.rec_common}
+        t = r.trace
+        self.traced = {"a": bool(t.has[0]), "b": bool(t.has[1]), "steps_in_both": t.common}
+        self.event = None
+        if t.found:
+            self.event = {"step": t.step, "index": t.event,
+                          "how": ("agree", "output", "execution")[t.how] if 0 <= t.how < 3 else t.how,
+                          "output": t.output if t.output >= 0 else None,
+                          "input": t.input if t.input >= 0 else None,
+                          "input_is_state": bool(t.input_is_state),
+                          "culprit": t.how == 1 and t.input < 0 and not t.late,
+                          "context": bool(t.late), "a": _event(t.a), "b": _event(t.b)}
+        nxt = _NEXT[t.next] if 0 <= t.next < len(_NEXT) else None
+        self.next = ("dump step", t.next_step) if nxt == "dump step" else nxt
+        diff = [(_text(r.ckpt_diff.entries[i].name), _lib.CMP_KINDS[r.ckpt_diff.entries[i].kind])
+                for i in range(r.ckpt_diff.n)] if r.ckpt_diff.n else []
+        self.checkpoints = {"a": r.ckpts[0], "b": r.ckpts[1], "in_both": r.ckpts_in_both,
+                            "last_agreeing": r.ckpt_agree if r.ckpt_agree >= 0 else None,
+                            "first_differing": r.ckpt_differ if r.ckpt_differ >= 0 else None,
+                            "differing_tensors": diff}
+        self.not_compared = [{"item": _text(g.item), "run": "AB"[g.run], "count": g.count,
+                              "first": g.first, "last": g.last, "empty_side": bool(g.empty_side),
+                              "why": _text(g.why), "name": _text(g.name)}
+                             for g in r.gaps[:r.ngaps]]
+
+    def __repr__(self):
+        if self.same:
+            return "RunsComparison(same, %d not compared)" % len(self.not_compared)
+        return "RunsComparison(different: first %s at step %s, %d not compared)" % (
+            self.first_differing, self.first_step, len(self.not_compared))
+
+
+def _open_run(run_dir):
+    h = ctypes.c_void_p()
+    st = _lib.run_open(os.fsencode(str(run_dir)), ctypes.byref(h))
+    if st:
+        msg = _lib.last_error().decode("utf-8", "surrogateescape")
+        raise MemoryError(msg) if st == _lib.ERR_NOMEM else ValueError(msg)
+    return h
+
+
+def compare_runs(a, b, allow_partial=False):
+    """Compares two recorded run directories (trajectory.jsonl, and where
+    recorded tensor_digests.bin, trace.bin and checkpoints) as ``detcheck
+    bisect A B`` does, in process, through libdetcheck: a RunsComparison.
+    allow_partial accepts what one run holds and the other lacks (bisect's
+    --allow-partial; still listed in not_compared; an empty side is never
+    accepted). A run the command line refuses (a malformed file, a
+    trajectory with a missing step, runs without a step in common) raises
+    ValueError with the command's message naming the file."""
+    ha = _open_run(a)
+    try:
+        hb = _open_run(b)
+        try:
+            r = _lib.RunsResult()
+            opts = _lib.RunsOpts(bool(allow_partial))
+            st = _lib.runs_compare(ha, hb, ctypes.byref(opts), ctypes.byref(r))
+            try:
+                if st:
+                    msg = _lib.last_error().decode("utf-8", "surrogateescape")
+                    raise MemoryError(msg) if st == _lib.ERR_NOMEM else ValueError(msg)
+                return RunsComparison(r)
+            finally:
+                _lib.runs_result_release(ctypes.byref(r))
+        finally:
+            _lib.run_free(hb)
+    finally:
+        _lib.run_free(ha)
