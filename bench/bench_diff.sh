@@ -1,5 +1,5 @@
 #!/bin/sh
-# diff (issue 10, row 5, and the earlier diff rows), files in the page cache:
+# diff (README Performance, row 5, and the earlier diff rows), files in the page cache:
 #   row 5: diff of two 1 GiB F32 files, every element differs, vs a NumPy
 #          script (bench/numpy_diff.py: count of differing elements and max
 #          abs difference, np.memmap) on the same files (CPU time; goal <=

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Cost per file (issue 10, row 3, and the file scaling runs).
+# Cost per file (README Performance, row 3, and the file scaling runs).
 #   row 3: hash of a directory of 2,000 safetensors files of 64 KiB vs
 #          xxhsum -H2 on the same files (CPU time; goal <= 2x)
 #   scale-files: the same at 500/2000/8000 files, time per file at each size

@@ -6,7 +6,7 @@
 #   DCK_GPU_BENCH_GIB=8 (quick: 1)
 . "$(dirname "$0")/lib.sh"
 bench_init gpu
-# The trainer on the GPU (issue 12): `train --bench --device cuda` on the
+# The trainer on the GPU (detcheck-gpu(7), TRAINING): `train --bench --device cuda` on the
 # small preset with 256-token sequences: the determinism tax (goal <= 1.10x)
 # and the linear layers' FLOP/s against a plain FP32 FMA kernel measured in
 # the same run (goal >= 25%). Without a GPU the row says why it skipped.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Hashing big files (issue 10, rows 4, 7 and 8), from the page cache:
+# Hashing big files (README Performance, rows 4, 7 and 8), from the page cache:
 #   hash:  hash (default threads) of a 1 GiB file vs xxhsum -H2 (wall time;
 #          goal <= 1.0x: detcheck at least as fast)
 #   row 4: hash -t 1 of the 1 GiB file vs xxhsum -H2 (CPU time; goal <= 1.0x)

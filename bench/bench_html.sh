@@ -1,5 +1,5 @@
 #!/bin/sh
-# --html pages (issue 24, part 5): a diff of 10,000 tensors (1,000 layers of
+# --html pages (detcheck(1), HTML REPORTS): a diff of 10,000 tensors (1,000 layers of
 # 10, a few differing), its page
 #   html-size:   the page's size (goal < 5 MB)
 #   html-render: headless Chromium loading and rendering the page to a PNG,

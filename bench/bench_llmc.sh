@@ -1,5 +1,5 @@
 #!/bin/sh
-# The trainer against llm.c (issue 10, row 9): detcheck train vs llm.c's
+# The trainer against llm.c (README Performance, row 9): detcheck train vs llm.c's
 # train_gpt2.c on the same dims (vocab 256, 2 layers, width 64, 4 heads,
 # sequence 32, 8 sequences per step), same number of steps, one thread (CPU
 # time; goal <= 1.0x).

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The Python Recorder's cost (issue 14): per-tensor digests of every
+# The Python Recorder's cost (detcheck-gpu(7), LIBRARY): per-tensor digests of every
 # parameter and gradient of a ~100M-parameter model (six 4096x4096 linear
 # layers with biases: 100.7M parameters, F32) taken by detcheck.Recorder.step
 # after each CPU training step (forward, backward, AdamW), against the step

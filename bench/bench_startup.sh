@@ -1,5 +1,5 @@
 #!/bin/sh
-# Start-up (issue 10, row 6): verify of a 1 KiB checkpoint against its golden
+# Start-up (README Performance, row 6): verify of a 1 KiB checkpoint against its golden
 # manifest vs xxhsum -H2 on the same file, many alternating runs (wall time:
 # the latency a CI step sees; goal <= 2x); and detcheck --version alone, the
 # cost of loading the binary and its shared libraries.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Cost per tensor (issue 10, rows 1 and 2, and the tensor scaling runs).
+# Cost per tensor (README Performance, rows 1 and 2, and the tensor scaling runs).
 #   row 1: hash of a Hugging Face model.safetensors.index.json naming N
 #          tensors over 8 shards vs hash of the same 8 shards passed without
 #          the index (CPU time; goal <= 1.3x)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The cost of layer and op tracing (issue 20): a CPU training step (forward,
+# The cost of layer and op tracing (detcheck-bisect(1), TRACE FILES): a CPU training step (forward,
 # backward, AdamW) of the ~100M-parameter model of bench_recorder.sh (six
 # 4096x4096 linear layers + GELU, F32, batch 256) measured in one process as
 # four variants, alternated as bench_pair alternates peers (one warm-up step

@@ -1,4 +1,4 @@
-"""The cost of detcheck.Recorder (issue 14): per-tensor digests of every
+"""The cost of detcheck.Recorder (detcheck-gpu(7), LIBRARY): per-tensor digests of every
 parameter and gradient, taken by Recorder.step after each training step
 (forward, backward, AdamW) of an MLP of --layers Linear(width, width) + GELU
 layers (F32), against the step itself, in the same process. Step 0 is a
@@ -9,7 +9,7 @@ warm-up and not counted; the figures are medians over --steps steps.
   --device cuda   wall times between torch.cuda.synchronize() calls; the
                   ratio's goal 0.02 (the digests run on the GPU, in place)
 
-With --tracing, the cost of the layer and op traces (issue 20) instead: the
+With --tracing, the cost of the layer and op traces (detcheck-bisect(1), TRACE FILES) instead: the
 training step measured as variants, each in its own steps,
 
   plain      no Recorder

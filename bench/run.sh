@@ -39,7 +39,7 @@ if [ -n "$only" ]; then
         scripts="$scripts $top/bench/bench_$n.sh"
     done
 else
-    # issue 10's rows in their order (1-2, 3, 4 7 8, 5, 6, 9), then the others
+    # the README Performance rows in their order (1-2, 3, 4 7 8, 5, 6, 9), then the others
     order="tensors files hash diff startup llmc pt train gpu"
     for n in $order; do
         [ -f "$top/bench/bench_$n.sh" ] && scripts="$scripts $top/bench/bench_$n.sh"

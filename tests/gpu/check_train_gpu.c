@@ -1,4 +1,4 @@
-/* The trainer's kernels on the GPU against their CPU twin (issue 12), stage by
+/* The trainer's kernels on the GPU against their CPU twin (detcheck-gpu(7), TRAINING), stage by
  * stage, so that a difference is named: the activations of the forward pass
  * (through the activation hook), the loss, every parameter's gradient, the
  * norm, AdamW's new weights and moments. The twin itself equals the CPU
@@ -134,7 +134,7 @@ static int run_config(const char *name, dck_train_config c) {
     return rc;
 }
 
-/* Launch limits (issue 23): the dot products and a matrix product past 65535
+/* Launch limits (detcheck-gpu(7), DEVICE): the dot products and a matrix product past 65535
  * row tiles in y (2,097,120 and 4,194,240 rows), cut into launches by
  * dck_tk_launch, on the GPU against the CPU's dot and chain. */
 static int huge_grids(void) {
