@@ -34,4 +34,16 @@ size_t dck_utf8_put(char *out, uint32_t cp);
  * again. */
 bool dck_utf8_valid(const char *s, size_t n);
 
+/* Cutting text at a character: the start of the character byte i is in
+ * (i itself, or back over continuation bytes; never before 0), and the
+ * first character start at or after i (never past len). */
+static inline size_t dck_utf8_back(const char *s, size_t i) {
+    while (i && ((unsigned char)s[i] & 0xC0) == 0x80) i--;
+    return i;
+}
+static inline size_t dck_utf8_forward(const char *s, size_t i, size_t len) {
+    while (i < len && ((unsigned char)s[i] & 0xC0) == 0x80) i++;
+    return i;
+}
+
 #endif

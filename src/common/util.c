@@ -52,7 +52,7 @@ dck_status dck_set_error(dck_status s, const char *fmt, ...) {
          * end says so, after the last whole UTF-8 character that fits */
         enum { MARK = 48 };
         size_t p = sizeof buf - MARK;
-        while (p && ((unsigned char)buf[p] & 0xc0) == 0x80) p--;
+        p = dck_utf8_back(buf, p);
         snprintf(buf + p, sizeof buf - p, "... (message cut: %d bytes in all)", n);
     }
     memcpy(last_error, buf, sizeof buf);

@@ -348,8 +348,8 @@ static void label_text(char *out, size_t n, const char *host, size_t strip, size
         return;
     }
     size_t head = max / 2 - 1, tail = len - (max - head - 2);
-    while (head > 0 && ((unsigned char)host[head] & 0xc0) == 0x80) head--;
-    while (tail < len && ((unsigned char)host[tail] & 0xc0) == 0x80) tail++;
+    head = dck_utf8_back(host, head);
+    tail = dck_utf8_forward(host, tail, len);
     snprintf(out, n, "%.*s\xe2\x80\xa6%.*s", (int)head, host, (int)(len - tail), host + tail);
 }
 

@@ -216,7 +216,7 @@ static void label_text(FILE *f, const char *s) {
         return;
     }
     n = LABEL_CHARS - 3;
-    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80) n--;
+    n = dck_utf8_back(s, n);
     cli_html_textn(f, s, n);
     fputs("...", f);
 }
