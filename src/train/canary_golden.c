@@ -269,7 +269,7 @@ void dck_canary_golden_release(dck_canary_golden *g) {
 static dck_status golden_field(gparse *g, int f, dck_canary_golden *out, size_t *nroots,
                                size_t *ndg, size_t *rows) {
     long v;
-    size_t cap = 0, len;
+    size_t cap = 0, len = 0; /* len: set by the string fields before use; gcc -O3 cannot see it */
     bool more;
     switch (f) {
     case GF_VERSION:
