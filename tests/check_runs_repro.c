@@ -4,7 +4,8 @@
  * one run only, traced steps cut differently, state entries in one run
  * only, the first differing tensor: each a difference, never agreement;
  * steps cut alike counted as not compared); the run.json settings that are
- * off and those that differ. The command's words for them:
+ * off and those that differ, run.json absent or malformed; the
+ * determinism tax's medians. The command's words for them:
  * tests/cli/test_repro.sh. */
 #include "testutil.h"
 #include "runs/repro.h"
@@ -257,6 +258,60 @@ START_TEST(settings_off_and_differ) {
 }
 END_TEST
 
+START_TEST(settings_load) {
+    char *top = tu_tmpdir(), *a = run_dir(top, "a"), *p = tu_path(a, "run.json");
+    json_t *s = (json_t *)1;
+    bool unreadable = true;
+    /* absent: no settings, no error */
+    ck_assert_int_eq(dck_run_settings_load(a, &s, &unreadable), DCK_OK);
+    ck_assert(s == NULL && !unreadable);
+    const char good[] = "{\"detcheck_run\": 1, \"settings\": {\"seed\": 3}}";
+    tu_write(p, good, sizeof good - 1);
+    ck_assert_int_eq(dck_run_settings_load(a, &s, &unreadable), DCK_OK);
+    ck_assert_int_eq(json_integer_value(json_object_get(s, "seed")), 3);
+    json_decref(s);
+    /* not a detcheck run header: an error naming the file */
+    const char bad[] = "{\"settings\": {}}";
+    tu_write(p, bad, sizeof bad - 1);
+    ck_assert_int_eq(dck_run_settings_load(a, &s, &unreadable), DCK_ERR_FORMAT);
+    ck_assert(s == NULL && !unreadable);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "run.json: not a detcheck run header"));
+    /* a FIFO is there, refused, never read (it would block) */
+    unlink(p);
+    ck_assert_int_eq(mkfifo(p, 0600), 0);
+    ck_assert_int_ne(dck_run_settings_load(a, &s, &unreadable), DCK_OK);
+    ck_assert(s == NULL && unreadable);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "run.json"));
+    free(p);
+    free(a);
+    tu_tmpdir_free(top);
+}
+END_TEST
+
+START_TEST(tax) {
+    double v[] = {3, 1, 2};
+    ck_assert_double_eq(dck_median(v, 3), 2);
+    double w[] = {4, 1, 3, 2};
+    ck_assert_double_eq(dck_median(w, 4), 2.5);
+    /* runs alternate deterministic (even) and not (odd) */
+    const double med[] = {2.0, 1.0, 4.0, 1.0, 3.0, 2.0};
+    dck_repro_tax t;
+    ck_assert_int_eq(dck_repro_tax_of(med, 6, &t), DCK_OK);
+    ck_assert_double_eq(t.median[0], 3.0);
+    ck_assert_double_eq(t.median[1], 1.0);
+    ck_assert_double_eq(t.min[0], 2.0);
+    ck_assert_double_eq(t.max[0], 4.0);
+    ck_assert_double_eq(t.max[1], 2.0);
+    ck_assert_double_eq(t.ratio, 3.0);
+    ck_assert_double_eq(t.ratio_min, 1.0);
+    ck_assert_double_eq(t.ratio_max, 4.0);
+    /* step times of 0: no ratio, never an infinite one */
+    const double zero[] = {2.0, 0.0};
+    ck_assert_int_eq(dck_repro_tax_of(zero, 2, &t), DCK_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "step times are 0"));
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("runs_repro");
     TCase *tc = tcase_create("core");
@@ -265,6 +320,8 @@ int main(void) {
     tcase_add_test(tc, recordings_agree_and_differ);
     tcase_add_test(tc, traced_steps_cut);
     tcase_add_test(tc, settings_off_and_differ);
+    tcase_add_test(tc, settings_load);
+    tcase_add_test(tc, tax);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -2,10 +2,10 @@
  * command. Runs it N times with recording switched on from the environment
  * (DETCHECK_RECORD=WORKDIR/run_I, DETCHECK_TRACE), optionally varying one
  * factor per run, compares every run with the first as bisect does
- * (dck_runs_compare, rendered by cli_runs.c), and prints a verdict with the determinism
- * settings each run recorded in its run.json. --tax times the command with
- * the deterministic settings on and off instead (issue 20, parts 4 and 5).
- * See man/detcheck-repro.1. */
+ * (dck_runs_compare) and by its recordings (runs/repro.c), and prints a
+ * verdict with the determinism settings each run recorded in its run.json
+ * (report/runs.c, report/repro.c). --tax times the command with the
+ * deterministic settings on and off instead. See man/detcheck-repro.1. */
 #include "cli.h"
 #include "report/html.h"
 #include "report/report.h"
@@ -16,7 +16,6 @@
 #include "runs/trace.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <math.h>
@@ -32,7 +31,7 @@
 #include <unistd.h>
 
 #define CMD "repro"
-enum { MAX_RUNS = 1000, TAIL_LINES = 20, MAX_SIDE_FILE = 1 << 20 };
+enum { MAX_RUNS = 1000, TAIL_LINES = 20 };
 
 static const char repro_help[] =
     "usage: detcheck repro [OPTIONS] -- CMD ARGS...\n"
@@ -291,28 +290,6 @@ static int cpu_count(void) {
     return n > 0 ? (int)n : 1;
 }
 
-/* Reads a small regular file whole (FIFOs and devices refused). */
-static char *read_small(const char *path, size_t *len) {
-    int fd;
-    struct stat st;
-    if (dck_open_regular(path, &fd, &st)) return NULL;
-    char *b = NULL;
-    if (st.st_size <= MAX_SIDE_FILE && (b = malloc((size_t)st.st_size + 1))) {
-        ssize_t got = pread(fd, b, (size_t)st.st_size, 0);
-        if (got < 0) {
-            free(b);
-            b = NULL;
-        } else {
-            b[got] = 0;
-            *len = (size_t)got;
-        }
-    } else if (st.st_size > MAX_SIDE_FILE) {
-        dck_set_error(DCK_ERR_FORMAT, "%s: larger than %d bytes", path, MAX_SIDE_FILE);
-    }
-    close(fd);
-    return b;
-}
-
 /* trajectory.jsonl, read by the library's one reader (dck_traj_load, as
  * bisect reads it: a torn last line ignored, any other bad line trouble
  * naming file and line): its steps and, for --tax, step_time_s of each
@@ -343,26 +320,12 @@ static int read_trajectory(run_t *r, const char *path, bool times) {
 
 /* run.json: its settings object, or NULL (a warning says why). */
 static json_t *read_settings(int idx, const char *dir) {
-    char *p = dck_path_join(dir, "run.json");
-    size_t len = 0;
-    struct stat st;
-    if (p && lstat(p, &st) != 0 && errno == ENOENT) {
-        cli_warn(CMD, "run %d wrote no run.json: its determinism settings are unknown", idx);
-        free(p);
-        return NULL;
-    }
-    char *b = p ? read_small(p, &len) : NULL;
-    json_t *doc = b ? json_loadb(b, len, 0, NULL) : NULL, *s = json_object_get(doc, "settings");
-    if (!b) {
-        cli_warn(CMD, "%s: %s; its determinism settings are unknown", p ? p : "run.json", dck_last_error());
-    } else if (!json_is_object(s) || !json_is_integer(json_object_get(doc, "detcheck_run"))) {
-        cli_warn(CMD, "%s: not a detcheck run header (detcheck_run, settings)", p);
-        s = NULL;
-    }
-    json_incref(s);
-    json_decref(doc);
-    free(b);
-    free(p);
+    json_t *s = NULL;
+    bool unreadable = false;
+    dck_status st = dck_run_settings_load(dir, &s, &unreadable);
+    if (!st && !s) cli_warn(CMD, "run %d wrote no run.json: its determinism settings are unknown", idx);
+    else if (st && unreadable) cli_warn(CMD, "%s; its determinism settings are unknown", dck_last_error());
+    else if (st) cli_warn(CMD, "%s", dck_last_error());
     return s;
 }
 
@@ -586,20 +549,15 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
     return remove(p);
 }
 
+/* Run r as the reports show it. */
+static cli_repro_run view(const run_t *r) {
+    return (cli_repro_run){r->dir,    r->var,    r->value, r->status, r->seconds,  r->records, r->settings,
+                           r->bisect, r->result, r->lines, r->nlines, r->div_step, r->div_what};
+}
+
 static json_t *run_json(const run_t *r, int i, bool tax, double median, bool *oom) {
-    const cli_repro_run v = {r->dir, r->var, r->value, r->status, r->seconds, r->records, r->settings, r->bisect,
-                             r->result};
+    const cli_repro_run v = view(r);
     return cli_repro_run_json(&v, i, tax, median, oom);
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, size_t n) {
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* This repro's command line again with option first in front (the same
@@ -857,8 +815,9 @@ int cmd_repro(int argc, char **argv) {
 
     if (o.tax) {
         /* ---- the determinism tax: per-run medians of step_time_s */
-        double *med = calloc((size_t)nruns, sizeof *med), side[2][MAX_RUNS];
-        size_t nside[2] = {0, 0}, tmin = SIZE_MAX, tmax = 0;
+        double *med = calloc((size_t)nruns, sizeof *med);
+        size_t tmin = SIZE_MAX, tmax = 0;
+        dck_repro_tax tax;
         if (!med) {
             rc = cli_fail(CMD, dck_oom(NULL));
             goto finish;
@@ -879,45 +838,17 @@ int cmd_repro(int argc, char **argv) {
                 cli_warn(CMD, "run %d: DETCHECK_DETERMINISTIC=%s, but its run.json says deterministic_algorithms=%s: "
                               "the recorder did not switch it",
                          i + 1, r->value, json_is_true(det) ? "true" : "false");
-            med[i] = median(r->step_times, r->ntimes);
-            side[i % 2][nside[i % 2]++] = med[i];
+            med[i] = dck_median(r->step_times, r->ntimes);
             if (r->ntimes < tmin) tmin = r->ntimes;
             if (r->ntimes > tmax) tmax = r->ntimes;
         }
         if (!rc) {
-            double m[2], lo[2], hi[2];
-            for (int k = 0; k < 2; k++) {
-                lo[k] = hi[k] = side[k][0];
-                for (size_t j = 0; j < nside[k]; j++) {
-                    if (side[k][j] < lo[k]) lo[k] = side[k][j];
-                    if (side[k][j] > hi[k]) hi[k] = side[k][j];
-                }
-                double tmp[MAX_RUNS];
-                memcpy(tmp, side[k], nside[k] * sizeof(double));
-                m[k] = median(tmp, nside[k]);
-            }
-            if (!(m[1] > 0) || !(lo[1] > 0)) {
-                cli_error(CMD, "the non-deterministic runs' step times are 0: no ratio");
+            if (dck_repro_tax_of(med, (size_t)nruns, &tax)) {
+                cli_error(CMD, "%s", dck_last_error());
                 snprintf(title, sizeof title, "trouble: step times of 0");
                 rc = DCK_EXIT_TROUBLE;
             } else {
-                double ratio = m[0] / m[1], rlo = lo[0] / hi[1], rhi = hi[0] / lo[1];
-                snprintf(title, sizeof title,
-                         "determinism tax: %.2fx step time (deterministic %.4g s / non-deterministic %.4g s, "
-                         "medians; spread %.2fx..%.2fx; wall clock)",
-                         ratio, m[0], m[1], rlo, rhi);
-                fprintf(out, "%s\n", title);
-                static const char *const label[2] = {"deterministic (DETCHECK_DETERMINISTIC=1):    ",
-                                                     "non-deterministic (DETCHECK_DETERMINISTIC=0):"};
-                for (int k = 0; k < 2; k++)
-                    fprintf(out, "  %s median %.4g s/step, spread %.4g..%.4g s (per-run medians of %zu runs)\n",
-                            label[k], m[k], lo[k], hi[k], nside[k]);
-                if (tmin == tmax)
-                    fprintf(out, "  clock: wall (step_time_s as the recorder measured it); %zu steps timed per run, "
-                                 "the first step of each run skipped (warm-up)\n", tmin);
-                else
-                    fprintf(out, "  clock: wall (step_time_s as the recorder measured it); %zu..%zu steps timed per "
-                                 "run, the first step of each run skipped (warm-up)\n", tmin, tmax);
+                cli_repro_tax_print(out, &tax, (size_t)nruns / 2, tmin, tmax, title, sizeof title);
                 /* the settings once, in the document and the reports (they
                  * differ between the two sides by design); on the terminal
                  * only what the deterministic runs still left off */
@@ -937,32 +868,15 @@ int cmd_repro(int argc, char **argv) {
                                  "--markdown)\n", first_off);
                 if (summary[0]) cli_report_property(&o.rep, "settings", summary);
                 if (doc) {
-                    json_t *t = json_object();
                     cli_jset(doc, "verdict", json_string("tax"), &oom);
-                    cli_jset(t, "clock", json_string("wall"), &oom);
-                    cli_jset(t, "ratio", cli_json_number("%.6g", ratio), &oom);
-                    cli_jset(t, "ratio_min", cli_json_number("%.6g", rlo), &oom);
-                    cli_jset(t, "ratio_max", cli_json_number("%.6g", rhi), &oom);
-                    static const char *const key[2] = {"deterministic", "nondeterministic"};
-                    for (int k = 0; k < 2; k++) {
-                        json_t *s = json_object(), *v = json_array();
-                        cli_jset(s, "median_s", cli_json_number("%.6g", m[k]), &oom);
-                        cli_jset(s, "min_s", cli_json_number("%.6g", lo[k]), &oom);
-                        cli_jset(s, "max_s", cli_json_number("%.6g", hi[k]), &oom);
-                        for (size_t j = 0; j < nside[k]; j++) cli_jappend(v, cli_json_number("%.6g", side[k][j]), &oom);
-                        cli_jset(s, "run_medians_s", v, &oom);
-                        cli_jset(t, key[k], s, &oom);
-                    }
-                    cli_jset(t, "warmup_steps_skipped", json_integer(1), &oom);
-                    cli_jset(t, "settings", summary[0] ? cli_json_text(summary) : json_null(), &oom);
-                    cli_jset(doc, "tax", t, &oom);
+                    cli_jset(doc, "tax", cli_repro_tax_json(&tax, med, (size_t)nruns, summary, &oom), &oom);
                     json_t *rs = json_array();
                     for (int i = 0; i < nruns; i++) cli_jappend(rs, run_json(&runs[i], i, true, med[i], &oom), &oom);
                     cli_jset(doc, "runs", rs, &oom);
                 }
                 if (cli_report_wanted(&o.rep)) {
                     char msg[256], nm[32];
-                    snprintf(msg, sizeof msg, "%.6g", ratio);
+                    snprintf(msg, sizeof msg, "%.6g", tax.ratio);
                     cli_report_property(&o.rep, "tax_ratio", msg);
                     for (int i = 0; i < nruns; i++) {
                         snprintf(nm, sizeof nm, "run_%d", i + 1);
@@ -1053,23 +967,8 @@ int cmd_repro(int argc, char **argv) {
         cli_jset(doc, "tensors_compared", json_boolean(tensors), &oom);
         json_t *fd = json_null();
         if (ndiff) {
-            run_t *f = &runs[first];
-            json_t *lines = json_array();
-            fd = json_object();
-            cli_jset(fd, "run", json_integer(first + 1), &oom);
-            cli_jset(fd, "step", f->div_step >= 0 ? json_integer(f->div_step) : json_null(), &oom);
-            cli_jset(fd, "what", f->div_what ? json_string(f->div_what) : json_null(), &oom);
-            json_t *v = json_object_get(f->result, "detail");
-            cli_jset(fd, "detail", json_incref(v ? v : json_null()), &oom);
-            v = json_object_get(f->result, "first_tensor");
-            cli_jset(fd, "tensor", json_incref(v ? v : json_null()), &oom);
-            v = json_object_get(f->result, "first_event");
-            cli_jset(fd, "event", json_incref(v ? v : json_null()), &oom);
-            for (size_t k = 0; k < f->nlines; k++) cli_jappend(lines, cli_json_text(f->lines[k]), &oom);
-            cli_jset(fd, "lines", lines, &oom);
-            bool is_next = !strncmp(next_text, "next: ", 6);
-            cli_jset(fd, "magnitudes", next_text[0] && !is_next ? cli_json_text(next_text) : json_null(), &oom);
-            cli_jset(fd, "next", next_text[0] ? cli_json_text(next_text) : json_null(), &oom);
+            const cli_repro_run f = view(&runs[first]);
+            fd = cli_repro_divergence_json(&f, first, next_text, &oom);
         }
         cli_jset(doc, "first_divergence", fd, &oom);
     }
@@ -1080,49 +979,13 @@ int cmd_repro(int argc, char **argv) {
         cli_jset(doc, "runs", rs, &oom);
     }
     if (cli_report_wanted(&o.rep)) {
-        char msg[4096], nm[32], detail[4096];
         cli_report_property(&o.rep, "trace", o.trace);
         if (ndiff && next_text[0]) cli_report_property(&o.rep, "next", next_text);
         if (o.vary >= 0) cli_report_property(&o.rep, "vary", factors[o.vary].name);
         if (o.env_arg) cli_report_property(&o.rep, "env", o.env_arg);
         for (int i = 0; i < nruns; i++) {
-            run_t *r = &runs[i];
-            snprintf(nm, sizeof nm, "run_%d", i + 1);
-            char var[320] = "";
-            if (r->var[0]) snprintf(var, sizeof var, " (%s=%s)", r->var, r->value);
-            if (i == 0) {
-                snprintf(msg, sizeof msg, "reference run%s: %ld steps", var, r->records);
-                cli_report_case(&o.rep, "detcheck.repro", nm, CLI_CASE_PASS, NULL, msg, NULL);
-            } else if (r->bisect == 0) {
-                snprintf(msg, sizeof msg, "identical to run 1%s: %ld steps", var, r->records);
-                cli_report_case(&o.rep, "detcheck.repro", nm, CLI_CASE_PASS, NULL, msg, NULL);
-            } else {
-                /* bisect's lines whole (their names have no bound) */
-                char *text = NULL;
-                size_t tlen = 0;
-                FILE *m = open_memstream(&text, &tlen);
-                if (m) {
-                    fprintf(m, "differs from run 1%s", var);
-                    for (size_t k = 0; k < r->nlines; k++) fprintf(m, "; %s", r->lines[k]);
-                    if (!r->nlines)
-                        fprintf(m, "; steps recorded: run 1 %ld, run %d %ld", runs[0].records, i + 1, r->records);
-                    if (fclose(m) != 0) {
-                        free(text);
-                        text = NULL;
-                    }
-                }
-                snprintf(detail, sizeof detail, "%s", summary);
-                if (text)
-                    cli_report_case(&o.rep, "detcheck.repro", nm, CLI_CASE_FAIL,
-                                    json_object_get(r->result, "first_tensor") &&
-                                            json_is_object(json_object_get(r->result, "first_tensor"))
-                                        ? "digest"
-                                        : "trajectory",
-                                    text, summary[0] ? detail : NULL);
-                else
-                    o.rep.oom = true;
-                free(text);
-            }
+            const cli_repro_run v = view(&runs[i]);
+            cli_repro_run_case(&o.rep, &v, i, runs[0].records, summary);
         }
         if (o.rep.html) {
             /* run 1 against the run that differs first (else run 2); drawn

@@ -189,3 +189,99 @@ json_t *cli_repro_run_json(const cli_repro_run *r, int i, bool tax, double media
     }
     return e;
 }
+
+void cli_repro_tax_print(FILE *out, const dck_repro_tax *t, size_t nper, size_t tmin, size_t tmax, char *title,
+                         size_t tlen) {
+    snprintf(title, tlen,
+             "determinism tax: %.2fx step time (deterministic %.4g s / non-deterministic %.4g s, "
+             "medians; spread %.2fx..%.2fx; wall clock)",
+             t->ratio, t->median[0], t->median[1], t->ratio_min, t->ratio_max);
+    fprintf(out, "%s\n", title);
+    static const char *const label[2] = {"deterministic (DETCHECK_DETERMINISTIC=1):    ",
+                                         "non-deterministic (DETCHECK_DETERMINISTIC=0):"};
+    for (int k = 0; k < 2; k++)
+        fprintf(out, "  %s median %.4g s/step, spread %.4g..%.4g s (per-run medians of %zu runs)\n", label[k],
+                t->median[k], t->min[k], t->max[k], nper);
+    if (tmin == tmax)
+        fprintf(out, "  clock: wall (step_time_s as the recorder measured it); %zu steps timed per run, "
+                     "the first step of each run skipped (warm-up)\n", tmin);
+    else
+        fprintf(out, "  clock: wall (step_time_s as the recorder measured it); %zu..%zu steps timed per "
+                     "run, the first step of each run skipped (warm-up)\n", tmin, tmax);
+}
+
+json_t *cli_repro_tax_json(const dck_repro_tax *t, const double *med, size_t nruns, const char *summary, bool *oom) {
+    json_t *o = json_object();
+    cli_jset(o, "clock", json_string("wall"), oom);
+    cli_jset(o, "ratio", cli_json_number("%.6g", t->ratio), oom);
+    cli_jset(o, "ratio_min", cli_json_number("%.6g", t->ratio_min), oom);
+    cli_jset(o, "ratio_max", cli_json_number("%.6g", t->ratio_max), oom);
+    static const char *const key[2] = {"deterministic", "nondeterministic"};
+    for (size_t k = 0; k < 2; k++) {
+        json_t *s = json_object(), *v = json_array();
+        cli_jset(s, "median_s", cli_json_number("%.6g", t->median[k]), oom);
+        cli_jset(s, "min_s", cli_json_number("%.6g", t->min[k]), oom);
+        cli_jset(s, "max_s", cli_json_number("%.6g", t->max[k]), oom);
+        for (size_t i = k; i < nruns; i += 2) cli_jappend(v, cli_json_number("%.6g", med[i]), oom);
+        cli_jset(s, "run_medians_s", v, oom);
+        cli_jset(o, key[k], s, oom);
+    }
+    cli_jset(o, "warmup_steps_skipped", json_integer(1), oom);
+    cli_jset(o, "settings", summary[0] ? cli_json_text(summary) : json_null(), oom);
+    return o;
+}
+
+json_t *cli_repro_divergence_json(const cli_repro_run *f, int i, const char *next, bool *oom) {
+    json_t *fd = json_object(), *lines = json_array();
+    cli_jset(fd, "run", json_integer(i + 1), oom);
+    cli_jset(fd, "step", f->div_step >= 0 ? json_integer(f->div_step) : json_null(), oom);
+    cli_jset(fd, "what", f->div_what ? json_string(f->div_what) : json_null(), oom);
+    json_t *v = json_object_get(f->result, "detail");
+    cli_jset(fd, "detail", json_incref(v ? v : json_null()), oom);
+    v = json_object_get(f->result, "first_tensor");
+    cli_jset(fd, "tensor", json_incref(v ? v : json_null()), oom);
+    v = json_object_get(f->result, "first_event");
+    cli_jset(fd, "event", json_incref(v ? v : json_null()), oom);
+    for (size_t k = 0; k < f->nlines; k++) cli_jappend(lines, cli_json_text(f->lines[k]), oom);
+    cli_jset(fd, "lines", lines, oom);
+    bool is_next = !strncmp(next, "next: ", 6);
+    cli_jset(fd, "magnitudes", next[0] && !is_next ? cli_json_text(next) : json_null(), oom);
+    cli_jset(fd, "next", next[0] ? cli_json_text(next) : json_null(), oom);
+    return fd;
+}
+
+void cli_repro_run_case(cli_report *rep, const cli_repro_run *r, int i, long records1, const char *summary) {
+    char msg[4096], nm[32], var[320] = "";
+    snprintf(nm, sizeof nm, "run_%d", i + 1);
+    if (r->var[0]) snprintf(var, sizeof var, " (%s=%s)", r->var, r->value);
+    if (i == 0) {
+        snprintf(msg, sizeof msg, "reference run%s: %ld steps", var, r->records);
+        cli_report_case(rep, "detcheck.repro", nm, CLI_CASE_PASS, NULL, msg, NULL);
+        return;
+    }
+    if (r->bisect == 0) {
+        snprintf(msg, sizeof msg, "identical to run 1%s: %ld steps", var, r->records);
+        cli_report_case(rep, "detcheck.repro", nm, CLI_CASE_PASS, NULL, msg, NULL);
+        return;
+    }
+    /* bisect's lines whole (their names have no bound) */
+    char *text = NULL;
+    size_t tlen = 0;
+    FILE *m = open_memstream(&text, &tlen);
+    if (m) {
+        fprintf(m, "differs from run 1%s", var);
+        for (size_t k = 0; k < r->nlines; k++) fprintf(m, "; %s", r->lines[k]);
+        if (!r->nlines) fprintf(m, "; steps recorded: run 1 %ld, run %d %ld", records1, i + 1, r->records);
+        if (fclose(m) != 0) {
+            free(text);
+            text = NULL;
+        }
+    }
+    json_t *ft = json_object_get(r->result, "first_tensor");
+    if (text)
+        cli_report_case(rep, "detcheck.repro", nm, CLI_CASE_FAIL, ft && json_is_object(ft) ? "digest" : "trajectory",
+                        text, summary[0] ? summary : NULL);
+    else
+        rep->oom = true;
+    free(text);
+}

@@ -40,9 +40,27 @@ typedef struct {
     json_t *settings; /* run.json's, or NULL */
     int bisect;       /* the comparison with run 1: 0 identical */
     json_t *result;   /* bisect's --json document of it, or NULL */
+    char *const *lines; /* the lines of its difference, whole */
+    size_t nlines;
+    long div_step;        /* its first differing step, -1 unknown */
+    const char *div_what; /* what differs there ("trajectory", "tensor", "recorded_steps"...), or NULL */
 } cli_repro_run;
 /* Run number i (0: run 1); tax: its median step time instead of the
  * comparison. */
 json_t *cli_repro_run_json(const cli_repro_run *r, int i, bool tax, double median, bool *oom);
+/* The document's "first_divergence": run number i, f, the first run that
+ * differs from run 1; next, the verdict's last line ("": none). */
+json_t *cli_repro_divergence_json(const cli_repro_run *f, int i, const char *next, bool *oom);
+/* The reports' case of run number i (0: run 1, the reference; records1 its
+ * steps); summary, the settings line for a failure's detail ("": none). */
+void cli_repro_run_case(cli_report *rep, const cli_repro_run *r, int i, long records1, const char *summary);
+
+/* repro --tax's lines on out, the first (the verdict) into title: nper
+ * runs per side, tmin..tmax steps timed per run. */
+void cli_repro_tax_print(FILE *out, const dck_repro_tax *t, size_t nper, size_t tmin, size_t tmax, char *title,
+                         size_t tlen);
+/* The document's "tax": med[i] run i's median step time (even i:
+ * deterministic), summary the settings line ("": none). */
+json_t *cli_repro_tax_json(const dck_repro_tax *t, const double *med, size_t nruns, const char *summary, bool *oom);
 
 #endif

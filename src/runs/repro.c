@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 const char *const dck_side_files[DCK_NSIDES] = {DCK_RECORD_FILE, DCK_TRACE_FILE};
 
@@ -156,6 +157,55 @@ void dck_repro_recordings_release(dck_repro_recordings *r) {
     free(r->f);
     memset(r, 0, sizeof *r);
     r->at = -1;
+}
+
+/* Reads a small regular file whole (FIFOs and devices refused). */
+static char *read_small(const char *path, size_t *len) {
+    int fd;
+    struct stat st;
+    if (dck_open_regular(path, &fd, &st)) return NULL;
+    char *b = NULL;
+    if (st.st_size <= DCK_RUN_JSON_MAX && (b = malloc((size_t)st.st_size + 1))) {
+        ssize_t got = pread(fd, b, (size_t)st.st_size, 0);
+        if (got < 0) {
+            free(b);
+            b = NULL;
+        } else {
+            b[got] = 0;
+            *len = (size_t)got;
+        }
+    } else if (st.st_size > DCK_RUN_JSON_MAX) {
+        dck_set_error(DCK_ERR_FORMAT, "%s: larger than %d bytes", path, DCK_RUN_JSON_MAX);
+    }
+    close(fd);
+    return b;
+}
+
+dck_status dck_run_settings_load(const char *dir, json_t **out, bool *unreadable) {
+    char *p = dck_path_join(dir, "run.json");
+    size_t len = 0;
+    struct stat st;
+    *out = NULL;
+    *unreadable = false;
+    if (p && lstat(p, &st) != 0 && errno == ENOENT) {
+        free(p);
+        return DCK_OK;
+    }
+    char *b = p ? read_small(p, &len) : NULL;
+    json_t *doc = b ? json_loadb(b, len, 0, NULL) : NULL, *s = json_object_get(doc, "settings");
+    dck_status r = DCK_OK;
+    if (!b) {
+        *unreadable = true;
+        r = dck_set_error(DCK_ERR_IO, "%s: %s", p ? p : "run.json", dck_last_error());
+    } else if (!json_is_object(s) || !json_is_integer(json_object_get(doc, "detcheck_run"))) {
+        r = dck_set_error(DCK_ERR_FORMAT, "%s: not a detcheck run header (detcheck_run, settings)", p);
+    } else {
+        *out = json_incref(s);
+    }
+    json_decref(doc);
+    free(b);
+    free(p);
+    return r;
 }
 
 /* The settings that make a run nondeterministic when they are so. */

@@ -83,6 +83,14 @@ dck_status dck_repro_recordings_compare(const dck_side_steps a[DCK_NSIDES], cons
                                         dck_repro_recordings *out);
 void dck_repro_recordings_release(dck_repro_recordings *r);
 
+/* run.json in run folder dir (at most DCK_RUN_JSON_MAX bytes): its
+ * settings object (*out, a new reference), or *out NULL with DCK_OK when
+ * dir has none. On trouble *out is NULL and the error names the file:
+ * unreadable (*unreadable true: not a regular file, too large), or not a
+ * detcheck run header (detcheck_run, settings). */
+enum { DCK_RUN_JSON_MAX = 1 << 20 };
+dck_status dck_run_settings_load(const char *dir, json_t **out, bool *unreadable);
+
 /* The settings of a run.json settings object s that make a run
  * nondeterministic as they are (man detcheck-repro(1), SETTINGS): their
  * keys and how they are ("false", "true", "unset"), at most max; how many. */
