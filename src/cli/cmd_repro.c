@@ -518,21 +518,7 @@ static int compare_runs(const dck_run *ref, run_t *runs, int i) {
     r->div_what = json_string_value(json_object_get(r->result, "first_differing")); /* r->result's */
     /* and its lines as bisect -q prints them */
     if (!res.different) goto out;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&text, &len);
-    if (m) cli_runs_print(m, &v, true, 20);
-    if (!m || fclose(m) != 0) {
-        free(text);
-        rc = cli_fail(CMD, dck_oom(NULL));
-        goto out;
-    }
-    for (char *t = text, *nl; t && *t && !rc; t = nl ? nl + 1 : NULL) {
-        nl = strchr(t, '\n');
-        if (nl) *nl = 0;
-        rc = add_line(r, "%s", t);
-    }
-    free(text);
+    if (cli_runs_lines(&v, 20, &r->lines, &r->nlines)) rc = cli_fail(CMD, dck_oom(NULL));
 out:
     cli_runs_verdict_release(&v);
     dck_runs_result_release(&res);

@@ -190,3 +190,22 @@ void cli_runs_print(FILE *out, const cli_runs_verdict *v, bool quiet, long limit
     if (v->next[0]) fprintf(out, "%s\n", cli_safe_line(v->next));
 }
 
+
+dck_status cli_runs_lines(const cli_runs_verdict *v, long limit, char ***lines, size_t *n) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (m) cli_runs_print(m, v, true, limit);
+    if (!m || fclose(m) != 0) {
+        free(text);
+        return dck_oom(NULL);
+    }
+    int e = 0;
+    for (char *t = text, *nl; t && *t && !e; t = nl ? nl + 1 : NULL) {
+        nl = strchr(t, '\n');
+        if (nl) *nl = 0;
+        e = cli_lines_add(lines, n, "%s", t);
+    }
+    free(text);
+    return e ? dck_oom(NULL) : DCK_OK;
+}

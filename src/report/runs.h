@@ -36,5 +36,8 @@ typedef struct {
 const cli_runs_how *cli_runs_how_of(const char *how);
 /* bisect's lines (quiet: -q's), at most limit tensors (0: all). */
 void cli_runs_print(FILE *out, const cli_runs_verdict *v, bool quiet, long limit);
+/* The same lines as -q prints them, appended whole to the array *lines of
+ * *n; DCK_ERR_NOMEM when out of memory. */
+dck_status cli_runs_lines(const cli_runs_verdict *v, long limit, char ***lines, size_t *n);
 
 #endif
