@@ -537,8 +537,11 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
 
 /* Run r as the reports show it. */
 static cli_repro_run view(const run_t *r) {
-    return (cli_repro_run){r->dir,    r->var,    r->value, r->status, r->seconds,  r->records, r->settings,
-                           r->bisect, r->result, r->lines, r->nlines, r->div_step, r->div_what};
+    return (cli_repro_run){.dir = r->dir, .var = r->var, .value = r->value, .status = r->status,
+                           .seconds = r->seconds, .records = r->records, .settings = r->settings,
+                           .bisect = r->bisect, .result = r->result, .lines = r->lines, .nlines = r->nlines,
+                           .div_step = r->div_step, .div_what = r->div_what, .steps = r->steps,
+                           .first_step = r->first_step, .last_step = r->last_step};
 }
 
 static json_t *run_json(const run_t *r, int i, bool tax, double median, bool *oom) {
@@ -913,37 +916,11 @@ int cmd_repro(int argc, char **argv) {
     /* traced steps the recorder cut alike in every run: what lies past the
      * bound was compared nowhere, so no OK without --allow-partial */
     bool incomplete = !ndiff && truncated && !o.allow_partial;
-    if (!ndiff) {
-        char aside[256] = "";
-        if (truncated)
-            snprintf(aside, sizeof aside,
-                     "; not compared: the events past the recorder's bound in %ld traced step%s (truncated alike in "
-                     "every run)%s",
-                     truncated, truncated == 1 ? "" : "s", incomplete ? " (--allow-partial accepts them)" : "");
-        snprintf(title, sizeof title, "%s: %d runs, %ld steps, %s%s", incomplete ? "incomplete" : "reproducible", nruns,
-                 runs[0].records,
-                 tensors ? "every tensor identical" : "every trajectory record identical (no tensor digests recorded)",
-                 aside);
-        fprintf(out, "%s\n", title);
-    } else {
-        run_t *f = &runs[first];
-        char at[64] = "";
-        if (f->div_step >= 0) snprintf(at, sizeof at, " at step %ld", f->div_step);
-        snprintf(title, sizeof title, "not reproducible: run %d differs from run 1%s (%d of %d runs differ from run 1)",
-                 first + 1, at, ndiff, nruns);
-        fprintf(out, "%s\n", title);
-        for (size_t k = 0; k < f->nlines; k++) fprintf(out, "%s\n", f->lines[k]);
-        next_line(&o, f, next_text, sizeof next_text);
-        if (next_text[0]) fprintf(out, "%s\n", cli_safe_line(next_text));
-        long only;
-        int w = dck_steps_first_unpaired(runs[0].steps, (size_t)runs[0].records, f->steps, (size_t)f->records, &only);
-        if (w)
-            fprintf(out, "steps recorded: run 1 %ld (%ld..%ld), run %d %ld (%ld..%ld); step %ld in run %d only\n",
-                    runs[0].records, runs[0].first_step, runs[0].last_step, first + 1, f->records, f->first_step,
-                    f->last_step, only, w == 1 ? 1 : first + 1);
-        if (f->var[0])
-            fprintf(out, "varied: %s=%s in run 1, %s in run %d\n", f->var, cli_safe(runs[0].value), cli_safe(f->value),
-                    first + 1);
+    if (ndiff) next_line(&o, &runs[first], next_text, sizeof next_text);
+    {
+        const cli_repro_run r1 = view(&runs[0]), f = view(&runs[ndiff ? first : 0]);
+        const cli_repro_verdict v = {nruns, ndiff, first, truncated, incomplete, tensors, next_text};
+        cli_repro_verdict_print(out, &r1, &f, &v, title, sizeof title);
     }
     if (doc) {
         cli_jset(doc, "verdict", json_string(ndiff ? "different" : incomplete ? "incomplete" : "reproducible"), &oom);

@@ -285,3 +285,39 @@ void cli_repro_run_case(cli_report *rep, const cli_repro_run *r, int i, long rec
         rep->oom = true;
     free(text);
 }
+
+void cli_repro_verdict_print(FILE *out, const cli_repro_run *r1, const cli_repro_run *f, const cli_repro_verdict *v,
+                             char *title, size_t tlen) {
+    if (!v->ndiff) {
+        char aside[256] = "";
+        if (v->truncated)
+            snprintf(aside, sizeof aside,
+                     "; not compared: the events past the recorder's bound in %ld traced step%s (truncated alike in "
+                     "every run)%s",
+                     v->truncated, v->truncated == 1 ? "" : "s",
+                     v->incomplete ? " (--allow-partial accepts them)" : "");
+        snprintf(title, tlen, "%s: %d runs, %ld steps, %s%s", v->incomplete ? "incomplete" : "reproducible", v->nruns,
+                 r1->records,
+                 v->tensors ? "every tensor identical" : "every trajectory record identical (no tensor digests recorded)",
+                 aside);
+        fprintf(out, "%s\n", title);
+        return;
+    }
+    int first = v->first;
+    char at[64] = "";
+    if (f->div_step >= 0) snprintf(at, sizeof at, " at step %ld", f->div_step);
+    snprintf(title, tlen, "not reproducible: run %d differs from run 1%s (%d of %d runs differ from run 1)", first + 1,
+             at, v->ndiff, v->nruns);
+    fprintf(out, "%s\n", title);
+    for (size_t k = 0; k < f->nlines; k++) fprintf(out, "%s\n", f->lines[k]);
+    if (v->next[0]) fprintf(out, "%s\n", cli_safe_line(v->next));
+    long only;
+    int w = dck_steps_first_unpaired(r1->steps, (size_t)r1->records, f->steps, (size_t)f->records, &only);
+    if (w)
+        fprintf(out, "steps recorded: run 1 %ld (%ld..%ld), run %d %ld (%ld..%ld); step %ld in run %d only\n",
+                r1->records, r1->first_step, r1->last_step, first + 1, f->records, f->first_step, f->last_step, only,
+                w == 1 ? 1 : first + 1);
+    if (f->var[0])
+        fprintf(out, "varied: %s=%s in run 1, %s in run %d\n", f->var, cli_safe(r1->value), cli_safe(f->value),
+                first + 1);
+}

@@ -44,10 +44,26 @@ typedef struct {
     size_t nlines;
     long div_step;        /* its first differing step, -1 unknown */
     const char *div_what; /* what differs there ("trajectory", "tensor", "recorded_steps"...), or NULL */
+    const dck_step_mark *steps; /* its trajectory's, records of them */
+    long first_step, last_step;
 } cli_repro_run;
 /* Run number i (0: run 1); tax: its median step time instead of the
  * comparison. */
 json_t *cli_repro_run_json(const cli_repro_run *r, int i, bool tax, double median, bool *oom);
+/* The verdict over nruns runs: ndiff differ from run 1, first (an index)
+ * the one that differs first; truncated traced steps cut alike in every
+ * run, incomplete when that is not accepted; tensors: run 1 recorded
+ * tensor digests; next the line of what would localise further ("": none). */
+typedef struct {
+    int nruns, ndiff, first;
+    long truncated;
+    bool incomplete, tensors;
+    const char *next;
+} cli_repro_verdict;
+/* The verdict's lines on out (r1 run 1, f the run that differs first), the
+ * first of them into title. */
+void cli_repro_verdict_print(FILE *out, const cli_repro_run *r1, const cli_repro_run *f, const cli_repro_verdict *v,
+                             char *title, size_t tlen);
 /* The document's "first_divergence": run number i, f, the first run that
  * differs from run 1; next, the verdict's last line ("": none). */
 json_t *cli_repro_divergence_json(const cli_repro_run *f, int i, const char *next, bool *oom);
