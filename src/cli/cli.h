@@ -166,9 +166,6 @@ bool cli_color_stderr(void);
 dck_status cli_emit_manifest(dck_manifest *m, const char *const *paths, size_t npaths,
                              dck_format fmt, const char *output, const char *how);
 
-/* argv as one shell command line (each word quoted when it needs it), so
- * that a printed command runs as it reads; malloc'd, NULL when out of memory. */
-char *cli_shell_join(char *const *argv, int n);
 /* argv[*i] as one of the options named in valued, "--name VALUE" or
  * "--name=VALUE": its index in valued, *val its value (*i moved past a
  * separate one); -1 when it is none of them; -2 when its value is missing

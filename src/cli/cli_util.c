@@ -1,7 +1,7 @@
 /* Helpers shared by the subcommands: messages (the reports' too), number
- * parsing, shell words, colour and hash's manifest output (the shared
+ * parsing, colour and hash's manifest output (the shared
  * options are cli_options.c's; names are quoted by report/text.c, JSON
- * written by report/json.c).
+ * written by report/json.c, shell words by report/text.c).
  * The command table is main.c's; nothing here names a subcommand. */
 #include "cli.h"
 
@@ -111,78 +111,6 @@ bool cli_parse_double(const char *s, double *out) {
     if (errno || *end || isnan(v)) return false;
     *out = v;
     return true;
-}
-
-/* Bytes at p of what must go through printf (0: none): what a name
- * shows escaped (cli_quote_char's one table) but the newline, which stays
- * inside the quotes, and the backslash, which quotes keep as it is. */
-static int shell_escaped(const unsigned char *p, const unsigned char *end) {
-    if (*p == '\n' || *p == '\\') return 0;
-    char esc[CLI_QUOTE_MAX];
-    long cp;
-    size_t k = cli_quote_char((const char *)p, (const char *)end, esc, &cp);
-    return esc[0] ? (int)k : 0;
-}
-
-/* One argument as a shell word that sh -c reads back byte for byte and a
- * terminal shows as text: as it is when it needs no quoting, else in
- * single quotes (a quote as \', a newline as itself). What a terminal
- * would act on or hide (C0 controls but the newline, DEL, C1 controls,
- * bidi and other invisible format characters, line separators, bytes that
- * are not UTF-8) goes outside the quotes as "$(printf '\ooo...')": POSIX
- * sh has no $'...', and a command substitution only strips newlines,
- * which stay inside the quotes. out NULL: only counts. */
-static size_t shell_word(char *out, const char *s) {
-    const unsigned char *p = (const unsigned char *)s, *end = p + strlen(s);
-    size_t n = 0;
-    bool inq = false, plain = p < end;
-#define PUT(str, k) (out ? memcpy(out + n, (str), (k)) : NULL, n += (k))
-#define QUOTE(want) ((inq) != (want) ? (PUT("'", 1), inq = (want)) : 0)
-    for (const unsigned char *c = p; c < end && plain; c++)
-        plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%", *c) != NULL;
-    if (plain) PUT(s, (size_t)(end - p));
-    else if (p == end) PUT("''", 2);
-    while (!plain && p < end) {
-        int k = shell_escaped(p, end);
-        if (k) {
-            QUOTE(false);
-            PUT("\"$(printf '", 11);
-            for (; p < end && (k = shell_escaped(p, end)); p += k)
-                for (int i = 0; i < k; i++) {
-                    char oct[5];
-                    snprintf(oct, sizeof oct, "\\%03o", p[i]);
-                    PUT(oct, 4);
-                }
-            PUT("')\"", 3);
-        } else if (*p == '\'') {
-            QUOTE(false);
-            PUT("\\'", 2);
-            p++;
-        } else {
-            int w = dck_utf8_width(p, end);
-            QUOTE(true);
-            PUT(p, (size_t)w);
-            p += w;
-        }
-    }
-    QUOTE(false);
-#undef PUT
-#undef QUOTE
-    if (out) out[n] = 0;
-    return n;
-}
-
-char *cli_shell_join(char *const *argv, int n) {
-    size_t len = 1;
-    for (int i = 0; i < n; i++) len += shell_word(NULL, argv[i]) + 1;
-    char *s = malloc(len), *p = s;
-    if (!s) return NULL;
-    *p = 0;
-    for (int i = 0; i < n; i++) {
-        if (i) *p++ = ' ';
-        p += shell_word(p, argv[i]);
-    }
-    return s;
 }
 
 int cli_valued_option(const char *cmd, int argc, char **argv, int *i, const char *const *valued, size_t nv,

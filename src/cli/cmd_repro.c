@@ -2,20 +2,20 @@
  * command. Runs it N times with recording switched on from the environment
  * (DETCHECK_RECORD=WORKDIR/run_I, DETCHECK_TRACE), optionally varying one
  * factor per run, compares every run with the first as bisect does
- * (dck_runs_compare, rendered by cli_runs.c), and prints a verdict with the determinism
- * settings each run recorded in its run.json. --tax times the command with
- * the deterministic settings on and off instead (issue 20, parts 4 and 5).
- * See man/detcheck-repro.1. */
+ * (dck_runs_compare) and by its recordings (runs/repro.c), and prints a
+ * verdict with the determinism settings each run recorded in its run.json
+ * (report/runs.c, report/repro.c). --tax times the command with the
+ * deterministic settings on and off instead. See man/detcheck-repro.1. */
 #include "cli.h"
 #include "report/html.h"
 #include "report/report.h"
 #include "cli_runs.h"
+#include "report/repro.h"
 #include "train/train.h"
 #include "runs/recording.h"
 #include "runs/trace.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <math.h>
@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #define CMD "repro"
-enum { MAX_RUNS = 1000, TAIL_LINES = 20, MAX_SIDE_FILE = 1 << 20 };
+enum { MAX_RUNS = 1000, TAIL_LINES = 20 };
 
 static const char repro_help[] =
     "usage: detcheck repro [OPTIONS] -- CMD ARGS...\n"
@@ -258,33 +258,11 @@ static int parse_args(int argc, char **argv, repro_opts *o, bool *help) {
 
 /* ------------------------------------------------------------------ runs */
 
-/* A step a run recorded: in its trajectory, its tensor digests or its
- * trace (events: how many the recorder kept, truncated: it dropped more). */
-typedef struct {
-    long step;
-    size_t events;
-    bool truncated;
-} step_mark;
-
-/* What a run recorded besides its trajectory, one file each: the steps of
- * its tensor digests and of its trace. One run recording a step that
- * another did not is a difference, never agreement. */
-enum { SIDE_TENSORS, SIDE_TRACE, NSIDES };
-static const struct {
-    const char *file, *what;
-} sides[NSIDES] = {{DCK_RECORD_FILE, "tensor digests"}, {DCK_TRACE_FILE, "traced steps"}};
-
-typedef struct {
-    bool has; /* the file is there */
-    step_mark *steps;
-    size_t n;
-} side_steps;
-
 typedef struct {
     char dir[PATH_MAX], out[PATH_MAX], err[PATH_MAX];
     dev_t dev; /* its folder as repro created it */
     ino_t ino;
-    step_mark *steps; /* its trajectory's, one per record */
+    dck_step_mark *steps; /* its trajectory's, one per record */
     char var[64], value[256]; /* the varied variable, or "" */
     int status;               /* exit status, 128+signal; -2 timeout, -3 interrupted, -1 no start */
     double seconds;
@@ -312,28 +290,6 @@ static int cpu_count(void) {
     return n > 0 ? (int)n : 1;
 }
 
-/* Reads a small regular file whole (FIFOs and devices refused). */
-static char *read_small(const char *path, size_t *len) {
-    int fd;
-    struct stat st;
-    if (dck_open_regular(path, &fd, &st)) return NULL;
-    char *b = NULL;
-    if (st.st_size <= MAX_SIDE_FILE && (b = malloc((size_t)st.st_size + 1))) {
-        ssize_t got = pread(fd, b, (size_t)st.st_size, 0);
-        if (got < 0) {
-            free(b);
-            b = NULL;
-        } else {
-            b[got] = 0;
-            *len = (size_t)got;
-        }
-    } else if (st.st_size > MAX_SIDE_FILE) {
-        dck_set_error(DCK_ERR_FORMAT, "%s: larger than %d bytes", path, MAX_SIDE_FILE);
-    }
-    close(fd);
-    return b;
-}
-
 /* trajectory.jsonl, read by the library's one reader (dck_traj_load, as
  * bisect reads it: a torn last line ignored, any other bad line trouble
  * naming file and line): its steps and, for --tax, step_time_s of each
@@ -352,7 +308,7 @@ static int read_trajectory(run_t *r, const char *path, bool times) {
         return cli_fail(CMD, dck_oom(path));
     }
     for (size_t i = 0; i < n; i++) {
-        r->steps[i] = (step_mark){t[i].step, 0, false};
+        r->steps[i] = (dck_step_mark){t[i].step, 0, false};
         if (!times || i == 0) continue;
         if (isnan(t[i].step_time_s)) r->times_missing = true;
         else r->step_times[r->ntimes++] = t[i].step_time_s;
@@ -364,149 +320,23 @@ static int read_trajectory(run_t *r, const char *path, bool times) {
 
 /* run.json: its settings object, or NULL (a warning says why). */
 static json_t *read_settings(int idx, const char *dir) {
-    char *p = dck_path_join(dir, "run.json");
-    size_t len = 0;
-    struct stat st;
-    if (p && lstat(p, &st) != 0 && errno == ENOENT) {
-        cli_warn(CMD, "run %d wrote no run.json: its determinism settings are unknown", idx);
-        free(p);
-        return NULL;
-    }
-    char *b = p ? read_small(p, &len) : NULL;
-    json_t *doc = b ? json_loadb(b, len, 0, NULL) : NULL, *s = json_object_get(doc, "settings");
-    if (!b) {
-        cli_warn(CMD, "%s: %s; its determinism settings are unknown", p ? p : "run.json", dck_last_error());
-    } else if (!json_is_object(s) || !json_is_integer(json_object_get(doc, "detcheck_run"))) {
-        cli_warn(CMD, "%s: not a detcheck run header (detcheck_run, settings)", p);
-        s = NULL;
-    }
-    json_incref(s);
-    json_decref(doc);
-    free(b);
-    free(p);
+    json_t *s = NULL;
+    bool unreadable = false;
+    dck_status st = dck_run_settings_load(dir, &s, &unreadable);
+    if (!st && !s) cli_warn(CMD, "run %d wrote no run.json: its determinism settings are unknown", idx);
+    else if (st && unreadable) cli_warn(CMD, "%s; its determinism settings are unknown", dck_last_error());
+    else if (st) cli_warn(CMD, "%s", dck_last_error());
     return s;
 }
 
 /* ------------------------------------------------------------------ settings */
 
-/* The settings that make a run nondeterministic when they are so. */
-typedef enum { OFF_WHEN_FALSE, OFF_WHEN_TRUE, OFF_WHEN_NULL_ON_GPU } off_rule;
-static const struct {
-    const char *key;
-    off_rule rule;
-} off_rules[] = {{"deterministic_algorithms", OFF_WHEN_FALSE}, {"CUBLAS_WORKSPACE_CONFIG", OFF_WHEN_NULL_ON_GPU},
-                 {"cudnn_deterministic", OFF_WHEN_FALSE},      {"cudnn_benchmark", OFF_WHEN_TRUE},
-                 {"tf32_matmul", OFF_WHEN_TRUE},               {"tf32_cudnn", OFF_WHEN_TRUE}};
-
-/* The settings of s that are off, as "key=value, ..." into buf (and as
- * strings into arr when not NULL). */
-static void settings_off(json_t *s, char *buf, size_t len, json_t *arr, bool *oom) {
-    buf[0] = 0;
-    if (!s) return;
-    json_t *gpus = json_object_get(s, "gpus");
-    bool gpu = json_is_array(gpus) && json_array_size(gpus) > 0;
-    for (size_t i = 0; i < sizeof off_rules / sizeof off_rules[0]; i++) {
-        json_t *v = json_object_get(s, off_rules[i].key);
-        const char *how = NULL;
-        if (off_rules[i].rule == OFF_WHEN_FALSE && json_is_false(v)) how = "false";
-        else if (off_rules[i].rule == OFF_WHEN_TRUE && json_is_true(v)) how = "true";
-        else if (off_rules[i].rule == OFF_WHEN_NULL_ON_GPU && gpu && (!v || json_is_null(v))) how = "unset";
-        if (!how) continue;
-        size_t at = strlen(buf);
-        snprintf(buf + at, len - at, "%s%s=%s", at ? ", " : "", off_rules[i].key, how);
-        if (arr) cli_jappend(arr, json_string(off_rules[i].key), oom);
-    }
-}
-
-/* A setting's value as text: strings bare, null as "unset". */
-static void value_text(json_t *v, char *buf, size_t len) {
-    if (!v) snprintf(buf, len, "absent");
-    else if (json_is_null(v)) snprintf(buf, len, "unset");
-    else if (json_is_string(v)) snprintf(buf, len, "%s", json_string_value(v));
-    else {
-        char *d = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-        snprintf(buf, len, "%s", d ? d : "?");
-        free(d);
-    }
-}
-
-/* Prints (and adds to the document) what the runs recorded: the settings
- * that are off, per run or for every run, and those that differ. */
-static void report_settings(run_t *runs, int n, FILE *out, json_t *doc, bool *oom, char *summary, size_t slen) {
-    char first[1024], cur[1024];
-    int known = 0;
-    bool same = true;
-    json_t *offs = json_array(), *diffs = json_array();
-    summary[0] = 0;
-    for (int i = 0; i < n; i++) {
-        if (!runs[i].settings) continue;
-        json_t *names = json_array();
-        settings_off(runs[i].settings, cur, sizeof cur, names, oom);
-        json_t *e = json_object();
-        cli_jset(e, "run", json_integer(i + 1), oom);
-        cli_jset(e, "off", names, oom);
-        cli_jappend(offs, e, oom);
-        if (!known++) snprintf(first, sizeof first, "%s", cur);
-        else if (strcmp(first, cur)) same = false;
-    }
-    if (known && same && first[0]) {
-        fprintf(out, "determinism settings off: %s (%s)\n", first, known == n ? "every run" : "every run that wrote run.json");
-        snprintf(summary, slen, "determinism settings off: %s", first);
-    } else if (known && same) {
-        fprintf(out, "determinism settings: none off\n");
-    } else if (known) {
-        fprintf(out, "determinism settings off:\n");
-        for (int i = 0; i < n; i++) {
-            if (!runs[i].settings) continue;
-            settings_off(runs[i].settings, cur, sizeof cur, NULL, oom);
-            fprintf(out, "  run %d: %s\n", i + 1, cur[0] ? cur : "none");
-            size_t at = strlen(summary);
-            snprintf(summary + at, slen - at, "%srun %d: %s", at ? "; " : "determinism settings off: ", i + 1,
-                     cur[0] ? cur : "none");
-        }
-    }
-    /* keys in the order the runs recorded them, each once */
-    for (int i = 0; i < n; i++) {
-        const char *key;
-        json_t *v;
-        if (!runs[i].settings) continue;
-        json_object_foreach(runs[i].settings, key, v) {
-            bool seen = false, differ = false;
-            json_t *ref = NULL;
-            int have = 0;
-            for (int j = 0; j < i && !seen; j++) seen = runs[j].settings && json_object_get(runs[j].settings, key);
-            if (seen) continue;
-            for (int j = 0; j < n; j++) {
-                if (!runs[j].settings) continue;
-                json_t *w = json_object_get(runs[j].settings, key);
-                if (!have++) ref = w;
-                else if (!(w == ref || (w && ref && json_equal(w, ref)))) differ = true;
-            }
-            if (!differ) continue;
-            if (!json_array_size(diffs)) fprintf(out, "settings that differ between runs:");
-            fprintf(out, "%s %s (", json_array_size(diffs) ? ";" : "", key);
-            json_t *e = json_object(), *vals = json_array();
-            cli_jset(e, "name", cli_json_text(key), oom);
-            for (int j = 0, k = 0; j < n; j++) {
-                if (!runs[j].settings) continue;
-                json_t *w = json_object_get(runs[j].settings, key);
-                value_text(w, cur, sizeof cur);
-                fprintf(out, "%srun %d: %s", k++ ? ", " : "", j + 1, cli_safe(cur));
-                cli_jappend(vals, w ? json_incref(w) : json_null(), oom);
-            }
-            fprintf(out, ")");
-            cli_jset(e, "values", vals, oom);
-            cli_jappend(diffs, e, oom);
-        }
-    }
-    if (json_array_size(diffs)) fprintf(out, "\n");
-    if (doc) {
-        cli_jset(doc, "settings_off", offs, oom);
-        cli_jset(doc, "settings_differ", diffs, oom);
-    } else {
-        json_decref(offs);
-        json_decref(diffs);
-    }
+/* What the runs recorded in run.json, said as cli_repro_settings says it. */
+static void report_settings(const run_t *runs, int n, FILE *out, json_t *doc, bool *oom, char *summary,
+                            size_t slen) {
+    json_t *settings[2 * MAX_RUNS];
+    for (int i = 0; i < n; i++) settings[i] = runs[i].settings;
+    cli_repro_settings(settings, n, out, doc, oom, summary, slen);
 }
 
 /* ------------------------------------------------------------------ the runs' own folders */
@@ -581,59 +411,6 @@ static int check_run_files(const run_t *runs, int n) {
 
 /* ------------------------------------------------------------------ recordings */
 
-/* The steps of run dir's side file k (absent: has false). rec, when not
- * NULL, keeps its tensor digests for dck_recording_compare. */
-static int load_side(const char *dir, int k, side_steps *out, dck_recording *rec) {
-    memset(out, 0, sizeof *out);
-    char p[PATH_MAX + 32];
-    struct stat st;
-    snprintf(p, sizeof p, "%s/%s", dir, sides[k].file);
-    if (lstat(p, &st) != 0 && errno == ENOENT) return 0;
-    out->has = true;
-    dck_status s;
-    if (k == SIDE_TENSORS) {
-        dck_recording r;
-        s = dck_recording_load(p, &r);
-        if (!s && r.nsteps && !(out->steps = calloc(r.nsteps, sizeof *out->steps))) s = dck_oom(p);
-        for (size_t i = 0; !s && i < r.nsteps; i++) out->steps[out->n++] = (step_mark){r.steps[i].step, r.steps[i].n, false};
-        if (rec && !s) *rec = r;
-        else dck_recording_release(&r);
-    } else {
-        dck_trace t;
-        s = dck_trace_load(p, &t);
-        if (!s && t.nsteps && !(out->steps = calloc(t.nsteps, sizeof *out->steps))) s = dck_oom(p);
-        for (size_t i = 0; !s && i < t.nsteps; i++)
-            out->steps[out->n++] = (step_mark){t.steps[i].step, t.steps[i].n, t.steps[i].truncated};
-        dck_trace_release(&t);
-    }
-    return s ? cli_fail(CMD, s) : 0;
-}
-
-/* "4 steps (0..3)", or why none. */
-static void side_text(const side_steps *s, int k, char *buf, size_t n) {
-    if (!s->has) snprintf(buf, n, "none (no %s)", sides[k].file);
-    else if (!s->n) snprintf(buf, n, "none (its %s holds no step)", sides[k].file);
-    else
-        snprintf(buf, n, "%zu step%s (%ld..%ld)", s->n, s->n == 1 ? "" : "s", s->steps[0].step,
-                 s->steps[s->n - 1].step);
-}
-
-/* The first step one list has and the other lacks: 1 in a only, 2 in b
- * only, 0 the same steps. */
-static int first_unpaired(const step_mark *a, size_t na, const step_mark *b, size_t nb, long *step) {
-    for (size_t i = 0, j = 0; i < na || j < nb; i++, j++) {
-        if (j == nb || (i < na && a[i].step < b[j].step)) {
-            *step = a[i].step;
-            return 1;
-        }
-        if (i == na || b[j].step < a[i].step) {
-            *step = b[j].step;
-            return 2;
-        }
-    }
-    return 0;
-}
-
 static int add_line(run_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* One more line of run r's difference, whole (names are never cut). */
 static int add_line(run_t *r, const char *fmt, ...) {
@@ -644,114 +421,31 @@ static int add_line(run_t *r, const char *fmt, ...) {
     return e ? cli_fail(CMD, dck_oom(NULL)) : 0;
 }
 
-/* What was set aside over all comparisons: said in the verdict. */
-typedef struct {
-    long truncated; /* traced steps both runs truncated alike */
-} not_compared;
-
 /* Run i's recordings against run 1's (ref, rec1), by repro itself, so that
- * the verdict does not rest on bisect's: the same steps of tensor digests
- * and of traces, the same tensors in each common step, the same truncation
- * of each traced step. A difference adds its line to run i and marks it
- * different; returns non-zero on trouble. */
-static int compare_recordings(run_t *runs, int i, side_steps ref[NSIDES], const dck_recording *rec1,
-                              not_compared *nc) {
+ * the verdict does not rest on bisect's (dck_repro_recordings_compare): a
+ * difference adds its lines to run i and marks it different; *truncated
+ * counts the traced steps both cut alike. Non-zero on trouble. */
+static int compare_recordings(run_t *runs, int i, const dck_side_steps ref[DCK_NSIDES], const dck_recording *rec1,
+                              long *truncated) {
     run_t *r = &runs[i];
-    side_steps cur[NSIDES];
+    dck_side_steps cur[DCK_NSIDES];
     dck_recording rec;
-    memset(&rec, 0, sizeof rec);
-    memset(cur, 0, sizeof cur);
-    int rc = 0;
-    bool differ = false;
-    long at = -1;
-    const char *at_what = NULL;
-    size_t bisect_lines = r->nlines; /* bisect's, before repro's own */
-    for (int k = 0; k < NSIDES && !rc; k++) {
-        if ((rc = load_side(r->dir, k, &cur[k], k == SIDE_TENSORS ? &rec : NULL))) break;
-        long step;
-        int w = first_unpaired(ref[k].steps, ref[k].n, cur[k].steps, cur[k].n, &step);
-        if (w) {
-            char a[128], b[128];
-            side_text(&ref[k], k, a, sizeof a);
-            side_text(&cur[k], k, b, sizeof b);
-            rc = add_line(r, "%s: run 1 recorded %s, run %d %s; step %ld recorded in run %d only", sides[k].what, a,
-                          i + 1, b, step, w == 1 ? 1 : i + 1);
-            differ = true;
-            if (at < 0 || step < at) at = step, at_what = k == SIDE_TENSORS ? "recorded_steps" : "traced_steps";
-            continue;
-        }
-        for (size_t s = 0; k == SIDE_TRACE && s < cur[k].n && !rc; s++) {
-            const step_mark *x = &ref[k].steps[s], *y = &cur[k].steps[s];
-            if (!x->truncated && !y->truncated) continue;
-            if (x->truncated && y->truncated && x->events == y->events) {
-                nc->truncated++;
-                continue;
-            }
-            rc = add_line(r, "traced step %ld: run 1 kept %zu events%s, run %d %zu%s; the events past the "
-                             "shorter are not compared",
-                          x->step, x->events, x->truncated ? " (truncated by the recorder)" : "", i + 1, y->events,
-                          y->truncated ? " (truncated by the recorder)" : "");
-            differ = true;
-            if (at < 0 || x->step < at) at = x->step, at_what = "truncated_steps";
+    dck_repro_recordings f;
+    memset(&f, 0, sizeof f);
+    dck_status s = dck_run_sides_load(r->dir, cur, &rec);
+    if (!s) s = dck_repro_recordings_compare(ref, rec1, cur, &rec, &f);
+    if (!s) s = cli_repro_recording_lines(&f, ref, cur, i + 1, r->bisect == 0, r->div_step, &r->lines, &r->nlines);
+    if (!s) {
+        *truncated += (long)f.truncated_alike;
+        if (f.differ) {
+            if (r->bisect == 0) r->bisect = 1;
+            if (r->div_step < 0 || (f.at >= 0 && f.at < r->div_step)) r->div_step = f.at, r->div_what = f.at_what;
         }
     }
-    if (!rc && ref[SIDE_TENSORS].n && cur[SIDE_TENSORS].n) {
-        long step;
-        int kind;
-        char name[DCK_REC_NAME_MAX + 1]; /* every name whole */
-        const char *how;
-        int c = dck_recording_compare(rec1, &rec, &step, &kind, name, sizeof name, &how);
-        dck_rec_state_only so;
-        if (c < 0 || dck_recording_state_only(rec1, &rec, &so)) rc = cli_fail(CMD, dck_oom("comparing the recorded tensors"));
-        /* a state entry one run recorded and the other did not: a
-         * difference, as every entry one side lacks */
-        for (int k = 0; k < 2 && !rc; k++) {
-            if (!so.count[k]) continue;
-            rc = add_line(r, "state entries recorded in run %d only: %zu, the first %s at step %ld", k ? i + 1 : 1,
-                          so.count[k], cli_safe(so.name[k]), so.step[k]);
-            differ = true;
-            if (at < 0 || so.step[k] < at) at = so.step[k], at_what = "recorded_state";
-        }
-        if (!rc && c > 0 && r->bisect == 0) { /* bisect said otherwise: its own line is missing */
-            char only[64] = "";
-            if (strcmp(how, "digest"))
-                snprintf(only, sizeof only, " (recorded in run %d only)", !strcmp(how, "only in A") ? 1 : i + 1);
-            rc = add_line(r, "first differing tensor: step %ld, %s %s%s", step,
-                          dck_rec_kind_name((dck_rec_kind)kind), cli_safe(name), only);
-        }
-        if (c > 0) {
-            differ = true;
-            if (at < 0 || step < at) at = step, at_what = "tensor";
-        }
-    }
-    if (differ && !rc && r->div_step >= 0 && at >= 0 && at < r->div_step) {
-        /* repro's own finding comes first: its lines lead, and bisect's
-         * step line no longer claims to be the first (one step in every
-         * line: the header's) */
-        static const char pre[] = "first differing step: ";
-        for (size_t k = 0; k < bisect_lines && !rc; k++)
-            if (!strncmp(r->lines[k], pre, sizeof pre - 1)) {
-                char *l = NULL;
-                if (asprintf(&l, "what both runs recorded first differs at step %s", r->lines[k] + sizeof pre - 1) < 0)
-                    rc = cli_fail(CMD, dck_oom(NULL));
-                else {
-                    free(r->lines[k]);
-                    r->lines[k] = l;
-                }
-            }
-        for (size_t k = bisect_lines; k < r->nlines; k++) { /* rotate repro's lines to the front */
-            char *l = r->lines[k];
-            memmove(&r->lines[k - bisect_lines + 1], &r->lines[k - bisect_lines], bisect_lines * sizeof *r->lines);
-            r->lines[k - bisect_lines] = l;
-        }
-    }
-    if (differ) {
-        if (r->bisect == 0) r->bisect = 1;
-        if (r->div_step < 0 || (at >= 0 && at < r->div_step)) r->div_step = at, r->div_what = at_what;
-    }
-    for (int k = 0; k < NSIDES; k++) free(cur[k].steps);
+    dck_repro_recordings_release(&f);
+    dck_run_sides_release(cur);
     dck_recording_release(&rec);
-    return rc;
+    return s ? cli_fail(CMD, s) : 0;
 }
 
 /* ------------------------------------------------------------------ bisect */
@@ -824,21 +518,7 @@ static int compare_runs(const dck_run *ref, run_t *runs, int i) {
     r->div_what = json_string_value(json_object_get(r->result, "first_differing")); /* r->result's */
     /* and its lines as bisect -q prints them */
     if (!res.different) goto out;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&text, &len);
-    if (m) cli_runs_print(m, &v, true, 20);
-    if (!m || fclose(m) != 0) {
-        free(text);
-        rc = cli_fail(CMD, dck_oom(NULL));
-        goto out;
-    }
-    for (char *t = text, *nl; t && *t && !rc; t = nl ? nl + 1 : NULL) {
-        nl = strchr(t, '\n');
-        if (nl) *nl = 0;
-        rc = add_line(r, "%s", t);
-    }
-    free(text);
+    if (cli_runs_lines(&v, 20, &r->lines, &r->nlines)) rc = cli_fail(CMD, dck_oom(NULL));
 out:
     cli_runs_verdict_release(&v);
     dck_runs_result_release(&res);
@@ -855,39 +535,18 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
     return remove(p);
 }
 
+/* Run r as the reports show it. */
+static cli_repro_run view(const run_t *r) {
+    return (cli_repro_run){.dir = r->dir, .var = r->var, .value = r->value, .status = r->status,
+                           .seconds = r->seconds, .records = r->records, .settings = r->settings,
+                           .bisect = r->bisect, .result = r->result, .lines = r->lines, .nlines = r->nlines,
+                           .div_step = r->div_step, .div_what = r->div_what, .steps = r->steps,
+                           .first_step = r->first_step, .last_step = r->last_step};
+}
+
 static json_t *run_json(const run_t *r, int i, bool tax, double median, bool *oom) {
-    json_t *e = json_object();
-    cli_jset(e, "run", json_integer(i + 1), oom);
-    cli_jset(e, "dir", cli_json_text(r->dir), oom);
-    json_t *env = json_object();
-    if (r->var[0]) cli_jset(env, r->var, cli_json_text(r->value), oom);
-    cli_jset(e, "env", env, oom);
-    cli_jset(e, "exit", r->status >= 0 ? json_integer(r->status) : json_null(), oom);
-    cli_jset(e, "seconds", cli_json_number("%.3f", r->seconds), oom);
-    cli_jset(e, "steps", json_integer(r->records), oom);
-    cli_jset(e, "settings", r->settings ? json_incref(r->settings) : json_null(), oom);
-    if (tax) {
-        cli_jset(e, "median_step_time_s", cli_json_number("%.6g", median), oom);
-    } else if (i > 0 && r->result) {
-        cli_jset(e, "identical", json_boolean(r->bisect == 0), oom);
-        json_t *b = json_object_get(r->result, "first_step");
-        cli_jset(e, "first_step", json_incref(b ? b : json_null()), oom);
-        b = json_object_get(r->result, "first_tensor");
-        cli_jset(e, "first_tensor", json_incref(b ? b : json_null()), oom);
-        b = json_object_get(r->result, "first_event");
-        cli_jset(e, "first_event", json_incref(b ? b : json_null()), oom);
-    }
-    return e;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, size_t n) {
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    const cli_repro_run v = view(r);
+    return cli_repro_run_json(&v, i, tax, median, oom);
 }
 
 /* This repro's command line again with option first in front (the same
@@ -1145,8 +804,9 @@ int cmd_repro(int argc, char **argv) {
 
     if (o.tax) {
         /* ---- the determinism tax: per-run medians of step_time_s */
-        double *med = calloc((size_t)nruns, sizeof *med), side[2][MAX_RUNS];
-        size_t nside[2] = {0, 0}, tmin = SIZE_MAX, tmax = 0;
+        double *med = calloc((size_t)nruns, sizeof *med);
+        size_t tmin = SIZE_MAX, tmax = 0;
+        dck_repro_tax tax;
         if (!med) {
             rc = cli_fail(CMD, dck_oom(NULL));
             goto finish;
@@ -1167,45 +827,17 @@ int cmd_repro(int argc, char **argv) {
                 cli_warn(CMD, "run %d: DETCHECK_DETERMINISTIC=%s, but its run.json says deterministic_algorithms=%s: "
                               "the recorder did not switch it",
                          i + 1, r->value, json_is_true(det) ? "true" : "false");
-            med[i] = median(r->step_times, r->ntimes);
-            side[i % 2][nside[i % 2]++] = med[i];
+            med[i] = dck_median(r->step_times, r->ntimes);
             if (r->ntimes < tmin) tmin = r->ntimes;
             if (r->ntimes > tmax) tmax = r->ntimes;
         }
         if (!rc) {
-            double m[2], lo[2], hi[2];
-            for (int k = 0; k < 2; k++) {
-                lo[k] = hi[k] = side[k][0];
-                for (size_t j = 0; j < nside[k]; j++) {
-                    if (side[k][j] < lo[k]) lo[k] = side[k][j];
-                    if (side[k][j] > hi[k]) hi[k] = side[k][j];
-                }
-                double tmp[MAX_RUNS];
-                memcpy(tmp, side[k], nside[k] * sizeof(double));
-                m[k] = median(tmp, nside[k]);
-            }
-            if (!(m[1] > 0) || !(lo[1] > 0)) {
-                cli_error(CMD, "the non-deterministic runs' step times are 0: no ratio");
+            if (dck_repro_tax_of(med, (size_t)nruns, &tax)) {
+                cli_error(CMD, "%s", dck_last_error());
                 snprintf(title, sizeof title, "trouble: step times of 0");
                 rc = DCK_EXIT_TROUBLE;
             } else {
-                double ratio = m[0] / m[1], rlo = lo[0] / hi[1], rhi = hi[0] / lo[1];
-                snprintf(title, sizeof title,
-                         "determinism tax: %.2fx step time (deterministic %.4g s / non-deterministic %.4g s, "
-                         "medians; spread %.2fx..%.2fx; wall clock)",
-                         ratio, m[0], m[1], rlo, rhi);
-                fprintf(out, "%s\n", title);
-                static const char *const label[2] = {"deterministic (DETCHECK_DETERMINISTIC=1):    ",
-                                                     "non-deterministic (DETCHECK_DETERMINISTIC=0):"};
-                for (int k = 0; k < 2; k++)
-                    fprintf(out, "  %s median %.4g s/step, spread %.4g..%.4g s (per-run medians of %zu runs)\n",
-                            label[k], m[k], lo[k], hi[k], nside[k]);
-                if (tmin == tmax)
-                    fprintf(out, "  clock: wall (step_time_s as the recorder measured it); %zu steps timed per run, "
-                                 "the first step of each run skipped (warm-up)\n", tmin);
-                else
-                    fprintf(out, "  clock: wall (step_time_s as the recorder measured it); %zu..%zu steps timed per "
-                                 "run, the first step of each run skipped (warm-up)\n", tmin, tmax);
+                cli_repro_tax_print(out, &tax, (size_t)nruns / 2, tmin, tmax, title, sizeof title);
                 /* the settings once, in the document and the reports (they
                  * differ between the two sides by design); on the terminal
                  * only what the deterministic runs still left off */
@@ -1213,7 +845,7 @@ int cmd_repro(int argc, char **argv) {
                 char off[1024], first_off[1024] = "";
                 bool same = true;
                 for (int i = 0; i < nruns; i += 2) {
-                    settings_off(runs[i].settings, off, sizeof off, NULL, &oom);
+                    cli_repro_settings_off(runs[i].settings, off, sizeof off, NULL, &oom);
                     if (i == 0) snprintf(first_off, sizeof first_off, "%s", off);
                     else if (strcmp(off, first_off)) same = false;
                 }
@@ -1225,32 +857,15 @@ int cmd_repro(int argc, char **argv) {
                                  "--markdown)\n", first_off);
                 if (summary[0]) cli_report_property(&o.rep, "settings", summary);
                 if (doc) {
-                    json_t *t = json_object();
                     cli_jset(doc, "verdict", json_string("tax"), &oom);
-                    cli_jset(t, "clock", json_string("wall"), &oom);
-                    cli_jset(t, "ratio", cli_json_number("%.6g", ratio), &oom);
-                    cli_jset(t, "ratio_min", cli_json_number("%.6g", rlo), &oom);
-                    cli_jset(t, "ratio_max", cli_json_number("%.6g", rhi), &oom);
-                    static const char *const key[2] = {"deterministic", "nondeterministic"};
-                    for (int k = 0; k < 2; k++) {
-                        json_t *s = json_object(), *v = json_array();
-                        cli_jset(s, "median_s", cli_json_number("%.6g", m[k]), &oom);
-                        cli_jset(s, "min_s", cli_json_number("%.6g", lo[k]), &oom);
-                        cli_jset(s, "max_s", cli_json_number("%.6g", hi[k]), &oom);
-                        for (size_t j = 0; j < nside[k]; j++) cli_jappend(v, cli_json_number("%.6g", side[k][j]), &oom);
-                        cli_jset(s, "run_medians_s", v, &oom);
-                        cli_jset(t, key[k], s, &oom);
-                    }
-                    cli_jset(t, "warmup_steps_skipped", json_integer(1), &oom);
-                    cli_jset(t, "settings", summary[0] ? cli_json_text(summary) : json_null(), &oom);
-                    cli_jset(doc, "tax", t, &oom);
+                    cli_jset(doc, "tax", cli_repro_tax_json(&tax, med, (size_t)nruns, summary, &oom), &oom);
                     json_t *rs = json_array();
                     for (int i = 0; i < nruns; i++) cli_jappend(rs, run_json(&runs[i], i, true, med[i], &oom), &oom);
                     cli_jset(doc, "runs", rs, &oom);
                 }
                 if (cli_report_wanted(&o.rep)) {
                     char msg[256], nm[32];
-                    snprintf(msg, sizeof msg, "%.6g", ratio);
+                    snprintf(msg, sizeof msg, "%.6g", tax.ratio);
                     cli_report_property(&o.rep, "tax_ratio", msg);
                     for (int i = 0; i < nruns; i++) {
                         snprintf(nm, sizeof nm, "run_%d", i + 1);
@@ -1267,27 +882,22 @@ int cmd_repro(int argc, char **argv) {
 
     /* ---- compare every run with run 1 */
     int ndiff = 0, first = -1;
-    side_steps ref[NSIDES];
+    dck_side_steps ref[DCK_NSIDES];
     dck_recording rec1;
-    not_compared nc;
-    memset(ref, 0, sizeof ref);
-    memset(&rec1, 0, sizeof rec1);
-    memset(&nc, 0, sizeof nc);
+    long truncated = 0; /* traced steps both runs truncated alike, over all comparisons */
     dck_run *run1 = NULL;
-    for (int k = 0; k < NSIDES && !rc; k++) rc = load_side(runs[0].dir, k, &ref[k], k == SIDE_TENSORS ? &rec1 : NULL);
-    if (!rc) {
-        dck_status s = dck_run_open(runs[0].dir, &run1);
-        if (s) rc = cli_fail(CMD, s);
-    }
+    dck_status ls = dck_run_sides_load(runs[0].dir, ref, &rec1);
+    if (!ls) ls = dck_run_open(runs[0].dir, &run1);
+    if (ls) rc = cli_fail(CMD, ls);
     if (rc) snprintf(title, sizeof title, "trouble: run 1's recording cannot be read");
     for (int i = 1; i < nruns && !rc; i++) {
-        if ((rc = compare_runs(run1, runs, i)) || (rc = compare_recordings(runs, i, ref, &rec1, &nc))) {
+        if ((rc = compare_runs(run1, runs, i)) || (rc = compare_recordings(runs, i, ref, &rec1, &truncated))) {
             snprintf(title, sizeof title, "trouble: comparing run %d with run 1 failed", i + 1);
             break;
         }
         run_t *r = &runs[i];
         long only;
-        bool steps_differ = first_unpaired(runs[0].steps, (size_t)runs[0].records, r->steps, (size_t)r->records, &only);
+        bool steps_differ = dck_steps_first_unpaired(runs[0].steps, (size_t)runs[0].records, r->steps, (size_t)r->records, &only);
         if (steps_differ && (r->div_step < 0 || only < r->div_step)) r->div_step = only, r->div_what = "trajectory_steps";
         if (r->bisect == 1 || steps_differ) {
             if (r->bisect == 0) r->bisect = 1; /* fewer or more steps: not the same run */
@@ -1298,71 +908,30 @@ int cmd_repro(int argc, char **argv) {
         }
     }
     /* every run recorded the steps of run 1 (else they differ) */
-    bool tensors = ref[SIDE_TENSORS].n > 0;
-    for (int k = 0; k < NSIDES; k++) free(ref[k].steps);
+    bool tensors = ref[DCK_SIDE_TENSORS].n > 0;
+    dck_run_sides_release(ref);
     dck_recording_release(&rec1);
     dck_run_free(run1);
     if (rc) goto finish;
     /* traced steps the recorder cut alike in every run: what lies past the
      * bound was compared nowhere, so no OK without --allow-partial */
-    bool incomplete = !ndiff && nc.truncated && !o.allow_partial;
-    if (!ndiff) {
-        char aside[256] = "";
-        if (nc.truncated)
-            snprintf(aside, sizeof aside,
-                     "; not compared: the events past the recorder's bound in %ld traced step%s (truncated alike in "
-                     "every run)%s",
-                     nc.truncated, nc.truncated == 1 ? "" : "s", incomplete ? " (--allow-partial accepts them)" : "");
-        snprintf(title, sizeof title, "%s: %d runs, %ld steps, %s%s", incomplete ? "incomplete" : "reproducible", nruns,
-                 runs[0].records,
-                 tensors ? "every tensor identical" : "every trajectory record identical (no tensor digests recorded)",
-                 aside);
-        fprintf(out, "%s\n", title);
-    } else {
-        run_t *f = &runs[first];
-        char at[64] = "";
-        if (f->div_step >= 0) snprintf(at, sizeof at, " at step %ld", f->div_step);
-        snprintf(title, sizeof title, "not reproducible: run %d differs from run 1%s (%d of %d runs differ from run 1)",
-                 first + 1, at, ndiff, nruns);
-        fprintf(out, "%s\n", title);
-        for (size_t k = 0; k < f->nlines; k++) fprintf(out, "%s\n", f->lines[k]);
-        next_line(&o, f, next_text, sizeof next_text);
-        if (next_text[0]) fprintf(out, "%s\n", cli_safe_line(next_text));
-        long only;
-        int w = first_unpaired(runs[0].steps, (size_t)runs[0].records, f->steps, (size_t)f->records, &only);
-        if (w)
-            fprintf(out, "steps recorded: run 1 %ld (%ld..%ld), run %d %ld (%ld..%ld); step %ld in run %d only\n",
-                    runs[0].records, runs[0].first_step, runs[0].last_step, first + 1, f->records, f->first_step,
-                    f->last_step, only, w == 1 ? 1 : first + 1);
-        if (f->var[0])
-            fprintf(out, "varied: %s=%s in run 1, %s in run %d\n", f->var, cli_safe(runs[0].value), cli_safe(f->value),
-                    first + 1);
+    bool incomplete = !ndiff && truncated && !o.allow_partial;
+    if (ndiff) next_line(&o, &runs[first], next_text, sizeof next_text);
+    {
+        const cli_repro_run r1 = view(&runs[0]), f = view(&runs[ndiff ? first : 0]);
+        const cli_repro_verdict v = {nruns, ndiff, first, truncated, incomplete, tensors, next_text};
+        cli_repro_verdict_print(out, &r1, &f, &v, title, sizeof title);
     }
     if (doc) {
         cli_jset(doc, "verdict", json_string(ndiff ? "different" : incomplete ? "incomplete" : "reproducible"), &oom);
         cli_jset(doc, "reproducible", json_boolean(!ndiff && !incomplete), &oom);
-        cli_jset(doc, "truncated_steps_not_compared", json_integer(nc.truncated), &oom);
+        cli_jset(doc, "truncated_steps_not_compared", json_integer(truncated), &oom);
         cli_jset(doc, "steps", json_integer(runs[0].records), &oom);
         cli_jset(doc, "tensors_compared", json_boolean(tensors), &oom);
         json_t *fd = json_null();
         if (ndiff) {
-            run_t *f = &runs[first];
-            json_t *lines = json_array();
-            fd = json_object();
-            cli_jset(fd, "run", json_integer(first + 1), &oom);
-            cli_jset(fd, "step", f->div_step >= 0 ? json_integer(f->div_step) : json_null(), &oom);
-            cli_jset(fd, "what", f->div_what ? json_string(f->div_what) : json_null(), &oom);
-            json_t *v = json_object_get(f->result, "detail");
-            cli_jset(fd, "detail", json_incref(v ? v : json_null()), &oom);
-            v = json_object_get(f->result, "first_tensor");
-            cli_jset(fd, "tensor", json_incref(v ? v : json_null()), &oom);
-            v = json_object_get(f->result, "first_event");
-            cli_jset(fd, "event", json_incref(v ? v : json_null()), &oom);
-            for (size_t k = 0; k < f->nlines; k++) cli_jappend(lines, cli_json_text(f->lines[k]), &oom);
-            cli_jset(fd, "lines", lines, &oom);
-            bool is_next = !strncmp(next_text, "next: ", 6);
-            cli_jset(fd, "magnitudes", next_text[0] && !is_next ? cli_json_text(next_text) : json_null(), &oom);
-            cli_jset(fd, "next", next_text[0] ? cli_json_text(next_text) : json_null(), &oom);
+            const cli_repro_run f = view(&runs[first]);
+            fd = cli_repro_divergence_json(&f, first, next_text, &oom);
         }
         cli_jset(doc, "first_divergence", fd, &oom);
     }
@@ -1373,49 +942,13 @@ int cmd_repro(int argc, char **argv) {
         cli_jset(doc, "runs", rs, &oom);
     }
     if (cli_report_wanted(&o.rep)) {
-        char msg[4096], nm[32], detail[4096];
         cli_report_property(&o.rep, "trace", o.trace);
         if (ndiff && next_text[0]) cli_report_property(&o.rep, "next", next_text);
         if (o.vary >= 0) cli_report_property(&o.rep, "vary", factors[o.vary].name);
         if (o.env_arg) cli_report_property(&o.rep, "env", o.env_arg);
         for (int i = 0; i < nruns; i++) {
-            run_t *r = &runs[i];
-            snprintf(nm, sizeof nm, "run_%d", i + 1);
-            char var[320] = "";
-            if (r->var[0]) snprintf(var, sizeof var, " (%s=%s)", r->var, r->value);
-            if (i == 0) {
-                snprintf(msg, sizeof msg, "reference run%s: %ld steps", var, r->records);
-                cli_report_case(&o.rep, "detcheck.repro", nm, CLI_CASE_PASS, NULL, msg, NULL);
-            } else if (r->bisect == 0) {
-                snprintf(msg, sizeof msg, "identical to run 1%s: %ld steps", var, r->records);
-                cli_report_case(&o.rep, "detcheck.repro", nm, CLI_CASE_PASS, NULL, msg, NULL);
-            } else {
-                /* bisect's lines whole (their names have no bound) */
-                char *text = NULL;
-                size_t tlen = 0;
-                FILE *m = open_memstream(&text, &tlen);
-                if (m) {
-                    fprintf(m, "differs from run 1%s", var);
-                    for (size_t k = 0; k < r->nlines; k++) fprintf(m, "; %s", r->lines[k]);
-                    if (!r->nlines)
-                        fprintf(m, "; steps recorded: run 1 %ld, run %d %ld", runs[0].records, i + 1, r->records);
-                    if (fclose(m) != 0) {
-                        free(text);
-                        text = NULL;
-                    }
-                }
-                snprintf(detail, sizeof detail, "%s", summary);
-                if (text)
-                    cli_report_case(&o.rep, "detcheck.repro", nm, CLI_CASE_FAIL,
-                                    json_object_get(r->result, "first_tensor") &&
-                                            json_is_object(json_object_get(r->result, "first_tensor"))
-                                        ? "digest"
-                                        : "trajectory",
-                                    text, summary[0] ? detail : NULL);
-                else
-                    o.rep.oom = true;
-                free(text);
-            }
+            const cli_repro_run v = view(&runs[i]);
+            cli_repro_run_case(&o.rep, &v, i, runs[0].records, summary);
         }
         if (o.rep.html) {
             /* run 1 against the run that differs first (else run 2); drawn

@@ -41,4 +41,8 @@ const char *cli_safe_line(const char *s);
 int cli_lines_add(char ***v, size_t *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int cli_lines_vadd(char ***v, size_t *n, const char *fmt, va_list ap);
 
+/* argv as one shell command line (each word quoted when it needs it), so
+ * that a printed command runs as it reads; malloc'd, NULL when out of memory. */
+char *cli_shell_join(char *const *argv, int n);
+
 #endif
