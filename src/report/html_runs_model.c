@@ -478,15 +478,6 @@ static void build_ckpt(fig *F, const long *ck, size_t nck) {
     }
 }
 
-/* The same event as far as execution goes (as dck_trace_compare: names by
- * their text, since each run numbers its names in the order it met them). */
-static bool same_key(const dck_trace *ta, const dck_trace_event *a, const dck_trace *tb, const dck_trace_event *b) {
-    if (a->phase != b->phase || a->kind != b->kind || a->call != b->call || a->nin != b->nin || a->nout != b->nout)
-        return false;
-    if (strcmp(ta->names[a->module], tb->names[b->module])) return false;
-    return a->kind != DCK_TRACE_OP || !strcmp(ta->names[a->op], tb->names[b->op]);
-}
-
 /* The row of a traced event's module (made when new). */
 static long trace_row(fig *F, const dck_trace *t, long *rows, const dck_trace_event *e) {
     if (e->module >= t->nnames) return -1;
@@ -541,7 +532,7 @@ static void build_trace(fig *F) {
                              "its step ended in run A here", phase, NULL);
                 break;
             }
-            if (!same_key(A, a, B, b)) {
+            if (!dck_trace_same_event(A, a, B, b)) {
                 if (xa >= 0) row_note(&g->rows[xa], step, CLI_MARK_DIFFERS, 0, "execution differs", phase, NULL);
                 if (xb >= 0) row_note(&g->rows[xb], step, CLI_MARK_DIFFERS, 0, "execution differs", phase, NULL);
                 break;
