@@ -6,7 +6,6 @@
 #define DCK_REPORT_HTML_RUNS_H
 
 #include "report/html.h"
-#include "train/train.h"
 #include "runs/run.h"
 
 #include <math.h>
