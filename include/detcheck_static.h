@@ -311,6 +311,8 @@ typedef struct {
 
 typedef struct {
     bool allow_partial; /* gaps other than an empty side are accepted (still listed) */
+    bool missing_steps; /* a trajectory may lack steps, or share none with the other (resume-check's
+                           runs: the command judges their steps itself): they are gaps, not trouble */
 } dck_runs_opts;
 
 /* The comparison of two runs (dck_runs_compare). Strings are the result's
@@ -347,8 +349,9 @@ typedef struct {
 
 /* Compares run a with run b (man detcheck-bisect(1)); out is released with
  * dck_runs_result_release whatever the status. Trouble (a trajectory with
- * no records or a missing step, runs without a step in common, out of
- * memory, a checkpoint's manifest) is an error naming the file. */
+ * no records or a missing step, runs without a step in common: unless
+ * opts->missing_steps; out of memory, a checkpoint's manifest) is an error
+ * naming the file. */
 DCK_API dck_status dck_runs_compare(const dck_run *a, const dck_run *b, const dck_runs_opts *opts,
                                     dck_runs_result *out);
 DCK_API void dck_runs_result_release(dck_runs_result *r);

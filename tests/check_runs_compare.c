@@ -206,8 +206,32 @@ START_TEST(gaps_are_not_agreement) {
     ck_assert_int_eq(dck_runs_compare(ra, rc, NULL, &r), DCK_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(dck_last_error(), "c/trajectory.jsonl has a gap: step 3 is missing"));
     dck_runs_result_release(&r);
-    dck_run_free(ra);
+    /* ... unless the caller judges the steps (missing_steps): then the
+     * step is a gap, and the steps both hold are compared */
+    const dck_runs_opts gapped = {.missing_steps = true};
+    ck_assert_int_eq(dck_runs_compare(ra, rc, &gapped, &r), DCK_OK);
+    g = gap_of(&r, "trajectory_steps");
+    ck_assert_ptr_nonnull(g);
+    ck_assert(g->run == 0 && g->count == 1 && g->first == 3 && g->last == 3 && !g->empty_side);
+    ck_assert(!r.found && r.different && r.last_step[0] == 4 && r.last_step[1] == 6);
+    dck_runs_result_release(&r);
     dck_run_free(rc);
+    /* runs without a step in common, and a trajectory without records:
+     * trouble, or with missing_steps gaps (an empty side) */
+    static const long span[][2] = {{7, 9}, {1, 0}};
+    for (size_t i = 0; i < sizeof span / sizeof span[0]; i++) {
+        write_traj(c, span[i][0], span[i][1], -1, 8);
+        ck_assert_int_eq(dck_run_open(c, &rc), DCK_OK);
+        ck_assert_int_ne(dck_runs_compare(ra, rc, NULL, &r), DCK_OK);
+        dck_runs_result_release(&r);
+        ck_assert_int_eq(dck_runs_compare(ra, rc, &gapped, &r), DCK_OK);
+        ck_assert(!r.traj_differs && r.different && r.last_step[1] == (i ? -1 : 9));
+        g = gap_of(&r, "trajectory_steps");
+        ck_assert(g && g->run == 0 && g->count == 4 && g->first == 1 && g->last == 4 && g->empty_side == (i == 1));
+        dck_runs_result_release(&r);
+        dck_run_free(rc);
+    }
+    dck_run_free(ra);
     free(a);
     free(b);
     free(c);

@@ -82,7 +82,7 @@ static void rec_report(cli_report *rep, const dck_runs_result *f) {
  * exit 1 (the trajectory, a checkpoint, a recorded tensor, a traced event,
  * an item not compared) is a failing case, and the title names the first
  * of each. */
-static int report(cli_report *rep, cli_runs_verdict *v, bool allow_partial) {
+static int report(cli_report *rep, cli_runs_verdict *v, bool allow_partial, dck_run *const run[2]) {
     const dck_runs_result *r = v->res;
     const cli_trace_first *trf = &v->trf;
     const char *const *runs = v->runs;
@@ -136,14 +136,13 @@ static int report(cli_report *rep, cli_runs_verdict *v, bool allow_partial) {
         cli_report_compare(rep, pre, r->ckpt_a, &r->ckpt_diff, "run A", "run B");
     }
     if (rep->html) {
-        /* the figure reads the runs again, traces included: the cases
-         * hold copies of what they name, so these can go first */
-        const cli_html_run pair[2] = {{runs[0], "run A"}, {runs[1], "run B"}};
+        const cli_html_run pair[2] = {{run[0], "run A"}, {run[1], "run B"}};
         const char *lines[DCK_RUNS_MAX_GAPS];
         for (size_t i = 0; i < r->ngaps; i++) lines[i] = cli_runs_gap_line(v, i);
         const cli_html_unpaired unpaired = {lines, r->ngaps, !r->accepted};
-        cli_trace_release(&v->trf);
-        cli_report_figure(rep, cli_html_runs_figure_unpaired(CMD, pair, &unpaired));
+        dck_runs_result shown = *r; /* with its traced event, which cli_trace_take moved into v->trf */
+        shown.trace = v->trf.r;
+        cli_report_figure(rep, cli_html_runs_figure(CMD, pair, &shown, &unpaired));
     }
     return cli_report_finish(rep, r->different ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME) ? DCK_EXIT_TROUBLE : 0;
 }
@@ -211,7 +210,7 @@ int cmd_bisect(int argc, char **argv) {
     } else {
         cli_runs_print(stdout, &v, cli_quiet, limit);
     }
-    if (cli_report_wanted(&rep) && report(&rep, &v, ro.allow_partial)) goto out;
+    if (cli_report_wanted(&rep) && report(&rep, &v, ro.allow_partial, run)) goto out;
     rc = res.different ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
 out:
     cli_runs_verdict_release(&v);

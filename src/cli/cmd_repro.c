@@ -956,7 +956,7 @@ int cmd_repro(int argc, char **argv) {
             int b = ndiff ? first : 1;
             char lb[32];
             snprintf(lb, sizeof lb, "run %d", b + 1);
-            const cli_html_run pair[2] = {{runs[0].dir, "run 1"}, {runs[b].dir, lb}};
+            const cli_html_run_dir pair[2] = {{runs[0].dir, "run 1"}, {runs[b].dir, lb}};
             /* what bisect found one of them holding alone (its not_compared
              * details): repro accepts none of it */
             json_t *ncs = json_object_get(runs[b].result, "not_compared");
@@ -965,7 +965,7 @@ int cmd_repro(int argc, char **argv) {
             for (size_t k = 0; lines && k < nnc; k++)
                 lines[k] = json_string_value(json_object_get(json_array_get(ncs, k), "detail"));
             const cli_html_unpaired unpaired = {lines, nnc, true};
-            cli_report_figure(&o.rep, lines ? cli_html_runs_figure_unpaired(CMD, pair, &unpaired) : NULL);
+            cli_report_figure(&o.rep, lines ? cli_html_runs_figure_dirs(CMD, pair, &unpaired) : NULL);
             free(lines);
         }
     }

@@ -662,8 +662,8 @@ int cmd_resume_check(int argc, char **argv) {
                 snprintf(ref, sizeof ref, "%s/reference", work);
                 snprintf(res, sizeof res, "%s/%s", work, checks[pick].name);
                 snprintf(label, sizeof label, "resumed run (%s)", checks[pick].name);
-                const cli_html_run pair[2] = {{ref, "uninterrupted run"}, {res, label}};
-                cli_report_figure(&f.rep, cli_html_runs_figure(CMD, pair));
+                const cli_html_run_dir pair[2] = {{ref, "uninterrupted run"}, {res, label}};
+                cli_report_figure(&f.rep, cli_html_runs_figure_dirs(CMD, pair, NULL));
             }
         }
         if (cli_report_finish(&f.rep, worst == 0 ? DCK_EXIT_SAME : worst == 1 ? DCK_EXIT_DIFFERENT

@@ -1344,13 +1344,13 @@ int cmd_resume_user(int argc, char **argv) {
                 char dir[PATH_MAX], label[64];
                 snprintf(dir, sizeof dir, "%s/%s_%ld", work, before ? "stop" : "resume", s->at);
                 snprintf(label, sizeof label, before ? "the run stopped at %ld" : "the run resumed from %ld", s->at);
-                const cli_html_run pair[2] = {{full.dir, "the uninterrupted run"}, {dir, label}};
+                const cli_html_run_dir pair[2] = {{full.dir, "the uninterrupted run"}, {dir, label}};
                 /* what one run lacks, or what both cut alike, in the stop
                  * line's words: the page names it and says no agreement */
                 bool gap = s->cause && (!strcmp(s->cause, "steps") || !strcmp(s->cause, "not_compared"));
                 const char *item = gap ? line_of(s) : s->not_compared;
                 const cli_html_unpaired unpaired = {&item, item ? 1 : 0, gap};
-                cli_report_figure(&o.rep, cli_html_runs_figure_unpaired(CMD, pair, &unpaired));
+                cli_report_figure(&o.rep, cli_html_runs_figure_dirs(CMD, pair, &unpaired));
             }
         }
         if (cli_report_finish(&o.rep, rc)) rc = DCK_EXIT_TROUBLE, keep = true;

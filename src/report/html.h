@@ -97,13 +97,6 @@ char *cli_report_html_text(const cli_report *r, size_t *len);
  * cli_report_figure, or NULL when out of memory. */
 char *cli_html_diff_figure(const dck_diff_result *d, const char *a, const char *b);
 char *cli_html_verify_figure(const dck_manifest *golden, const dck_cmp_result *cmp);
-/* bisect, repro, resume-check: two run directories, each with its
- * trajectory.jsonl and, when recorded, tensor_digests.bin and trace.bin
- * (html_runs.c reads them itself). label: "run A", "uninterrupted"... */
-typedef struct {
-    const char *dir, *label;
-} cli_html_run;
-char *cli_html_runs_figure(const char *cmd, const cli_html_run runs[2]);
 /* What the command found one run holding and the other lacking, in its own
  * words (bisect's "not compared: " lines, the JSON's not_compared details),
  * and whether they count against its verdict (exit 1; false where
@@ -114,8 +107,24 @@ typedef struct {
     size_t n;
     bool counted;
 } cli_html_unpaired;
-/* cli_html_runs_figure with the command's unpaired items (NULL: none) */
-char *cli_html_runs_figure_unpaired(const char *cmd, const cli_html_run runs[2], const cli_html_unpaired *unpaired);
+/* bisect, repro, resume-check: two runs as dck_run_open read them
+ * (trajectory.jsonl and, when recorded, tensor_digests.bin, trace.bin, the
+ * checkpoints), drawn step by step, and where dck_runs_compare found them
+ * part (result; NULL: not compared, which the page says). label: "run A",
+ * "uninterrupted"...; unpaired: the command's, or NULL. */
+typedef struct {
+    const dck_run *run;
+    const char *label;
+} cli_html_run;
+char *cli_html_runs_figure(const char *cmd, const cli_html_run runs[2], const dck_runs_result *result,
+                           const cli_html_unpaired *unpaired);
+/* The same for a command that holds the run directories only: opened and
+ * compared here (a step one run lacks is the command's to judge: its
+ * unpaired items). A run that cannot be read is a note on the page. */
+typedef struct {
+    const char *dir, *label;
+} cli_html_run_dir;
+char *cli_html_runs_figure_dirs(const char *cmd, const cli_html_run_dir runs[2], const cli_html_unpaired *unpaired);
 /* canary: rank 0's report (html_canary.c): hosts x devices */
 char *cli_html_canary_figure(const dck_canary_report *rep);
 /* canary's title, properties and one case per rank (html_canary.c), shared

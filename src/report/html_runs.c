@@ -4,13 +4,15 @@
  * not recorded, and the first difference (step, tensor, op) named on the
  * picture, with a vertical line at its step across curves and grid.
  *
- * Everything is read from the two run directories (trajectory.jsonl,
- * tensor_digests.bin, trace.bin, the checkpoints of `detcheck train`), so a
- * command only names them: html_runs_model.c reads and compares them, this
- * file draws what it found. What cannot be read becomes a note under the
- * figure, never an error: the command has already checked its inputs and
- * said what it found; the page illustrates it. Only running out of memory
- * fails (NULL), as every figure does. */
+ * A command hands over the two runs as dck_run_open read them
+ * (trajectory.jsonl, tensor_digests.bin, trace.bin, the checkpoints of
+ * `detcheck train`) and dck_runs_compare's result, or only the run
+ * directories (cli_html_runs_figure_dirs opens and compares them):
+ * html_runs_model.c compares the runs step by step, this file draws what it
+ * found. What cannot be read becomes a note under the figure, never an
+ * error: the command has already checked its inputs and said what it
+ * found; the page illustrates it. Only running out of memory fails (NULL),
+ * as every figure does. */
 #include "report/html_runs.h"
 
 #include <limits.h>
@@ -57,16 +59,15 @@ static void put_name(FILE *f, const char *s, size_t cut) {
 
 /* The traced event that differs first, with names cut to cut bytes. */
 static void put_event(FILE *f, const fig *F, size_t cut) {
-    const dck_trace_diff *d = &F->td;
-    const dck_trace *t = &F->r[0].trace;
-    if (d->how == DCK_TRACE_OUTPUT && d->a) {
-        const dck_trace_event *e = d->a;
+    const dck_runs_trace *d = F->td;
+    if (d->how == DCK_RUNS_TRACE_OUTPUT && d->a.present) {
+        const dck_runs_event *e = &d->a;
         fputs(e->kind == DCK_TRACE_OP ? "op " : "module ", f);
         if (e->kind == DCK_TRACE_OP) {
-            put_name(f, t->names[e->op], cut);
+            put_name(f, e->op, cut);
             fputs(" in ", f);
         }
-        put_name(f, t->names[e->module], cut);
+        put_name(f, e->module, cut);
         fprintf(f, " (%s)", dck_trace_phase_name(e->phase));
     } else {
         fprintf(f, "op: execution differs at event %zu", d->event);
@@ -105,12 +106,11 @@ static void put_first(FILE *f, const fig *F, size_t cut) {
 
 /* The traced event in full, for the table under the figure. */
 static void put_event_line(FILE *f, const fig *F) {
-    const dck_trace_diff *d = &F->td;
-    const dck_trace *t[2] = {&F->r[0].trace, &F->r[1].trace};
+    const dck_runs_trace *d = F->td;
     fprintf(f, "step %ld, event %zu: ", d->step, d->event);
-    if (d->how == DCK_TRACE_OUTPUT && d->a) {
+    if (d->how == DCK_RUNS_TRACE_OUTPUT && d->a.present) {
         put_event(f, F, 0);
-        fprintf(f, ", call %u: output %d differs; ", d->a->call, d->output);
+        fprintf(f, ", call %u: output %d differs; ", d->a.call, d->output);
         long bound = rec_bound(F);
         if (bound >= 0 && d->step > bound)
             fprintf(f, "the runs already differ at step %ld: context, not a culprit", bound);
@@ -119,20 +119,20 @@ static void put_event_line(FILE *f, const fig *F) {
         return;
     }
     for (int k = 0; k < 2; k++) {
-        const dck_trace_event *e = k ? d->b : d->a;
+        const dck_runs_event *e = k ? &d->b : &d->a;
         fputs(k ? "; " : "", f);
         cli_html_text(f, F->runs[k].label);
         fputs(" ran ", f);
-        if (!e) {
+        if (!e->present) {
             fputs("nothing more (its step ended)", f);
             continue;
         }
         fprintf(f, "%s ", dck_trace_phase_name(e->phase));
         if (e->kind == DCK_TRACE_OP) {
-            cli_html_text(f, t[k]->names[e->op]);
+            cli_html_text(f, e->op);
             fputs(" in ", f);
         }
-        cli_html_text(f, t[k]->names[e->module]);
+        cli_html_text(f, e->module);
         fprintf(f, " (call %u, %u inputs, %u outputs)", e->call, e->nin, e->nout);
     }
 }
@@ -551,10 +551,9 @@ static const row *first_row(const fig *F) {
     size_t len = 0;
     if (F->rstep == F->first) g = &F->rec, name = F->rname, len = runs_rec_module_len(name, F->rkind);
     else if (F->cstep == F->first && F->cname) g = &F->ckpt, name = F->cname, len = runs_module_len(name);
-    else if (F->estep == F->first && (F->td.a || F->td.b)) {
-        const dck_trace_event *e = F->td.a ? F->td.a : F->td.b;
+    else if (F->estep == F->first && (F->td->a.present || F->td->b.present)) {
         g = &F->trace;
-        name = F->r[F->td.a ? 0 : 1].trace.names[e->module];
+        name = (F->td->a.present ? &F->td->a : &F->td->b)->module;
         len = strlen(name);
     }
     if (g) {
@@ -576,8 +575,9 @@ static const row *first_row(const fig *F) {
 /* ------------------------------------------------------------------ the figure */
 
 /* What the figure says when no step differs: the command's verdict (bisect's
- * words), so that what one run holds alone is never shown as agreement.
- * [0] title, [1] the line on the picture, [2] the caption's lead. */
+ * words), so that what one run holds alone is never shown as agreement,
+ * nor runs that could not be compared. [0] title, [1] the line on the
+ * picture, [2] the caption's lead. */
 static const char *const *calm_words(const fig *F) {
     static const char *const words[][3] = {
         {"no difference between the runs", "no difference: every step both runs hold agrees bit for bit",
@@ -590,9 +590,11 @@ static const char *const *calm_words(const fig *F) {
          "identical where both runs hold data (--allow-partial); not compared: listed under the figure",
          "<strong>Identical where both runs hold data</strong> (--allow-partial accepted what was not compared, "
          "listed under the figure). "},
+        {"not compared: the runs could not be compared", "not compared: the runs could not be compared (see the notes)",
+         "<strong>Not compared:</strong> the runs could not be compared (the notes under the figure say why). "},
     };
     const cli_html_unpaired *u = F->unpaired;
-    return words[!u || !u->n ? 0 : u->counted ? 1 : 2];
+    return words[!F->res ? 3 : !u || !u->n ? 0 : u->counted ? 1 : 2];
 }
 
 /* The command's unpaired items, each named: under the figure. */
@@ -786,28 +788,21 @@ static void tables(FILE *f, fig *F) {
 }
 
 static void legend_line(FILE *f, const fig *F, int k) {
-    const run_data *d = &F->r[k];
+    const dck_run *d = F->r[k];
     fprintf(f, "<span><svg width=\"30\" height=\"10\" aria-hidden=\"true\"><line x1=\"1\" y1=\"5\" x2=\"29\" y2=\"5\" "
                "stroke=\"%s\" stroke-width=\"2\"%s/></svg> ",
             k ? CLI_HTML_RUN_B : CLI_HTML_RUN_A, k ? " stroke-dasharray=\"7 5\"" : "");
     fputs(k ? "B: " : "A: ", f);
     cli_html_text(f, F->runs[k].label);
     fputs(k ? " (dashed, squares): " : " (solid, circles): ", f);
-    cli_html_text(f, F->runs[k].dir);
-    if (d->has_traj && d->ntraj) fprintf(f, ", steps %ld..%ld", d->traj[0].step, d->traj[d->ntraj - 1].step);
+    cli_html_text(f, d->dir);
+    if (d->ntraj) fprintf(f, ", steps %ld..%ld", d->traj[0].step, d->traj[d->ntraj - 1].step);
     fputs("</span> ", f);
 }
 
-char *cli_html_runs_figure(const char *cmd, const cli_html_run runs[2]) {
-    return cli_html_runs_figure_unpaired(cmd, runs, NULL);
-}
-
-char *cli_html_runs_figure_unpaired(const char *cmd, const cli_html_run runs[2], const cli_html_unpaired *unpaired) {
-    fig *F = calloc(1, sizeof *F);
-    if (!F) return NULL;
-    F->cmd = cmd;
-    F->runs = runs;
-    F->unpaired = unpaired;
+/* The figure of F (made by the callers below), which it releases. */
+static char *runs_figure(fig *F) {
+    const cli_html_run *runs = F->runs;
     bool any = runs_build(F);
     if (any) {
         choose_rows(F, &F->traj);
@@ -876,4 +871,45 @@ char *cli_html_runs_figure_unpaired(const char *cmd, const cli_html_run runs[2],
         return NULL;
     }
     return buf;
+}
+
+char *cli_html_runs_figure(const char *cmd, const cli_html_run runs[2], const dck_runs_result *result,
+                           const cli_html_unpaired *unpaired) {
+    fig *F = calloc(1, sizeof *F);
+    if (!F) return NULL;
+    *F = (fig){.cmd = cmd, .runs = runs, .unpaired = unpaired, .r = {runs[0].run, runs[1].run}, .res = result};
+    return runs_figure(F);
+}
+
+char *cli_html_runs_figure_dirs(const char *cmd, const cli_html_run_dir dirs[2], const cli_html_unpaired *unpaired) {
+    dck_run *run[2] = {NULL, NULL}, none[2]; /* none: a run that cannot be read, drawn as empty */
+    cli_html_run runs[2];
+    dck_runs_result res;
+    fig *F = calloc(1, sizeof *F);
+    if (!F) return NULL;
+    memset(none, 0, sizeof none);
+    for (int k = 0; k < 2; k++) {
+        dck_status s = dck_run_open(dirs[k].dir, &run[k]);
+        if (s && s != DCK_ERR_NOMEM) runs_note(F, "%s: %s", dirs[k].label, dck_last_error());
+        F->oom |= s == DCK_ERR_NOMEM;
+        none[k].dir = (char *)dirs[k].dir;
+        runs[k] = (cli_html_run){run[k] ? run[k] : &none[k], dirs[k].label};
+    }
+    /* the steps one run lacks are the command's to judge (unpaired) */
+    const dck_runs_opts opts = {.missing_steps = true};
+    dck_status s = run[0] && run[1] ? dck_runs_compare(run[0], run[1], &opts, &res) : DCK_ERR_INVALID;
+    if (s && run[0] && run[1] && s != DCK_ERR_NOMEM) runs_note(F, "comparing the runs: %s", dck_last_error());
+    F->oom |= s == DCK_ERR_NOMEM;
+    dck_clear_error();
+    F->cmd = cmd;
+    F->runs = runs;
+    F->unpaired = unpaired;
+    F->r[0] = runs[0].run;
+    F->r[1] = runs[1].run;
+    F->res = s ? NULL : &res;
+    char *html = runs_figure(F);
+    if (run[0] && run[1]) dck_runs_result_release(&res);
+    dck_run_free(run[0]);
+    dck_run_free(run[1]);
+    return html;
 }

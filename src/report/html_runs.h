@@ -1,14 +1,12 @@
 /* The runs page's model (html_runs_model.c builds it, html_runs.c draws
- * it): the two runs as read from their folders, their steps paired, the
+ * it): the two runs as dck_run_open read them, their steps paired, the
  * grid's groups of rows (one cell per column of steps) and where the runs
- * part first. Private to the two files. */
+ * part first (dck_runs_compare's result). Private to the two files. */
 #ifndef DCK_REPORT_HTML_RUNS_H
 #define DCK_REPORT_HTML_RUNS_H
 
 #include "report/html.h"
-#include "train/train.h"
-#include "runs/recording.h"
-#include "runs/trace.h"
+#include "runs/run.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -77,20 +75,11 @@ typedef struct {
 } tensor_diff;
 
 typedef struct {
-    dck_traj_rec *traj;
-    size_t ntraj;
-    bool has_traj, has_rec, has_trace;
-    dck_recording rec;
-    dck_trace trace;
-    long *ckpts;
-    size_t nckpts;
-} run_data;
-
-typedef struct {
     const char *cmd;
     const cli_html_run *runs;
     const cli_html_unpaired *unpaired; /* the command's, or NULL */
-    run_data r[2];
+    const dck_run *r[2];   /* runs[k].run */
+    const dck_runs_result *res; /* NULL: not compared (a note says why) */
     bool oom;
     char **notes;
     size_t nnotes;
@@ -101,19 +90,19 @@ typedef struct {
     size_t ncols;
     int colw;
     group traj, rec, ckpt, trace;
-    /* where the runs part: each part's first step (-1: none) */
+    /* where the runs part: each part's first step (-1: none), as res has
+     * them, and the first step one run recorded alone (lstep) */
     long tstep, rstep, cstep, estep, lstep, first;
-    char twhat[1024];      /* the trajectory's fields that differ */
+    const char *twhat;     /* the trajectory's fields that differ */
     int rkind;
-    char rname[DCK_REC_NAME_MAX + 1];
-    const char *rhow;
+    const char *rname, *rhow;
     tensor_diff *rdiffs;   /* every tensor that differs at rstep */
     size_t nrdiffs, rdiffs_cap;
-    char *cname;           /* the first differing checkpoint's first tensor */
+    const char *cname;     /* the first differing checkpoint's first tensor */
     const char *ckind, *cgroup;
     char **cdiffs;         /* its differing tensors (name (kind)) */
     size_t ncdiffs, ncdiffs_total, ncompared;
-    dck_trace_diff td;     /* the first differing traced event */
+    const dck_runs_trace *td; /* the first differing traced event (estep >= 0) */
     char lwhat[64];        /* "recorded in run A only" */
 } fig;
 
@@ -137,8 +126,8 @@ static inline size_t col_of(const fig *F, long step) {
     return c < F->ncols ? c : F->ncols - 1;
 }
 
-static inline bool both_rec(const fig *F) { return F->r[0].has_rec && F->r[1].has_rec; }
-static inline bool both_trace(const fig *F) { return F->r[0].has_trace && F->r[1].has_trace; }
+static inline bool both_rec(const fig *F) { return F->r[0]->has_rec && F->r[1]->has_rec; }
+static inline bool both_trace(const fig *F) { return F->r[0]->has_trace && F->r[1]->has_trace; }
 
 /* A float as the shortest decimal that reads back as its bits: two values
  * that differ in the last bit print differently. */
@@ -156,9 +145,9 @@ size_t runs_module_len(const char *name);
  * parameter ("layers.0.weight.exp_avg"), so it is in its parameter's. */
 size_t runs_rec_module_len(const char *name, int kind);
 
-/* Reads both runs, pairs their steps and compares them into F's groups and
- * first differences; false when there is no step to draw. Out of memory:
- * F->oom. */
+/* Pairs both runs' steps, compares them step by step into F's groups and
+ * takes the first differences of F->res; false when there is no step to
+ * draw. Out of memory: F->oom. */
 bool runs_build(fig *F);
 void runs_release(fig *F);
 

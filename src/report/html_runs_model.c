@@ -1,18 +1,16 @@
-/* The runs page's model (html_runs.h): both run folders read as they are
- * (trajectory.jsonl, tensor_digests.bin, trace.bin, the checkpoints of
- * `detcheck train`), their steps paired and compared part by part into the
- * grid's rows, and each part's first difference as the commands find it.
- * What cannot be read becomes a note under the figure, never an error (the
- * command has checked its inputs already); only running out of memory
- * fails (F->oom). */
+/* The runs page's model (html_runs.h): the two runs as dck_run_open read
+ * them (trajectory.jsonl, tensor_digests.bin, trace.bin, the checkpoints
+ * of `detcheck train`), their steps paired and compared step by step into
+ * the grid's cells, and each part's first difference as dck_runs_compare
+ * found it. A checkpoint that cannot be read becomes a note under the
+ * figure, never an error (the command has checked its inputs already);
+ * only running out of memory fails (F->oom). */
 #include "report/html_runs.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 /* ------------------------------------------------------------------ notes and names */
 
@@ -21,11 +19,6 @@ void runs_note(fig *F, const char *fmt, ...) {
     va_start(ap, fmt);
     if (cli_lines_vadd(&F->notes, &F->nnotes, fmt, ap)) F->oom = true;
     va_end(ap);
-}
-
-static bool present(const char *path) {
-    struct stat st;
-    return lstat(path, &st) == 0 || errno != ENOENT;
 }
 
 size_t runs_module_len(const char *name) {
@@ -150,61 +143,21 @@ static void group_release(group *g, size_t ncols) {
     free(g->shown);
 }
 
-/* ------------------------------------------------------------------ reading the runs */
+/* ------------------------------------------------------------------ the steps */
 
-/* One file of a run: 1 loaded, 0 absent, -1 not readable (a note says
- * why; the command has said it already, or has not needed the file). */
-static int load_file(fig *F, int k, const char *file, dck_status (*load)(const char *, void *), void *out) {
-    char *p = dck_path_join(F->runs[k].dir, file);
-    if (!p) return F->oom = true, -1;
-    int got = 0;
-    if (present(p)) {
-        dck_status s = load(p, out);
-        got = s ? -1 : 1;
-        if (s == DCK_ERR_NOMEM) F->oom = true;
-        else if (s) runs_note(F, "%s: %s", F->runs[k].label, dck_last_error());
-        dck_clear_error();
-    }
-    free(p);
-    return got;
-}
-
-typedef struct {
-    dck_traj_rec **recs;
-    size_t *n;
-} traj_out;
-
-static dck_status load_traj(const char *path, void *out) {
-    traj_out *t = out;
-    return dck_traj_load(path, t->recs, t->n);
-}
-static dck_status load_rec(const char *path, void *out) { return dck_recording_load(path, out); }
-static dck_status load_trace(const char *path, void *out) { return dck_trace_load(path, out); }
-
-static void load_runs(fig *F) {
-    for (int k = 0; k < 2; k++) {
-        run_data *d = &F->r[k];
-        traj_out t = {&d->traj, &d->ntraj};
-        int got = load_file(F, k, DCK_TRAJECTORY, load_traj, &t);
-        d->has_traj = got > 0;
-        if (!got) runs_note(F, "%s: no %s: no curves for it", F->runs[k].label, DCK_TRAJECTORY);
-        d->has_rec = load_file(F, k, DCK_RECORD_FILE, load_rec, &d->rec) > 0;
-        d->has_trace = load_file(F, k, DCK_TRACE_FILE, load_trace, &d->trace) > 0;
-        dck_status s = dck_ckpt_list(F->runs[k].dir, &d->ckpts, &d->nckpts, NULL, NULL);
-        if (s == DCK_ERR_NOMEM) F->oom = true;
-        else if (s) runs_note(F, "%s: checkpoints: %s", F->runs[k].label, dck_last_error());
-        dck_clear_error();
-    }
-    if (F->r[0].has_rec != F->r[1].has_rec)
+/* A file one run recorded and the other did not: its part is not drawn. */
+static void one_sided_notes(fig *F) {
+    const dck_run *a = F->r[0], *b = F->r[1];
+    if (a->has_rec != b->has_rec)
         runs_note(F, "%s recorded in %s only: the tensors are not compared", DCK_RECORD_FILE,
-             F->runs[F->r[0].has_rec ? 0 : 1].label);
-    if (F->r[0].has_trace != F->r[1].has_trace)
-        runs_note(F, "%s in %s only: the traces are not compared", DCK_TRACE_FILE, F->runs[F->r[0].has_trace ? 0 : 1].label);
+                  F->runs[a->has_rec ? 0 : 1].label);
+    if (a->has_trace != b->has_trace)
+        runs_note(F, "%s in %s only: the traces are not compared", DCK_TRACE_FILE, F->runs[a->has_trace ? 0 : 1].label);
 }
 
 /* The checkpoint steps both runs hold (at most MAX_CKPTS, the first). */
 static long *common_ckpts(fig *F, size_t *n) {
-    const run_data *a = &F->r[0], *b = &F->r[1];
+    const dck_run *a = F->r[0], *b = F->r[1];
     size_t cap = a->nckpts < b->nckpts ? a->nckpts : b->nckpts;
     *n = 0;
     if (!cap) return NULL;
@@ -224,8 +177,8 @@ static long *common_ckpts(fig *F, size_t *n) {
 
 /* The steps of the trajectories, merged: one pair per step either holds. */
 static void make_pairs(fig *F) {
-    const run_data *a = &F->r[0], *b = &F->r[1];
-    size_t na = a->has_traj ? a->ntraj : 0, nb = b->has_traj ? b->ntraj : 0;
+    const dck_run *a = F->r[0], *b = F->r[1];
+    size_t na = a->ntraj, nb = b->ntraj;
     if (!na && !nb) return;
     F->pairs = malloc((na + nb) * sizeof *F->pairs);
     if (!F->pairs) {
@@ -253,7 +206,7 @@ static bool make_columns(fig *F, const long *ck, size_t nck) {
     bool any = false;
     for (size_t i = 0; i < F->npairs; i++) span(F, F->pairs[i].step, &any);
     for (int k = 0; k < 2; k++) {
-        const run_data *d = &F->r[k];
+        const dck_run *d = F->r[k];
         for (size_t i = 0; both_rec(F) && i < d->rec.nsteps; i++) span(F, d->rec.steps[i].step, &any);
         for (size_t i = 0; both_trace(F) && i < d->trace.nsteps; i++) span(F, d->trace.steps[i].step, &any);
     }
@@ -364,7 +317,7 @@ static void rec_diff(fig *F, int kind, const char *name, const char *how) {
  * no information (as for bisect); any other tensor on one side only is
  * "on one side only". */
 static void build_rec(fig *F) {
-    const dck_recording *A = &F->r[0].rec, *B = &F->r[1].rec;
+    const dck_recording *A = &F->r[0]->rec, *B = &F->r[1]->rec;
     group *g = &F->rec;
     g->title = "recorded tensors, by module";
     long *rowa = malloc((A->nnames + 1) * sizeof *rowa), *rowb = malloc((B->nnames + 1) * sizeof *rowb);
@@ -459,26 +412,51 @@ out:
     free(dig);
 }
 
+/* The first differing checkpoint, as the result has it: its first tensor
+ * and the list of those that differ. */
+static void take_ckpt(fig *F, long step, const dck_cmp_result *r) {
+    const dck_manifest_tensor *t = r->entries[0].golden ? r->entries[0].golden : r->entries[0].actual;
+    F->cstep = step;
+    F->cname = r->entries[0].name;
+    F->ckind = dck_cmp_kind_name(r->entries[0].kind);
+    F->cgroup = t ? dck_group_name(t->group) : NULL;
+    F->ncdiffs_total = r->n;
+    size_t n = r->n < MAX_TENSORS ? r->n : MAX_TENSORS;
+    F->cdiffs = calloc(n ? n : 1, sizeof *F->cdiffs);
+    if (!F->cdiffs) F->oom = true;
+    for (size_t j = 0; j < n && F->cdiffs; j++)
+        if (asprintf(&F->cdiffs[F->ncdiffs++], "%s (%s)", r->entries[j].name, dck_cmp_kind_name(r->entries[j].kind)) <
+            0) {
+            F->cdiffs[--F->ncdiffs] = NULL;
+            F->oom = true;
+            break;
+        }
+}
+
 /* Rows: the modules of the checkpoints' tensors, at the checkpoints both
- * runs hold (built-in `detcheck train` runs). */
+ * runs hold (built-in `detcheck train` runs); at the first that differs,
+ * the result's manifests and tensors. */
 static void build_ckpt(fig *F, const long *ck, size_t nck) {
     group *g = &F->ckpt;
     g->title = "checkpoint tensors, by module";
     for (size_t i = 0; i < nck && !F->oom; i++) {
-        dck_manifest *m[2] = {NULL, NULL};
-        dck_cmp_result r;
-        memset(&r, 0, sizeof r);
-        dck_status s = dck_ckpt_manifest_load(F->runs[0].dir, ck[i], &m[0]);
-        if (!s) s = dck_ckpt_manifest_load(F->runs[1].dir, ck[i], &m[1]);
-        if (!s) s = dck_manifest_compare(m[0], m[1], 0, &r);
+        bool first = F->res && ck[i] == F->res->ckpt_differ;
+        dck_manifest *own[2] = {NULL, NULL};
+        dck_cmp_result diff;
+        memset(&diff, 0, sizeof diff);
+        dck_status s = DCK_OK;
+        for (int k = 0; k < 2 && !first && !s; k++) s = dck_ckpt_manifest_load(F->r[k]->dir, ck[i], &own[k]);
+        if (!first && !s) s = dck_manifest_compare(own[0], own[1], 0, &diff);
         if (s) {
             if (s == DCK_ERR_NOMEM) F->oom = true;
             else runs_note(F, "checkpoint %ld: %s; the checkpoints after it are not compared", ck[i], dck_last_error());
             dck_clear_error();
-            dck_manifest_free(m[0]);
-            dck_manifest_free(m[1]);
+            dck_manifest_free(own[0]);
+            dck_manifest_free(own[1]);
             break;
         }
+        const dck_manifest *m[2] = {first ? F->res->ckpt_a : own[0], first ? F->res->ckpt_b : own[1]};
+        const dck_cmp_result *r = first ? &F->res->ckpt_diff : &diff;
         F->ncompared++;
         for (int k = 0; k < 2; k++)
             for (size_t j = 0; j < dck_manifest_tensor_count(m[k]); j++) {
@@ -486,44 +464,18 @@ static void build_ckpt(fig *F, const long *ck, size_t nck) {
                 long ri = group_row(F, g, nm, runs_module_len(nm));
                 if (ri >= 0) row_note(&g->rows[ri], ck[i], CLI_MARK_EQUAL, 0, nm, NULL, NULL);
             }
-        for (size_t j = 0; j < r.n; j++) {
-            const dck_cmp_entry *e = &r.entries[j];
+        for (size_t j = 0; j < r->n; j++) {
+            const dck_cmp_entry *e = &r->entries[j];
             int st = e->kind == DCK_CMP_DIGEST || e->kind == DCK_CMP_VALUE ? CLI_MARK_DIFFERS : CLI_MARK_MISSING;
             long ri = group_row(F, g, e->name, runs_module_len(e->name));
             if (ri >= 0) row_note(&g->rows[ri], ck[i], st, 0, e->name, NULL, dck_cmp_kind_name(e->kind));
         }
-        if (r.n && F->cstep < 0) {
-            const dck_manifest_tensor *t = r.entries[0].golden ? r.entries[0].golden : r.entries[0].actual;
-            F->cstep = ck[i];
-            F->cname = strdup(r.entries[0].name);
-            F->ckind = dck_cmp_kind_name(r.entries[0].kind);
-            F->cgroup = t ? dck_group_name(t->group) : NULL;
-            F->ncdiffs_total = r.n;
-            size_t n = r.n < MAX_TENSORS ? r.n : MAX_TENSORS;
-            F->cdiffs = calloc(n ? n : 1, sizeof *F->cdiffs);
-            if (!F->cname || !F->cdiffs) F->oom = true;
-            for (size_t j = 0; j < n && F->cdiffs; j++)
-                if (asprintf(&F->cdiffs[F->ncdiffs++], "%s (%s)", r.entries[j].name,
-                             dck_cmp_kind_name(r.entries[j].kind)) < 0) {
-                    F->cdiffs[--F->ncdiffs] = NULL;
-                    F->oom = true;
-                    break;
-                }
-        }
+        if (first) take_ckpt(F, ck[i], r);
         group_fold(F, g, ck[i]);
-        dck_cmp_result_release(&r);
-        dck_manifest_free(m[0]);
-        dck_manifest_free(m[1]);
+        dck_cmp_result_release(&diff);
+        dck_manifest_free(own[0]);
+        dck_manifest_free(own[1]);
     }
-}
-
-/* The same event as far as execution goes (as dck_trace_compare: names by
- * their text, since each run numbers its names in the order it met them). */
-static bool same_key(const dck_trace *ta, const dck_trace_event *a, const dck_trace *tb, const dck_trace_event *b) {
-    if (a->phase != b->phase || a->kind != b->kind || a->call != b->call || a->nin != b->nin || a->nout != b->nout)
-        return false;
-    if (strcmp(ta->names[a->module], tb->names[b->module])) return false;
-    return a->kind != DCK_TRACE_OP || !strcmp(ta->names[a->op], tb->names[b->op]);
 }
 
 /* The row of a traced event's module (made when new). */
@@ -543,7 +495,7 @@ static const char *event_what(const dck_trace *t, const dck_trace_event *e) {
  * or a step that ended), the modules of both events differ and the rest of
  * the step is unknown. */
 static void build_trace(fig *F) {
-    const dck_trace *A = &F->r[0].trace, *B = &F->r[1].trace;
+    const dck_trace *A = &F->r[0]->trace, *B = &F->r[1]->trace;
     group *g = &F->trace;
     g->title = "traced modules";
     long *ra = malloc((A->nnames + 1) * sizeof *ra), *rb = malloc((B->nnames + 1) * sizeof *rb);
@@ -580,7 +532,7 @@ static void build_trace(fig *F) {
                              "its step ended in run A here", phase, NULL);
                 break;
             }
-            if (!same_key(A, a, B, b)) {
+            if (!dck_trace_same_event(A, a, B, b)) {
                 if (xa >= 0) row_note(&g->rows[xa], step, CLI_MARK_DIFFERS, 0, "execution differs", phase, NULL);
                 if (xb >= 0) row_note(&g->rows[xb], step, CLI_MARK_DIFFERS, 0, "execution differs", phase, NULL);
                 break;
@@ -605,9 +557,10 @@ out:
 
 /* repro's own first differences besides bisect's (one step in every line,
  * the page's too): tensor digests of a step, or a state entry at a step
- * both recorded, that one run recorded and the other did not. Runs of
- * repro start alike, so these are differences (resume-check's resumed run
- * records its start.* entries at another step by design). */
+ * both recorded, that one run recorded and the other did not (the
+ * result's gaps). Runs of repro start alike, so these are differences
+ * (resume-check's resumed run records its start.* entries at another step
+ * by design). */
 static void lstep_take(fig *F, long step, const char *what, int k) {
     if (step < 0 || (F->lstep >= 0 && F->lstep <= step)) return;
     F->lstep = step;
@@ -615,42 +568,26 @@ static void lstep_take(fig *F, long step, const char *what, int k) {
 }
 
 static void rec_unpaired(fig *F) {
-    const run_data *r = F->r;
-    if (!r[0].has_rec && !r[1].has_rec) return;
-    for (size_t i = 0, j = 0; i < r[0].rec.nsteps || j < r[1].rec.nsteps;) {
-        long a = i < r[0].rec.nsteps ? r[0].rec.steps[i].step : LONG_MAX;
-        long b = j < r[1].rec.nsteps ? r[1].rec.steps[j].step : LONG_MAX;
-        if (a != b) {
-            lstep_take(F, a < b ? a : b, "tensor digests", a < b ? 0 : 1);
-            break;
-        }
-        i++, j++;
-    }
-    dck_rec_state_only u;
-    if (both_rec(F) && dck_recording_state_only(&r[0].rec, &r[1].rec, &u)) F->oom = true;
-    else if (both_rec(F))
-        for (int k = 0; k < 2; k++)
-            if (u.count[k]) lstep_take(F, u.step[k], "a state entry", k);
+    static const char *const items[][2] = {{"recorded_steps", "tensor digests"}, {"recorded_state", "a state entry"}};
+    for (size_t i = 0; i < F->res->ngaps; i++)
+        for (size_t k = 0; k < sizeof items / sizeof items[0]; k++)
+            if (!strcmp(F->res->gaps[i].item, items[k][0]))
+                lstep_take(F, F->res->gaps[i].first, items[k][1], F->res->gaps[i].run);
 }
 
-/* Each part's first difference, as the commands find them (dck_traj_compare,
- * dck_recording_compare, dck_trace_compare; the checkpoints in
- * build_ckpt); and for repro and resume-check a step one run recorded and
- * the other did not (bisect compares the steps both ran; a resumed run of
- * resume-check starts after its stop point by design). */
+/* Each part's first difference, as dck_runs_compare found them (the
+ * checkpoints' in build_ckpt); and for repro and resume-check a step one
+ * run recorded and the other did not (bisect compares the steps both ran;
+ * a resumed run of resume-check starts after its stop point by design). */
 static void find_parts(fig *F) {
-    const run_data *a = &F->r[0], *b = &F->r[1];
+    const dck_runs_result *res = F->res;
+    const dck_run *a = F->r[0], *b = F->r[1];
     F->tstep = F->rstep = F->cstep = F->estep = F->lstep = F->first = -1;
-    if (a->has_traj && b->has_traj &&
-        !dck_traj_compare(a->traj, a->ntraj, b->traj, b->ntraj, &F->tstep, F->twhat, sizeof F->twhat))
-        F->tstep = -1;
-    if (both_rec(F)) {
-        int c = dck_recording_compare(&a->rec, &b->rec, &F->rstep, &F->rkind, F->rname, sizeof F->rname, &F->rhow);
-        if (c < 0) F->oom = true;
-        if (c <= 0) F->rstep = -1;
-    }
-    if (both_trace(F) && dck_trace_compare(&a->trace, &b->trace, &F->td)) F->estep = F->td.step;
-    if (strcmp(F->cmd, "bisect") && a->has_traj && b->has_traj && a->ntraj && b->ntraj) {
+    if (res && res->traj_differs) F->tstep = res->traj_step, F->twhat = res->traj_detail;
+    if (res && res->rec_found)
+        F->rstep = res->rec_step, F->rkind = res->rec_kind, F->rname = res->rec_name, F->rhow = res->rec_how;
+    if (res && res->trace.found) F->estep = res->trace.step, F->td = &res->trace;
+    if (strcmp(F->cmd, "bisect") && a->ntraj && b->ntraj) {
         bool resumed = !strcmp(F->cmd, "resume-check");
         long start = a->traj[0].step > b->traj[0].step ? a->traj[0].step : b->traj[0].step;
         for (size_t i = 0; i < F->npairs && F->lstep < 0; i++) {
@@ -660,7 +597,7 @@ static void find_parts(fig *F) {
             snprintf(F->lwhat, sizeof F->lwhat, "recorded in run %s only", p->a ? "A" : "B");
         }
     }
-    if (!strcmp(F->cmd, "repro")) rec_unpaired(F);
+    if (res && !strcmp(F->cmd, "repro")) rec_unpaired(F);
 }
 
 static void take_first(fig *F) {
@@ -670,7 +607,7 @@ static void take_first(fig *F) {
 }
 
 bool runs_build(fig *F) {
-    load_runs(F);
+    one_sided_notes(F);
     make_pairs(F);
     size_t nck = 0;
     long *ck = F->oom ? NULL : common_ckpts(F, &nck);
@@ -688,12 +625,6 @@ bool runs_build(fig *F) {
 }
 
 void runs_release(fig *F) {
-    for (int k = 0; k < 2; k++) {
-        free(F->r[k].traj);
-        dck_recording_release(&F->r[k].rec);
-        dck_trace_release(&F->r[k].trace);
-        free(F->r[k].ckpts);
-    }
     for (size_t i = 0; i < F->nnotes; i++) free(F->notes[i]);
     free(F->notes);
     free(F->pairs);
@@ -702,7 +633,6 @@ void runs_release(fig *F) {
     group_release(&F->ckpt, F->ncols);
     group_release(&F->trace, F->ncols);
     free(F->rdiffs);
-    free(F->cname);
     for (size_t i = 0; i < F->ncdiffs; i++) free(F->cdiffs[i]);
     free(F->cdiffs);
 }

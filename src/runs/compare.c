@@ -78,11 +78,11 @@ static dck_status traj_check(const dck_run *r) {
     return DCK_OK;
 }
 
-static dck_status traj_compare(const dck_run *const run[2], dck_runs_result *r) {
-    for (int k = 0; k < 2; k++) DCK_TRY(traj_check(run[k]));
+static dck_status traj_compare(const dck_run *const run[2], bool missing_steps, dck_runs_result *r) {
+    for (int k = 0; k < 2 && !missing_steps; k++) DCK_TRY(traj_check(run[k]));
     const dck_traj_rec *t[2] = {run[0]->traj, run[1]->traj};
     size_t n[2] = {run[0]->ntraj, run[1]->ntraj};
-    if (t[0][n[0] - 1].step < t[1][0].step || t[1][n[1] - 1].step < t[0][0].step)
+    if (!missing_steps && (t[0][n[0] - 1].step < t[1][0].step || t[1][n[1] - 1].step < t[0][0].step))
         return dck_set_error(DCK_ERR_INVALID, "%s and %s have no step in common (steps %ld..%ld and %ld..%ld)",
                              run[0]->dir, run[1]->dir, t[0][0].step, t[0][n[0] - 1].step, t[1][0].step,
                              t[1][n[1] - 1].step);
@@ -90,7 +90,7 @@ static dck_status traj_compare(const dck_run *const run[2], dck_runs_result *r) 
     r->traj_step = -1;
     r->traj_differs = dck_traj_compare(t[0], n[0], t[1], n[1], &r->traj_step, what, sizeof what) != 0;
     if (r->traj_differs && !(r->traj_detail = strdup(what))) return dck_oom(NULL);
-    for (int k = 0; k < 2; k++) r->last_step[k] = t[k][n[k] - 1].step;
+    for (int k = 0; k < 2; k++) r->last_step[k] = n[k] ? t[k][n[k] - 1].step : -1;
     /* steps in one trajectory only, and root digests one run recorded at a
      * step both ran (dck_traj_compare compares a root where both have one) */
     const void *recs[2] = {t[0], t[1]};
@@ -321,7 +321,7 @@ dck_status dck_runs_compare(const dck_run *a, const dck_run *b, const dck_runs_o
     out->first_step = out->ckpt_agree = out->ckpt_differ = out->traj_step = -1;
     out->trace.bound = out->trace.next_step = -1;
     const dck_run *const run[2] = {a, b};
-    DCK_TRY(traj_compare(run, out));
+    DCK_TRY(traj_compare(run, opts && opts->missing_steps, out));
     DCK_TRY(rec_compare(run, out));
     DCK_TRY(trace_compare(run, out));
     /* one step for every line: the earliest where anything recorded differs

@@ -185,9 +185,7 @@ static bool slot_equal(const dck_trace_slot *x, const dck_trace_slot *y) {
     return x->present == y->present && dck_digest_equal(x->digest, y->digest);
 }
 
-/* Same event as far as execution goes: names by their text, since each
- * run numbers its names in the order it met them. */
-static bool same_key(const dck_trace *ta, const dck_trace_event *a, const dck_trace *tb, const dck_trace_event *b) {
+bool dck_trace_same_event(const dck_trace *ta, const dck_trace_event *a, const dck_trace *tb, const dck_trace_event *b) {
     if (a->phase != b->phase || a->kind != b->kind || a->call != b->call || a->nin != b->nin || a->nout != b->nout)
         return false;
     if (strcmp(ta->names[a->module], tb->names[b->module])) return false;
@@ -206,7 +204,7 @@ static bool compare_step(const dck_trace *ta, const dck_trace_step *sa, const dc
             /* one step ended: a difference of execution, unless the
              * recorder cut that step short (its later events unknown) */
             if ((!a && !b) || (!a && sa->truncated) || (!b && sb->truncated)) return false;
-        } else if (same_key(ta, a, tb, b)) {
+        } else if (dck_trace_same_event(ta, a, tb, b)) {
             const dck_trace_slot *xa = &ta->slots[a->slot], *xb = &tb->slots[b->slot];
             int out = -1, in = -1;
             for (int k = 0; k < a->nout && out < 0; k++)

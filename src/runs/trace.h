@@ -62,6 +62,10 @@ void dck_trace_release(dck_trace *t);
 
 /* dck_trace_how, dck_trace_diff: detcheck_static.h (recorded runs) */
 
+/* Whether event a of ta and b of tb are the same as far as execution goes
+ * (phase, kind, call, counts, names): names by their text, since each run
+ * numbers its names in the order it met them. */
+bool dck_trace_same_event(const dck_trace *ta, const dck_trace_event *a, const dck_trace *tb, const dck_trace_event *b);
 /* Fills d; returns d->how != DCK_TRACE_AGREE. */
 bool dck_trace_compare(const dck_trace *a, const dck_trace *b, dck_trace_diff *d);
 

@@ -188,7 +188,7 @@ class RunsTrace(ctypes.Structure):
 
 
 class RunsOpts(ctypes.Structure):
-    _fields_ = [("allow_partial", c_bool)]
+    _fields_ = [("allow_partial", c_bool), ("missing_steps", c_bool)]
 
 
 class RunsResult(ctypes.Structure):
