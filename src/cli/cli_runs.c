@@ -3,7 +3,7 @@
  * the replay command of a train run and the line of what would localise
  * further (man detcheck-bisect(1)). */
 #include "cli_runs.h"
-#include "train_cli.h"
+#include "train/train.h"
 #include "runs/recording.h"
 
 #include <stdarg.h>
