@@ -73,7 +73,7 @@ done < "$tmp/commands"
 while IFS='	' read -r cmd help; do
     if grep -q '`detcheck train` option' "$tmp/help.$cmd" && [ -f "$tmp/opts.train" ]; then
         # less the ones the command refuses: its table, printed by
-        # train_print_refused as "Train options not taken here: --out ..."
+        # cli_print_refused as "Train options not taken here: --out ..."
         sed -n 's/^Train options not taken here: *//p' "$tmp/help.$cmd" | tr ' ' '\n' | sed '/^$/d' > "$tmp/refused"
         awk -F '\t' 'NR == FNR { no[$1] = 1; next } !($1 in no)' "$tmp/refused" "$tmp/opts.train" >> "$tmp/opts.$cmd"
     fi

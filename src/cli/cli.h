@@ -1,10 +1,16 @@
-/* The detcheck command line: a table of subcommands, one file each. */
+/* The detcheck command line (src/cli/): the command table (main.c), one
+ * file per subcommand (cmd_NAME.c: it parses, calls the library and hands
+ * the result to a report of src/report/), the one option parser
+ * (cli_options.c: every command's options, train's included), the messages
+ * (cli_util.c), the progress line (cli_progress.c) and the user's commands
+ * run as children (cli_run.c). */
 #ifndef DCK_CLI_H
 #define DCK_CLI_H
 
 #include "common/common.h" /* detcheck.h, dck_oom, DCK_TRY */
 #include "report/json.h"   /* --json documents */
 #include "report/report.h" /* exit codes, names quoted, the reports */
+#include "train/train.h"   /* dck_train_config: train's options */
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -100,9 +106,10 @@ int cli_report_check(cli_report *r, bool json, const char *const *inputs, size_t
 int cli_report_finish(cli_report *r, int exit_status);
 
 /* ------------------------------------------------------------------ cli_options.c
- * The options hash, verify and diff share, in one table: -t/--threads N,
- * -q/--quiet, -h/--help, --json, --iteration N, --megatron-merge,
- * --megatron-per-rank and --tp-split GLOB=DIM. A command fills a cli_shared and calls cli_getopt in
+ * The one option parser. The options commands share, in one table:
+ * -t/--threads N, -q/--quiet, -h/--help, --json, --iteration N,
+ * --megatron-merge, --megatron-per-rank, --tp-split GLOB=DIM and the filters
+ * of verify and diff. A command fills a cli_shared and calls cli_getopt in
  * place of getopt_long: it handles the shared options itself and returns the
  * command's own codes (and getopt's '?' and ':'), -1 after the last option,
  * or CLI_STOP when the command must return sh.exit now (the help printed, or
@@ -127,6 +134,8 @@ typedef struct {
     bool filters, ignore_aliases, require_rank_state, accept_layout_state;
     const char **exclude;    /* argv strings */
     size_t nexclude;
+    bool no_shared;          /* none of the shared options (train's options: the
+                              * command's extra callback takes -h, -q, --json) */
 } cli_shared;
 int cli_getopt(int argc, char **argv, const char *own_short, const struct option *own_long,
                cli_shared *sh);
@@ -142,6 +151,29 @@ void cli_print_excluded(FILE *f, const cli_shared *sh);
  * CLI's default). Each returns 0, or exit status 2 after a usage message. */
 int cli_add_tp_split(const char *cmd, dck_options *o, const char *rule);
 int cli_check_megatron(const char *cmd, const dck_options *o);
+
+/* train's options (the trainer's table, src/train/train_config.c), parsed
+ * by cli_getopt from argv[1..] for train and the commands that pass them
+ * on: --name VALUE or --name=VALUE, names in full. Every argument goes first
+ * to extra(ctx, arg, next, &used), the command's own options: 1 consumed
+ * (plus `used` following arguments), 0 not its own, -1 error already
+ * reported. Returns 0 or an exit code, after a usage message. */
+int cli_parse_train_args(const char *cmd, int argc, char **argv, dck_train_config *c,
+                         int (*extra)(void *, const char *, const char *, int *), void *ectx);
+/* The train options a command that passes the others on (canary,
+ * resume-check) does not take, in one table per command, NULL-terminated:
+ * cli_parse_train_args_except refuses each by name with `why`, and
+ * cli_print_refused lists them in the command's --help on the line
+ * "Train options not taken here: --out ...", from which ci/completion.sh
+ * leaves them out of the command's completions. */
+typedef struct {
+    const char *name; /* without the dashes */
+    const char *why;
+} cli_refused;
+int cli_parse_train_args_except(const char *cmd, int argc, char **argv, dck_train_config *c,
+                                const cli_refused *refused,
+                                int (*extra)(void *, const char *, const char *, int *), void *ectx);
+void cli_print_refused(FILE *out, const cli_refused *refused);
 
 /* Strict number parsing: the whole string, in range. */
 bool cli_parse_long(const char *s, long min, long max, long *out);

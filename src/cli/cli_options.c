@@ -1,6 +1,9 @@
-/* The options hash, verify and diff share: one table (cli_shared_options),
- * one parser (cli_getopt / cli_shared_option). Each command keeps its own
- * options, help text and messages for unknown options. */
+/* The one option parser of the command line: cli_getopt, getopt_long over
+ * a command's own table and the options commands share (one table:
+ * cli_shared_option); and train's options (the trainer's option table,
+ * src/train/train_config.c, as getopt_long entries) for train, canary and
+ * resume-check (cli_parse_train_args). Each command keeps its own options,
+ * help text and messages for unknown options. */
 #include "cli.h"
 
 #include <stdlib.h>
@@ -27,6 +30,7 @@ static const struct option shared[] = {
  * filters) where it reads them (read); -q, -h and --json everywhere. The
  * others are unknown to it, as any option it does not have. */
 static bool takes(const cli_shared *sh, int code) {
+    if (sh->no_shared) return false;
     switch (code) {
     case 't': return sh->threads != NULL;
     case 'q':
@@ -191,4 +195,91 @@ int cli_getopt(int argc, char **argv, const char *own_short, const struct option
 void cli_print_excluded(FILE *f, const cli_shared *sh) {
     for (size_t g = 0; g < sh->nexclude; g++)
         fprintf(f, "%s'%s'", g ? ", " : "; left out by --exclude: ", cli_safe(sh->exclude[g]));
+}
+
+/* ------------------------------------------------------------------ train's options */
+
+enum { CLI_OPT_TRAIN = 0x1400, CLI_OPT_REFUSED = 0x1480 };
+
+void cli_print_refused(FILE *out, const cli_refused *refused) {
+    fprintf(out, "Train options not taken here:");
+    for (const cli_refused *r = refused; r->name; r++) fprintf(out, " --%s", r->name);
+    fprintf(out, "\n");
+}
+
+int cli_parse_train_args(const char *cmd, int argc, char **argv, dck_train_config *c,
+                         int (*extra)(void *, const char *, const char *, int *), void *ectx) {
+    return cli_parse_train_args_except(cmd, argc, argv, c, NULL, extra, ectx);
+}
+
+/* The trainer's table as getopt_long entries: the refused names first
+ * (optional_argument, so that "--out=DIR" and "--out" at the end are
+ * refused as "--out" is), then every train option the command takes. */
+static const struct option *train_options(const char *cmd, const cli_refused *refused) {
+    static struct option longs[64];
+    size_t n = 0, max = sizeof longs / sizeof longs[0] - 1;
+    for (size_t k = 0; refused && refused[k].name; k++) {
+        if (n == max) goto full;
+        longs[n++] = (struct option){refused[k].name, optional_argument, NULL, CLI_OPT_REFUSED + (int)k};
+    }
+    const char *name;
+    for (size_t i = 0; (name = dck_train_option_name(i)); i++) {
+        const cli_refused *r = refused;
+        while (r && r->name && strcmp(r->name, name)) r++;
+        if (r && r->name) continue;
+        if (n == max) goto full;
+        longs[n++] = (struct option){name, dck_train_flag_takes_value(name) ? required_argument : no_argument,
+                                     NULL, CLI_OPT_TRAIN + (int)i};
+    }
+    memset(&longs[n], 0, sizeof longs[n]);
+    return longs;
+full:
+    cli_error(cmd, "internal error: too many train options");
+    return NULL;
+}
+
+int cli_parse_train_args_except(const char *cmd, int argc, char **argv, dck_train_config *c,
+                                const cli_refused *refused,
+                                int (*extra)(void *, const char *, const char *, int *), void *ectx) {
+    const struct option *longs = train_options(cmd, refused);
+    if (!longs) return DCK_EXIT_TROUBLE;
+    /* -h, -q and --json are the command's own (extra), as its other options */
+    cli_shared sh = {.cmd = cmd, .no_shared = true};
+    optind = 1;
+    opterr = 0;
+    while (optind < argc) {
+        int i = optind;
+        const char *a = argv[i];
+        /* the command's own options first: a command may take an option the
+         * trainer's table also has in its own sense (canary's --preset) */
+        if (extra) {
+            int used = 0;
+            int r = extra(ectx, a, i + 1 < argc ? argv[i + 1] : NULL, &used);
+            if (r < 0) return DCK_EXIT_TROUBLE;
+            if (r > 0) {
+                optind = i + 1 + used;
+                continue;
+            }
+        }
+        /* long options only: train's have no short forms, and a word that is
+         * none ("-x", "--", a path) is an error here */
+        if (strncmp(a, "--", 2) != 0 || !a[2]) return cli_usage_error(cmd, "unexpected argument '%s'", a);
+        /* names in full: the command's own options are not in the table, so
+         * getopt_long could not tell an abbreviation of one of them from an
+         * abbreviation of a train option (canary's --t: --timeout, or
+         * --threads?) */
+        size_t nl = strcspn(a + 2, "=");
+        const struct option *o = longs;
+        while (o->name && (strlen(o->name) != nl || strncmp(o->name, a + 2, nl))) o++;
+        if (!o->name) return cli_usage_error(cmd, "unknown option '%s'", a);
+        int code = cli_getopt(argc, argv, "+:", longs, &sh);
+        if (code == CLI_STOP) return sh.exit;
+        if (code == -1) return cli_usage_error(cmd, "unexpected argument '%s'", a); /* not an option to it */
+        if (code == ':') return cli_usage_error(cmd, "%s needs a value", a);
+        if (code == '?') return cli_usage_error(cmd, "%s takes no value", o->name);
+        if (code >= CLI_OPT_REFUSED)
+            return cli_usage_error(cmd, "--%s: %s", o->name, refused[code - CLI_OPT_REFUSED].why);
+        if (dck_train_config_set(c, o->name, optarg) != DCK_OK) return cli_usage_error(cmd, "%s", dck_last_error());
+    }
+    return 0;
 }

@@ -3,7 +3,7 @@
  * what would localise further; its lines and JSON are report/runs.c's
  * (man detcheck-bisect(1)). */
 #include "cli_runs.h"
-#include "train_cli.h"
+#include "train/train.h"
 #include "runs/recording.h"
 
 #include <stdio.h>

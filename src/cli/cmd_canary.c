@@ -3,7 +3,7 @@
  * work is src/train/canary.c; this file parses, prints and exits. See
  * man/detcheck-canary.1. */
 #include "report/html.h"
-#include "train_cli.h"
+#include "cli.h"
 #include "train/canary.h"
 
 #include <sched.h>
@@ -15,7 +15,7 @@
 
 /* train's options canary has no use for: it writes no checkpoint, and its
  * fault is --inject */
-static const train_refused canary_refused[] = {
+static const cli_refused canary_refused[] = {
     {"out", "canary writes no checkpoint"},
     {"resume", "canary writes no checkpoint, so there is nothing to resume"},
     {"resume-from", "canary writes no checkpoint, so there is nothing to resume"},
@@ -75,7 +75,7 @@ static void usage(FILE *out) {
             "        activations (of every sequence of STEP)\n"
             "  --test-stall RANK    that rank never reports (a hung device)\n"
             "\n");
-    train_print_refused(out, canary_refused);
+    cli_print_refused(out, canary_refused);
     fprintf(out,
             "\n"
             "Exit status: 0 every rank identical to the oracle; 1 some rank differs;\n"
@@ -300,7 +300,7 @@ int cmd_canary(int argc, char **argv) {
         }
         if (strncmp(argv[i], "--preset=", 9) != 0) args[na++] = argv[i];
     }
-    int rc = train_parse_args_except("canary", na, args, &o.cfg, canary_refused, canary_extra, &f);
+    int rc = cli_parse_train_args_except("canary", na, args, &o.cfg, canary_refused, canary_extra, &f);
     free(args);
     if (f.help) {
         usage(stdout);

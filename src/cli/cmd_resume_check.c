@@ -6,7 +6,7 @@
  * must skip); the resumes of both; then it compares trajectories and final
  * checkpoint manifests. See man/detcheck-resume-check.1. */
 #define _XOPEN_SOURCE 700
-#include "train_cli.h"
+#include "cli.h"
 #include "report/html.h"
 #include "report/report.h"
 
@@ -62,7 +62,7 @@ static void sv_free(strv *s) {
 }
 
 /* train's options resume-check sets itself for each run */
-static const train_refused rc_refused[] = {
+static const cli_refused rc_refused[] = {
     {"out", "resume-check sets each run's folder itself (in --workdir)"},
     {"resume", "resume-check resumes the interrupted runs itself"},
     {"resume-from", "resume-check resumes the interrupted runs itself"},
@@ -107,7 +107,7 @@ static void usage(FILE *out) {
             "                            testing hook: corrupt the resumed runs on purpose\n"
             "Every other option is a `detcheck train` option (model size, seed,\n"
             "precision, threads...) passed to every run.\n");
-    train_print_refused(out, rc_refused);
+    cli_print_refused(out, rc_refused);
     fprintf(out,
             "\n"
             "Exit status: 0 identical, 1 different (first step and tensor printed), 2 trouble.\n");
@@ -425,7 +425,7 @@ int cmd_resume_check(int argc, char **argv) {
     rc_flags f = {0};
     f.timeout = 600;
     cli_report_init(&f.rep, CMD);
-    int rc = train_parse_args_except(CMD, argc, argv, &c, rc_refused, rc_extra, &f);
+    int rc = cli_parse_train_args_except(CMD, argc, argv, &c, rc_refused, rc_extra, &f);
     if (f.help) {
         usage(stdout);
         return 0;

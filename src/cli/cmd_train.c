@@ -1,6 +1,6 @@
 /* detcheck train: the built-in deterministic training loop (CPU, MPI data
  * parallel). See man/detcheck-train.1. */
-#include "train_cli.h"
+#include "cli.h"
 #include "gpu/gpu_blas.h"  /* dck_blas_cuda_bench: the fast baseline */
 #include "gpu/gpu_train.h" /* dck_tk_cuda_fma_peak: the benchmark's peer */
 
@@ -78,66 +78,6 @@ static void on_message(void *ctx, int warning, const char *msg) {
         cli_warn("train", "%s", msg);
     else
         cli_info("train", "%s", msg);
-}
-
-/* Offers argv[*i] to the command's own parser: 1 taken (*i moved past its
- * value), 0 not its option, -1 an error it has reported. */
-static int offer_extra(int (*extra)(void *, const char *, const char *, int *), void *ectx,
-                       int argc, char **argv, int *i) {
-    if (!extra) return 0;
-    int used = 0;
-    int r = extra(ectx, argv[*i], *i + 1 < argc ? argv[*i + 1] : NULL, &used);
-    if (r > 0) *i += used;
-    return r < 0 ? -1 : r > 0;
-}
-
-void train_print_refused(FILE *out, const train_refused *refused) {
-    fprintf(out, "Train options not taken here:");
-    for (const train_refused *r = refused; r->name; r++) fprintf(out, " --%s", r->name);
-    fprintf(out, "\n");
-}
-
-int train_parse_args(const char *cmd, int argc, char **argv, dck_train_config *c,
-                     int (*extra)(void *, const char *, const char *, int *), void *ectx) {
-    return train_parse_args_except(cmd, argc, argv, c, NULL, extra, ectx);
-}
-
-int train_parse_args_except(const char *cmd, int argc, char **argv, dck_train_config *c,
-                            const train_refused *refused,
-                            int (*extra)(void *, const char *, const char *, int *), void *ectx) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        /* the command's own options first: a command may take an option the
-         * trainer's table also has in its own sense (canary's --preset) */
-        int r = offer_extra(extra, ectx, argc, argv, &i);
-        if (r < 0) return DCK_EXIT_TROUBLE;
-        if (r > 0) continue;
-        if (strncmp(a, "--", 2) != 0 || !a[2]) return cli_usage_error(cmd, "unexpected argument '%s'", a);
-        char name[64];
-        const char *eq = strchr(a + 2, '=');
-        size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-        if (nl >= sizeof name) return cli_usage_error(cmd, "unknown option '%s'", a);
-        memcpy(name, a + 2, nl);
-        name[nl] = 0;
-        for (const train_refused *rf = refused; rf && rf->name; rf++)
-            if (!strcmp(name, rf->name)) return cli_usage_error(cmd, "--%s: %s", name, rf->why);
-        int tv = dck_train_flag_takes_value(name);
-        if (tv < 0) return cli_usage_error(cmd, "unknown option '%s'", a);
-        const char *val = NULL;
-        if (tv == 1) {
-            if (eq)
-                val = eq + 1;
-            else if (i + 1 < argc)
-                val = argv[++i];
-            else
-                return cli_usage_error(cmd, "%s needs a value", a);
-        } else if (eq) {
-            return cli_usage_error(cmd, "%s takes no value", name);
-        }
-        if (dck_train_config_set(c, name, val) != DCK_OK)
-            return cli_usage_error(cmd, "%s", dck_last_error());
-    }
-    return 0;
 }
 
 typedef struct {
@@ -297,7 +237,7 @@ int cmd_train(int argc, char **argv) {
     dck_train_config c;
     dck_train_config_init(&c);
     train_flags f = {0};
-    int rc = train_parse_args("train", argc, argv, &c, train_extra, &f);
+    int rc = cli_parse_train_args("train", argc, argv, &c, train_extra, &f);
     if (f.help) {
         usage(stdout);
         return 0;

@@ -1,5 +1,5 @@
 /* The CPU twin of the GPU digest: the segment-sum kernel's tiles, staging,
- * funnel shifts and hash (src/gpu_xxh3.h, the same code the kernel
+ * funnel shifts and hash (src/gpu/gpu_xxh3.h, the same code the kernel
  * compiles) run on the host, and the fragment logic the GPU path uses. Built
  * with or without CUDA, so CI without a GPU tests the kernels' arithmetic
  * against libxxhash and the CPU digest. */

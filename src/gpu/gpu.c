@@ -1,8 +1,18 @@
-/* The public GPU digest API (include/detcheck.h, "GPU"). With CUDA it drives
- * the kernels of cuda/digest.cu through the CUDA runtime, loaded on the
- * first call (src/gpu/cuda_loader.c); without (make CUDA=0) every call says
- * so with DCK_ERR_NODEVICE. The fragment logic is shared with the CPU twin
- * (src/gpu/digest_twin.c). */
+/* src/gpu/ is the device layer: the GPU digest (this file; the launchers,
+ * gpu_launch.c; checkpoints streamed to the device, gpu_stream.c; the CPU
+ * twin of its kernel, digest_twin.c), the trainer's kernels driven from the
+ * host (gpu_train.c, over CUDA in gpu_train_cuda.c or the CPU twin in
+ * train_twin.c), the cuBLAS baseline of `train --bench` (gpu_blas.c), which
+ * GPU a rank uses (gpu_choice.c), and the CUDA runtime and NCCL loaded with
+ * dlopen on the first GPU call (cuda_loader.c).
+ *
+ * This file: the public GPU API (include/detcheck.h, "GPU"): device names,
+ * the devices and the device a pointer's memory is on, CUDA errors as
+ * messages, and the digest of device memory through the kernels of
+ * cuda/digest.cu, with its scratch memory (stream-ordered pools where the
+ * device has them, cudaMalloc where not). Without CUDA (make CUDA=0) every
+ * call says so with DCK_ERR_NODEVICE. The fragment logic is shared with the
+ * CPU twin. */
 #include "core/core.h"
 #include "gpu/cuda_loader.h"
 #include "gpu/gpu.h"

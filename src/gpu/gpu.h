@@ -43,7 +43,7 @@ dck_status dck_fragment_partial_build(const dck_fragment_split *sp, dck_frag_cop
 /* ------------------------------------------------------------------ CPU twin
  * The segment-sum kernel run on the CPU: the same tiles, the same staging of
  * aligned words (bytes outside the region read as zero, as they are shifted
- * out), the same funnel shifts and the same hash code (src/gpu_xxh3.h).
+ * out), the same funnel shifts and the same hash code (src/gpu/gpu_xxh3.h).
  * `address` plays the device address of data (only its low 3 bits matter).
  * nblocks is the grid size. */
 dck_lanes dck_twin_segments_sum(const void *data, size_t len, uint64_t first_segment,

@@ -1,6 +1,9 @@
-/* The built-in deterministic training loop (issue 3): numerics, model,
- * optimizer, data, communication, checkpoints. Internal to libdetcheck and
- * the CLI; every numeric routine here is written so that a CUDA twin can
+/* The built-in trainer (src/train/, detcheck-train(1)): its numerics, model,
+ * data, optimizer, loop, the writing and resuming of its checkpoints, the
+ * option table and the canary's taps. What reads a recorded run (the
+ * trajectory, the tensor digests and traces, a run's checkpoints) lives in
+ * src/runs/, which this layer includes. Internal to libdetcheck and the
+ * CLI; every numeric routine here is written so that a CUDA twin can
  * reproduce its bits (fixed reduction orders, no libm transcendental). */
 #ifndef DCK_TRAIN_H
 #define DCK_TRAIN_H
