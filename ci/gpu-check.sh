@@ -10,7 +10,7 @@
 #      the C example (examples/gpu_hash.c) and, when PyTorch is there, the
 #      ctypes example on live CUDA tensors (examples/torch_cuda_hash.py --check)
 #      and the Python package's digests of live CUDA tensors
-#      (python/tests/test_digest.py -k cuda, issue 14).
+#      (python/tests/test_digest.py -k cuda; detcheck-gpu(7), LIBRARY).
 #   2. `detcheck hash --device cuda` against the CPU path: identical manifests
 #      (a small mixed checkpoint, the CLI tests test_distributed*)
 #   3. the benchmark: digest throughput over an 8 GiB device buffer vs a
@@ -18,15 +18,15 @@
 #      cuda` vs the CPU path on a 4 GiB file in the page cache (identical
 #      manifests, both times); detcheck.Recorder's per-step digests of a
 #      1B-parameter model vs its AdamW step (bench/recorder_cost.py, goal
-#      <= 2%; issue 14), when PyTorch with CUDA is there.
-#   4. the trainer on the GPU (issue 12): `train --device cuda` == CPU at
+#      <= 2%; detcheck-gpu(7), LIBRARY), when PyTorch with CUDA is there.
+#   4. the trainer on the GPU (detcheck-gpu(7), TRAINING): `train --device cuda` == CPU at
 #      every step (fp32, bf16; tiny and shortened small presets), 2 and 4 ranks
 #      on one GPU, resumes across devices (the schedule given explicitly: a
 #      resumed run keeps the checkpoint's decay_steps), fast mode differs,
 #      `train --bench`.
-#   5. detcheck canary on the GPU (issue 13): record == the CPU golden, an
+#   5. detcheck canary on the GPU (detcheck-canary(1)): record == the CPU golden, an
 #      injected bit flip is caught and named, 2 ranks on one GPU.
-#   6. op tracing on the GPU (issue 20), when PyTorch with CUDA is there: a
+#   6. op tracing on the GPU (detcheck-bisect(1), TRACE FILES), when PyTorch with CUDA is there: a
 #      model summing rows into buckets with index_add_ and scatter_add_
 #      (atomicAdd on CUDA) trained twice, recorded with trace="ops":
 #      6a. with torch.use_deterministic_algorithms(False), `detcheck bisect`
@@ -368,7 +368,7 @@ PY
             else failed "$l" "manifests differ"; fi
         else failed "$l" "a hash failed"; fi
     fi
-    # the Python Recorder's cost (issue 14): per-tensor digests of every
+    # the Python Recorder's cost (detcheck-gpu(7), LIBRARY): per-tensor digests of every
     # parameter and gradient of a 1.007B-parameter F32 MLP (15 x 8192x8192)
     # after each AdamW step of 8192 rows, vs the step (synchronized wall
     # time; goal <= 2%). About 25 GB of GPU memory.
@@ -389,7 +389,7 @@ PY
     fi
 }
 
-# 4. the trainer on the GPU (issue 12): its trajectory == the CPU's at every
+# 4. the trainer on the GPU (detcheck-gpu(7), TRAINING): its trajectory == the CPU's at every
 # step (loss, grad norm, root bits) for fp32 and bf16, tiny and (shortened)
 # small presets; 2 and 4 ranks sharing the GPU == 1 rank; checkpoints CPU ->
 # GPU and GPU -> CPU; resume-check on the GPU; fast mode differs; the
@@ -401,7 +401,7 @@ sec_4() {
     # The schedule, explicit in every run compared with the 12-step
     # reference: a resumed run keeps the checkpoint's decay_steps, so `--steps
     # 6` then `--steps 12 --resume` would decay over 6 steps and part from
-    # the reference at step 11 whatever the device does (issue 23).
+    # the reference at step 11 whatever the device does (detcheck-train(1), NON-FINITE VALUES).
     sched="--decay-steps 12"
     same_traj() { # name, flags...: CPU run == device run, every step
         n=$1
@@ -476,7 +476,7 @@ sec_4() {
     else failed "$l" "train --bench --device $DEV failed"; fi
 }
 
-# 5. detcheck canary on the device (issue 13): its record equals the CPU
+# 5. detcheck canary on the device (detcheck-canary(1)): its record equals the CPU
 # golden written here, and one flipped bit is caught and named.
 sec_5() {
     cw="$work/canary"
@@ -513,7 +513,7 @@ sec_6() {
     fi
 }
 
-# 6. op tracing (issue 20) on DEV (cuda, or cpu: the twin). TPY: a python
+# 6. op tracing (detcheck-bisect(1), TRACE FILES) on DEV (cuda, or cpu: the twin). TPY: a python
 # with torch; D: the detcheck binary; LIB: its library.
 trace_checks() {
     dev=$1

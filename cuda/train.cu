@@ -1,4 +1,4 @@
-// The trainer's kernels (issue 12): thin wrappers that run the phases of
+// The trainer's kernels (detcheck-gpu(7), TRAINING): thin wrappers that run the phases of
 // src/gpu/gpu_train_kernels.h on every thread of a block, with a barrier
 // between phases. The arithmetic, the tiles and every sum's order are in
 // that header (and its comments), shared with the CPU twin

@@ -188,7 +188,7 @@ START_TEST(golden_round_trip) {
 END_TEST
 
 
-/* issue 19: --steps 0 said "identical" (exit 0) and read oroots[-1]; a
+/* --steps 0 said "identical" (exit 0) and read oroots[-1]; a
  * vote of one rank compared it with itself; a golden with a vote was
  * ignored. The library refuses them too, not only the CLI. */
 START_TEST(nothing_compared_is_refused) {

@@ -1,6 +1,6 @@
 /* dck_comm_wait (src/common/comm.c), the wait after every collective that
  * the trainer's NCCL all-gather and all-reduce, the hash's NCCL reduce and
- * the MPI collectives share (issue 23), driven here by fake operations: one
+ * the MPI collectives share (detcheck-train(1), ENVIRONMENT), driven here by fake operations: one
  * that completes, one whose peer reports an error apart (as
  * ncclCommGetAsyncError does), one that never completes (a peer that never
  * answers) under a short timeout, one whose own test fails. The MPI side

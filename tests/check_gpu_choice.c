@@ -1,5 +1,5 @@
 /* The one rule that puts a rank on a GPU (src/gpu/gpu_choice.c), used by
- * detcheck train, hash --distributed and canary (issue 23). The device
+ * detcheck train, hash --distributed and canary (detcheck-gpu(7), DEVICE). The device
  * count is the test's, so it runs without a GPU: local ranks beyond the
  * count share the GPUs round-robin instead of finding none, launchers'
  * variables take precedence over a stale SLURM_LOCALID, CUDA_VISIBLE_DEVICES
@@ -27,7 +27,7 @@ static int pick(int rank, int n) {
     return c.index;
 }
 
-/* the bug of issue 23: rank 5 of a node with 4 GPUs saw none */
+/* the bug this guards against: rank 5 of a node with 4 GPUs saw none */
 START_TEST(local_rank_beyond_the_count_wraps) {
     clean_env();
     static const struct {

@@ -135,7 +135,7 @@ START_TEST(test_layout_state) {
     dck_manifest_free(a);
     /* a lying layout value (TP 2 over the stored TP1 grid) and a changed
      * RNG: the layout is what is stored, so the RNG is still compared and
-     * differs; the claim alone is set aside (issue 30 part 5) */
+     * differs; the claim alone is set aside (detcheck-digest(7), SHARDED LAYOUT) */
     dck_manifest *lie = layout_sample(1, 200);
     ck_assert_int_eq(dck_manifest_create(&a), DCK_OK);
     for (size_t i = 0; i < dck_manifest_tensor_count(lie); i++)
@@ -627,7 +627,7 @@ START_TEST(test_group_rules) {
 }
 END_TEST
 
-/* Issue 11: a string that is not UTF-8 made libyaml's emitter loop forever
+/* A string that is not UTF-8 made libyaml's emitter loop forever
  * (an event it refused was emitted uninitialised) and jansson drop the
  * entry. Every writer refuses it now, naming it escaped. */
 static void expect_write_refused(dck_manifest *m, const char *what) {
@@ -690,7 +690,7 @@ START_TEST(test_not_utf8_refused) {
 }
 END_TEST
 
-/* Issue 11: nesting was quadratic in libyaml (a 200 KB manifest of nested
+/* Nesting was quadratic in libyaml (a 200 KB manifest of nested
  * collections took 53 s, as maps 88 s); the reader stops at
  * DCK_MANIFEST_MAX_DEPTH, as soon as it gets there. */
 static char *nested(const char *pre, const char *open, const char *mid, const char *close, const char *post,
@@ -762,7 +762,7 @@ int main(void) {
     tcase_add_test(tc, test_large_text_and_root);
     tcase_add_test(tc, test_group_rules);
     suite_add_tcase(s, tc);
-    /* a hang here (before issue 11) fails in 10 s */
+    /* a hang here (libyaml's quadratic nesting) fails in 10 s */
     TCase *tb = tcase_create("bounded");
     tcase_set_timeout(tb, 10);
     tcase_add_test(tb, test_not_utf8_refused);

@@ -435,7 +435,7 @@ START_TEST(codecs_encode_latin1_reads_strict_utf8) {
 }
 END_TEST
 
-/* Quantized tensors (issue 11: they were opaque, so two files whose
+/* Quantized tensors (detcheck-formats(7), VALUES: they were opaque, so two files whose
  * quantized data differed verified as equal): the stored integers are a
  * tensor of the storage's dtype, its quantizer parameters values or
  * tensors named after it. */

@@ -224,7 +224,7 @@ static size_t zstd_unsized(const void *b, size_t n, uint8_t *z, size_t cap) {
     return zn;
 }
 
-/* Issue 19: tests/fixtures/NAME with 8 bytes appended is refused by its
+/* tests/fixtures/NAME with 8 bytes appended is refused by its
  * reader ("trailing"); compressed in frames that declare no size, the same
  * bytes must be refused when opened, with the same message after the path:
  * the reader judges the decoded stream as the plain file. */
@@ -482,7 +482,7 @@ END_TEST
 /* .metadata that says float16 where the chunks hold float32 (the pickled
  * global torch.float32, renamed in place): DCP's loaders would create half
  * tensors and round the chunks into them; an error naming the chunk's
- * tensor and file, never digests of the float32 chunks (issue 30).
+ * tensor and file, never digests of the float32 chunks (detcheck-formats(7), FORMATS).
  * tests/cli/test_dcp_meta.sh covers the other facts, with torch. */
 START_TEST(dcp_metadata_dtype_disagrees) {
     static const char *const dirs[] = {"dcp1", "dcp2", "dcp_raw"}; /* torch.save zips; raw chunks */
@@ -514,7 +514,7 @@ END_TEST
 
 START_TEST(damaged_zip_pt) { damage("views.pt", 7); }
 END_TEST
-/* DeepSpeed ZeRO-2, DP 2, with DeepSpeed's padding (issue 30): the last
+/* DeepSpeed ZeRO-2, DP 2, with DeepSpeed's padding (detcheck-formats(7), FORMATS): the last
  * rank's optimizer file (its shorter fp32 partition, group_paddings) */
 START_TEST(damaged_deepspeed) {
     damage_in_dir("ds_padding/z2_dp2_f32", "global_step3/zero_pp_rank_1_mp_rank_00_optim_states.pt", 97);

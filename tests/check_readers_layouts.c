@@ -1,4 +1,4 @@
-/* The layouts of issue 15, through the library, from the real files of
+/* The sharded layouts (detcheck-digest(7), SHARDED LAYOUT), through the library, from the real files of
  * tests/fixtures/layouts (make_fixtures.py, fx_layouts): .bin shards behind
  * an index read by content, groups by file role, namespaces for files that
  * share names, safetensors preferred over .bin, complex tensors, shared

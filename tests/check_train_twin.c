@@ -221,8 +221,8 @@ END_TEST
 
 /* ------------------------------------------------------------------ non-finite values */
 
-/* A NaN put into the state at a tap point: the run must stop (issue 23's
- * rule) at the same step with the same message on the CPU and the twin, and
+/* A NaN put into the state at a tap point: the run must stop (the rule
+ * of detcheck-train(1), NON-FINITE VALUES) at the same step with the same message on the CPU and the twin, and
  * report the same steps before it. */
 typedef struct {
     dck_tap_point what;

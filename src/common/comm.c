@@ -436,8 +436,8 @@ void dck_comm_abort(dck_comm *c, int code) {
  * first sends its size (8 bytes, tag + 1), and the root posts the receive
  * of the block only when the size is n: a larger message must never meet a
  * smaller receive, because Open MPI's single-copy path (vader, CMA) writes
- * the whole message before it reports the truncation (issue 19: ranks
- * started with other settings overflowed rank 0's buffer). */
+ * the whole message before it reports the truncation (ranks started
+ * with other settings must not overflow rank 0's buffer; detcheck-canary(1), LIMITS). */
 dck_status dck_comm_gather_deadline(dck_comm *c, const void *send, void *recv, size_t n, int root,
                                     int tag, double seconds, bool *arrived) {
     if (!c->mpi) {

@@ -310,7 +310,7 @@ dck_status dck_comm_gather_deadline(dck_comm *c, const void *send, void *recv, s
 dck_status dck_comm_bcast_deadline(dck_comm *c, void *data, size_t n, int root, int tag, double seconds,
                                    const bool *to);
 
-/* Waiting on a collective (issue 23): an operation in flight (an MPI
+/* Waiting on a collective (detcheck-train(1), ENVIRONMENT): an operation in flight (an MPI
  * request; an NCCL collective on a stream) is polled, asleep between polls,
  * until it completes, fails, a peer's failure is reported apart (NCCL's
  * ncclCommGetAsyncError), or the collective timeout passes. Then the

@@ -32,7 +32,7 @@
  * several buffers of one param dtype) the buckets are compared as stored,
  * whole, padding included, and each is named by a value saying so and why
  * (detcheck-formats(7)): state compared nowhere would be an OK over what
- * was never looked at (issue 30). A bucket stored in a way the
+ * was never looked at (detcheck-formats(7), FORMATS). A bucket stored in a way the
  * checkpoint's own validation refuses (gaps, overlaps, bytes past a file's
  * end) is left as it is, for that validation to report. */
 #include "formats/readers.h"

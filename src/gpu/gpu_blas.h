@@ -1,4 +1,4 @@
-/* The fast baseline of `train --bench` (issue 23): the trainer's matrix
+/* The fast baseline of `train --bench` (detcheck-train(1), OPTIONS): the trainer's matrix
  * products as a user's fast mode would run them, with cuBLAS SGEMM (loaded
  * with dlopen like the runtime: libcublas.so.MAJOR, then libcublas.so;
  * DETCHECK_CUBLAS_LIB names another), FP32 in and out, default math mode

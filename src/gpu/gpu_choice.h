@@ -1,4 +1,4 @@
-/* Which GPU a process uses (issue 23): one rule for detcheck train, hash
+/* Which GPU a process uses (detcheck-gpu(7), DEVICE): one rule for detcheck train, hash
  * --distributed and canary, so that the three put the ranks of a node on the
  * same devices. */
 #ifndef DCK_GPU_CHOICE_H

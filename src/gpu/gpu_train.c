@@ -1,4 +1,4 @@
-/* The trainer's step on a device (issue 12): the host side of the kernels of
+/* The trainer's step on a device (detcheck-gpu(7), TRAINING): the host side of the kernels of
  * cuda/train.cu, over a backend (the CUDA runtime, or the kernels' CPU twin).
  *
  * The launches below are the CPU trainer's sequence() (src/train/

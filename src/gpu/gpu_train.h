@@ -1,4 +1,4 @@
-/* The trainer on a device (issue 12): the microbatch forward/backward, the
+/* The trainer on a device (detcheck-gpu(7), TRAINING): the microbatch forward/backward, the
  * gradient tree, the norm and AdamW as kernels (cuda/train.cu, phases in
  * gpu_train_kernels.h), driven from the host by gpu_train.c over a backend:
  * the CUDA runtime (gpu_train_cuda.c) or the kernels' CPU twin

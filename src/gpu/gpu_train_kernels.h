@@ -1,4 +1,4 @@
-/* The trainer's kernels (issue 12), written once for the GPU and its CPU twin.
+/* The trainer's kernels (detcheck-gpu(7), TRAINING), written once for the GPU and its CPU twin.
  *
  * Every kernel is a list of phases separated by block barriers. A phase is a
  * DCK_TMF function of (arguments, block index, thread index, the block's
@@ -60,7 +60,7 @@ enum { DCK_TK_KERNELS(DCK_TK_ID_) DCK_TK_COUNT };
 
 #define DCK_TK_THREADS 256 /* every kernel's block */
 
-/* ------------------------------------------------------------------ launch geometry (issue 23)
+/* ------------------------------------------------------------------ launch geometry (detcheck-gpu(7), DEVICE)
  * A kernel's grid is logical: blocks (x, y, z) up to 2^32 - 1 in each
  * dimension (a matrix product of 2^33 tokens has 2^27 row tiles), while a
  * CUDA launch takes at most 2^31 - 1 blocks in x and 65535 in y and z.

@@ -1,4 +1,4 @@
-/* The trainer's arithmetic, one source for the CPU and the GPU (issue 12).
+/* The trainer's arithmetic, one source for the CPU and the GPU (detcheck-gpu(7), TRAINING).
  *
  * This header is compiled three ways: as C by the CPU trainer (src/train/),
  * as C by the kernels' CPU twin (src/gpu/train_twin.c), and as CUDA by the

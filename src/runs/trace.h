@@ -11,7 +11,7 @@
  *           | u32 module name id | u32 op name id (0xffffffff: a module
  *           event) | u32 call | u8 inputs | u8 outputs
  *           | (inputs + outputs) x (u8 present (0/1) | u64 high64 | u64 low64)
- * Version 2 (the Python Recorder's since issue 31): a module event's last
+ * Version 2 (the Python Recorder's; detcheck-bisect(1), TRACE FILES): a module event's last
  * input is one digest over the module's parameters and buffers (absent when
  * it has none), so a module whose weights already differ is inherited, never
  * the culprit (a module event has at least that input); phase 2 holds the

@@ -441,8 +441,8 @@ static dck_status golden_trace(const char *path, const dck_train_config *c, cons
 
 /* ------------------------------------------------------------------ agreement */
 
-/* What every rank must share before records can be compared (issue 19:
- * MPMD launches, mixed versions, per-node --data): one fixed-size block per
+/* What every rank must share before records can be compared (detcheck-canary(1),
+ * LIMITS: MPMD launches, mixed versions, per-node --data): one fixed-size block per
  * rank, gathered before any work, whatever this or another version holds
  * in it, so that its exchange itself cannot go wrong. */
 #define CONFIG_BLOCK 4096
@@ -603,7 +603,7 @@ dck_status dck_canary_device_ready(dck_train_config *c) {
     bool want = !strcmp(d, "cuda");
     /* no narrowing of CUDA_VISIBLE_DEVICES: it could only name a device
      * before the runtime counts them, and a local rank beyond the count
-     * then saw none (issue 23); the trainer takes its device by
+     * then saw none (detcheck-gpu(7), DEVICE); the trainer takes its device by
      * dck_gpu_choose, local rank modulo the count, as train and hash do */
     int n = 0;
     dck_gpu_choice ch;
@@ -939,8 +939,9 @@ static dck_status fetch(check_run *x, dck_canary_report *rep) {
     const dck_model *m = x->m;
     /* with a deadline: after a missing rank a collective could wait for it
      * forever (its tree may route through it), and the ranks that reported
-     * must learn that the job ends (issue 19: under mpirun --enable-recovery
-     * they hung in MPI_Bcast after rank 0's abort) */
+     * must learn that the job ends (under mpirun --enable-recovery they
+     * would hang in MPI_Bcast after rank 0's abort; detcheck-canary(1),
+     * EXIT STATUS) */
     struct {
         int32_t ctl[4]; /* exit, donor, requests, a rank is missing */
         int64_t reqs[DETAIL_MAX * 4];

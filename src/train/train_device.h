@@ -1,4 +1,4 @@
-/* The trainer on a device (issue 12): what train_loop.c needs from the GPU
+/* The trainer on a device (detcheck-gpu(7), TRAINING): what train_loop.c needs from the GPU
  * path (src/gpu/gpu_train.c) and the step constants shared by the CPU and
  * the GPU optimizer. */
 #ifndef DCK_TRAIN_DEVICE_H

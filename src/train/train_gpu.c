@@ -1,4 +1,4 @@
-/* The trainer's device (issue 12): picks the backend of --device and
+/* The trainer's device (detcheck-gpu(7), TRAINING): picks the backend of --device and
  * describes the model to the GPU path (src/gpu/gpu_train.c) as offsets. */
 #include "train/train_device.h"
 #include "gpu/gpu_choice.h"

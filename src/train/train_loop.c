@@ -232,7 +232,7 @@ static dck_status traj_write(trainer *tr, const dck_train_step_info *si) {
 }
 
 /* ------------------------------------------------------------------ non-finite values
- * The rule (issue 23; detcheck-train(1)): a run stops, exit status 2, at the
+ * The rule (detcheck-train(1), NON-FINITE VALUES): a run stops, exit status 2, at the
  * first step whose loss, gradient elements or updated weights are not
  * finite, before that step's record, root or checkpoint.
  * The bits of a NaN are not portable (a GPU makes 0x7fffffff, x86

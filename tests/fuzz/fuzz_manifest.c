@@ -38,7 +38,7 @@ static void same_text(const dck_manifest *m, dck_format fmt) {
     free(b);
 }
 
-/* Every writer refuses a string that is not UTF-8 (issue 11: libyaml's
+/* Every writer refuses a string that is not UTF-8 (libyaml's
  * emitter looped forever on the event it had refused, jansson dropped the
  * entry): the same error from all four, never a hang or a text. */
 static void refused(const dck_manifest *m, dck_format fmt) {
