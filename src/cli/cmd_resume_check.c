@@ -3,8 +3,9 @@
  * bit. It drives `detcheck train` as child processes: a reference run; per
  * kill point K a run SIGKILLed right after its checkpoint K and one
  * SIGKILLed while writing the next checkpoint (a torn one, which the resume
- * must skip); the resumes of both; then it compares trajectories and final
- * checkpoint manifests. See man/detcheck-resume-check.1. */
+ * must skip); the resumes of both; then it compares trajectories
+ * (dck_resume_traj_check) and final checkpoint manifests, and prints what
+ * report/resume.h words of them. See man detcheck-resume-check(1). */
 #define _XOPEN_SOURCE 700
 #include "train_cli.h"
 #include "report/resume.h"

@@ -6,8 +6,9 @@
  * a run that resumes from that checkpoint (DETCHECK_RESUME=1); reads the
  * recordings (trajectory.jsonl, tensor_digests.bin) in-process; the library's
  * resume diagnosis (runs/resume.h) finds the first differing resumed step
- * and the state that was not restored, and this file words it (lines,
- * JSON, reports). See man detcheck-resume-check(1), USER COMMANDS. */
+ * and the state that was not restored; report/resume.h words it (lines,
+ * JSON, reports), which this file prints. See man detcheck-resume-check(1),
+ * USER COMMANDS. */
 #include "cli.h"
 #include "report/resume.h"
 #include "cli_trace.h"
