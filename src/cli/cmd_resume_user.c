@@ -21,7 +21,6 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
