@@ -405,6 +405,52 @@ START_TEST(a_parting_before_the_stop) {
 }
 END_TEST
 
+/* The built-in trainer form: the reference and a resumed run of steps
+ * 1..LAST. Agreeing trajectories give SAME; a differing record, a root
+ * digest one run lacks, a missing step and a step never run are each a
+ * difference, the first one named. */
+START_TEST(trainer_trajectories) {
+    mrun ref, res;
+    run_of(&ref, 1, LAST);
+    run_of(&res, 1, LAST);
+    dck_resume_traj_verdict d;
+    dck_resume_traj_check(ref.traj, ref.ntraj, res.traj, res.ntraj, LAST, &d);
+    ck_assert_int_eq(d.kind, DCK_RESUME_TRAJ_SAME);
+    ck_assert_int_eq(d.step, -1);
+    /* a record differs */
+    traj_at(&res, 6)->loss_bits ^= 1;
+    dck_resume_traj_check(ref.traj, ref.ntraj, res.traj, res.ntraj, LAST, &d);
+    ck_assert_int_eq(d.kind, DCK_RESUME_TRAJ_DIFFERS);
+    ck_assert_int_eq(d.step, 6);
+    ck_assert_str_ne(d.what, "");
+    /* a root digest before it that the resumed run lacks comes first */
+    traj_at(&res, 5)->has_root = false;
+    dck_resume_traj_check(ref.traj, ref.ntraj, res.traj, res.ntraj, LAST, &d);
+    ck_assert_int_eq(d.kind, DCK_RESUME_TRAJ_ROOT);
+    ck_assert_int_eq(d.step, 5);
+    ck_assert_int_eq(d.side, 1);
+    ck_assert_str_eq(d.what, "");
+    /* a step the reference lacks, before both */
+    run_of(&res, 1, LAST);
+    memmove(&ref.traj[2], &ref.traj[3], (ref.ntraj - 3) * sizeof ref.traj[0]); /* drop step 3 */
+    ref.ntraj--;
+    dck_resume_traj_check(ref.traj, ref.ntraj, res.traj, res.ntraj, LAST, &d);
+    ck_assert_int_eq(d.kind, DCK_RESUME_TRAJ_MISSING);
+    ck_assert_int_eq(d.step, 3);
+    ck_assert_int_eq(d.side, 0);
+    ck_assert_uint_eq(d.na, LAST - 1);
+    ck_assert_uint_eq(d.nb, LAST);
+    /* a step past the last, never run, in the resumed run only */
+    run_of(&ref, 1, LAST);
+    run_of(&res, 1, LAST);
+    traj_line(&res, LAST + 1);
+    dck_resume_traj_check(ref.traj, ref.ntraj, res.traj, res.ntraj, LAST, &d);
+    ck_assert_int_eq(d.kind, DCK_RESUME_TRAJ_EXTRA);
+    ck_assert_int_eq(d.step, LAST + 1);
+    ck_assert_int_eq(d.side, 1);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("runs_resume");
     TCase *tc = tcase_create("core");
@@ -414,6 +460,7 @@ int main(void) {
     tcase_add_test(tc, a_gap_is_not_agreement);
     tcase_add_test(tc, trace_gaps);
     tcase_add_test(tc, a_parting_before_the_stop);
+    tcase_add_test(tc, trainer_trajectories);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -3,12 +3,13 @@
  * bit. It drives `detcheck train` as child processes: a reference run; per
  * kill point K a run SIGKILLed right after its checkpoint K and one
  * SIGKILLed while writing the next checkpoint (a torn one, which the resume
- * must skip); the resumes of both; then it compares trajectories and final
- * checkpoint manifests. See man/detcheck-resume-check.1. */
+ * must skip); the resumes of both; then it compares trajectories
+ * (dck_resume_traj_check) and final checkpoint manifests, and prints what
+ * report/resume.h words of them. See man detcheck-resume-check(1). */
 #define _XOPEN_SOURCE 700
 #include "cli.h"
-#include "report/html.h"
 #include "report/report.h"
+#include "report/resume.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -294,13 +295,7 @@ static bool log_has(const char *log, const char *needle) {
     return hit;
 }
 
-typedef struct {
-    char name[64];
-    char what[1024];
-    long first_step;
-    char tensor[512];
-    int result; /* 0 identical, 1 different, 2 trouble */
-} check_t;
+typedef cli_resume_check_case check_t;
 
 /* Compares run dir b against the reference a: trajectories, then the final
  * checkpoint manifests. */
@@ -326,43 +321,12 @@ static int compare_runs(ctx_t *x, const char *a, const char *b, check_t *ck) {
         free(rb);
         return ck->result = 2;
     }
-    long step = -1;
-    char what[600];
-    int diff = dck_traj_compare(ra, na, rb, nb, &step, what, sizeof what);
-    /* every step 1..steps in both, and no other: dck_traj_compare pairs the
-     * steps both hold, so a step one lacks is a difference of its own */
-    long steps = x->c->steps, lack_a = dck_traj_first_missing(ra, na, 1, steps),
-         lack_b = dck_traj_first_missing(rb, nb, 1, steps);
-    long gap = lack_a >= 0 && (lack_b < 0 || lack_a <= lack_b) ? lack_a : lack_b;
-    /* a root digest one run holds at a step both hold: compared nowhere
-     * unless it is a difference of its own */
-    bool root_a = false;
-    long root = dck_traj_root_unmatched(ra, na, rb, nb, 1, steps, &root_a);
-    if (root >= 0 && (!diff || root < step) && (gap < 0 || root < gap)) {
-        diff = 1;
-        step = root;
-        snprintf(what, sizeof what, "the root digest of step %ld is missing from the %s run's trajectory (the %s run "
-                 "recorded it)", root, root_a ? "resumed" : "reference", root_a ? "reference" : "resumed");
-    } else if (gap >= 0 && (!diff || gap <= step)) {
-        diff = 1;
-        step = gap;
-        snprintf(what, sizeof what, "step %ld is missing from the %s run's trajectory (%zu and %zu records)", gap,
-                 gap == lack_a ? "reference" : "resumed", na, nb);
-    } else if (!diff && (na != (size_t)steps || nb != (size_t)steps)) {
-        /* each holds 1..steps: the others are steps never run */
-        const dck_traj_rec *extra = na != (size_t)steps ? ra : rb;
-        diff = 1;
-        step = extra[0].step < 1 ? extra[0].step : steps + 1;
-        snprintf(what, sizeof what, "step %ld was never run, but the %s run's trajectory holds it (%zu and %zu "
-                 "records)", step, extra == ra ? "reference" : "resumed", na, nb);
-    }
+    /* every step 1..steps in both, and no other (dck_resume_traj_check) */
+    dck_resume_traj_verdict d;
+    dck_resume_traj_check(ra, na, rb, nb, x->c->steps, &d);
     free(ra);
     free(rb);
-    if (diff) {
-        ck->first_step = step;
-        snprintf(ck->what, sizeof ck->what, "first differing step %ld: %s", step, what);
-        ck->result = 1;
-    }
+    cli_resume_check_trajectory(ck, &d);
     /* final manifests, tensors and values (files differ with K by design) */
     char *da = NULL, *db = NULL, *ma = NULL, *mb = NULL;
     snprintf(pa, sizeof pa, "%s/%s", x->work, a);
@@ -381,15 +345,7 @@ static int compare_runs(ctx_t *x, const char *a, const char *b, check_t *ck) {
         dck_cmp_result r;
         s = dck_manifest_compare(A, B, 0, &r);
         if (!s) {
-            if (r.n) {
-                snprintf(ck->tensor, sizeof ck->tensor, "%s", r.entries[0].name);
-                size_t len = strlen(ck->what);
-                snprintf(ck->what + len, sizeof ck->what - len,
-                         "%sfinal checkpoint: %zu of %zu tensors differ, first %s (%s)",
-                         len ? "; " : "", r.n, r.tensors_compared, r.entries[0].name,
-                         dck_cmp_kind_name(r.entries[0].kind));
-                ck->result = 1;
-            }
+            cli_resume_check_final(ck, &r);
             dck_cmp_result_release(&r);
         }
     }
@@ -602,24 +558,10 @@ int cmd_resume_check(int argc, char **argv) {
         }
     }
     cli_progress_end();
+    cli_resume_check_result res = {checks, nchk, worst, c.steps, f.at, work, worst || !temp || f.keep};
     if (f.json) {
         bool oom = false;
-        json_t *o = json_object(), *arr = json_array();
-        cli_jset(o, "identical", json_boolean(worst == 0), &oom);
-        cli_jset(o, "steps", json_integer(c.steps), &oom);
-        cli_jset(o, "workdir", cli_json_text(work), &oom);
-        for (int i = 0; i < nchk; i++) {
-            static const char *const result[] = {"identical", "different", "trouble"};
-            json_t *e = json_object();
-            cli_jset(e, "name", cli_json_text(checks[i].name), &oom);
-            cli_jset(e, "result", json_string(result[checks[i].result]), &oom);
-            cli_jset(e, "first_step", checks[i].first_step >= 0 ? json_integer(checks[i].first_step) : json_null(), &oom);
-            cli_jset(e, "tensor", checks[i].tensor[0] ? cli_json_text(checks[i].tensor) : json_null(), &oom);
-            cli_jset(e, "detail", cli_json_text(checks[i].what), &oom);
-            cli_jappend(arr, e, &oom);
-        }
-        cli_jset(o, "checks", arr, &oom);
-        dck_status s = cli_json_print(o, CLI_JSON_COMPACT, oom);
+        dck_status s = cli_json_print(cli_resume_check_json(&res, &oom), CLI_JSON_COMPACT, oom);
         if (s) {
             cli_fail(CMD, s);
             worst = 2;
@@ -630,42 +572,15 @@ int cmd_resume_check(int argc, char **argv) {
                 printf("%s: DIFFERENT: %s\n", checks[i].name, cli_safe_line(checks[i].what));
             else if (checks[i].result == 2)
                 cli_error(CMD, "%s: %s", checks[i].name, checks[i].what);
-        if (worst == 0)
-            printf("resume-check: identical (%d interrupted runs, %ld steps each, bit for bit)\n",
-                   nchk, c.steps);
-        else
-            printf("resume-check: %s; runs kept in %s\n", worst == 1 ? "NOT reproducible" : "trouble",
-                   cli_safe(work));
+        char *title = cli_resume_check_title(&res);
+        if (title) printf("%s\n", title);
+        else worst = cli_fail(CMD, dck_oom(NULL));
+        free(title);
     }
     if (cli_report_wanted(&f.rep)) {
-        static const char *const kinds[] = {NULL, "different", "trouble"};
-        char steps[32];
-        snprintf(steps, sizeof steps, "%ld", c.steps);
-        cli_report_property(&f.rep, "steps", steps);
-        cli_report_property(&f.rep, "at", f.at);
-        if (worst || !temp || f.keep) cli_report_property(&f.rep, "workdir", work);
-        cli_report_title(&f.rep, "%s: %d interrupted runs of %ld steps",
-                         worst == 0 ? "identical" : worst == 1 ? "NOT reproducible" : "trouble", nchk, c.steps);
-        for (int i = 0; i < nchk; i++)
-            cli_report_case(&f.rep, "detcheck.resume-check", checks[i].name, (cli_case_result)checks[i].result,
-                            kinds[checks[i].result], checks[i].result ? checks[i].what : NULL, NULL);
-        if (f.rep.html) {
-            /* the reference against the first resumed run that differs
-             * (else the first one that ran through), before the work
-             * directory may go */
-            int pick = -1;
-            for (int want = 1; want >= 0 && pick < 0; want--)
-                for (int i = 0; i < nchk && pick < 0; i++)
-                    if (checks[i].result == want) pick = i;
-            if (pick >= 0) {
-                char ref[DCK_TRAIN_PATH + 16], res[DCK_TRAIN_PATH + 80], label[96];
-                snprintf(ref, sizeof ref, "%s/reference", work);
-                snprintf(res, sizeof res, "%s/%s", work, checks[pick].name);
-                snprintf(label, sizeof label, "resumed run (%s)", checks[pick].name);
-                const cli_html_run_dir pair[2] = {{ref, "uninterrupted run"}, {res, label}};
-                cli_report_figure(&f.rep, cli_html_runs_figure_dirs(CMD, pair, NULL));
-            }
-        }
+        res.worst = worst;
+        res.show_work = worst || !temp || f.keep;
+        cli_resume_check_report(&f.rep, &res);
         if (cli_report_finish(&f.rep, worst == 0 ? DCK_EXIT_SAME : worst == 1 ? DCK_EXIT_DIFFERENT
                                                                               : DCK_EXIT_TROUBLE))
             worst = 2;

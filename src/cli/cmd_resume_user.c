@@ -6,11 +6,11 @@
  * a run that resumes from that checkpoint (DETCHECK_RESUME=1); reads the
  * recordings (trajectory.jsonl, tensor_digests.bin) in-process; the library's
  * resume diagnosis (runs/resume.h) finds the first differing resumed step
- * and the state that was not restored, and this file words it (lines,
- * JSON, reports). See man detcheck-resume-check(1), USER COMMANDS. */
+ * and the state that was not restored; report/resume.h words it (lines,
+ * JSON, reports), which this file prints. See man detcheck-resume-check(1),
+ * USER COMMANDS. */
 #include "cli.h"
-#include "report/html.h"
-#include "report/report.h"
+#include "report/resume.h"
 #include "cli_trace.h"
 #include "runs/resume.h"
 #include "train/train.h"
@@ -21,7 +21,6 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -31,8 +30,6 @@
 #include <unistd.h>
 
 #define CMD "resume-check"
-/* CAUSE_MAX: a cause's text, one recorded name whole and words */
-enum { CAUSE_MAX = DCK_REC_NAME_MAX + 1024 };
 enum { MAX_STOPS = 64, TAIL_LINES = 20, MAX_STOP_JSON = 1 << 16 };
 
 /* -h, --help (printed by cli_getopt) */
@@ -529,58 +526,7 @@ static dck_resume_view view_of(const urun *r) {
     return (dck_resume_view){r->traj, r->ntraj, r->has_rec ? &r->rec : NULL};
 }
 
-static void lr_text(double v, char *buf, size_t n) {
-    if (isnan(v)) snprintf(buf, n, "none");
-    else snprintf(buf, n, "%.9g", v);
-}
-
 /* ------------------------------------------------------------------ the verdict of one stop point */
-
-typedef struct {
-    long at;
-    bool kill, done;
-    bool parted;       /* the stop run parted from the uninterrupted run before its stop */
-    int result;        /* 0 identical, 1 different, 2 trouble */
-    long first_step;   /* -1: none */
-    long index;        /* resumed_index, -1: none */
-    const char *cause; /* NULL: none */
-    /* names whole (recorded names run to DCK_REC_NAME_MAX bytes, a command
-     * line to any length): malloc'd, NULL none */
-    char *state;        /* the state entry the cause names */
-    char *line;         /* "at K (...): ..." */
-    char *not_compared; /* what both runs left out alike (events past the trace bound) */
-    char trace[4096];   /* with --trace: the first differing module or op of the resumed steps, "" none */
-    json_t *event;      /* its JSON (bisect's "first_event"), or NULL */
-    char *next;         /* "next: ..." when no resume mistake names the difference, malloc'd, NULL none */
-} ustop;
-
-static const char *mode_text(const ustop *s) { return s->kill ? "SIGKILL after the checkpoint" : "clean stop"; }
-static const char *line_of(const ustop *s) { return s->line ? s->line : "(out of memory)"; }
-
-static void stop_release(ustop *s) {
-    free(s->state);
-    free(s->line);
-    free(s->not_compared);
-    free(s->next);
-    json_decref(s->event);
-}
-
-static void stop_line(ustop *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void stop_line(ustop *s, const char *fmt, ...) {
-    char *text = NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(&text, fmt, ap) < 0) text = NULL;
-    va_end(ap);
-    free(s->line);
-    if (!text || asprintf(&s->line, "at %ld (%s): %s", s->at, mode_text(s), text) < 0) s->line = NULL;
-    free(text);
-}
-
-static void set_state(ustop *s, const char *prefix, const char *name) {
-    free(s->state);
-    if (asprintf(&s->state, "%s%s", prefix, name) < 0) s->state = NULL;
-}
 
 /* The first step where b parts from a (dck_resume_first_parting). Non-zero
  * (v set) when out of memory. */
@@ -595,11 +541,6 @@ static int first_parting(const urun *a, const urun *b, dck_resume_parting *p, ve
     return 0;
 }
 
-/* The two runs a gap lies between, by dck_resume_gap.lacks: the stopped
- * run before the stop, the resumed run after it. */
-static const char *const before_roles[2] = {"the uninterrupted run", "the stopped run"};
-static const char *const resumed_roles[2] = {"the uninterrupted run", "the resumed run"};
-
 /* The first of lo..hi that one run recorded and the other did not
  * (dck_resume_first_gap). Non-zero (v set) when out of memory. */
 static int first_gap(const urun *a, const urun *b, long lo, long hi, dck_resume_gap *g, verdict *v) {
@@ -613,121 +554,24 @@ static int first_gap(const urun *a, const urun *b, long lo, long hi, dck_resume_
     return 0;
 }
 
-/* What g says one run lacks, as the subject of "... is missing from":
- * malloc'd (names whole), NULL when out of memory. */
-static char *gap_subject(const dck_resume_gap *g) {
-    char *t = NULL;
-    int k;
-    switch (g->kind) {
-    case DCK_RESUME_GAP_ROOT: k = asprintf(&t, "the root digest of step %ld", g->step); break;
-    case DCK_RESUME_GAP_STATE: k = asprintf(&t, "state entry %s of step %ld", g->entry, g->step); break;
-    case DCK_RESUME_GAP_CUT:
-        k = asprintf(&t, "what traced step %ld holds past its first %zu events (truncated by the recorder)", g->step,
-                     g->events);
-        break;
-    default: k = asprintf(&t, "step %ld", g->step); break;
-    }
-    return k < 0 ? NULL : t;
-}
-
-/* The stop line of a gap; span: "every resumed step 6..10". */
-static void gap_line(ustop *s, const dck_resume_gap *g, const char *const roles[2], const char *span) {
-    char *subject = gap_subject(g);
-    stop_line(s, "%s is missing from %s's %s (%s recorded it): %s is compared, so both runs must record each",
-              subject ? subject : "(out of memory)", roles[g->lacks], g->file, roles[!g->lacks], span);
-    if (g->kind == DCK_RESUME_GAP_STATE) set_state(s, "", g->entry);
-    free(subject);
-}
-
 /* The cause at the first differing step D of resumed run res against the
- * uninterrupted run full, stop point K (dck_resume_diagnose), in words:
- * s->cause, s->state and the text into buf. */
-static dck_status diagnose(const urun *full, const urun *res, long K, const dck_resume_parting *p, ustop *s,
-                           char *buf, size_t n) {
+ * uninterrupted run full, stop point K (dck_resume_diagnose), and its
+ * line. */
+static dck_status diagnose(const urun *full, const urun *res, long K, const dck_resume_parting *p,
+                           cli_resume_stop *s) {
     dck_resume_view f = view_of(full), r = view_of(res);
     dck_resume_diagnosis d;
     DCK_TRY(dck_resume_diagnose(&f, &r, K, p, &d));
-    long D = p->step;
-    s->cause = dck_resume_cause_name(d.cause);
-    switch (d.cause) {
-    case DCK_RESUME_WEIGHTS:
-        set_state(s, "start.", d.name);
-        snprintf(buf, n,
-                 "weights: the resumed run started from other weights than those after step %ld: parameter %s "
-                 "(the checkpoint does not hold the weights after step %ld's update)",
-                 K, d.name, K);
-        break;
-    case DCK_RESUME_DATA:
-        set_state(s, "", d.name);
-        if (d.batch_step < 0) snprintf(buf, n, "data: the batch differs (it equals no batch of the uninterrupted run)");
-        else if (d.batch_step < D)
-            snprintf(buf, n, "data: the batch differs (the loader restarted: the batch equals that of step %ld)",
-                     d.batch_step);
-        else snprintf(buf, n, "data: the batch differs (the batch equals that of step %ld)", d.batch_step);
-        break;
-    case DCK_RESUME_RNG:
-        set_state(s, "", d.name);
-        snprintf(buf, n, "%s differs before any tensor (%s)", d.name, dck_resume_rngs[d.rng].why);
-        break;
-    case DCK_RESUME_LR:
-        set_state(s, "", d.name ? d.name : "");
-        if (d.lr_traj) {
-            char ta[64], tb[64];
-            lr_text(d.lr[0], ta, sizeof ta);
-            lr_text(d.lr[1], tb, sizeof tb);
-            snprintf(buf, n, "lr differs: %s vs %s (the LR scheduler's state: not restored, or stepped once more)", ta,
-                     tb);
-        } else {
-            snprintf(buf, n, "%s differs (the LR scheduler's state: not restored, or stepped once more)", d.name);
-        }
-        break;
-    case DCK_RESUME_SCALER:
-        set_state(s, "", d.name);
-        snprintf(buf, n, "%s differs (the GradScaler state was not restored)", d.name);
-        break;
-    case DCK_RESUME_EMA:
-        set_state(s, "", d.name);
-        snprintf(buf, n, "%s differs (the EMA weights were not restored)", d.name);
-        break;
-    case DCK_RESUME_OPTIMIZER:
-        snprintf(buf, n, "optimizer: %s differs with equal gradients (the optimizer state was not restored)", d.name);
-        break;
-    case DCK_RESUME_TENSOR: {
-        /* as bisect names it */
-        static const struct {
-            const char *how, *suffix;
-        } hows[] = {{"only in A", " (recorded in the uninterrupted run only)"},
-                    {"only in B", " (recorded in the resumed run only)"}};
-        const char *suffix = "";
-        for (size_t i = 0; i < sizeof hows / sizeof hows[0]; i++)
-            if (!strcmp(p->how, hows[i].how)) suffix = hows[i].suffix;
-        if (p->kind == DCK_REC_STATE) set_state(s, "", p->name);
-        snprintf(buf, n, "first differing tensor: %s %s%s", dck_rec_kind_name((dck_rec_kind)p->kind), p->name, suffix);
-        break;
-    }
-    default: /* the trajectory: loss or gradient-norm bits (or its root) */
-        snprintf(buf, n, "trajectory: %s", p->tstep == D ? p->what : "differs");
-        break;
-    }
-    return DCK_OK;
+    return cli_resume_cause_line(s, K, p, &d) ? dck_oom("naming the cause") : DCK_OK;
 }
 
 /* The stop run parts from the uninterrupted run at D <= K: nothing was
- * resumed yet, two runs of the same command gave two results. The line
- * names the first differing tensor (or trajectory field), what was equal at
- * D (gradients, optimizer state, batch, RNG: dck_resume_tally_parting),
- * where that puts the difference, and how to see it: such a difference can
- * be intermittent (allocation- or timing-dependent kernels differ in some
- * runs only), so `repro -n 2` may pass; enough runs with the op trace,
- * which covers the optimizer step, localise it. Non-zero when out of
+ * resumed yet, two runs of the same command gave two results; the line
+ * (cli_resume_before_line) says what was equal at D
+ * (dck_resume_tally_parting) and how to see it. Non-zero when out of
  * memory. */
 static int before_stop_line(const uopts *o, const urun *full, const urun *stop, const dck_resume_parting *p,
-                            ustop *s) {
-    static const char *const arises[] = {
-        [DCK_RESUME_ARISES_UNKNOWN] = "",
-        [DCK_RESUME_ARISES_UPDATE] = " (the difference arises in the optimizer's update of the weights)",
-        [DCK_RESUME_ARISES_FORWARD] = " (the difference arises in forward or backward: the batch is equal)"};
-    long D = p->step;
+                            cli_resume_stop *s) {
     dck_resume_view f = view_of(full), b = view_of(stop);
     dck_resume_tally t;
     if (dck_resume_tally_parting(&f, &b, p, &t)) return -1;
@@ -736,53 +580,9 @@ static int before_stop_line(const uopts *o, const urun *full, const urun *stop, 
     while (argv && argv[n]) n++;
     char *cmdline = argv ? cli_shell_join(argv, n) : NULL;
     free_argv(argv);
-    char *first = NULL, *equal = NULL;
-    int rc = -1;
-    if (!cmdline) goto out;
-    if (p->rstep == D) {
-        if (asprintf(&first, "first differing tensor: %s %s", dck_rec_kind_name((dck_rec_kind)p->kind), p->name) < 0)
-            first = NULL;
-    } else if (asprintf(&first, "first difference: trajectory %s", p->tstep == D ? p->what : "differs") < 0) {
-        first = NULL;
-    }
-    /* the kinds that agree whole at D, in the step's own order */
-    static const struct {
-        int kind;
-        const char *name;
-    } kinds[] = {{DCK_REC_GRADIENT, "gradients"}, {DCK_REC_OPTIMIZER, "optimizer state"}};
-    char eq[256] = "";
-    size_t len = 0;
-    if (t.has_batch && t.batch_equal) len += (size_t)snprintf(eq + len, sizeof eq - len, "%sdata.batch", len ? ", " : "");
-    if (t.has_rng && t.rng_equal && len < sizeof eq)
-        len += (size_t)snprintf(eq + len, sizeof eq - len, "%sRNG states", len ? ", " : "");
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0] && len < sizeof eq; i++)
-        if (t.n[kinds[i].kind] && !t.diff[kinds[i].kind])
-            len += (size_t)snprintf(eq + len, sizeof eq - len, "%s%s (%zu)", len ? ", " : "", kinds[i].name,
-                                    t.n[kinds[i].kind]);
-    if (asprintf(&equal, "%s%s", len ? "; equal at that step: " : "", eq) < 0) equal = NULL;
-    if (!first || !equal) goto out;
-    stop_line(s,
-              "the stopped run already differs at step %ld, before the stop and before anything was resumed: two runs "
-              "of the same command differ, so the command is not reproducible run to run; %s%s%s. Such a difference "
-              "can be intermittent (in some runs only: detcheck repro -n 2 may pass); to see and localise it: "
-              "detcheck repro -n 30 --trace ops -- %s (the op trace covers the optimizer step)",
-              D, first, equal, arises[t.arises], cmdline);
-    rc = s->line ? 0 : -1;
-out:
+    int rc = cmdline ? cli_resume_before_line(s, p, &t, cmdline) : -1;
     free(cmdline);
-    free(first);
-    free(equal);
     return rc;
-}
-
-static void ordinal(long i, char *buf, size_t n) {
-    if (i == 1) {
-        snprintf(buf, n, "first");
-        return;
-    }
-    const char *suf = "th";
-    if (i % 100 < 11 || i % 100 > 13) suf = i % 10 == 1 ? "st" : i % 10 == 2 ? "nd" : i % 10 == 3 ? "rd" : "th";
-    snprintf(buf, n, "%ld%s", i, suf);
 }
 
 /* ------------------------------------------------------------------ work dir */
@@ -891,7 +691,7 @@ static void run_paths(urun *r, const char *work, const char *name, const char *c
  * the recordings part, context and never the culprit); the first step of
  * lo..hi traced in one run only into g. Non-zero on trouble. */
 static int compare_traces(const urun *full, const urun *res, long lo, long hi, const dck_resume_parting *p,
-                          ustop *s, long *step, dck_resume_gap *g, verdict *v) {
+                          cli_resume_stop *s, long *step, dck_resume_gap *g, verdict *v) {
     cli_trace_first *tf = calloc(1, sizeof *tf);
     *step = -1;
     if (!tf) {
@@ -945,7 +745,7 @@ static int compare_traces(const urun *full, const urun *res, long lo, long hi, c
     return rc;
 }
 
-static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, verdict *v) {
+static void check_stop(const uopts *o, const char *work, urun *full, cli_resume_stop *s, verdict *v) {
     long K = s->at;
     char name[64], ck[64], label[64], at[32];
     urun stop, res;
@@ -962,7 +762,7 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
                               "DETCHECK_STOP_AT", at,       "DETCHECK_TRACE",          trace,
                               "DETCHECK_RESUME", NULL,      "DETCHECK_STOP_KILL",      o->kill ? "1" : NULL,
                               NULL};
-    cli_info(CMD, "stop run at %ld (%s)", K, mode_text(s));
+    cli_info(CMD, "stop run at %ld (%s)", K, cli_resume_mode(s));
     const urun *before_stop[1] = {full}, *before_res[2] = {full, &stop};
     run_one(o, &stop, o->launcher, env_stop, o->kill, before_stop, 1, v);
     if (v->rc) goto out;
@@ -1009,7 +809,7 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
         s->first_step = g.step;
         char span[96];
         snprintf(span, sizeof span, "every step %ld..%ld before the stop", lo, K);
-        gap_line(s, &g, before_roles, span);
+        cli_resume_gap_line(s, &g, false, span);
         goto out;
     }
     if (p.step >= 0 && p.step <= K) {
@@ -1043,10 +843,10 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
         s->first_step = K + 1;
         s->index = 1;
         if (F <= first_step(full))
-            stop_line(s, "the resumed run recorded steps %ld..%ld: it started over at step %ld (no checkpoint loaded?)",
+            cli_resume_stop_line(s, "the resumed run recorded steps %ld..%ld: it started over at step %ld (no checkpoint loaded?)",
                       F, L, F);
         else
-            stop_line(s, "the resumed run recorded steps %ld..%ld: it started at step %ld, not at step %ld (the step "
+            cli_resume_stop_line(s, "the resumed run recorded steps %ld..%ld: it started at step %ld, not at step %ld (the step "
                          "after the stop)",
                       F, L, F, K + 1);
         goto out;
@@ -1077,25 +877,22 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
         s->first_step = g.step;
         s->index = g.step - K;
         if (g.ended && !strcmp(g.file, DCK_TRAJECTORY))
-            stop_line(s, "the resumed run recorded steps %ld..%ld, the uninterrupted run steps %ld..%ld", F, L,
+            cli_resume_stop_line(s, "the resumed run recorded steps %ld..%ld, the uninterrupted run steps %ld..%ld", F, L,
                       first_step(full), S);
         else {
             char span[96];
             snprintf(span, sizeof span, "every resumed step %ld..%ld", K + 1, hi);
-            gap_line(s, &g, resumed_roles, span);
+            cli_resume_gap_line(s, &g, true, span);
         }
         goto out;
     }
     if (p.step < 0 && tstep >= 0) {
         /* every recorded tensor agrees, an intermediate does not */
-        char nth[32];
         s->result = DCK_EXIT_DIFFERENT;
         s->cause = "trace";
         s->first_step = tstep;
         s->index = tstep - K;
-        ordinal(s->index, nth, sizeof nth);
-        stop_line(s, "first difference at step %ld (the %s resumed step): %s", tstep, nth, s->trace);
-        s->trace[0] = 0;
+        cli_resume_trace_line(s, tstep);
         goto out;
     }
     if (p.step < 0) {
@@ -1104,25 +901,19 @@ static void check_stop(const uopts *o, const char *work, urun *full, ustop *s, v
         bool incomplete = s->not_compared && !o->allow_partial;
         s->result = incomplete ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
         if (incomplete) s->cause = "not_compared";
-        stop_line(s, "%s %ld..%ld identical to the uninterrupted run%s%s%s",
+        cli_resume_stop_line(s, "%s %ld..%ld identical to the uninterrupted run%s%s%s",
                   incomplete ? "incomplete: resumed steps" : "resumed steps", K + 1, S,
                   s->not_compared ? "; not compared: " : "", s->not_compared ? s->not_compared : "",
                   incomplete ? " (--allow-partial accepts them)" : "");
         goto out;
     }
-    char *cause = malloc(CAUSE_MAX), nth[32];
     s->result = DCK_EXIT_DIFFERENT;
     s->first_step = p.step;
     s->index = p.step - K;
-    if (!cause || diagnose(full, &res, K, &p, s, cause, CAUSE_MAX)) {
-        free(cause);
+    if (diagnose(full, &res, K, &p, s)) {
         cli_fail(CMD, dck_oom("naming the cause"));
         trouble(v, NULL, "out of memory naming the cause");
-        goto out;
     }
-    ordinal(s->index, nth, sizeof nth);
-    stop_line(s, "first difference at step %ld (the %s resumed step): %s", p.step, nth, cause);
-    free(cause);
 out:
     run_release(&stop);
     run_release(&res);
@@ -1137,7 +928,7 @@ static const char *const unexplained[] = {"tensor", "trajectory", "trace"};
 /* s->next for a stop point that differs for an unexplained cause: the
  * whole resume-check command with --trace ops (shell words, whole); false
  * when out of memory. */
-static bool next_line(const uopts *o, ustop *s) {
+static bool next_line(const uopts *o, cli_resume_stop *s) {
     bool want = false;
     for (size_t i = 0; s->result == DCK_EXIT_DIFFERENT && s->cause && i < sizeof unexplained / sizeof *unexplained; i++)
         want |= !strcmp(s->cause, unexplained[i]);
@@ -1171,7 +962,7 @@ int cmd_resume_user(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     cli_report_init(&o.rep, CMD);
     bool help = false, temp = false, oom = false;
-    ustop *stops = calloc(MAX_STOPS, sizeof *stops); /* ~9 KiB each: not on the stack */
+    cli_resume_stop *stops = calloc(MAX_STOPS, sizeof *stops); /* ~9 KiB each: not on the stack */
     int nstops = 0;
     urun full;
     memset(&full, 0, sizeof full);
@@ -1237,7 +1028,7 @@ int cmd_resume_user(int argc, char **argv) {
 
     /* ---- the stop points */
     for (int i = 0; !v.rc && i < o.nat && !cli_interrupted; i++) {
-        ustop *s = &stops[nstops++];
+        cli_resume_stop *s = &stops[nstops++];
         memset(s, 0, sizeof *s);
         s->at = o.at[i];
         s->kill = o.kill;
@@ -1249,9 +1040,9 @@ int cmd_resume_user(int argc, char **argv) {
         }
         if (v.rc) {
             s->result = DCK_EXIT_TROUBLE;
-            stop_line(s, "trouble: %s", error_text(&v));
+            cli_resume_stop_line(s, "trouble: %s", error_text(&v));
         } else if (!o.json) {
-            printf("%s\n", cli_safe_line(line_of(s)));
+            printf("%s\n", cli_safe_line(cli_resume_line(s)));
             if (s->trace[0]) printf("%s\n", cli_safe_line(s->trace));
             if (s->next) printf("%s\n", s->next); /* shell words: printable, whole */
         }
@@ -1259,139 +1050,40 @@ int cmd_resume_user(int argc, char **argv) {
     if (!v.rc && cli_interrupted) trouble(&v, NULL, "interrupted");
 
     /* ---- the verdict */
-    int ndiff = 0, nincomplete = 0;
-    const char *nc_text = NULL; /* what the stop points left out alike: said in the verdict too */
-    for (int i = 0; i < nstops; i++) {
-        bool inc = stops[i].cause && !strcmp(stops[i].cause, "not_compared");
-        nincomplete += inc;
-        ndiff += stops[i].result == DCK_EXIT_DIFFERENT && !inc;
-        if (!nc_text) nc_text = stops[i].not_compared;
+    cli_resume_user_result res = {.stops = stops, .nstops = nstops, .cmd = o.cmd, .ncmd = o.ncmd,
+                                  .cmdline = cmdline, .kill = o.kill, .steps = S, .error = v.error,
+                                  .work = work, .full_dir = full.dir};
+    rc = res.rc = cli_resume_user_summarize(&res, v.rc);
+    if (res.intermittent && rc != DCK_EXIT_TROUBLE && !o.json) {
+        char *line = cli_resume_user_intermittent(&res);
+        if (!line) {
+            rc = cli_fail(CMD, dck_oom(NULL));
+            goto done;
+        }
+        printf("%s\n", line);
+        free(line);
     }
-    rc = v.rc ? DCK_EXIT_TROUBLE : ndiff || nincomplete ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
-    /* runs of the command that parted before their stop beside runs that
-     * did not: the difference is intermittent, evidence in hand */
-    int nbefore = 0, nclean = 0;
-    for (int i = 0; i < nstops; i++) {
-        bool before = stops[i].cause && !strcmp(stops[i].cause, "before_stop");
-        nbefore += stops[i].parted;
-        nclean += stops[i].done && !before;
-    }
-    bool intermittent = nbefore && nclean;
-    if (intermittent && rc != DCK_EXIT_TROUBLE && !o.json)
-        printf("intermittent: %d of %d runs of the command parted from the uninterrupted run before their stop, "
-               "the other %d did not\n",
-               nbefore, nbefore + nclean, nclean);
-    /* whole: the trouble may hold a command line of any length */
-    int tl;
-    if (rc == DCK_EXIT_TROUBLE)
-        tl = asprintf(&title, "trouble: %s", error_text(&v));
-    else if (ndiff)
-        tl = asprintf(&title, "not reproduced: %d of %d stop point%s differ%s", ndiff, nstops, nstops == 1 ? "" : "s",
-                      nstops == 1 ? "s" : "");
-    else
-        tl = asprintf(&title,
-                      "%s: %d stop point%s, every resumed step bitwise identical to the uninterrupted run (%ld "
-                      "steps)%s%s%s",
-                      nincomplete ? "incomplete" : "reproduced", nstops, nstops == 1 ? "" : "s", S,
-                      nc_text ? "; not compared: " : "", nc_text ? nc_text : "",
-                      nincomplete ? " (--allow-partial accepts them)" : "");
-    if (tl < 0) {
-        title = NULL;
+    if (!(title = cli_resume_user_title(&res))) {
         rc = cli_fail(CMD, dck_oom(NULL));
         goto done;
     }
     if (rc != DCK_EXIT_TROUBLE && !o.json) printf("%s\n", title);
     bool keep = rc || !temp || o.keep;
-
+    char *tail = v.err ? cli_file_tail(v.err, TAIL_LINES) : NULL;
+    res.tail = tail;
     if (cli_report_wanted(&o.rep)) {
-        cli_report_property(&o.rep, "command", cmdline);
-        cli_report_property(&o.rep, "mode", o.kill ? "kill" : "clean");
-        if (keep) cli_report_property(&o.rep, "workdir", work);
-        cli_report_title(&o.rep, "%s", title);
-        char *tail = v.err ? cli_file_tail(v.err, TAIL_LINES) : NULL;
-        if (rc == DCK_EXIT_TROUBLE && (!nstops || stops[nstops - 1].result != DCK_EXIT_TROUBLE))
-            cli_report_case(&o.rep, "detcheck.resume_check", S < 0 ? "uninterrupted" : "stop_points", CLI_CASE_ERROR,
-                            "run", error_text(&v), tail);
-        for (int i = 0; i < nstops; i++) {
-            ustop *s = &stops[i];
-            char nm[64];
-            snprintf(nm, sizeof nm, "at_%ld", s->at);
-            if (s->result == DCK_EXIT_TROUBLE) {
-                cli_report_case(&o.rep, "detcheck.resume_check", nm, CLI_CASE_ERROR, "contract", line_of(s), tail);
-            } else {
-                char *msg = NULL;
-                if (asprintf(&msg, "%s%s%s%s%s", line_of(s), s->trace[0] ? "; " : "", s->trace, s->next ? "; " : "",
-                             s->next ? s->next : "") < 0)
-                    msg = NULL;
-                cli_report_case(&o.rep, "detcheck.resume_check", nm, s->result ? CLI_CASE_FAIL : CLI_CASE_PASS,
-                                s->result ? s->cause : NULL, msg ? msg : line_of(s), NULL);
-                free(msg);
-            }
-        }
-        free(tail);
-        if (o.rep.html) {
-            /* the uninterrupted run against the first resumed run that
-             * differs (the stop run, when it parted before its stop), else
-             * the first that reproduced; before the work directory goes */
-            int pick = -1;
-            for (int i = 0; i < nstops && pick < 0; i++)
-                if (stops[i].result == DCK_EXIT_DIFFERENT) pick = i;
-            for (int i = 0; i < nstops && pick < 0; i++)
-                if (stops[i].done && stops[i].result == DCK_EXIT_SAME) pick = i;
-            if (pick >= 0) {
-                const ustop *s = &stops[pick];
-                bool before = s->cause && !strcmp(s->cause, "before_stop");
-                char dir[PATH_MAX], label[64];
-                snprintf(dir, sizeof dir, "%s/%s_%ld", work, before ? "stop" : "resume", s->at);
-                snprintf(label, sizeof label, before ? "the run stopped at %ld" : "the run resumed from %ld", s->at);
-                const cli_html_run_dir pair[2] = {{full.dir, "the uninterrupted run"}, {dir, label}};
-                /* what one run lacks, or what both cut alike, in the stop
-                 * line's words: the page names it and says no agreement */
-                bool gap = s->cause && (!strcmp(s->cause, "steps") || !strcmp(s->cause, "not_compared"));
-                const char *item = gap ? line_of(s) : s->not_compared;
-                const cli_html_unpaired unpaired = {&item, item ? 1 : 0, gap};
-                cli_report_figure(&o.rep, cli_html_runs_figure_dirs(CMD, pair, &unpaired));
-            }
-        }
+        res.keep = keep;
+        cli_resume_user_report(&o.rep, &res, title);
         if (cli_report_finish(&o.rep, rc)) rc = DCK_EXIT_TROUBLE, keep = true;
     }
     if (o.json) {
-        json_t *doc = json_object(), *c = json_array(), *arr = json_array();
-        static const char *const verdicts[] = {"reproduced", "different", "trouble"};
-        cli_jset(doc, "verdict", json_string(rc == DCK_EXIT_DIFFERENT && !ndiff ? "incomplete" : verdicts[rc]), &oom);
-        for (int i = 0; i < o.ncmd; i++) cli_jappend(c, cli_json_text(o.cmd[i]), &oom);
-        cli_jset(doc, "command", c, &oom);
-        cli_jset(doc, "steps", S >= 0 ? json_integer(S) : json_null(), &oom);
-        cli_jset(doc, "intermittent", nbefore ? json_boolean(intermittent) : json_null(), &oom);
-        for (int i = 0; i < nstops; i++) {
-            ustop *s = &stops[i];
-            json_t *e = json_object();
-            cli_jset(e, "at", json_integer(s->at), &oom);
-            cli_jset(e, "mode", json_string(s->kill ? "kill" : "clean"), &oom);
-            cli_jset(e, "identical", s->done ? json_boolean(s->result == 0) : json_null(), &oom);
-            cli_jset(e, "first_step", s->first_step >= 0 ? json_integer(s->first_step) : json_null(), &oom);
-            cli_jset(e, "resumed_index", s->index >= 0 ? json_integer(s->index) : json_null(), &oom);
-            cli_jset(e, "cause", s->cause ? json_string(s->cause) : json_null(), &oom);
-            cli_jset(e, "state", s->state && s->state[0] ? cli_json_text(s->state) : json_null(), &oom);
-            cli_jset(e, "line", cli_json_text(line_of(s)), &oom);
-            cli_jset(e, "not_compared", cli_json_str_or_null(s->not_compared), &oom);
-            cli_jset(e, "trace", s->trace[0] ? cli_json_text(s->trace) : json_null(), &oom);
-            cli_jset(e, "next", cli_json_str_or_null(s->next), &oom);
-            cli_jset(e, "event", s->event ? json_incref(s->event) : json_null(), &oom);
-            cli_jappend(arr, e, &oom);
-        }
-        cli_jset(doc, "stops", arr, &oom);
-        if (rc == DCK_EXIT_TROUBLE) {
-            char *tail = v.err ? cli_file_tail(v.err, TAIL_LINES) : NULL;
-            cli_jset(doc, "error", cli_json_text(error_text(&v)), &oom);
-            cli_jset(doc, "stderr_tail", tail ? cli_json_text(tail) : json_null(), &oom);
-            free(tail);
-        }
-        cli_jset(doc, "workdir", cli_json_text(work), &oom);
-        cli_jset(doc, "kept", json_boolean(keep), &oom);
+        res.rc = rc;
+        res.keep = keep;
+        json_t *doc = cli_resume_user_json(&res, &oom);
         dck_status s = cli_json_print(doc, CLI_JSON_COMPACT, oom);
         if (s) rc = cli_fail(CMD, s), keep = true;
     }
+    free(tail);
     if (keep) {
         if (rc == DCK_EXIT_DIFFERENT && !o.json) printf("runs kept in %s\n", work);
         else if (temp) cli_info(CMD, "runs kept in %s", work);
@@ -1402,7 +1094,7 @@ int cmd_resume_user(int argc, char **argv) {
 done:
     free(v.error);
     run_release(&full);
-    for (int i = 0; stops && i < nstops; i++) stop_release(&stops[i]);
+    for (int i = 0; stops && i < nstops; i++) cli_resume_stop_release(&stops[i]);
     free(title);
     free(stops);
     free(cmdline);

@@ -398,3 +398,37 @@ dck_status dck_resume_tally_parting(const dck_resume_view *full, const dck_resum
         t->arises = DCK_RESUME_ARISES_FORWARD;
     return DCK_OK;
 }
+
+/* ------------------------------------------------------------------ the built-in trainer's runs */
+
+void dck_resume_traj_check(const dck_traj_rec *a, size_t na, const dck_traj_rec *b, size_t nb, long steps,
+                           dck_resume_traj_verdict *d) {
+    memset(d, 0, sizeof *d);
+    d->na = na;
+    d->nb = nb;
+    long step = -1;
+    bool diff = dck_traj_compare(a, na, b, nb, &step, d->what, sizeof d->what);
+    long lack_a = dck_traj_first_missing(a, na, 1, steps), lack_b = dck_traj_first_missing(b, nb, 1, steps);
+    long gap = lack_a >= 0 && (lack_b < 0 || lack_a <= lack_b) ? lack_a : lack_b;
+    bool root_a = false;
+    long root = dck_traj_root_unmatched(a, na, b, nb, 1, steps, &root_a);
+    if (root >= 0 && (!diff || root < step) && (gap < 0 || root < gap)) {
+        d->kind = DCK_RESUME_TRAJ_ROOT;
+        d->step = root;
+        d->side = root_a; /* a holds it: b lacks it */
+    } else if (gap >= 0 && (!diff || gap <= step)) {
+        d->kind = DCK_RESUME_TRAJ_MISSING;
+        d->step = gap;
+        d->side = gap != lack_a;
+    } else if (!diff && (na != (size_t)steps || nb != (size_t)steps)) {
+        /* each holds 1..steps: the others are steps never run */
+        const dck_traj_rec *extra = na != (size_t)steps ? a : b;
+        d->kind = DCK_RESUME_TRAJ_EXTRA;
+        d->step = extra[0].step < 1 ? extra[0].step : steps + 1;
+        d->side = extra != a;
+    } else {
+        d->kind = diff ? DCK_RESUME_TRAJ_DIFFERS : DCK_RESUME_TRAJ_SAME;
+        d->step = diff ? step : -1;
+    }
+    if (d->kind != DCK_RESUME_TRAJ_DIFFERS) d->what[0] = 0;
+}

@@ -150,4 +150,27 @@ typedef struct {
 dck_status dck_resume_tally_parting(const dck_resume_view *a, const dck_resume_view *b, const dck_resume_parting *p,
                                     dck_resume_tally *t);
 
+/* The trajectories of `detcheck train`'s reference run a and of a run b
+ * resumed from one of its checkpoints, each of steps 1..steps (the
+ * built-in trainer form): the first of a differing record, a root digest
+ * one run holds at a step both hold, a step one lacks, or a step never
+ * run that one holds. dck_traj_compare pairs the steps both hold, so what
+ * one lacks is a difference of its own, never agreement. */
+typedef enum {
+    DCK_RESUME_TRAJ_SAME,    /* none of these */
+    DCK_RESUME_TRAJ_DIFFERS, /* the records of step differ: what */
+    DCK_RESUME_TRAJ_ROOT,    /* run `side` lacks the root digest of step */
+    DCK_RESUME_TRAJ_MISSING, /* run `side` lacks step */
+    DCK_RESUME_TRAJ_EXTRA    /* run `side` holds step, which was never run */
+} dck_resume_traj_kind;
+typedef struct {
+    dck_resume_traj_kind kind;
+    long step;      /* -1: SAME */
+    int side;       /* 0 run a (the reference), 1 run b */
+    size_t na, nb;  /* the records of each */
+    char what[600]; /* DIFFERS: dck_traj_compare's words */
+} dck_resume_traj_verdict;
+void dck_resume_traj_check(const dck_traj_rec *a, size_t na, const dck_traj_rec *b, size_t nb, long steps,
+                           dck_resume_traj_verdict *d);
+
 #endif
