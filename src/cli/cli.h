@@ -46,6 +46,9 @@ int cmd_resume_user(int argc, char **argv);
  * passes them on to the child's group. */
 extern volatile sig_atomic_t cli_interrupted;
 void cli_run_catch_signals(void);
+/* Removes a work folder the command made and all under it, depth first,
+ * never following a link (nftw FTW_PHYS). */
+void cli_remove_tree(const char *dir);
 /* Creates a file of ours in a work folder (a log): new, never through a
  * link nor over a file someone planted there (O_EXCL | O_NOFOLLOW); the
  * error names the path and what is there. */

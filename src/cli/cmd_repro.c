@@ -16,7 +16,6 @@
 #include "runs/trace.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <math.h>
 #include <sched.h>
@@ -528,13 +527,6 @@ out:
 
 /* ------------------------------------------------------------------ output */
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 /* Run r as the reports show it. */
 static cli_repro_run view(const run_t *r) {
     return (cli_repro_run){.dir = r->dir, .var = r->var, .value = r->value, .status = r->status,
@@ -994,7 +986,7 @@ finish:
         if (rc == DCK_EXIT_DIFFERENT && !o.json) printf("runs kept in %s\n", work);
         else if (temp) cli_info(CMD, "runs kept in %s", work);
     } else {
-        nftw(work, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        cli_remove_tree(work);
     }
     if (cli_interrupted) rc = DCK_EXIT_TROUBLE;
 done:

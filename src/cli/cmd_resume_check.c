@@ -13,7 +13,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -362,13 +361,6 @@ static int compare_runs(ctx_t *x, const char *a, const char *b, check_t *ck) {
     return ck->result;
 }
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 
 int cmd_resume_check(int argc, char **argv) {
     /* `-- CMD ARGS...`: the user's own training (cmd_resume_user.c); without
@@ -585,6 +577,6 @@ int cmd_resume_check(int argc, char **argv) {
                                                                               : DCK_EXIT_TROUBLE))
             worst = 2;
     }
-    if (worst == 0 && temp && !f.keep) nftw(work, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (worst == 0 && temp && !f.keep) cli_remove_tree(work);
     return worst == 0 ? DCK_EXIT_SAME : worst == 1 ? DCK_EXIT_DIFFERENT : DCK_EXIT_TROUBLE;
 }

@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -587,13 +586,6 @@ static int before_stop_line(const uopts *o, const urun *full, const urun *stop, 
 
 /* ------------------------------------------------------------------ work dir */
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 /* The names of the runs' entries in the work dir: one left by an earlier
  * check would be read as this one's. */
 static bool run_entry(const char *n) {
@@ -1088,7 +1080,7 @@ int cmd_resume_user(int argc, char **argv) {
         if (rc == DCK_EXIT_DIFFERENT && !o.json) printf("runs kept in %s\n", work);
         else if (temp) cli_info(CMD, "runs kept in %s", work);
     } else {
-        nftw(work, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        cli_remove_tree(work);
     }
     if (cli_interrupted) rc = DCK_EXIT_TROUBLE;
 done:
