@@ -257,6 +257,9 @@ static int parse_args(int argc, char **argv, repro_opts *o, bool *help) {
 
 /* ------------------------------------------------------------------ runs */
 
+/* One run of the user's command as a child: its folder, outputs and exit
+ * status (a run, in the library's word, is the recorded folder it leaves:
+ * dck_run), and what the command read of it. */
 typedef struct {
     char dir[PATH_MAX], out[PATH_MAX], err[PATH_MAX];
     dev_t dev; /* its folder as repro created it */
@@ -280,7 +283,7 @@ typedef struct {
                              "event") or what repro found itself (bisect's not_compared items:
                              "recorded_steps", "traced_steps", "truncated_steps", "recorded_state",
                              "trajectory_steps") */
-} run_t;
+} child_run;
 
 static int cpu_count(void) {
     cpu_set_t set;
@@ -293,7 +296,7 @@ static int cpu_count(void) {
  * bisect reads it: a torn last line ignored, any other bad line trouble
  * naming file and line): its steps and, for --tax, step_time_s of each
  * record but the first (warm-up). */
-static int read_trajectory(run_t *r, const char *path, bool times) {
+static int read_trajectory(child_run *r, const char *path, bool times) {
     dck_traj_rec *t = NULL;
     size_t n = 0;
     dck_status ds = dck_traj_load(path, &t, &n);
@@ -331,7 +334,7 @@ static json_t *read_settings(int idx, const char *dir) {
 /* ------------------------------------------------------------------ settings */
 
 /* What the runs recorded in run.json, said as cli_repro_settings says it. */
-static void report_settings(const run_t *runs, int n, FILE *out, json_t *doc, bool *oom, char *summary,
+static void report_settings(const child_run *runs, int n, FILE *out, json_t *doc, bool *oom, char *summary,
                             size_t slen) {
     json_t *settings[2 * MAX_RUNS];
     for (int i = 0; i < n; i++) settings[i] = runs[i].settings;
@@ -365,7 +368,7 @@ static int check_work_files(const char *work, int nruns) {
 /* A run's folder after a run: still the folder repro created (same device
  * and inode, not a link, at its own path). A command that swapped it, for
  * a link to run 1's say, would have run 1 compared with itself. */
-static int check_run_dir(const run_t *r, int idx) {
+static int check_run_dir(const child_run *r, int idx) {
     if (!cli_dir_unchanged(r->dir, r->dev, r->ino)) return 0;
     cli_error(CMD, "run %d's folder %s: its recording would not be its own (replaced during the runs); "
                    "nothing is compared",
@@ -375,7 +378,7 @@ static int check_run_dir(const run_t *r, int idx) {
 
 /* The files the runs recorded are their own: not links, not one file
  * shared by two runs (a hard link to another run's). */
-static int check_run_files(const run_t *runs, int n) {
+static int check_run_files(const child_run *runs, int n) {
     static const char *const files[] = {DCK_TRAJECTORY, DCK_RECORD_FILE, DCK_TRACE_FILE, "run.json"};
     enum { NF = sizeof files / sizeof files[0] };
     struct stat *seen = calloc((size_t)n * NF, sizeof *seen);
@@ -410,9 +413,9 @@ static int check_run_files(const run_t *runs, int n) {
 
 /* ------------------------------------------------------------------ recordings */
 
-static int add_line(run_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int add_line(child_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* One more line of run r's difference, whole (names are never cut). */
-static int add_line(run_t *r, const char *fmt, ...) {
+static int add_line(child_run *r, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     int e = cli_lines_vadd(&r->lines, &r->nlines, fmt, ap);
@@ -424,9 +427,9 @@ static int add_line(run_t *r, const char *fmt, ...) {
  * the verdict does not rest on bisect's (dck_repro_recordings_compare): a
  * difference adds its lines to run i and marks it different; *truncated
  * counts the traced steps both cut alike. Non-zero on trouble. */
-static int compare_recordings(run_t *runs, int i, const dck_side_steps ref[DCK_NSIDES], const dck_recording *rec1,
+static int compare_recordings(child_run *runs, int i, const dck_side_steps ref[DCK_NSIDES], const dck_recording *rec1,
                               long *truncated) {
-    run_t *r = &runs[i];
+    child_run *r = &runs[i];
     dck_side_steps cur[DCK_NSIDES];
     dck_recording rec;
     dck_repro_recordings f;
@@ -473,8 +476,8 @@ static const char *bisect_not_compared(json_t *doc) {
 /* Run i against run 1 (ref), as bisect --allow-partial compares them
  * (what it did not compare is judged here): its --json document into
  * r->result, and when they differ its -q lines into r->lines. */
-static int compare_runs(const dck_run *ref, run_t *runs, int i) {
-    run_t *r = &runs[i];
+static int compare_runs(const dck_run *ref, child_run *runs, int i) {
+    child_run *r = &runs[i];
     const char *dirs[2] = {runs[0].dir, r->dir};
     dck_run *cur = NULL;
     dck_runs_result res;
@@ -528,7 +531,7 @@ out:
 /* ------------------------------------------------------------------ output */
 
 /* Run r as the reports show it. */
-static cli_repro_run view(const run_t *r) {
+static cli_repro_run view(const child_run *r) {
     return (cli_repro_run){.dir = r->dir, .var = r->var, .value = r->value, .status = r->status,
                            .seconds = r->seconds, .records = r->records, .settings = r->settings,
                            .bisect = r->bisect, .result = r->result, .lines = r->lines, .nlines = r->nlines,
@@ -536,7 +539,7 @@ static cli_repro_run view(const run_t *r) {
                            .first_step = r->first_step, .last_step = r->last_step};
 }
 
-static json_t *run_json(const run_t *r, int i, bool tax, double median, bool *oom) {
+static json_t *run_json(const child_run *r, int i, bool tax, double median, bool *oom) {
     const cli_repro_run v = view(r);
     return cli_repro_run_json(&v, i, tax, median, oom);
 }
@@ -572,7 +575,7 @@ static char *rerun_command(const repro_opts *o, const char *first) {
  * culprit at the first differing step (bisect's next_option): the repro
  * command with an op trace, or, traced by ops already, the dump of that
  * step. "" when bisect names neither. */
-static void next_line(const repro_opts *o, const run_t *f, char *buf, size_t n) {
+static void next_line(const repro_opts *o, const child_run *f, char *buf, size_t n) {
     json_t *ev = json_object_get(f->result, "first_event");
     json_t *step = json_object_get(ev, "step");
     const char *m = json_string_value(json_object_get(ev, "magnitudes"));
@@ -610,7 +613,7 @@ int cmd_repro(int argc, char **argv) {
     o.dump_step = -1;
     cli_report_init(&o.rep, CMD);
     bool help = false;
-    run_t *runs = NULL;
+    child_run *runs = NULL;
     int nruns = 0, rc = parse_args(argc, argv, &o, &help);
     char work[PATH_MAX] = "", *cmdline = NULL, next_text[8192] = "";
     bool temp = false, oom = false;
@@ -670,7 +673,7 @@ int cmd_repro(int argc, char **argv) {
     int ncpu = cpu_count(), failed = -1;
     char trouble[512] = "";
     for (int i = 0; i < nruns; i++) {
-        run_t *r = &runs[i];
+        child_run *r = &runs[i];
         snprintf(r->dir, sizeof r->dir, "%s/run_%d", work, i + 1);
         snprintf(r->out, sizeof r->out, "%s/run_%d.out", work, i + 1);
         snprintf(r->err, sizeof r->err, "%s/run_%d.err", work, i + 1);
@@ -804,7 +807,7 @@ int cmd_repro(int argc, char **argv) {
             goto finish;
         }
         for (int i = 0; i < nruns && !rc; i++) {
-            run_t *r = &runs[i];
+            child_run *r = &runs[i];
             if (r->times_missing || r->ntimes == 0) {
                 cli_error(CMD, "run %d: %s/trajectory.jsonl %s", i + 1, r->dir,
                           r->ntimes == 0 && !r->times_missing
@@ -887,7 +890,7 @@ int cmd_repro(int argc, char **argv) {
             snprintf(title, sizeof title, "trouble: comparing run %d with run 1 failed", i + 1);
             break;
         }
-        run_t *r = &runs[i];
+        child_run *r = &runs[i];
         long only;
         bool steps_differ = dck_steps_first_unpaired(runs[0].steps, (size_t)runs[0].records, r->steps, (size_t)r->records, &only);
         if (steps_differ && (r->div_step < 0 || only < r->div_step)) r->div_step = only, r->div_what = "trajectory_steps";

@@ -250,6 +250,9 @@ static int parse_args(int argc, char **argv, uopts *o, bool *help) {
 
 /* ------------------------------------------------------------------ runs */
 
+/* One run of the user's command as a child: its folder, outputs and exit
+ * status (a run, in the library's word, is the recorded folder it leaves:
+ * dck_run), and what the command read of it. */
 typedef struct {
     char label[64];                                  /* "the uninterrupted run", "the stop run at 5" */
     char dir[PATH_MAX], ckpt[PATH_MAX], out[PATH_MAX], err[PATH_MAX];
@@ -261,9 +264,9 @@ typedef struct {
     size_t ntraj;
     bool has_rec;
     dck_recording rec;
-} urun;
+} child_run;
 
-static void run_release(urun *r) {
+static void run_release(child_run *r) {
     free(r->traj);
     r->traj = NULL;
     r->ntraj = 0;
@@ -271,10 +274,10 @@ static void run_release(urun *r) {
     r->has_rec = false;
 }
 
-static long first_step(const urun *r) { return r->ntraj ? r->traj[0].step : -1; }
-static long last_step(const urun *r) { return r->ntraj ? r->traj[r->ntraj - 1].step : -1; }
+static long first_step(const child_run *r) { return r->ntraj ? r->traj[0].step : -1; }
+static long last_step(const child_run *r) { return r->ntraj ? r->traj[r->ntraj - 1].step : -1; }
 /* The last step of its trajectory or its tensor digests. */
-static long last_recorded(const urun *r) {
+static long last_recorded(const child_run *r) {
     long t = last_step(r), d = r->has_rec && r->rec.nsteps ? r->rec.steps[r->rec.nsteps - 1].step : -1;
     return t > d ? t : d;
 }
@@ -373,7 +376,7 @@ static const char *const recorded_files[] = {DCK_TRAJECTORY, DCK_RECORD_FILE, DC
  * created, and what they recorded is their own (not a link, not another
  * run's file): a folder or file swapped for another run's would have a
  * run compared with itself. runs[n - 1] is the run that just ended. */
-static void check_runs(const urun *const *runs, int n, verdict *v) {
+static void check_runs(const child_run *const *runs, int n, verdict *v) {
     for (int i = 0; i < n && !v->rc; i++)
         if (cli_dir_unchanged(runs[i]->dir, runs[i]->dev, runs[i]->ino))
             trouble(v, NULL, "%s's folder %s (replaced during %s): its recording would not be its own; nothing is "
@@ -394,8 +397,8 @@ static void check_runs(const urun *const *runs, int n, verdict *v) {
 /* Runs one run and reads what it recorded. Returns 0; on trouble sets v.
  * expect_kill: the run must end by SIGKILL (--kill's stop run); earlier:
  * the runs before it (at most 2), re-checked with it. */
-static void run_one(const uopts *o, urun *r, const char *launcher, const char *const *env, bool expect_kill,
-                    const urun *const *earlier, int nearlier, verdict *v) {
+static void run_one(const uopts *o, child_run *r, const char *launcher, const char *const *env, bool expect_kill,
+                    const child_run *const *earlier, int nearlier, verdict *v) {
     struct stat dst;
     if (mkdir(r->dir, 0777) != 0 || lstat(r->dir, &dst) != 0) {
         trouble(v, NULL, "%s: cannot create: %s", r->dir, strerror(errno));
@@ -431,7 +434,7 @@ static void run_one(const uopts *o, urun *r, const char *launcher, const char *c
         return;
     }
     free(line);
-    const urun *runs[3];
+    const child_run *runs[3];
     for (int i = 0; i < nearlier && i < 2; i++) runs[i] = earlier[i];
     runs[nearlier < 2 ? nearlier : 2] = r;
     check_runs(runs, (nearlier < 2 ? nearlier : 2) + 1, v);
@@ -467,7 +470,7 @@ static void run_one(const uopts *o, urun *r, const char *launcher, const char *c
  * exits 0 with its recording ending at K); --kill does: the process dies
  * by SIGKILL, and stop.json is what says its checkpoint of K was complete.
  * When present it must say K. False when absent (nothing set in v). */
-static bool check_stop_json(const urun *r, long K, bool kill, verdict *v) {
+static bool check_stop_json(const child_run *r, long K, bool kill, verdict *v) {
     char *p = dck_path_join(r->dir, "stop.json");
     if (!p) {
         trouble(v, NULL, "out of memory");
@@ -521,7 +524,7 @@ static bool check_stop_json(const urun *r, long K, bool kill, verdict *v) {
 }
 
 /* What a run recorded, as the resume diagnosis reads it. */
-static dck_resume_view view_of(const urun *r) {
+static dck_resume_view view_of(const child_run *r) {
     return (dck_resume_view){r->traj, r->ntraj, r->has_rec ? &r->rec : NULL};
 }
 
@@ -529,7 +532,7 @@ static dck_resume_view view_of(const urun *r) {
 
 /* The first step where b parts from a (dck_resume_first_parting). Non-zero
  * (v set) when out of memory. */
-static int first_parting(const urun *a, const urun *b, dck_resume_parting *p, verdict *v) {
+static int first_parting(const child_run *a, const child_run *b, dck_resume_parting *p, verdict *v) {
     dck_resume_view x = view_of(a), y = view_of(b);
     dck_status s = dck_resume_first_parting(&x, &y, p);
     if (s) {
@@ -542,7 +545,7 @@ static int first_parting(const urun *a, const urun *b, dck_resume_parting *p, ve
 
 /* The first of lo..hi that one run recorded and the other did not
  * (dck_resume_first_gap). Non-zero (v set) when out of memory. */
-static int first_gap(const urun *a, const urun *b, long lo, long hi, dck_resume_gap *g, verdict *v) {
+static int first_gap(const child_run *a, const child_run *b, long lo, long hi, dck_resume_gap *g, verdict *v) {
     dck_resume_view x = view_of(a), y = view_of(b);
     dck_status s = dck_resume_first_gap(&x, &y, lo, hi, g);
     if (s) {
@@ -556,7 +559,7 @@ static int first_gap(const urun *a, const urun *b, long lo, long hi, dck_resume_
 /* The cause at the first differing step D of resumed run res against the
  * uninterrupted run full, stop point K (dck_resume_diagnose), and its
  * line. */
-static dck_status diagnose(const urun *full, const urun *res, long K, const dck_resume_parting *p,
+static dck_status diagnose(const child_run *full, const child_run *res, long K, const dck_resume_parting *p,
                            cli_resume_stop *s) {
     dck_resume_view f = view_of(full), r = view_of(res);
     dck_resume_diagnosis d;
@@ -569,7 +572,7 @@ static dck_status diagnose(const urun *full, const urun *res, long K, const dck_
  * (cli_resume_before_line) says what was equal at D
  * (dck_resume_tally_parting) and how to see it. Non-zero when out of
  * memory. */
-static int before_stop_line(const uopts *o, const urun *full, const urun *stop, const dck_resume_parting *p,
+static int before_stop_line(const uopts *o, const child_run *full, const child_run *stop, const dck_resume_parting *p,
                             cli_resume_stop *s) {
     dck_resume_view f = view_of(full), b = view_of(stop);
     dck_resume_tally t;
@@ -667,7 +670,7 @@ static int prepare_workdir(const char *work) {
 
 /* ------------------------------------------------------------------ main */
 
-static void run_paths(urun *r, const char *work, const char *name, const char *ckpt, const char *label) {
+static void run_paths(child_run *r, const char *work, const char *name, const char *ckpt, const char *label) {
     memset(r, 0, sizeof *r);
     snprintf(r->label, sizeof r->label, "%s", label);
     snprintf(r->dir, sizeof r->dir, "%s/%s", work, name);
@@ -682,7 +685,7 @@ static void run_paths(urun *r, const char *work, const char *name, const char *c
  * first differing module or op, into s->trace and s->event (after p, where
  * the recordings part, context and never the culprit); the first step of
  * lo..hi traced in one run only into g. Non-zero on trouble. */
-static int compare_traces(const urun *full, const urun *res, long lo, long hi, const dck_resume_parting *p,
+static int compare_traces(const child_run *full, const child_run *res, long lo, long hi, const dck_resume_parting *p,
                           cli_resume_stop *s, long *step, dck_resume_gap *g, verdict *v) {
     cli_trace_first *tf = calloc(1, sizeof *tf);
     *step = -1;
@@ -737,10 +740,10 @@ static int compare_traces(const urun *full, const urun *res, long lo, long hi, c
     return rc;
 }
 
-static void check_stop(const uopts *o, const char *work, urun *full, cli_resume_stop *s, verdict *v) {
+static void check_stop(const uopts *o, const char *work, child_run *full, cli_resume_stop *s, verdict *v) {
     long K = s->at;
     char name[64], ck[64], label[64], at[32];
-    urun stop, res;
+    child_run stop, res;
     memset(&res, 0, sizeof res);
     snprintf(name, sizeof name, "stop_%ld", K);
     snprintf(ck, sizeof ck, "ckpt_%ld", K);
@@ -755,7 +758,7 @@ static void check_stop(const uopts *o, const char *work, urun *full, cli_resume_
                               "DETCHECK_RESUME", NULL,      "DETCHECK_STOP_KILL",      o->kill ? "1" : NULL,
                               NULL};
     cli_info(CMD, "stop run at %ld (%s)", K, cli_resume_mode(s));
-    const urun *before_stop[1] = {full}, *before_res[2] = {full, &stop};
+    const child_run *before_stop[1] = {full}, *before_res[2] = {full, &stop};
     run_one(o, &stop, o->launcher, env_stop, o->kill, before_stop, 1, v);
     if (v->rc) goto out;
     /* the contract: stopped at K (recorded no step past it), said so in
@@ -956,7 +959,7 @@ int cmd_resume_user(int argc, char **argv) {
     bool help = false, temp = false, oom = false;
     cli_resume_stop *stops = calloc(MAX_STOPS, sizeof *stops); /* ~9 KiB each: not on the stack */
     int nstops = 0;
-    urun full;
+    child_run full;
     memset(&full, 0, sizeof full);
     verdict v;
     memset(&v, 0, sizeof v);
