@@ -193,8 +193,7 @@ int cli_getopt(int argc, char **argv, const char *own_short, const struct option
 }
 
 void cli_print_excluded(FILE *f, const cli_shared *sh) {
-    for (size_t g = 0; g < sh->nexclude; g++)
-        fprintf(f, "%s'%s'", g ? ", " : "; left out by --exclude: ", cli_safe(sh->exclude[g]));
+    cli_print_exclude_list(f, (const char *const *)sh->exclude, sh->nexclude);
 }
 
 /* ------------------------------------------------------------------ train's options */

@@ -368,8 +368,7 @@ void cli_diff_print_table(const dck_diff_result *r, const char *pa, const char *
     if (r->nvalues) printf(", %zu value%s", r->nvalues, r->nvalues == 1 ? " differs" : "s differ");
     if (naside) printf(", %zu not compared%s", naside, o->layout_accepted ? " (accepted)" : "");
     printf(")");
-    for (size_t g = 0; g < o->nexclude; g++) /* as cli_print_excluded says them */
-        printf("%s'%s'", g ? ", " : "; left out by --exclude: ", cli_safe(o->exclude[g]));
+    cli_print_exclude_list(stdout, o->exclude, o->nexclude);
     printf("\n");
 }
 

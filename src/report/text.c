@@ -199,3 +199,7 @@ char *cli_shell_join(char *const *argv, int n) {
     }
     return s;
 }
+
+void cli_print_exclude_list(FILE *f, const char *const *globs, size_t n) {
+    for (size_t g = 0; g < n; g++) fprintf(f, "%s'%s'", g ? ", " : "; left out by --exclude: ", cli_safe(globs[g]));
+}

@@ -3,6 +3,7 @@
 #ifndef DCK_REPORT_TEXT_H
 #define DCK_REPORT_TEXT_H
 
+#include <stdio.h>
 #include <stdarg.h>
 #include <stddef.h>
 
@@ -35,6 +36,9 @@ const char *cli_safen(const char *s, size_t n);
 /* A composed line (a message, a command line) whose names may be quoted
  * already: quoted as above except that backslashes stay single. Same ring. */
 const char *cli_safe_line(const char *s);
+/* "; left out by --exclude: 'A', 'B'" (nothing for n 0): how verify and
+ * diff end the line that says what was compared. */
+void cli_print_exclude_list(FILE *f, const char *const *globs, size_t n);
 /* Appends the formatted line, whole, to the array *v of *n lines (both
  * grown; the caller frees each line and the array); -1 when out of
  * memory, nothing appended. */
