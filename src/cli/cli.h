@@ -49,6 +49,14 @@ void cli_run_catch_signals(void);
 /* Removes a work folder the command made and all under it, depth first,
  * never following a link (nftw FTW_PHYS). */
 void cli_remove_tree(const char *dir);
+/* A command's temporary work folder: TMPDIR (or /tmp)/detcheck-CMD.XXXXXX
+ * into work (n bytes), made with mkdtemp; 0, or DCK_EXIT_TROUBLE with the
+ * message said. */
+int cli_temp_workdir(const char *cmd, char *work, size_t n);
+/* dir made absolute in place (a user's command may change its directory
+ * before it records); left as it is when that does not fit in n with room
+ * for the names the command adds under it. */
+void cli_absolute_dir(char *dir, size_t n);
 /* Creates a file of ours in a work folder (a log): new, never through a
  * link nor over a file someone planted there (O_EXCL | O_NOFOLLOW); the
  * error names the path and what is there. */

@@ -207,3 +207,16 @@ static int remove_entry(const char *p, const struct stat *sb, int flag, struct F
 }
 
 void cli_remove_tree(const char *dir) { nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+int cli_temp_workdir(const char *cmd, char *work, size_t n) {
+    const char *t = getenv("TMPDIR");
+    snprintf(work, n, "%.*s/detcheck-%s.XXXXXX", (int)(n > 96 ? n - 96 : 0), t && *t ? t : "/tmp", cmd);
+    if (mkdtemp(work)) return 0;
+    cli_error(cmd, "cannot create a temporary directory %s: %s", work, strerror(errno));
+    return DCK_EXIT_TROUBLE;
+}
+
+void cli_absolute_dir(char *dir, size_t n) {
+    char abs[PATH_MAX];
+    if (realpath(dir, abs) && strlen(abs) + 64 < n) snprintf(dir, n, "%s", abs);
+}

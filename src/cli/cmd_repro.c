@@ -652,20 +652,10 @@ int cmd_repro(int argc, char **argv) {
             }
         }
     } else {
-        const char *t = getenv("TMPDIR");
-        snprintf(work, sizeof work, "%s/detcheck-repro.XXXXXX", t && *t ? t : "/tmp");
-        if (!mkdtemp(work)) {
-            cli_error(CMD, "cannot create a temporary directory %s: %s", work, strerror(errno));
-            rc = DCK_EXIT_TROUBLE;
-            goto done;
-        }
+        if ((rc = cli_temp_workdir(CMD, work, sizeof work))) goto done;
         temp = true;
     }
-    {
-        /* absolute: the command may change its directory before recording */
-        char abs[PATH_MAX];
-        if (realpath(work, abs) && strlen(abs) < PATH_MAX - 64) snprintf(work, sizeof work, "%s", abs);
-    }
+    cli_absolute_dir(work, sizeof work);
     if ((rc = check_work_files(work, nruns))) goto done;
     cli_run_catch_signals();
 

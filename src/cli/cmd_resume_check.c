@@ -439,12 +439,7 @@ int cmd_resume_check(int argc, char **argv) {
             return DCK_EXIT_TROUBLE;
         }
     } else {
-        const char *t = getenv("TMPDIR");
-        snprintf(work, sizeof work, "%s/detcheck-resume-check.XXXXXX", t && *t ? t : "/tmp");
-        if (!mkdtemp(work)) {
-            cli_error(CMD, "cannot create a temporary directory: %s", strerror(errno));
-            return DCK_EXIT_TROUBLE;
-        }
+        if (cli_temp_workdir(CMD, work, sizeof work)) return DCK_EXIT_TROUBLE;
     }
     const char *rl = f.resume_launcher ? f.resume_launcher : f.launcher;
     ctx_t x = {self, &c, work, f.timeout, f.json};

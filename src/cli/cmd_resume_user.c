@@ -983,21 +983,10 @@ int cmd_resume_user(int argc, char **argv) {
         snprintf(work, sizeof work, "%s", o.workdir);
         if ((rc = prepare_workdir(work))) goto done;
     } else {
-        const char *t = getenv("TMPDIR");
-        snprintf(work, sizeof work, "%.*s/detcheck-resume-check.XXXXXX", (int)(sizeof work - 64),
-                 t && *t ? t : "/tmp");
-        if (!mkdtemp(work)) {
-            cli_error(CMD, "cannot create a temporary directory %s: %s", work, strerror(errno));
-            rc = DCK_EXIT_TROUBLE;
-            goto done;
-        }
+        if ((rc = cli_temp_workdir(CMD, work, sizeof work))) goto done;
         temp = true;
     }
-    {
-        /* absolute: the command may change its directory before recording */
-        char abs[PATH_MAX];
-        if (realpath(work, abs) && strlen(abs) < sizeof work - 64) snprintf(work, sizeof work, "%s", abs);
-    }
+    cli_absolute_dir(work, sizeof work);
     cli_run_catch_signals();
 
     /* ---- the uninterrupted run */
