@@ -22,47 +22,6 @@ static void write_traj(const char *dir, long lo, long hi, long skip, long odd) {
     free(p);
 }
 
-static void le(uint8_t **p, uint64_t v, int n) {
-    for (int i = 0; i < n; i++) *(*p)++ = (uint8_t)(v >> (8 * i));
-}
-
-/* tensor_digests.bin: two named tensors (a gradient, a parameter),
- * recorded at steps lo..hi; the parameter's digest at step `odd` changed */
-static void write_rec(const char *dir, long lo, long hi, long odd) {
-    uint8_t buf[4096], *p = buf;
-    memcpy(p, "DCKTDIG\0", 8);
-    p += 8;
-    le(&p, 1, 4);
-    le(&p, 0, 4);
-    static const char *const names[] = {"fc.weight", "fc.weight"};
-    for (uint32_t id = 0; id < 2; id++) {
-        le(&p, 1, 1);
-        le(&p, id, 4);
-        le(&p, id, 1); /* kind: 0 gradient, 1 parameter */
-        le(&p, strlen(names[id]), 2);
-        memcpy(p, names[id], strlen(names[id]));
-        p += strlen(names[id]);
-    }
-    for (long s = lo; s <= hi; s++) {
-        le(&p, 2, 1);
-        le(&p, (uint64_t)s, 8);
-        le(&p, 2, 4);
-        for (uint32_t id = 0; id < 2; id++) {
-            le(&p, id, 4);
-            le(&p, 100 + (uint64_t)s, 8);
-            le(&p, id == 1 && s == odd ? 7 : 9, 8);
-        }
-    }
-    char *path = tu_path(dir, "tensor_digests.bin");
-    tu_write(path, buf, (size_t)(p - buf));
-    free(path);
-}
-
-static char *run_dir(const char *top, const char *name) {
-    char *d = tu_path(top, name);
-    ck_assert_int_eq(mkdir(d, 0777), 0);
-    return d;
-}
 
 /* dck_runs_compare of two folders (allow: allow_partial) into r. */
 static void compare(const char *a, const char *b, bool allow, dck_runs_result *r) {
@@ -88,7 +47,7 @@ START_TEST(open_absent_and_malformed) {
     ck_assert_int_ne(dck_run_open(nodir, &r), DCK_OK);
     ck_assert_ptr_null(r);
     ck_assert_ptr_nonnull(strstr(dck_last_error(), "not a directory"));
-    char *a = run_dir(top, "a");
+    char *a = tu_run_dir(top, "a");
     /* no trajectory: the one file a run must hold */
     ck_assert_int_ne(dck_run_open(a, &r), DCK_OK);
     ck_assert_ptr_nonnull(strstr(dck_last_error(), "trajectory.jsonl"));
@@ -124,11 +83,11 @@ END_TEST
 
 START_TEST(agreeing_runs_agree) {
     char *top = tu_tmpdir();
-    char *a = run_dir(top, "a"), *b = run_dir(top, "b");
+    char *a = tu_run_dir(top, "a"), *b = tu_run_dir(top, "b");
     write_traj(a, 1, 4, -1, -1);
     write_traj(b, 1, 4, -1, -1);
-    write_rec(a, 1, 4, -1);
-    write_rec(b, 1, 4, -1);
+    tu_write_recording(a, 1, 4, -1, false);
+    tu_write_recording(b, 1, 4, -1, false);
     dck_runs_result r;
     compare(a, b, false, &r);
     ck_assert(!r.found && !r.different && r.accepted);
@@ -146,11 +105,11 @@ END_TEST
 
 START_TEST(first_differing_step_and_tensor) {
     char *top = tu_tmpdir();
-    char *a = run_dir(top, "a"), *b = run_dir(top, "b");
+    char *a = tu_run_dir(top, "a"), *b = tu_run_dir(top, "b");
     write_traj(a, 1, 5, -1, -1);
     write_traj(b, 1, 5, -1, 4); /* the trajectories part at step 4 */
-    write_rec(a, 1, 5, -1);
-    write_rec(b, 1, 5, 3); /* a parameter already at step 3 */
+    tu_write_recording(a, 1, 5, -1, false);
+    tu_write_recording(b, 1, 5, 3, false); /* a parameter already at step 3 */
     dck_runs_result r;
     compare(a, b, false, &r);
     ck_assert(r.found && r.different);
@@ -174,10 +133,10 @@ END_TEST
 
 START_TEST(gaps_are_not_agreement) {
     char *top = tu_tmpdir();
-    char *a = run_dir(top, "a"), *b = run_dir(top, "b"), *c = run_dir(top, "c");
+    char *a = tu_run_dir(top, "a"), *b = tu_run_dir(top, "b"), *c = tu_run_dir(top, "c");
     write_traj(a, 1, 4, -1, -1);
     write_traj(b, 1, 4, -1, -1);
-    write_rec(a, 1, 4, -1); /* b recorded no tensors: an empty side */
+    tu_write_recording(a, 1, 4, -1, false); /* b recorded no tensors: an empty side */
     dck_runs_result r;
     compare(a, b, true, &r);
     const dck_runs_gap *g = gap_of(&r, "recorded_steps");
@@ -188,7 +147,7 @@ START_TEST(gaps_are_not_agreement) {
     dck_runs_result_release(&r);
     /* more steps in one trajectory: a gap, which allow_partial accepts */
     write_traj(c, 1, 6, -1, -1);
-    write_rec(c, 1, 4, -1);
+    tu_write_recording(c, 1, 4, -1, false);
     compare(a, c, false, &r);
     g = gap_of(&r, "trajectory_steps");
     ck_assert_ptr_nonnull(g);

@@ -13,51 +13,6 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-static void le(uint8_t **p, uint64_t v, int n) {
-    for (int i = 0; i < n; i++) *(*p)++ = (uint8_t)(v >> (8 * i));
-}
-
-/* tensor_digests.bin in dir: a gradient and a parameter "fc.weight" at
- * steps lo..hi; the parameter's digest at step `odd` changed; with state,
- * a state entry "rng" too */
-static void write_rec(const char *dir, long lo, long hi, long odd, bool state) {
-    uint8_t buf[4096], *p = buf;
-    memcpy(p, "DCKTDIG\0", 8);
-    p += 8;
-    le(&p, 1, 4);
-    le(&p, 0, 4);
-    static const char *const names[] = {"fc.weight", "fc.weight", "rng"};
-    uint32_t ids = state ? 3 : 2;
-    for (uint32_t id = 0; id < ids; id++) {
-        le(&p, 1, 1);
-        le(&p, id, 4);
-        le(&p, id, 1); /* kind: 0 gradient, 1 parameter, 3 state */
-        if (id == 2) p[-1] = 3;
-        le(&p, strlen(names[id]), 2);
-        memcpy(p, names[id], strlen(names[id]));
-        p += strlen(names[id]);
-    }
-    for (long s = lo; s <= hi; s++) {
-        le(&p, 2, 1);
-        le(&p, (uint64_t)s, 8);
-        le(&p, ids, 4);
-        for (uint32_t id = 0; id < ids; id++) {
-            le(&p, id, 4);
-            le(&p, 100 + (uint64_t)s, 8);
-            le(&p, id == 1 && s == odd ? 7 : 9, 8);
-        }
-    }
-    char *path = tu_path(dir, "tensor_digests.bin");
-    tu_write(path, buf, (size_t)(p - buf));
-    free(path);
-}
-
-static char *run_dir(const char *top, const char *name) {
-    char *d = tu_path(top, name);
-    ck_assert_int_eq(mkdir(d, 0777), 0);
-    return d;
-}
-
 START_TEST(first_unpaired) {
     const dck_step_mark a[] = {{1, 0, false}, {2, 0, false}, {3, 0, false}};
     const dck_step_mark b[] = {{1, 0, false}, {3, 0, false}};
@@ -75,7 +30,7 @@ START_TEST(first_unpaired) {
 END_TEST
 
 START_TEST(sides_absent_and_malformed) {
-    char *top = tu_tmpdir(), *a = run_dir(top, "a");
+    char *top = tu_tmpdir(), *a = tu_run_dir(top, "a");
     dck_side_steps s[DCK_NSIDES];
     dck_recording rec;
     /* absent: not there, not an error */
@@ -83,7 +38,7 @@ START_TEST(sides_absent_and_malformed) {
     ck_assert(!s[DCK_SIDE_TENSORS].has && !s[DCK_SIDE_TRACE].has);
     ck_assert_uint_eq(rec.nsteps, 0);
     dck_run_sides_release(s);
-    write_rec(a, 2, 4, -1, false);
+    tu_write_recording(a, 2, 4, -1, false);
     ck_assert_int_eq(dck_run_sides_load(a, s, &rec), DCK_OK);
     ck_assert(s[DCK_SIDE_TENSORS].has && !s[DCK_SIDE_TRACE].has);
     ck_assert_uint_eq(s[DCK_SIDE_TENSORS].n, 3);
@@ -131,17 +86,17 @@ static void pair_release(pair *p) {
 }
 
 START_TEST(recordings_agree_and_differ) {
-    char *top = tu_tmpdir(), *a = run_dir(top, "a"), *b = run_dir(top, "b"), *c = run_dir(top, "c"),
-         *d = run_dir(top, "d"), *e = run_dir(top, "e");
+    char *top = tu_tmpdir(), *a = tu_run_dir(top, "a"), *b = tu_run_dir(top, "b"), *c = tu_run_dir(top, "c"),
+         *d = tu_run_dir(top, "d"), *e = tu_run_dir(top, "e");
     pair p;
     /* the same recordings: nothing found */
-    write_rec(a, 1, 4, -1, false);
-    write_rec(b, 1, 4, -1, false);
+    tu_write_recording(a, 1, 4, -1, false);
+    tu_write_recording(b, 1, 4, -1, false);
     compare_dirs(a, b, &p);
     ck_assert(!p.f.differ && p.f.n == 0 && p.f.at == -1 && p.f.truncated_alike == 0);
     pair_release(&p);
     /* a parameter's digest at step 3: the first differing tensor */
-    write_rec(c, 1, 4, 3, false);
+    tu_write_recording(c, 1, 4, 3, false);
     compare_dirs(a, c, &p);
     ck_assert(p.f.differ && p.f.n == 1);
     ck_assert_int_eq(p.f.f[0].what, DCK_REPRO_TENSOR);
@@ -153,7 +108,7 @@ START_TEST(recordings_agree_and_differ) {
     ck_assert_str_eq(p.f.at_what, "tensor");
     pair_release(&p);
     /* step 4 recorded by run 1 only: a difference, never agreement */
-    write_rec(d, 1, 3, -1, false);
+    tu_write_recording(d, 1, 3, -1, false);
     compare_dirs(a, d, &p);
     ck_assert(p.f.differ && p.f.n == 1);
     ck_assert_int_eq(p.f.f[0].what, DCK_REPRO_STEPS);
@@ -167,7 +122,7 @@ START_TEST(recordings_agree_and_differ) {
     ck_assert(p.f.differ && p.f.n == 1 && p.f.f[0].what == DCK_REPRO_STEPS && p.f.f[0].step == 1);
     pair_release(&p);
     /* a state entry in run 2 only: a difference too */
-    write_rec(e, 1, 4, -1, true);
+    tu_write_recording(e, 1, 4, -1, true);
     compare_dirs(a, e, &p);
     ck_assert(p.f.differ && p.f.n == 1);
     ck_assert_int_eq(p.f.f[0].what, DCK_REPRO_STATE_ONLY);
@@ -259,7 +214,7 @@ START_TEST(settings_off_and_differ) {
 END_TEST
 
 START_TEST(settings_load) {
-    char *top = tu_tmpdir(), *a = run_dir(top, "a"), *p = tu_path(a, "run.json");
+    char *top = tu_tmpdir(), *a = tu_run_dir(top, "a"), *p = tu_path(a, "run.json");
     json_t *s = (json_t *)1;
     bool unreadable = true;
     /* absent: no settings, no error */

@@ -2,6 +2,8 @@
 #ifndef DCK_TESTUTIL_H
 #define DCK_TESTUTIL_H
 #include <check.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,4 +147,51 @@ static inline int tu_require_fixtures(void) {
                     tu_public_fixtures_path());                                                                   \
         }                                                                                                         \
     } while (0)
+/* n bytes of v, little-endian, at *p (advanced). */
+static inline void tu_le(uint8_t **p, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) *(*p)++ = (uint8_t)(v >> (8 * i));
+}
+
+/* Recorded runs (check_runs_*): tensor_digests.bin in dir: a gradient and a parameter "fc.weight" at
+ * steps lo..hi; the parameter's digest at step `odd` changed; with state,
+ * a state entry "rng" too */
+static inline void tu_write_recording(const char *dir, long lo, long hi, long odd, bool state) {
+    uint8_t buf[4096], *p = buf;
+    memcpy(p, "DCKTDIG\0", 8);
+    p += 8;
+    tu_le(&p, 1, 4);
+    tu_le(&p, 0, 4);
+    static const char *const names[] = {"fc.weight", "fc.weight", "rng"};
+    uint32_t ids = state ? 3 : 2;
+    for (uint32_t id = 0; id < ids; id++) {
+        tu_le(&p, 1, 1);
+        tu_le(&p, id, 4);
+        tu_le(&p, id, 1); /* kind: 0 gradient, 1 parameter, 3 state */
+        if (id == 2) p[-1] = 3;
+        tu_le(&p, strlen(names[id]), 2);
+        memcpy(p, names[id], strlen(names[id]));
+        p += strlen(names[id]);
+    }
+    for (long s = lo; s <= hi; s++) {
+        tu_le(&p, 2, 1);
+        tu_le(&p, (uint64_t)s, 8);
+        tu_le(&p, ids, 4);
+        for (uint32_t id = 0; id < ids; id++) {
+            tu_le(&p, id, 4);
+            tu_le(&p, 100 + (uint64_t)s, 8);
+            tu_le(&p, id == 1 && s == odd ? 7 : 9, 8);
+        }
+    }
+    char *path = tu_path(dir, "tensor_digests.bin");
+    tu_write(path, buf, (size_t)(p - buf));
+    free(path);
+}
+
+/* A run folder NAME made under top (malloc'd path). */
+static inline char *tu_run_dir(const char *top, const char *name) {
+    char *d = tu_path(top, name);
+    ck_assert_int_eq(mkdir(d, 0777), 0);
+    return d;
+}
+
 #endif
