@@ -1,5 +1,5 @@
 """Recording a training run for ``detcheck bisect``: one trajectory line per
-step (the trainer's format, src/train/train_loop.c) and, every ``every``
+step (the trainer's format, src/runs/trajectory.c) and, every ``every``
 steps, the digest of every gradient, parameter and optimizer state tensor
 in a compact binary side file.
 
@@ -62,7 +62,7 @@ _STEP_MAX = (1 << 63) - 1
 KINDS = ("gradient", "parameter", "optimizer", "state")
 STATE = 3
 # the order of kinds in a step record: state first, as detcheck bisect sorts
-# them (src/train/train_record.c, dck_rec_kind_rank)
+# them (src/runs/recording.c, dck_rec_kind_rank)
 KIND_RANK = (1, 2, 3, 0)
 # the Recorders writing now, for detcheck.session().stopped() to close
 _OPEN = weakref.WeakSet()
