@@ -125,6 +125,19 @@ static int yaml_events_to_json(yaml_parser_t *p, json_t **out) {
     return r;
 }
 
+/* u64 from decimal digits only (at most 20, no sign, no space): a YAML
+ * scalar's, or a JSON string's in get_u64 */
+static int digits_u64(const char *s, uint64_t *out) {
+    if (!*s || strlen(s) > 20) return 0;
+    for (const char *p = s; *p; p++)
+        if (!isdigit((unsigned char)*p)) return 0;
+    errno = 0;
+    unsigned long long x = strtoull(s, NULL, 10);
+    if (errno) return 0;
+    *out = x;
+    return 1;
+}
+
 /* Integer from a JSON integer or a YAML scalar string of decimal digits. */
 static int get_u64(json_t *v, uint64_t *out) {
     if (json_is_integer(v)) {
@@ -133,14 +146,7 @@ static int get_u64(json_t *v, uint64_t *out) {
         return 1;
     }
     const char *s = json_string_value(v);
-    if (!s || !*s || strlen(s) > 20) return 0;
-    for (const char *p = s; *p; p++)
-        if (!isdigit((unsigned char)*p)) return 0;
-    errno = 0;
-    unsigned long long x = strtoull(s, NULL, 10);
-    if (errno) return 0;
-    *out = x;
-    return 1;
+    return s && digits_u64(s, out);
 }
 
 static int safe_relpath(const char *p) {
@@ -434,18 +440,6 @@ static int fy_lit(fy *y, const char *s) {
     size_t n = strlen(s);
     if ((size_t)(y->end - y->p) < n || memcmp(y->p, s, n)) return 0;
     y->p += n;
-    return 1;
-}
-
-/* u64 from the digits a YAML scalar holds, as get_u64 reads them */
-static int digits_u64(const char *s, uint64_t *out) {
-    if (!*s || strlen(s) > 20) return 0;
-    for (const char *p = s; *p; p++)
-        if (!isdigit((unsigned char)*p)) return 0;
-    errno = 0;
-    unsigned long long x = strtoull(s, NULL, 10);
-    if (errno) return 0;
-    *out = x;
     return 1;
 }
 
