@@ -631,6 +631,45 @@ DCK_API const char *dck_device_name(dck_device d);
 /* "cpu", "cuda", "auto"; DCK_ERR_INVALID otherwise. */
 DCK_API dck_status dck_device_from_name(const char *name, dck_device *out);
 
+/* ------------------------------------------------------------------ Seals
+ * A sealed checkpoint carries the digests of the state it was written from
+ * (detcheck-seal(1)): CKPT/detcheck-seal.yaml inside a directory checkpoint,
+ * CKPT.detcheck-seal.yaml beside a file. A seal is a manifest whose metadata
+ * say seal: 1, with seal_from (memory | files), seal_checkpoint (the
+ * checkpoint's base name), seal_step and seal_world_size when known. */
+
+#define DCK_SEAL_NAME "detcheck-seal.yaml"
+#define DCK_SEAL_SUFFIX ".detcheck-seal.yaml"
+
+/* The seal path of checkpoint ckpt (malloc'd into *out; dck_free). */
+DCK_API dck_status dck_seal_path(const char *ckpt, char **out);
+
+/* Sets the seal metadata of m (before dck_manifest_finalize): from is
+ * "memory" or "files"; step < 0: unknown; world_size 0: unknown. */
+DCK_API dck_status dck_seal_mark(dck_manifest *m, const char *ckpt, const char *from, long long step,
+                                 int world_size);
+
+/* Writes finalized m as the seal of ckpt, atomically. It replaces only an
+ * earlier seal: a symlink, anything but a regular file, or a file that is
+ * not a seal is refused (DCK_ERR_INVALID, naming it). */
+DCK_API dck_status dck_seal_save(const dck_manifest *m, const char *ckpt);
+
+/* Loads the seal at seal_path: a symlink or non-regular file is refused
+ * (DCK_ERR_INVALID), a manifest without seal: 1 is DCK_ERR_FORMAT. */
+DCK_API dck_status dck_seal_load(const char *seal_path, dck_manifest **out);
+
+/* ckpt's files against its seal: hashed with opt (NULL: defaults) and
+ * compared, tensors, values and (when the seal has them) files. */
+typedef struct {
+    dck_manifest *seal, *actual;
+    dck_cmp_result cmp;        /* differences, model order */
+    char **holders;            /* per cmp entry: the checkpoint files that hold it ("a, b"), or NULL */
+    int same;                  /* 1: nothing differs */
+    char *seal_path;
+} dck_seal_result;
+DCK_API dck_status dck_seal_verify(const char *ckpt, const dck_options *opt, dck_seal_result *out);
+DCK_API void dck_seal_result_release(dck_seal_result *r);
+
 #ifdef __cplusplus
 }
 #endif
