@@ -17,6 +17,7 @@ LAYERS = [
     "_digest",       # digest v1 of any tensor (streamed views, DTensors through _shard)
     "_state",        # digests of what a resume restores (RNG states, batches, lr, ...)
     "_manifest",     # manifests of live objects
+    "_seal",         # sealed checkpoints: seal, verify_seal
     "_settings",     # determinism settings, run.json, the environment's recording switches
     "_trace",        # the trace writer: hooks, events, trace.bin records, dumps
     "_recorder",     # Recorder

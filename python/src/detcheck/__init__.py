@@ -11,6 +11,9 @@
   and :meth:`Recorder.from_env` / :func:`autorecord` for recording switched
   on from the environment (``DETCHECK_RECORD``, as ``detcheck repro`` does).
 - :func:`read_digests` / :func:`read_trace` -- read a recording back.
+- :func:`seal` / :func:`verify_seal` -- sealed checkpoints: the digests of
+  the state saved, written beside the checkpoint, checked against the state
+  loaded after a restart (:class:`SealError` names what differs).
 - :func:`session` -- the resume contract ``detcheck resume-check`` sets
   (``DETCHECK_STOP_AT``, ``DETCHECK_RESUME``, ``DETCHECK_CHECKPOINT_DIR``):
   when to stop, whether to resume, where checkpoints go.
@@ -24,6 +27,7 @@ from ._shard import digest_shard
 from ._manifest import Manifest, VerifyResult, Difference, manifest, verify
 from ._recorder import Recorder
 from ._runs import read_digests, read_trace, first_difference, TraceEvent, TraceStep, compare_runs, RunsComparison
+from ._seal import seal, verify_seal, SealError, SealResult
 from ._settings import settings as determinism_settings
 from ._session import Session, session
 from . import _state
@@ -63,5 +67,5 @@ def library_version():
 
 __all__ = ["digest", "digest_shard", "manifest", "verify", "Manifest", "VerifyResult", "Difference",
            "Recorder", "read_digests", "read_trace", "first_difference", "TraceEvent", "TraceStep",
-           "compare_runs", "RunsComparison",
+           "compare_runs", "RunsComparison", "seal", "verify_seal", "SealError", "SealResult",
            "autorecord", "session", "Session", "determinism_settings", "TensorDigest", "DetcheckError", "library_version", "LIB_PATH"]

@@ -128,8 +128,17 @@ def digest_shard(local, global_shape, offset, group=None, contribute=True):
     once, as detcheck hash checks a DCP checkpoint's chunks: overlapping
     shards (also when a gap elsewhere makes the byte count match) and gaps
     raise ValueError on every rank, naming the ranks and their ranges."""
+    return digest_shards([(local, global_shape, offset, contribute)], group=group)[0]
+
+
+class _Part:
+    """One rank's part of a sharded tensor's digest: the lane sums of the
+    segments it holds whole, the bytes it holds of the others, its box."""
+    __slots__ = ("dt", "global_shape", "total", "vec", "box", "pieces")
+
+
+def _shard_part(local, global_shape, offset, contribute):
     import torch
-    import torch.distributed as dist
 
     dt = torch_dtype_name(local)
     global_shape = tuple(int(s) for s in global_shape)
@@ -176,24 +185,19 @@ def digest_shard(local, global_shape, offset, group=None, contribute=True):
             lanes_lo = (lanes_lo + ln.lo) & _MASK
             lanes_hi = (lanes_hi + ln.hi) & _MASK
     # the edge bytes, copied out (a CUDA shard's few edge bytes through the host)
-    flat = x.reshape(-1).view(torch.uint8) if x.numel() else None
-    pieces = [(g, bytes(flat[l:l + n].cpu().numpy().tobytes())) for g, l, n in edges]
+    flat = x.reshape(-1).view(torch.uint8) if x.numel() and edges else None
+    p = _Part()
+    p.dt, p.global_shape, p.total = dt, global_shape, total
+    p.pieces = [(g, bytes(flat[l:l + n].cpu().numpy().tobytes())) for g, l, n in edges]
+    p.vec = _limbs(lanes_lo) + _limbs(lanes_hi) + _limbs(covered)
+    p.box = (offset, tuple(int(s) for s in x.shape)) if contribute else None
+    return p
 
-    world = dist.is_available() and dist.is_initialized()
-    vec = _limbs(lanes_lo) + _limbs(lanes_hi) + _limbs(covered)
-    mybox = (offset, tuple(int(s) for s in x.shape)) if contribute else None
-    boxes = [(0, mybox)]
-    if world:
-        dev = "cuda" if dist.get_backend(group) == "nccl" else "cpu"
-        t = torch.tensor(vec, dtype=torch.int64, device=dev)
-        dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
-        vec = t.cpu().tolist()
-        n = dist.get_world_size(group)
-        gathered = [None] * n
-        dist.all_gather_object(gathered, (mybox, pieces), group=group)
-        pieces = [p for _, r in gathered for p in r]
-        boxes = [(r, b) for r, (b, _) in enumerate(gathered)]
-    # every rank holds the same boxes here, so every rank raises the same error
+
+def _shard_finish(p, vec, boxes, pieces):
+    """The whole tensor's digest from the ranks' summed limbs, boxes and
+    edge pieces (the same on every rank, so every rank raises the same)."""
+    dt, global_shape, total = p.dt, p.global_shape, p.total
     _check_coverage(boxes, global_shape, dt)
     lanes_lo, lanes_hi, covered = _unlimbs(vec[0:4]), _unlimbs(vec[4:8]), _unlimbs(vec[8:12])
     # stitch the split segments, in offset order, and hash each once
@@ -224,10 +228,50 @@ def digest_shard(local, global_shape, offset, group=None, contribute=True):
     return TensorDigest(_lib.hex_of(d), dt, global_shape)
 
 
-def digest_dtensor(x):
-    """digest_shard for a DTensor: its local shard's box from its mesh and
-    placements; of the ranks holding a replica only those at coordinate 0
-    of each replicated mesh dimension contribute."""
+def digest_shards(items, group=None):
+    """:func:`digest_shard` of many tensors in two collectives in all: one
+    integer all-reduce of every tensor's limbs and one gather of the boxes
+    and edge bytes. items: [(local, global_shape, offset, contribute)], the
+    same tensors in the same order on every rank of ``group``. Returns
+    their :class:`TensorDigest` s, in order."""
+    import torch
+    import torch.distributed as dist
+
+    parts = [_shard_part(*it) for it in items]
+    world = dist.is_available() and dist.is_initialized()
+    if not world:
+        return [_shard_finish(p, p.vec, [(0, p.box)], p.pieces) for p in parts]
+    n = dist.get_world_size(group)
+    shapes = [(p.dt, p.global_shape) for p in parts]
+    mine = ([(p.box, p.pieces) for p in parts], shapes)
+    gathered = [None] * n
+    dist.all_gather_object(gathered, mine, group=group)
+    for r, (_, theirs) in enumerate(gathered):
+        if theirs != shapes:  # a different list of tensors: the sums would mix them
+            k = next((i for i, (a, b) in enumerate(zip(theirs, shapes)) if a != b), min(len(theirs), len(shapes)))
+            raise ValueError("detcheck.digest_shards: rank %d digests %d tensors, this rank %d; they part at "
+                             "tensor %d (%s here, %s there): every rank must pass the same tensors in the same "
+                             "order" % (r, len(theirs), len(shapes), k, shapes[k] if k < len(shapes) else None,
+                                        theirs[k] if k < len(theirs) else None))
+    vec = [v for p in parts for v in p.vec]
+    if vec:
+        dev = "cuda" if dist.get_backend(group) == "nccl" else "cpu"
+        t = torch.tensor(vec, dtype=torch.int64, device=dev)
+        dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
+        vec = t.cpu().tolist()
+    out = []
+    for i, p in enumerate(parts):
+        boxes = [(r, g[0][i][0]) for r, g in enumerate(gathered)]
+        pieces = [pc for g in gathered for pc in g[0][i][1]]
+        out.append(_shard_finish(p, vec[12 * i:12 * i + 12], boxes, pieces))
+    return out
+
+
+def dtensor_item(x):
+    """A DTensor as an item of :func:`digest_shards` and the group its
+    mesh spans: its local shard's box from its mesh and placements; of the
+    ranks holding a replica only those at coordinate 0 of each replicated
+    mesh dimension contribute."""
     import torch.distributed as dist
     try:
         from torch.distributed.tensor import Replicate, Shard
@@ -251,4 +295,10 @@ def digest_dtensor(x):
     else:
         raise ValueError("detcheck.digest: a DTensor on a %d-dimensional mesh smaller than the world; "
                          "use digest_shard with a group of its ranks" % mesh.ndim)
-    return digest_shard(x.to_local(), tuple(x.shape), tuple(offset), group=group, contribute=contribute)
+    return (x.to_local(), tuple(x.shape), tuple(offset), contribute), group
+
+
+def digest_dtensor(x):
+    """digest_shard for a DTensor (see :func:`dtensor_item`)."""
+    item, group = dtensor_item(x)
+    return digest_shards([item], group=group)[0]
