@@ -12,9 +12,12 @@ again (timed), so that load from elsewhere falls on both. Prints per-phase media
 time and of the process's CPU time (user + sys, every thread), and the two
 ratios by wall time (the goal's: seal <= 0.05 x save, verify_seal <= 0.10
 x load; on CUDA the goal of the seal is 0.01, stated until measured).
-Exit 0 goals met, 3 a goal missed, 1 error.
+With --check DETCHECK, the warm-up round's checkpoint is also checked
+offline by `DETCHECK verify --seal` (the seal made from memory, on the
+device, must match what the files hold). Exit 0 goals met, 3 a goal
+missed, 1 error (a failed check too).
 
-  python3 bench/seal_cost.py [--mib 1024] [--rounds 3] [--device cpu|cuda] [--dir D]
+  python3 bench/seal_cost.py [--mib 1024] [--rounds 3] [--device cpu|cuda] [--dir D] [--check DETCHECK]
 (needs torch, and the detcheck package importable: PYTHONPATH=python/src,
 DETCHECK_LIB=BUILD/libdetcheck.so.0)"""
 import argparse
@@ -57,6 +60,7 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--dir", help="where the checkpoints go (default: a temporary directory)")
+    ap.add_argument("--check", metavar="DETCHECK", help="verify the first checkpoint's files against its seal")
     a = ap.parse_args(argv)
     import torch
     import torch.distributed.checkpoint as dcp
@@ -91,6 +95,13 @@ def main(argv=None):
             else:
                 timed("load", load, keep)
                 timed("verify", verify, keep)
+            if r == 0 and a.check:
+                import subprocess
+                v = subprocess.run([a.check, "verify", "-q", "--seal", path])
+                print("check      %s verify --seal of a checkpoint sealed from %s memory: exit %d"
+                      % (os.path.basename(a.check), a.device, v.returncode))
+                if v.returncode != 0:
+                    return 1
             shutil.rmtree(path)
     finally:
         shutil.rmtree(top, ignore_errors=True)

@@ -18,7 +18,9 @@
 #      cuda` vs the CPU path on a 4 GiB file in the page cache (identical
 #      manifests, both times); detcheck.Recorder's per-step digests of a
 #      1B-parameter model vs its AdamW step (bench/recorder_cost.py, goal
-#      <= 2%; detcheck-gpu(7), LIBRARY), when PyTorch with CUDA is there.
+#      <= 2%; detcheck-gpu(7), LIBRARY), when PyTorch with CUDA is there;
+#      detcheck.seal of a 2 GiB CUDA state after dcp.save (bench/seal_cost.py,
+#      goal < 1%; its files verified against the seal; detcheck-seal(1)).
 #   4. the trainer on the GPU (detcheck-gpu(7), TRAINING): `train --device cuda` == CPU at
 #      every step (fp32, bf16; tiny and shortened small presets), 2 and 4 ranks
 #      on one GPU, resumes across devices (the schedule given explicitly: a
@@ -384,6 +386,23 @@ PY
             0) pass "$l" "$g" "<= 2%: met" ;;
             3) pass "$l" "$g" "<= 2%: NOT met" ;;
             *) failed "$l" "bench/recorder_cost.py exit $rc" ;;
+            esac
+        else skipped "$l" "no PyTorch with CUDA here"; fi
+    fi
+    # sealed checkpoints (detcheck-seal(1), COST): detcheck.seal of a 2 GiB
+    # state in GPU memory after dcp.save, digested on the device (goal < 1%
+    # of the save), and the files checked offline against that seal
+    l="3c seal cost, 2 GiB on CUDA"
+    if gpu_only "$l" "its CPU twin: make bench (row seal)"; then
+        if torch_cuda; then
+            out=$(pyrun python3 bench/seal_cost.py --device cuda --mib 2048 --rounds 2 --check "$D")
+            rc=$?
+            echo "$out" | sed 's/^/   /'
+            g=$(echo "$out" | sed -n 's/^ratio seal *//p')
+            case $rc in
+            0) pass "$l" "$g" "< 1%: met" ;;
+            3) pass "$l" "$g" "< 1%: NOT met" ;;
+            *) failed "$l" "bench/seal_cost.py exit $rc" ;;
             esac
         else skipped "$l" "no PyTorch with CUDA here"; fi
     fi
