@@ -139,16 +139,20 @@ dck_status dck_seal_save(const dck_manifest *m, const char *ckpt) {
         return dck_set_error(DCK_ERR_INVALID, "%s: the manifest is not marked as a seal (dck_seal_mark)", ckpt);
     char *path;
     DCK_TRY(dck_seal_path(ckpt, &path));
-    struct stat st;
-    dck_status s = DCK_OK;
-    /* the output rule lets an empty file be replaced; a seal replaces only
-     * an earlier seal (detcheck-seal(1)) */
-    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
-        s = dck_set_error(DCK_ERR_INVALID, "%s exists and is not a detcheck seal (an empty file); refusing to "
-                                           "overwrite it", path);
+    dck_status s = dck_seal_output_check(path);
     if (!s) s = dck_manifest_save_kind(m, DCK_FORMAT_YAML, path, "detcheck seal", dck_seal_is_file);
     free(path);
     return s;
+}
+
+dck_status dck_seal_output_check(const char *seal_path) {
+    struct stat st;
+    /* the output rule lets an empty file be replaced; a seal replaces only
+     * an earlier seal (detcheck-seal(1)) */
+    if (lstat(seal_path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
+        return dck_set_error(DCK_ERR_INVALID, "%s exists and is not a detcheck seal (an empty file); refusing to "
+                                              "overwrite it", seal_path);
+    return dck_output_check(NULL, seal_path, "detcheck seal", dck_seal_is_file, NULL, 0);
 }
 
 /* "seal of step A, checkpoint's name says step B": a seal copied from

@@ -15,4 +15,10 @@ int dck_seal_name_step(const char *ckpt, long long *step);
  * regular file that loads as a seal. The error of the load is cleared. */
 bool dck_seal_is_file(const char *path);
 
+/* The output rule for seal_path, before any work and again by
+ * dck_seal_save at the moment of writing: nothing there, or an earlier
+ * seal; a link, a FIFO, a directory, an empty or any other file is refused
+ * (DCK_ERR_INVALID, naming it). */
+dck_status dck_seal_output_check(const char *seal_path);
+
 #endif
