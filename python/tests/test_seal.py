@@ -224,3 +224,32 @@ def test_seal_never_replaces_other_files(tmp_path):
     assert detcheck.verify_seal(p, state).step == 2
     with pytest.raises(detcheck.SealError):
         detcheck.seal(str(tmp_path / "never_written.pt"), state)
+
+
+def test_bad_seals_refused(tmp_path):
+    """A FIFO, a link, a manifest that is not a seal, garbage: SealError naming
+    the seal's path, never a hang or a pass."""
+    p = str(tmp_path / "w.pt")
+    state = {"w": torch.arange(7.0)}
+    torch.save(state, p)
+    sp = p + ".detcheck-seal.yaml"
+    os.mkfifo(sp)
+    for call in (lambda: detcheck.verify_seal(p, state), lambda: detcheck.seal(p, state)):
+        with pytest.raises(detcheck.SealError) as e:
+            call()
+        assert sp in str(e.value)
+    os.unlink(sp)
+    detcheck.manifest(state).save(sp)  # a manifest, not a seal
+    with pytest.raises(detcheck.SealError) as e:
+        detcheck.verify_seal(p, state)
+    assert "not a detcheck seal" in str(e.value)
+    open(sp, "w").write("\x00garbage")
+    with pytest.raises(detcheck.SealError):
+        detcheck.verify_seal(p, state)
+    os.unlink(sp)
+    detcheck.seal(p, state)
+    real = str(tmp_path / "real.yaml")
+    os.rename(sp, real)
+    os.symlink(real, sp)
+    with pytest.raises(detcheck.SealError):
+        detcheck.verify_seal(p, state)
