@@ -31,6 +31,7 @@ int cmd_hash_planned(int argc, char **argv, const char *const *paths, size_t npa
                      const dck_options *o, dck_format fmt, const char *output, dck_device device,
                      int distributed);
 int cmd_verify(int argc, char **argv);
+int cmd_seal(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_resume_check(int argc, char **argv);

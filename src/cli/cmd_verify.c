@@ -4,6 +4,7 @@
 #include "report/html.h"
 #include "report/report.h"
 #include "core/core.h"
+#include "runs/seal.h"
 
 #include <fnmatch.h>
 #include <jansson.h>
@@ -13,6 +14,7 @@
 
 static const char verify_help[] =
     "usage: detcheck verify --golden MANIFEST PATH... [--files] [--json] [--threads N] [-q]\n"
+    "       detcheck verify --seal CKPT [--json] [--threads N] [-q]\n"
     "\n"
     "Hashes PATH (a checkpoint in any format detcheck reads, or a manifest) and\n"
     "compares it with the golden manifest, tensor by tensor, by name: dtype,\n"
@@ -20,8 +22,15 @@ static const char verify_help[] =
     "values must be equal. Differences are listed in model order and the first\n"
     "one is called out.\n"
     "\n"
+    "With --seal, CKPT's files are compared with the checkpoint's own seal\n"
+    "(CKPT/detcheck-seal.yaml, or CKPT.detcheck-seal.yaml beside a file; see\n"
+    "detcheck-seal(1)): tensors, values, and the files when the seal has their\n"
+    "hashes; each difference names the checkpoint file(s) that hold it. No seal,\n"
+    "a file that is no seal, or a seal of another step is trouble (exit 2).\n"
+    "\n"
     "Options:\n"
     "  -g, --golden FILE  the golden manifest (YAML or JSON)\n"
+    "      --seal         compare CKPT with its seal instead of a golden manifest\n"
     "      --files        also compare whole-file hashes and sizes (of every file\n"
     "                     read, and of .bin weights skipped for safetensors)\n"
     "      --json         a JSON report on stdout\n"
@@ -209,14 +218,233 @@ static dck_manifest *compared_golden(const dck_manifest *golden, const cli_share
     return m;
 }
 
+/* What verify reports, with --golden or --seal: the manifest compared
+ * against (the golden manifest or the seal), its path and its word in the
+ * lines ("golden", "seal"); per difference the tensor an extra one shares
+ * storage with (alias, --golden) or the checkpoint files that hold it
+ * (holders, --seal). */
+typedef struct {
+    const char *word, *path;
+    const dck_manifest *golden, *actual;
+    dck_cmp_result *r, *aside;
+    const char *layout_why;
+    char **alias, **holders; /* per entry of r, or NULL */
+    bool seal;
+    int files;
+} verify_view;
+
+/* The verdict of v on stdout (text or --json) and in the reports asked
+ * for: the exit status. */
+static int verify_print(const verify_view *v, const cli_shared *sh, cli_report *rep, bool json) {
+    dck_status s;
+    bool unaccepted = v->aside->n && !sh->accept_layout_state;
+    int rc = v->r->n || unaccepted ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
+    char hg[33], ha[33];
+    dck_digest_to_hex(dck_manifest_root(v->golden), hg);
+    dck_digest_to_hex(dck_manifest_root(v->actual), ha);
+    const char *first = NULL;
+    for (size_t i = 0; i < v->r->n && !first; i++)
+        if (v->r->entries[i].kind <= DCK_CMP_EXTRA) first = v->r->entries[i].name;
+    if (!first && v->r->n) first = v->r->entries[0].name;
+    if (json && !cli_quiet) {
+        bool oom = false;
+        json_t *doc = json_object(), *diffs = json_array();
+        cli_jset(doc, "equal", json_boolean(v->r->n == 0 && !unaccepted), &oom);
+        cli_jset(doc, "golden", cli_json_text(v->path), &oom);
+        if (v->seal) cli_jset(doc, "seal", cli_json_text(v->path), &oom);
+        cli_jset(doc, "root_golden", json_string(hg), &oom);
+        cli_jset(doc, "root_actual", json_string(ha), &oom);
+        cli_jset(doc, "tensors_golden", cli_json_u64(dck_manifest_tensor_count(v->golden)), &oom);
+        cli_jset(doc, "tensors_actual", cli_json_u64(dck_manifest_tensor_count(v->actual)), &oom);
+        cli_jset(doc, "tensors_equal", cli_json_u64(v->r->tensors_equal), &oom);
+        cli_jset(doc, "first_difference", cli_json_str_or_null(first), &oom);
+        if (v->aside->n) {
+            json_t *ls = json_object(), *names = json_array();
+            cli_jset(ls, "layouts_differ", cli_json_text(v->layout_why), &oom);
+            for (size_t i = 0; i < v->aside->n; i++) cli_jappend(names, cli_json_text(v->aside->entries[i].name), &oom);
+            cli_jset(ls, "not_compared", names, &oom);
+            cli_jset(ls, "accepted", json_boolean(sh->accept_layout_state), &oom);
+            cli_jset(doc, "layout_state", ls, &oom);
+        }
+        for (size_t i = 0; i < v->r->n; i++) {
+            const dck_cmp_entry *ce = &v->r->entries[i];
+            json_t *e = json_object();
+            cli_jset(e, "name", cli_json_text(ce->name), &oom);
+            cli_jset(e, "kind", json_string(dck_cmp_kind_name(ce->kind)), &oom);
+            if (v->alias && v->alias[i]) cli_jset(e, "alias_of", cli_json_text(v->alias[i]), &oom);
+            if (v->seal) cli_jset(e, "files", cli_json_str_or_null(v->holders[i]), &oom);
+            if (ce->kind <= DCK_CMP_EXTRA) {
+                cli_jset(e, "golden", tensor_json(ce->golden, &oom), &oom);
+                cli_jset(e, "actual", tensor_json(ce->actual, &oom), &oom);
+            } else if (ce->kind == DCK_CMP_VALUE) {
+                cli_jset(e, "golden", ce->golden_value ? cli_json_text(ce->golden_value->value) : json_null(), &oom);
+                cli_jset(e, "actual", ce->actual_value ? cli_json_text(ce->actual_value->value) : json_null(), &oom);
+            } else if (ce->kind == DCK_CMP_FILE) {
+                cli_jset(e, "golden", file_json(ce->golden_file, &oom), &oom);
+                cli_jset(e, "actual", file_json(ce->actual_file, &oom), &oom);
+            }
+            cli_jappend(diffs, e, &oom);
+        }
+        cli_jset(doc, "differences", diffs, &oom);
+        if ((s = cli_json_print(doc, CLI_JSON_INDENT, oom))) rc = cli_fail("verify", s);
+    } else if (!cli_quiet) {
+        if (!v->r->n && unaccepted) {
+            printf("NOT COMPARED: %zu entr%s of layout state against %s (--accept-layout-state accepts them); "
+                   "%zu tensors identical\n", v->aside->n, v->aside->n == 1 ? "y" : "ies", cli_safe(v->path), v->r->tensors_equal);
+        } else if (!v->r->n) {
+            printf("OK: %zu tensors identical to %s (root %s)", v->r->tensors_equal, cli_safe(v->path), ha);
+            cli_print_excluded(stdout, sh);
+            printf("\n");
+        } else {
+            printf("DIFFERENT: %zu difference%s against %s; first: %s\n", v->r->n, v->r->n == 1 ? "" : "s",
+                   cli_safe(v->path), cli_safe(first));
+            for (size_t i = 0; i < v->r->n; i++) {
+                const dck_cmp_entry *e = &v->r->entries[i];
+                char a[33], b[33], sa[256], sb[256];
+                switch (e->kind) {
+                case DCK_CMP_DIGEST:
+                    dck_digest_to_hex(e->golden->digest, a);
+                    dck_digest_to_hex(e->actual->digest, b);
+                    printf("  differs  %s: digest %s, %s %s", cli_safe(e->name), b, v->word, a);
+                    break;
+                case DCK_CMP_DTYPE:
+                    printf("  dtype    %s: %s, %s %s", cli_safe(e->name), dck_dtype_name(e->actual->dtype), v->word,
+                           dck_dtype_name(e->golden->dtype));
+                    break;
+                case DCK_CMP_SHAPE:
+                    fmt_shape(sa, sizeof sa, e->actual);
+                    fmt_shape(sb, sizeof sb, e->golden);
+                    printf("  shape    %s: %s, %s %s", cli_safe(e->name), sa, v->word, sb);
+                    break;
+                case DCK_CMP_MISSING: printf("  missing  %s (in %s, not in checkpoint)", cli_safe(e->name), v->word); break;
+                case DCK_CMP_EXTRA:
+                    if (v->alias && v->alias[i])
+                        printf("  extra    %s (in checkpoint, not in %s; shares storage with %s: a tied "
+                               "weight? --ignore-aliases)", cli_safe(e->name), v->word, cli_safe(v->alias[i]));
+                    else printf("  extra    %s (in checkpoint, not in %s)", cli_safe(e->name), v->word);
+                    break;
+                case DCK_CMP_FILE:
+                    if (!e->actual_file) printf("  file     %s: missing (in %s, not in checkpoint)", cli_safe(e->name), v->word);
+                    else if (!e->golden_file) printf("  file     %s: extra (in checkpoint, not in %s)", cli_safe(e->name), v->word);
+                    else {
+                        dck_digest_to_hex(e->actual_file->xxh128, a);
+                        dck_digest_to_hex(e->golden_file->xxh128, b);
+                        printf("  file     %s: %llu bytes xxh128 %s, %s %llu bytes %s", cli_safe(e->name),
+                               (unsigned long long)e->actual_file->bytes, a, v->word,
+                               (unsigned long long)e->golden_file->bytes, b);
+                    }
+                    break;
+                case DCK_CMP_VALUE:
+                    if (!e->actual_value) printf("  value    %s: missing (%s %s)", cli_safe(e->name), v->word, cli_safe(e->golden_value->value));
+                    else if (!e->golden_value) printf("  value    %s: extra (%s)", cli_safe(e->name), cli_safe(e->actual_value->value));
+                    else printf("  value    %s: %s, %s %s", cli_safe(e->name), cli_safe(e->actual_value->value), v->word, cli_safe(e->golden_value->value));
+                    break;
+                default: continue;
+                }
+                /* --seal: where the difference lies on disk */
+                if (v->seal && v->holders[i] && e->kind != DCK_CMP_FILE) printf("  (in %s)", cli_safe(v->holders[i]));
+                printf("\n");
+            }
+            printf("%zu of %zu %s tensors identical\n", v->r->tensors_equal, dck_manifest_tensor_count(v->golden), v->word);
+        }
+        if (v->aside->n && v->layout_why[0]) {
+            printf("layouts differ (%s): %zu entr%s of per-rank layout state not compared "
+                   "(--require-rank-state compares them%s):\n", cli_safe(v->layout_why), v->aside->n,
+                   v->aside->n == 1 ? "y" : "ies", unaccepted ? "" : "; accepted");
+        } else if (v->aside->n) {
+            printf("writer bookkeeping on one side only: %zu entr%s not compared "
+                   "(--require-rank-state compares them%s):\n", v->aside->n, v->aside->n == 1 ? "y" : "ies",
+                   unaccepted ? "" : "; accepted");
+        }
+        if (v->aside->n) {
+            for (size_t i = 0; i < v->aside->n && i < 10; i++)
+                printf("  layout   %s (%s)\n", cli_safe(v->aside->entries[i].name),
+                       v->aside->entries[i].kind == DCK_CMP_MISSING || (v->aside->entries[i].kind == DCK_CMP_VALUE && !v->aside->entries[i].actual_value)
+                           ? "in golden only"
+                       : v->aside->entries[i].kind == DCK_CMP_EXTRA || (v->aside->entries[i].kind == DCK_CMP_VALUE && !v->aside->entries[i].golden_value)
+                           ? "in checkpoint only"
+                           : "differs");
+            if (v->aside->n > 10) printf("  ... and %zu more (--json lists them all)\n", v->aside->n - 10);
+            print_legacy_summary(v->aside);
+        }
+    }
+    if (cli_report_wanted(rep)) {
+        cli_report_property(rep, v->word, v->path);
+        cli_report_property(rep, "root", ha);
+        if (v->r->n)
+            cli_report_title(rep, "%zu difference%s against %s; first: %s", v->r->n, v->r->n == 1 ? "" : "s",
+                             v->path, first);
+        else if (unaccepted)
+            cli_report_title(rep, "%zu entries of layout state not compared against %s", v->aside->n, v->path);
+        else
+            cli_report_title(rep, "%zu tensors identical to %s (root %s)", v->r->tensors_equal, v->path, ha);
+        cli_report_exclude(rep, sh->exclude, sh->nexclude);
+        if (v->aside->n) {
+            char note[640];
+            snprintf(note, sizeof note, "%zu entries not compared (layouts differ: %s)%s", v->aside->n, v->layout_why,
+                     unaccepted ? "" : "; accepted");
+            cli_report_property(rep, "layout_state", note);
+        }
+        cli_report_aliases(rep, v->alias);
+        cli_report_compare(rep, "detcheck.verify", v->golden, v->r, v->word, "checkpoint");
+        if (rep->html) {
+            dck_manifest *compared = compared_golden(v->golden, sh, v->aside, v->files);
+            cli_report_figure(rep, compared ? cli_html_verify_figure(compared, v->r) : NULL);
+            dck_manifest_free(compared);
+        }
+        int e = cli_report_finish(rep, rc);
+        if (e) rc = e;
+    }
+    return rc;
+}
+
+/* verify --seal CKPT: the checkpoint's files against its own seal
+ * (dck_seal_verify), reported as --golden reports. */
+static int verify_seal(int npaths, char **paths, dck_options *o, const cli_shared *sh, cli_report *rep, int files) {
+    if (npaths != 1) return cli_usage_error("verify", "--seal takes one checkpoint, not %d paths", npaths);
+    /* a seal is the whole checkpoint: nothing of it may be left out */
+    if (sh->nexclude || sh->ignore_aliases || sh->accept_layout_state || sh->require_rank_state)
+        return cli_usage_error("verify", "--seal compares the whole checkpoint with its seal: no --exclude, "
+                                         "--ignore-aliases, --accept-layout-state or --require-rank-state");
+    const char *ckpt = paths[0];
+    char *seal_path = NULL;
+    dck_status s = dck_seal_path(ckpt, &seal_path);
+    if (s) return cli_fail("verify", s);
+    const char *in[2] = {ckpt, seal_path};
+    int bad = cli_report_check(rep, sh->json, in, 2); /* a report never replaces the seal */
+    dck_free(seal_path);
+    if (bad) return bad;
+    o->progress = cli_progress;
+    o->notice = cli_notice;
+    o->notice_ctx = (void *)"verify";
+    dck_seal_result res;
+    s = dck_seal_verify(ckpt, o, &res);
+    cli_progress_end();
+    if (s) return cli_fail("verify", s);
+    size_t nfiles = dck_manifest_file_count(res.seal);
+    if (files && !nfiles) {
+        s = dck_set_error(DCK_ERR_INVALID, "%s has no file hashes (a seal made from memory): --files cannot "
+                                           "compare them", res.seal_path);
+        dck_seal_result_release(&res);
+        return cli_fail("verify", s);
+    }
+    dck_cmp_result aside = {0};
+    verify_view v = {"seal", res.seal_path, res.seal, res.actual, &res.cmp, &aside, "", NULL, res.holders, true,
+                     nfiles > 0};
+    int rc = verify_print(&v, sh, rep, sh->json);
+    dck_seal_result_release(&res);
+    return rc;
+}
+
 int cmd_verify(int argc, char **argv) {
     static const struct option opts[] = {
         {"golden", required_argument, NULL, 'g'}, {"files", no_argument, NULL, 'F'},
+        {"seal", no_argument, NULL, 'S'},
         CLI_REPORT_LONGOPTS, {NULL, 0, NULL, 0}};
     cli_report rep;
     cli_report_init(&rep, "verify");
     const char *golden_path = NULL;
-    int files = 0;
+    int files = 0, seal = 0;
     dck_options o;
     dck_options_init(&o);
     o.megatron_merge = 1; /* legacy Megatron trees as one model unless --megatron-per-rank */
@@ -230,6 +458,7 @@ int cmd_verify(int argc, char **argv) {
         case CLI_STOP: return sh.exit;
         case 'g': golden_path = optarg; break;
         case 'F': files = 1; break;
+        case 'S': seal = 1; break;
         case CLI_OPT_JUNIT:
         case CLI_OPT_MARKDOWN:
         case CLI_OPT_HTML: cli_report_option(&rep, c, optarg); break;
@@ -238,9 +467,12 @@ int cmd_verify(int argc, char **argv) {
         }
     }
     int json = sh.json;
-    if (!golden_path) return cli_usage_error("verify", "--golden MANIFEST is required");
+    if (golden_path && seal)
+        return cli_usage_error("verify", "--golden and --seal are two verdicts on one checkpoint: give one");
+    if (!golden_path && !seal) return cli_usage_error("verify", "--golden MANIFEST (or --seal) is required");
     if (optind >= argc) return cli_usage_error("verify", "no PATH given");
     if (cli_check_megatron("verify", &o)) return DCK_EXIT_TROUBLE;
+    if (seal) return verify_seal(argc - optind, argv + optind, &o, &sh, &rep, files);
     {
         /* the golden is an input too: a report never replaces it */
         const char **in = malloc(sizeof *in * (size_t)(argc - optind + 1));
@@ -299,159 +531,8 @@ int cmd_verify(int argc, char **argv) {
         dck_manifest_free(actual);
         return cli_fail("verify", s);
     }
-    bool unaccepted = aside.n && !sh.accept_layout_state;
-    int rc = r.n || unaccepted ? DCK_EXIT_DIFFERENT : DCK_EXIT_SAME;
-    char hg[33], ha[33];
-    dck_digest_to_hex(dck_manifest_root(golden), hg);
-    dck_digest_to_hex(dck_manifest_root(actual), ha);
-    const char *first = NULL;
-    for (size_t i = 0; i < r.n && !first; i++)
-        if (r.entries[i].kind <= DCK_CMP_EXTRA) first = r.entries[i].name;
-    if (!first && r.n) first = r.entries[0].name;
-    if (json && !cli_quiet) {
-        bool oom = false;
-        json_t *doc = json_object(), *diffs = json_array();
-        cli_jset(doc, "equal", json_boolean(r.n == 0 && !unaccepted), &oom);
-        cli_jset(doc, "golden", cli_json_text(golden_path), &oom);
-        cli_jset(doc, "root_golden", json_string(hg), &oom);
-        cli_jset(doc, "root_actual", json_string(ha), &oom);
-        cli_jset(doc, "tensors_golden", cli_json_u64(dck_manifest_tensor_count(golden)), &oom);
-        cli_jset(doc, "tensors_actual", cli_json_u64(dck_manifest_tensor_count(actual)), &oom);
-        cli_jset(doc, "tensors_equal", cli_json_u64(r.tensors_equal), &oom);
-        cli_jset(doc, "first_difference", cli_json_str_or_null(first), &oom);
-        if (aside.n) {
-            json_t *ls = json_object(), *names = json_array();
-            cli_jset(ls, "layouts_differ", cli_json_text(layout_why), &oom);
-            for (size_t i = 0; i < aside.n; i++) cli_jappend(names, cli_json_text(aside.entries[i].name), &oom);
-            cli_jset(ls, "not_compared", names, &oom);
-            cli_jset(ls, "accepted", json_boolean(sh.accept_layout_state), &oom);
-            cli_jset(doc, "layout_state", ls, &oom);
-        }
-        for (size_t i = 0; i < r.n; i++) {
-            const dck_cmp_entry *ce = &r.entries[i];
-            json_t *e = json_object();
-            cli_jset(e, "name", cli_json_text(ce->name), &oom);
-            cli_jset(e, "kind", json_string(dck_cmp_kind_name(ce->kind)), &oom);
-            if (alias && alias[i]) cli_jset(e, "alias_of", cli_json_text(alias[i]), &oom);
-            if (ce->kind <= DCK_CMP_EXTRA) {
-                cli_jset(e, "golden", tensor_json(ce->golden, &oom), &oom);
-                cli_jset(e, "actual", tensor_json(ce->actual, &oom), &oom);
-            } else if (ce->kind == DCK_CMP_VALUE) {
-                cli_jset(e, "golden", ce->golden_value ? cli_json_text(ce->golden_value->value) : json_null(), &oom);
-                cli_jset(e, "actual", ce->actual_value ? cli_json_text(ce->actual_value->value) : json_null(), &oom);
-            } else if (ce->kind == DCK_CMP_FILE) {
-                cli_jset(e, "golden", file_json(ce->golden_file, &oom), &oom);
-                cli_jset(e, "actual", file_json(ce->actual_file, &oom), &oom);
-            }
-            cli_jappend(diffs, e, &oom);
-        }
-        cli_jset(doc, "differences", diffs, &oom);
-        if ((s = cli_json_print(doc, CLI_JSON_INDENT, oom))) rc = cli_fail("verify", s);
-    } else if (!cli_quiet) {
-        if (!r.n && unaccepted) {
-            printf("NOT COMPARED: %zu entr%s of layout state against %s (--accept-layout-state accepts them); "
-                   "%zu tensors identical\n", aside.n, aside.n == 1 ? "y" : "ies", cli_safe(golden_path), r.tensors_equal);
-        } else if (!r.n) {
-            printf("OK: %zu tensors identical to %s (root %s)", r.tensors_equal, cli_safe(golden_path), ha);
-            cli_print_excluded(stdout, &sh);
-            printf("\n");
-        } else {
-            printf("DIFFERENT: %zu difference%s against %s; first: %s\n", r.n, r.n == 1 ? "" : "s",
-                   cli_safe(golden_path), cli_safe(first));
-            for (size_t i = 0; i < r.n; i++) {
-                const dck_cmp_entry *e = &r.entries[i];
-                char a[33], b[33], sa[256], sb[256];
-                switch (e->kind) {
-                case DCK_CMP_DIGEST:
-                    dck_digest_to_hex(e->golden->digest, a);
-                    dck_digest_to_hex(e->actual->digest, b);
-                    printf("  differs  %s: digest %s, golden %s\n", cli_safe(e->name), b, a);
-                    break;
-                case DCK_CMP_DTYPE:
-                    printf("  dtype    %s: %s, golden %s\n", cli_safe(e->name), dck_dtype_name(e->actual->dtype),
-                           dck_dtype_name(e->golden->dtype));
-                    break;
-                case DCK_CMP_SHAPE:
-                    fmt_shape(sa, sizeof sa, e->actual);
-                    fmt_shape(sb, sizeof sb, e->golden);
-                    printf("  shape    %s: %s, golden %s\n", cli_safe(e->name), sa, sb);
-                    break;
-                case DCK_CMP_MISSING: printf("  missing  %s (in golden, not in checkpoint)\n", cli_safe(e->name)); break;
-                case DCK_CMP_EXTRA:
-                    if (alias && alias[i])
-                        printf("  extra    %s (in checkpoint, not in golden; shares storage with %s: a tied "
-                               "weight? --ignore-aliases)\n", cli_safe(e->name), cli_safe(alias[i]));
-                    else printf("  extra    %s (in checkpoint, not in golden)\n", cli_safe(e->name));
-                    break;
-                case DCK_CMP_FILE:
-                    if (!e->actual_file) printf("  file     %s: missing (in golden, not in checkpoint)\n", cli_safe(e->name));
-                    else if (!e->golden_file) printf("  file     %s: extra (in checkpoint, not in golden)\n", cli_safe(e->name));
-                    else {
-                        dck_digest_to_hex(e->actual_file->xxh128, a);
-                        dck_digest_to_hex(e->golden_file->xxh128, b);
-                        printf("  file     %s: %llu bytes xxh128 %s, golden %llu bytes %s\n", cli_safe(e->name),
-                               (unsigned long long)e->actual_file->bytes, a,
-                               (unsigned long long)e->golden_file->bytes, b);
-                    }
-                    break;
-                case DCK_CMP_VALUE:
-                    if (!e->actual_value) printf("  value    %s: missing (golden %s)\n", cli_safe(e->name), cli_safe(e->golden_value->value));
-                    else if (!e->golden_value) printf("  value    %s: extra (%s)\n", cli_safe(e->name), cli_safe(e->actual_value->value));
-                    else printf("  value    %s: %s, golden %s\n", cli_safe(e->name), cli_safe(e->actual_value->value), cli_safe(e->golden_value->value));
-                    break;
-                default: break;
-                }
-            }
-            printf("%zu of %zu golden tensors identical\n", r.tensors_equal, dck_manifest_tensor_count(golden));
-        }
-        if (aside.n && layout_why[0]) {
-            printf("layouts differ (%s): %zu entr%s of per-rank layout state not compared "
-                   "(--require-rank-state compares them%s):\n", cli_safe(layout_why), aside.n,
-                   aside.n == 1 ? "y" : "ies", unaccepted ? "" : "; accepted");
-        } else if (aside.n) {
-            printf("writer bookkeeping on one side only: %zu entr%s not compared "
-                   "(--require-rank-state compares them%s):\n", aside.n, aside.n == 1 ? "y" : "ies",
-                   unaccepted ? "" : "; accepted");
-        }
-        if (aside.n) {
-            for (size_t i = 0; i < aside.n && i < 10; i++)
-                printf("  layout   %s (%s)\n", cli_safe(aside.entries[i].name),
-                       aside.entries[i].kind == DCK_CMP_MISSING || (aside.entries[i].kind == DCK_CMP_VALUE && !aside.entries[i].actual_value)
-                           ? "in golden only"
-                       : aside.entries[i].kind == DCK_CMP_EXTRA || (aside.entries[i].kind == DCK_CMP_VALUE && !aside.entries[i].golden_value)
-                           ? "in checkpoint only"
-                           : "differs");
-            if (aside.n > 10) printf("  ... and %zu more (--json lists them all)\n", aside.n - 10);
-            print_legacy_summary(&aside);
-        }
-    }
-    if (cli_report_wanted(&rep)) {
-        cli_report_property(&rep, "golden", golden_path);
-        cli_report_property(&rep, "root", ha);
-        if (r.n)
-            cli_report_title(&rep, "%zu difference%s against %s; first: %s", r.n, r.n == 1 ? "" : "s",
-                             golden_path, first);
-        else if (unaccepted)
-            cli_report_title(&rep, "%zu entries of layout state not compared against %s", aside.n, golden_path);
-        else
-            cli_report_title(&rep, "%zu tensors identical to %s (root %s)", r.tensors_equal, golden_path, ha);
-        cli_report_exclude(&rep, sh.exclude, sh.nexclude);
-        if (aside.n) {
-            char note[640];
-            snprintf(note, sizeof note, "%zu entries not compared (layouts differ: %s)%s", aside.n, layout_why,
-                     unaccepted ? "" : "; accepted");
-            cli_report_property(&rep, "layout_state", note);
-        }
-        cli_report_aliases(&rep, alias);
-        cli_report_compare(&rep, "detcheck.verify", golden, &r, "golden", "checkpoint");
-        if (rep.html) {
-            dck_manifest *compared = compared_golden(golden, &sh, &aside, files);
-            cli_report_figure(&rep, compared ? cli_html_verify_figure(compared, &r) : NULL);
-            dck_manifest_free(compared);
-        }
-        int e = cli_report_finish(&rep, rc);
-        if (e) rc = e;
-    }
+    verify_view v = {"golden", golden_path, golden, actual, &r, &aside, layout_why, alias, NULL, false, files};
+    int rc = verify_print(&v, &sh, &rep, json);
     for (size_t i = 0; alias && i < r.n; i++) free(alias[i]);
     free(alias);
     dck_cmp_result_release(&r);

@@ -9,6 +9,7 @@
 static const dck_command commands[] = {
     {"hash", cmd_hash, "digest every tensor of a checkpoint into a manifest"},
     {"verify", cmd_verify, "compare a checkpoint with a golden manifest (exit 0 same, 1 different)"},
+    {"seal", cmd_seal, "write a checkpoint's seal from its files (verify --seal checks them)"},
     {"diff", cmd_diff, "compare two checkpoints layer by layer, with counts and ULP distances"},
     {"train", cmd_train, "run the built-in deterministic training loop (CPU, MPI)"},
     {"resume-check", cmd_resume_check, "check that killing and resuming reproduces a run bitwise"},

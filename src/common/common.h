@@ -160,6 +160,8 @@ dck_status dck_file_changed_error(dck_file *f);
 /* Opens path read-only if it is a regular file, never blocking (a FIFO or a
  * device is an error naming its type). st may be NULL. */
 dck_status dck_open_regular(const char *path, int *fd, struct stat *st);
+/* "a FIFO", "a directory", "a symbolic link", ... for messages. */
+const char *dck_file_type_name(mode_t m);
 /* The bound on decoded bytes (zstd, inflated members): max(1 GiB, 4096 x
  * disk), or DETCHECK_MAX_DECODED; and the message for going past it. */
 dck_status dck_decoded_limit(const char *label, uint64_t disk, uint64_t *out);

@@ -74,7 +74,7 @@ dck_status dck_decoded_too_large(const char *label, const char *what, uint64_t l
 
 /* ------------------------------------------------------------------ file types */
 
-static const char *file_type_name(mode_t m) {
+const char *dck_file_type_name(mode_t m) {
     static const struct {
         mode_t type;
         const char *name;
@@ -101,7 +101,7 @@ dck_status dck_open_regular(const char *path, int *fd_out, struct stat *st_out) 
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return dck_set_error(DCK_ERR_IO, "%s: not a regular file (%s)", path, file_type_name(st.st_mode));
+        return dck_set_error(DCK_ERR_IO, "%s: not a regular file (%s)", path, dck_file_type_name(st.st_mode));
     }
     /* O_NONBLOCK stays: it has no effect on a regular file's reads (they
      * never return EAGAIN), and clearing it cost two fcntl calls a file */
@@ -1305,7 +1305,7 @@ dck_status dck_output_check(const char *option, const char *path, const char *wh
         }
     if (!S_ISREG(lst.st_mode))
         return dck_set_error(DCK_ERR_INVALID, "%s%s%s is %s, not a regular file; refusing to replace it", opt, sp,
-                             path, file_type_name(lst.st_mode));
+                             path, dck_file_type_name(lst.st_mode));
     /* root may write anything: the mode bits say what the owner meant */
     if (!(lst.st_mode & 0222) || access(path, W_OK) != 0)
         return dck_set_error(DCK_ERR_INVALID, "%s%s%s is read-only; refusing to replace it", opt, sp, path);

@@ -116,6 +116,10 @@ dck_status dck_ck_storage_aliases(const dck_checkpoint *ck, long *out);
 /* The output rule's kind test for manifests (dck_output_check): path
  * sniffs and loads as a manifest. The error of the load is cleared. */
 bool dck_manifest_is_file(const char *path);
+/* dck_manifest_save for outputs of another kind of manifest (what, same_kind
+ * as dck_output_check takes them): a seal (runs/seal.c) replaces only a seal. */
+dck_status dck_manifest_save_kind(const dck_manifest *m, dck_format fmt, const char *path, const char *what,
+                                  dck_output_kind same_kind);
 dck_status dck_ck_build_manifest(dck_checkpoint *ck, const dck_digest *tensor_digests,
                                  const dck_digest *file_hashes, dck_manifest **out);
 

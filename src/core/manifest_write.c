@@ -677,13 +677,18 @@ dck_status dck_manifest_save(const dck_manifest *m, dck_format fmt, const char *
     /* every caller (hash -o, the Python package's Manifest.save) gets the
      * rule of every output here: never a link, a FIFO, a read-only file, or
      * a file that is not a manifest (a checkpoint, a trajectory, notes) */
-    DCK_TRY(dck_output_check(NULL, path, "manifest", dck_manifest_is_file, NULL, 0));
+    return dck_manifest_save_kind(m, fmt, path, "manifest", dck_manifest_is_file);
+}
+
+dck_status dck_manifest_save_kind(const dck_manifest *m, dck_format fmt, const char *path, const char *what,
+                                  dck_output_kind same_kind) {
+    DCK_TRY(dck_output_check(NULL, path, what, same_kind, NULL, 0));
     obuf b = {0};
     bool direct;
     dck_status s = write_direct(m, fmt, &b, &direct);
     if (s) return s;
     if (direct) {
-        s = b.oom ? dck_oom(NULL) : dck_output_write(NULL, path, "manifest", dck_manifest_is_file, NULL, 0, b.p, b.n);
+        s = b.oom ? dck_oom(NULL) : dck_output_write(NULL, path, what, same_kind, NULL, 0, b.p, b.n);
         free(b.p);
         return s;
     }
@@ -693,7 +698,7 @@ dck_status dck_manifest_save(const dck_manifest *m, dck_format fmt, const char *
     if (!mem) return dck_oom(NULL);
     s = dck_manifest_write_reference(m, fmt, mem);
     fclose(mem);
-    if (!s) s = dck_output_write(NULL, path, "manifest", dck_manifest_is_file, NULL, 0, buf, len);
+    if (!s) s = dck_output_write(NULL, path, what, same_kind, NULL, 0, buf, len);
     free(buf);
     return s;
 }

@@ -435,6 +435,17 @@ static int names_collide(const dck_checkpoint *ck) {
     return hit;
 }
 
+/* A seal (detcheck-seal(1)) and its writer's temporaries are no part of the
+ * checkpoint: DIR/detcheck-seal.yaml, and FILE.detcheck-seal.yaml beside
+ * each sealed file of a directory. Readers never see them, so a checkpoint
+ * hashes the same with and without its seal. */
+static bool is_seal_name(const char *name) {
+    const char *at = strstr(name, DCK_SEAL_NAME);
+    if (!at || (at > name && at[-1] != '.')) return false;
+    at += sizeof DCK_SEAL_NAME - 1;
+    return !*at || !strncmp(at, ".tmp.", 5);
+}
+
 static dck_status open_dir(dck_checkpoint *ck, const char *path) {
     for (size_t i = 0; i < sizeof readers / sizeof readers[0]; i++)
         if (readers[i]->probe(path, true, NULL, 0)) return reader_open(readers[i], ck, path, "");
@@ -446,7 +457,7 @@ static dck_status open_dir(dck_checkpoint *ck, const char *path) {
     dck_status s = DCK_OK;
     struct dirent *e;
     while ((e = readdir(dd))) {
-        if (e->d_name[0] == '.') continue;
+        if (e->d_name[0] == '.' || is_seal_name(e->d_name)) continue;
         if ((s = dck_grow((void **)&names, &cap, n + 1, sizeof *names))) break;
         size_t l = strlen(e->d_name);
         if (!(names[n] = malloc(l + 2))) {

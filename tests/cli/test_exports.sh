@@ -47,9 +47,23 @@ check_exports() {
 expect_exit 0 check_exports "$lib" "$inc"
 expect_grep '^[0-9]* marked, [0-9]* exported$' out.txt
 for f in dck_version_number dck_free dck_digest_buffer dck_checkpoint_open dck_diff_paths \
-         dck_segments_sum dck_tensor_hasher_add dck_safetensors_write dck_write_file_atomic; do
+         dck_segments_sum dck_tensor_hasher_add dck_safetensors_write dck_write_file_atomic \
+         dck_seal_path dck_seal_mark dck_seal_save dck_seal_load dck_seal_verify dck_seal_result_release; do
     grep -qx "$f" exported.txt || fail "$f not exported"; ok
 done
+# the Python package binds the seal calls with ctypes: one of them, called
+mkdir sealed
+expect_exit 0 python3 -c 'import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+for f in ("dck_seal_path", "dck_seal_mark", "dck_seal_save", "dck_seal_load", "dck_seal_verify",
+          "dck_seal_result_release"):
+    getattr(lib, f)
+out = ctypes.c_void_p()
+lib.dck_seal_path.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+assert lib.dck_seal_path(b"sealed", ctypes.byref(out)) == 0
+print(ctypes.string_at(out.value).decode())
+lib.dck_free(out)' "$lib"
+expect_grep '^sealed/detcheck-seal.yaml$' out.txt
 grep -q '^pk_\|^dck_ck_\|^dck_comm_\|^dck_train_\|^dck_reader_' exported.txt && fail "internal symbols exported"
 ok
 
