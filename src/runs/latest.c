@@ -1,91 +1,15 @@
 /* The newest sealed checkpoint of a directory (detcheck-latest(1)): the
  * step a checkpoint's name says, by one table of the layouts that trainers
- * write; the candidates of a directory, newest first; each judged by its
- * seal (detcheck.h, Seals), and with verify by its files too. */
+ * write (latest_step.c); the candidates of a directory, newest first; each
+ * judged by its seal (detcheck.h, Seals), and with verify by its files too. */
 #include "runs/latest.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-/* The extensions of a checkpoint file: step_100.pt is step 100, while
- * step_100.tmp (a save under way) and step_100.log name no step. */
-static const char *const ckpt_exts[] = {".pt", ".pth", ".bin", ".ckpt", ".safetensors", ".npz"};
-
-/* One row per layout (detcheck-latest(1), LAYOUTS). With ext NULL the name
- * is prefix, the step's digits, then nothing or one of ckpt_exts; with ext
- * (Lightning's filename templates) the name ends in ext and exactly one of
- * the '-'-separated parts before it is prefix and digits. */
-static const struct {
-    const char *prefix, *ext;
-} layouts[] = {
-    {"step_", NULL},       /* detcheck's own step_NNNNNNNN, and many scripts' step_N */
-    {"step-", NULL},       /* torchtitan */
-    {"iter_", NULL},       /* Megatron-LM: iter_NNNNNNN */
-    {"global_step", NULL}, /* DeepSpeed */
-    {"checkpoint-", NULL}, /* Hugging Face Trainer */
-    {"step=", ".ckpt"},    /* PyTorch Lightning: step=N.ckpt, epoch=E-step=N.ckpt */
-};
-
-/* The decimal digits s[0..n): 1 and *v, or 0 (none, another character, a
- * value beyond LLONG_MAX: no step rather than a wrapped one). */
-static int step_digits(const char *s, size_t n, long long *v) {
-    if (!n) return 0;
-    unsigned long long x = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned d = (unsigned)((unsigned char)s[i] - '0');
-        if (d > 9 || x > (unsigned long long)(LLONG_MAX - d) / 10) return 0;
-        x = x * 10 + d;
-    }
-    *v = (long long)x;
-    return 1;
-}
-
-static int is_ckpt_ext(const char *s) {
-    if (!*s) return 1;
-    for (size_t i = 0; i < sizeof ckpt_exts / sizeof ckpt_exts[0]; i++)
-        if (!strcmp(s, ckpt_exts[i])) return 1;
-    return 0;
-}
-
-/* The step of one '-'-separated part of name[0..n) that is prefix and
- * digits; 0 when none is, or two are (no guess between them), or one
- * starts with prefix and goes on with something else (step=12abc). */
-static int component_step(const char *name, size_t n, const char *prefix, long long *step) {
-    size_t lp = strlen(prefix);
-    int found = 0;
-    for (size_t at = 0; at <= n;) {
-        size_t len = 0;
-        while (at + len < n && name[at + len] != '-') len++;
-        if (len >= lp && !memcmp(name + at, prefix, lp)) {
-            if (found || !step_digits(name + at + lp, len - lp, step)) return 0;
-            found = 1;
-        }
-        at += len + 1;
-    }
-    return found;
-}
-
-int dck_latest_step(const char *name, long long *step) {
-    size_t n = strlen(name);
-    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
-        const char *prefix = layouts[i].prefix, *ext = layouts[i].ext;
-        size_t lp = strlen(prefix);
-        if (ext) {
-            size_t le = strlen(ext);
-            if (n > le && !strcmp(name + n - le, ext) && component_step(name, n - le, prefix, step)) return 1;
-            continue;
-        }
-        if (strncmp(name, prefix, lp)) continue;
-        size_t nd = strspn(name + lp, "0123456789");
-        if (is_ckpt_ext(name + lp + nd) && step_digits(name + lp, nd, step)) return 1;
-    }
-    return 0;
-}
 
 static const char *const state_names[] = {
     [DCK_LATEST_OLDER] = "older",
@@ -120,21 +44,19 @@ __attribute__((format(printf, 3, 4))) static dck_status skip(dck_latest_entry *e
     return DCK_OK;
 }
 
-/* Whether seal m (at seal_path) is the seal of e: its seal_step, and the
- * step its seal_checkpoint names, when given, are e's step. A renamed
- * checkpoint (tmp-checkpoint-500 sealed, then renamed checkpoint-500)
- * keeps its seal. DCK_OK with e skipped when not. */
+/* Whether seal m (at seal_path) is the seal of e: its seal_step, when
+ * given, is the step e's name says, as verify --seal judges it
+ * (detcheck-seal(1)); a renamed checkpoint (tmp-checkpoint-500 sealed,
+ * then renamed checkpoint-500) keeps its seal. DCK_OK with e skipped when
+ * not. */
 static dck_status judge_own(dck_latest_entry *e, const dck_manifest *m, const char *seal_path) {
-    const char *ms = dck_manifest_get_meta(m, "seal_step"), *mc = dck_manifest_get_meta(m, "seal_checkpoint");
+    const char *ms = dck_manifest_get_meta(m, "seal_step");
     long long step;
-    if (ms && !step_digits(ms, strlen(ms), &step))
+    if (ms && !dck_latest_digits(ms, strlen(ms), &step))
         return skip(e, DCK_LATEST_NOT_SEAL, "not a seal: %s: seal_step '%s' is not a step", seal_path, ms);
     if (ms && step != e->step)
         return skip(e, DCK_LATEST_OTHER_SEAL, "seal of another step: %s: seal of step %lld, checkpoint's name says step %lld",
                     seal_path, step, e->step);
-    if (mc && dck_latest_step(mc, &step) && step != e->step)
-        return skip(e, DCK_LATEST_OTHER_SEAL, "seal of another step: %s: seal of %s (step %lld), checkpoint's name says step %lld",
-                    seal_path, mc, step, e->step);
     return DCK_OK;
 }
 

@@ -46,7 +46,7 @@ expect_exit 0 "$DETCHECK" latest --verify --threads 2 ck
 ok
 expect_grep "ck/step_300: skipped: unsealed" err.txt
 expect_grep "ck/step_250: skipped: torn seal" err.txt
-expect_grep "^detcheck latest: ck/step_200: skipped: corrupt: 2 differences, first model.emb" err.txt
+expect_grep "^detcheck latest: ck/step_200: skipped: corrupt: 2 differences, first model.emb (in __0_0.distcp)$" err.txt
 expect_grep "^detcheck latest: ck/step_150: skipped: unreadable: .*__0_0.distcp" err.txt
 expect_no_grep "step_100" err.txt
 
@@ -67,7 +67,7 @@ assert d["chosen"] == {"path": "ck/step_100", "name": "step_100", "step": 100}, 
 assert [(s["name"], s["reason"]) for s in d["skipped"]] == [
     ("step_300", "unsealed"), ("step_250", "torn seal"), ("step_200", "corrupt"), ("step_150", "unreadable")], d["skipped"]
 c = d["skipped"][2]
-assert (c["differences"], c["first"]) == (2, "model.emb"), c
+assert (c["differences"], c["first"], c["files"]) == (2, "model.emb", "__0_0.distcp"), c
 assert d["verify"] is True and d["older_not_judged"] == 0 and d["not_candidates"] == [], d
 PY
 ok
