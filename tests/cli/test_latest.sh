@@ -149,4 +149,34 @@ expect_grep 'odd/epoch=0-step=9-\\x1b\[31m\\x0ax.ckpt: skipped: unsealed' err.tx
 ! grep -q "$(printf '\033')" err.txt || fail "a raw ESC on stderr"
 [ "$(wc -l < err.txt)" -eq 2 ] || { cat err.txt; fail "a name's newline broke a line"; }
 ok
+# ---- examples/slurm/requeue.sbatch, run as sbatch would run it, with a
+# stand-in srun that logs its command: resume from the newest sound
+# checkpoint; fresh only in an empty directory; stop on 1 otherwise and on 2
+job="$DCK_TOP/examples/slurm/requeue.sbatch"
+sh -n "$job" || fail "requeue.sbatch: sh -n"
+mkdir bin
+printf '#!/bin/sh\necho "srun $*" >> "%s/srun.log"\n' "$PWD" > bin/srun
+chmod +x bin/srun
+requeue() { # requeue CKPT_DIR [DETCHECK]
+    rm -f srun.log
+    PATH="$PWD/bin:$PATH" CKPT_DIR="$1" DETCHECK="${2:-$DETCHECK}" TRAIN="python3 train.py" sh "$job"
+}
+expect_exit 0 requeue ck
+[ "$(cat srun.log)" = "srun python3 train.py --save-dir ck --load ck/step_100" ] || fail "requeue ck ran '$(cat srun.log)'"
+ok
+expect_grep "resuming from ck/step_100" out.txt
+expect_grep "ck/step_200: skipped: corrupt" err.txt
+expect_exit 0 requeue first/run
+[ "$(cat srun.log)" = "srun python3 train.py --save-dir first/run" ] || fail "requeue first/run ran '$(cat srun.log)'"
+ok
+expect_exit 1 requeue none
+[ ! -e srun.log ] || fail "requeue none ran '$(cat srun.log)'"
+ok
+expect_grep "not starting over" err.txt
+printf '#!/bin/sh\nexec "%s" "$@" --threads 0\n' "$DETCHECK" > bad-detcheck
+chmod +x bad-detcheck
+expect_exit 2 requeue ck "$PWD/bad-detcheck"
+[ ! -e srun.log ] || fail "requeue on trouble ran '$(cat srun.log)'"
+ok
+expect_grep "could not judge ck (exit 2); stopping" err.txt
 done_ok
