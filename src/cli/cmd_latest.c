@@ -5,6 +5,7 @@
 #include "report/latest.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 static const char latest_help[] =
@@ -33,6 +34,23 @@ static const char latest_help[] =
 static void say_skipped(void *ctx, const dck_latest_entry *e) {
     (void)ctx;
     if (e->state != DCK_LATEST_CHOSEN) cli_info("latest", "%s: skipped: %s", cli_safe(e->path), e->why);
+}
+
+/* The entries that are no candidates, named rather than set aside in
+ * silence: a newer checkpoint in a layout of no row would be one of them. */
+static void print_others(const char *dir, const dck_latest_result *r) {
+    enum { SHOWN = 5 };
+    char *list = NULL;
+    size_t len = 0;
+    FILE *f = r->nothers ? open_memstream(&list, &len) : NULL;
+    if (!f) return;
+    for (size_t i = 0; i < r->nothers && i < SHOWN; i++) fprintf(f, "%s%s", i ? ", " : "", cli_safe(r->others[i]));
+    if (r->nothers > SHOWN) fprintf(f, ", %zu more (--json lists them)", r->nothers - SHOWN);
+    if (fclose(f) == 0)
+        cli_info("latest", "note: %zu entr%s of %s name%s no step (no candidate%s): %s", r->nothers,
+                 r->nothers == 1 ? "y" : "ies", cli_safe(dir), r->nothers == 1 ? "s" : "", r->nothers == 1 ? "" : "s",
+                 list);
+    free(list);
 }
 
 int cmd_latest(int argc, char **argv) {
@@ -68,6 +86,7 @@ int cmd_latest(int argc, char **argv) {
         return cli_fail("latest", s);
     }
     int rc = r.chosen >= 0 ? DCK_EXIT_SAME : DCK_EXIT_DIFFERENT;
+    print_others(dir, &r);
     if (sh.json) {
         bool oom = false;
         if ((s = cli_json_print(cli_latest_json(dir, verify, &r, &oom), CLI_JSON_INDENT, oom))) rc = cli_fail("latest", s);
@@ -82,8 +101,7 @@ int cmd_latest(int argc, char **argv) {
         cli_info("latest", "no checkpoint in %s qualifies (%s%s)", cli_safe(dir), counts,
                  verify ? "" : "; --verify not given: files not read");
     } else if (r.chosen < 0) {
-        cli_info("latest", "no checkpoint in %s: no entry names a step (%zu other entr%s; layouts: detcheck-latest(1))",
-                 cli_safe(dir), r.nothers, r.nothers == 1 ? "y" : "ies");
+        cli_info("latest", "no checkpoint in %s: no entry names a step (layouts: detcheck-latest(1))", cli_safe(dir));
     }
     dck_latest_result_release(&r);
     return rc;

@@ -88,7 +88,8 @@ ok
 # an empty directory: exit 1 (requeue scripts start fresh on that alone)
 mkdir empty
 expect_exit 1 "$DETCHECK" latest empty
-expect_grep "no checkpoint in empty: no entry names a step (0 other entries" err.txt
+expect_grep "no checkpoint in empty: no entry names a step (layouts: detcheck-latest(1))" err.txt
+expect_no_grep "note:" err.txt
 expect_exit 1 "$DETCHECK" latest --json empty
 python3 -c 'import json, sys; d = json.load(open("out.txt")); assert d["chosen"] is None and d["skipped"] == []' ||
     fail "latest --json empty"
@@ -127,7 +128,8 @@ for c in checkpoint-500 "epoch=0-step=300.ckpt" iter_0000100 global_step10 step-
     [ "$(cat out.txt)" = "lay/$c" ] || { cat err.txt; fail "latest lay printed '$(cat out.txt)', not lay/$c"; }
     ok
     expect_grep "lay/step_2000: skipped: a symbolic link (not followed)" err.txt
-    expect_no_grep "tmp-checkpoint\|step_1000" err.txt
+    expect_grep "note: 1 entry of lay names no step (no candidate): tmp-checkpoint-900$" err.txt
+    expect_no_grep "tmp-checkpoint-900:\|step_1000" err.txt
     # next: this one unsealed
     if [ -d "lay/$c" ]; then rm "lay/$c/detcheck-seal.yaml"; else rm "lay/$c.detcheck-seal.yaml"; fi
 done
@@ -141,14 +143,33 @@ assert d["not_candidates"] == ["tmp-checkpoint-900"], d["not_candidates"]
 PY
 ok
 
-# ---- names are data: a Lightning name with an ESC and a newline is quoted
+# ---- names are data: a Lightning name with an ESC and a newline is quoted,
+# and so is an entry that is no candidate
 mkdir odd
 cp "$fx/training.pt" "odd/epoch=0-step=9-$(printf '\033[31m\nx').ckpt"
+touch "odd/notes-$(printf '\033]0;x\a').txt"
 expect_exit 1 "$DETCHECK" latest odd
 expect_grep 'odd/epoch=0-step=9-\\x1b\[31m\\x0ax.ckpt: skipped: unsealed' err.txt
+expect_grep 'note: 1 entry of odd names no step (no candidate): notes-\\x1b\]0;x\\x07.txt$' err.txt
 ! grep -q "$(printf '\033')" err.txt || fail "a raw ESC on stderr"
-[ "$(wc -l < err.txt)" -eq 2 ] || { cat err.txt; fail "a name's newline broke a line"; }
+[ "$(wc -l < err.txt)" -eq 3 ] || { cat err.txt; fail "a name's newline broke a line"; }
 ok
+
+# ---- a FIFO is never opened: as an entry, or at a seal's path; a link at a
+# seal's path is no seal either
+mkdir fifo
+cp -r ck/step_100 fifo/step_100
+mkfifo fifo/step_600
+cp -r "$fx/dcp1" fifo/step_500
+mkfifo fifo/step_500/detcheck-seal.yaml
+cp -r "$fx/dcp1" fifo/step_400
+ln -s ../step_100/detcheck-seal.yaml fifo/step_400/detcheck-seal.yaml
+expect_exit 0 timeout 60 "$DETCHECK" latest --verify fifo
+[ "$(cat out.txt)" = "fifo/step_100" ] || fail "latest fifo printed '$(cat out.txt)'"
+ok
+expect_grep "fifo/step_600: skipped: not a file or directory$" err.txt
+expect_grep "fifo/step_500: skipped: not a seal: fifo/step_500/detcheck-seal.yaml is a FIFO" err.txt
+expect_grep "fifo/step_400: skipped: not a seal: fifo/step_400/detcheck-seal.yaml is a symbolic link" err.txt
 # ---- examples/slurm/requeue.sbatch, run as sbatch would run it, with a
 # stand-in srun that logs its command: resume from the newest sound
 # checkpoint; fresh only in an empty directory; stop on 1 otherwise and on 2
