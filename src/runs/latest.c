@@ -154,8 +154,8 @@ dck_status dck_latest_find(const char *dir, int verify, const dck_options *opt, 
          * above), tmp-checkpoint-500 (the Hugging Face Trainer's save under
          * way), step_100.pt.tmp */
         if (!dck_latest_step(names[i], &step)) {
-            if (!(s = dck_grow((void **)&out->others, &ocap, out->nothers + 1, sizeof *out->others)))
-                out->others[out->nothers++] = names[i];
+            if ((s = dck_grow((void **)&out->others, &ocap, out->nothers + 1, sizeof *out->others))) break;
+            out->others[out->nothers++] = names[i];
             names[i] = NULL;
             continue;
         }
