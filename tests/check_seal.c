@@ -65,7 +65,8 @@ START_TEST(test_name_step) {
         {"checkpoint-500", 500},     {"run/epoch=1-step=42.ckpt", 42}, {"step=7.ckpt", 7},
         {"step_00000020", 20},       {"step-9", 9},                  {"step_100.pt", 100},
         {"model.pt", -1},            {"foostep_3", -1},              {"mystep=5", -1},
-        {"step_12abc", -1},          {"step_", -1},                  {"iter_1234567890123456789", -1},
+        {"step_12abc", -1},          {"step_", -1},                  {"iter_1234567890123456789", 1234567890123456789LL}, {"iter_99999999999999999999", -1},
+        {"step_100.tmp", -1},
         {"checkpoint-best", -1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -3,6 +3,7 @@
  * write (latest_step.c); the candidates of a directory, newest first; each
  * judged by its seal (detcheck.h, Seals), and with verify by its files too. */
 #include "runs/latest.h"
+#include "runs/seal.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -50,14 +51,10 @@ __attribute__((format(printf, 3, 4))) static dck_status skip(dck_latest_entry *e
  * then renamed checkpoint-500) keeps its seal. DCK_OK with e skipped when
  * not. */
 static dck_status judge_own(dck_latest_entry *e, const dck_manifest *m, const char *seal_path) {
-    const char *ms = dck_manifest_get_meta(m, "seal_step");
-    long long step;
-    if (ms && !dck_latest_digits(ms, strlen(ms), &step))
-        return skip(e, DCK_LATEST_NOT_SEAL, "not a seal: %s: seal_step '%s' is not a step", seal_path, ms);
-    if (ms && step != e->step)
-        return skip(e, DCK_LATEST_OTHER_SEAL, "seal of another step: %s: seal of step %lld, checkpoint's name says step %lld",
-                    seal_path, step, e->step);
-    return DCK_OK;
+    dck_status s = dck_seal_check_step(e->path, seal_path, m);
+    if (s == DCK_ERR_MISMATCH) return skip(e, DCK_LATEST_OTHER_SEAL, "seal of another step: %s", dck_last_error());
+    if (s == DCK_ERR_FORMAT) return skip(e, DCK_LATEST_NOT_SEAL, "not a seal: %s", dck_last_error());
+    return s;
 }
 
 /* --verify: e's files against its seal. */

@@ -4,6 +4,7 @@
  * are no seal, and the check of a checkpoint's files against its seal, with
  * the files that hold each difference. */
 #include "runs/seal.h"
+#include "runs/latest.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -23,38 +24,14 @@ static const char *base_of(const char *ckpt, size_t *len) {
     return ckpt + b;
 }
 
-static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-static bool is_alnum(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-
-/* How the common layouts name a checkpoint by its step (the layouts of
- * `latest`): the prefix before the digits, and whether it may come after
- * other words (Lightning's epoch=E-step=N.ckpt) or must start the name. */
-static const struct {
-    const char *prefix;
-    bool inside;
-} step_names[] = {
-    {"global_step", false}, {"step_", false}, {"step-", false},
-    {"iter_", false},       {"checkpoint-", false}, {"step=", true},
-};
-
 int dck_seal_name_step(const char *ckpt, long long *step) {
     size_t n;
     const char *b = base_of(ckpt, &n);
-    for (size_t k = 0; k < sizeof step_names / sizeof step_names[0]; k++) {
-        size_t pl = strlen(step_names[k].prefix);
-        for (size_t at = 0; at + pl < n; at++) {
-            if (at && !step_names[k].inside) break;
-            if (at && is_alnum(b[at - 1])) continue;
-            if (strncmp(b + at, step_names[k].prefix, pl)) continue;
-            size_t d = at + pl, e = d;
-            long long v = 0;
-            while (e < n && is_digit(b[e]) && e - d < 18) v = v * 10 + (b[e++] - '0');
-            if (e == d || (e < n && is_alnum(b[e]))) continue;
-            *step = v;
-            return 1;
-        }
-    }
-    return 0;
+    char name[4096];
+    if (n >= sizeof name) return 0;
+    memcpy(name, b, n);
+    name[n] = 0;
+    return dck_latest_step(name, step); /* one table of layouts (latest_step.c) */
 }
 
 dck_status dck_seal_path(const char *ckpt, char **out) {
@@ -155,16 +132,11 @@ dck_status dck_seal_output_check(const char *seal_path) {
     return dck_output_check(NULL, seal_path, "detcheck seal", dck_seal_is_file, NULL, 0);
 }
 
-/* "seal of step A, checkpoint's name says step B": a seal copied from
- * another checkpoint, where both say a step. */
-static dck_status check_step(const char *ckpt, const char *seal_path, const dck_manifest *seal) {
+dck_status dck_seal_check_step(const char *ckpt, const char *seal_path, const dck_manifest *seal) {
     const char *v = dck_manifest_get_meta(seal, "seal_step");
-    long long named;
+    long long named, sealed;
     if (!v || !dck_seal_name_step(ckpt, &named)) return DCK_OK;
-    char *end;
-    errno = 0;
-    long long sealed = strtoll(v, &end, 10);
-    if (!is_digit(*v) || *end || errno)
+    if (!dck_latest_digits(v, strlen(v), &sealed))
         return dck_set_error(DCK_ERR_FORMAT, "%s: seal_step '%s' is not a step", seal_path, v);
     if (sealed != named)
         return dck_set_error(DCK_ERR_MISMATCH, "%s: seal of step %lld, checkpoint's name says step %lld (%s)",
@@ -226,7 +198,7 @@ dck_status dck_seal_verify(const char *ckpt, const dck_options *opt, dck_seal_re
     if (lstat(out->seal_path, &st) != 0 && errno == ENOENT)
         s = dck_set_error(DCK_ERR_IO, "%s is not sealed (no %s)", ckpt, out->seal_path);
     if (!s) s = dck_seal_load(out->seal_path, &out->seal);
-    if (!s) s = check_step(ckpt, out->seal_path, out->seal);
+    if (!s) s = dck_seal_check_step(ckpt, out->seal_path, out->seal);
     dck_options o;
     if (opt) o = *opt;
     else dck_options_init(&o);

@@ -5,11 +5,15 @@
 
 #include "core/core.h"
 
-/* The step a checkpoint's base name says (the common layouts: step_N,
- * step-N, iter_NNNNNNN, global_stepN, checkpoint-N, ...step=N..., detcheck's
- * step_NNNNNNNN; a trailing extension or '/' allowed): 1 and *step, or 0
- * when the name says none. */
+/* The step checkpoint path ckpt's base name says (dck_latest_step of it;
+ * a trailing '/' allowed): 1 and *step, or 0 when the name says none. */
 int dck_seal_name_step(const char *ckpt, long long *step);
+
+/* A seal copied from another checkpoint: its seal_step, when given, must be
+ * the step ckpt's name says (when it says one). DCK_ERR_MISMATCH "seal of
+ * step A, checkpoint's name says step B", DCK_ERR_FORMAT for a seal_step
+ * that is no step. */
+dck_status dck_seal_check_step(const char *ckpt, const char *seal_path, const dck_manifest *seal);
 
 /* The output rule's kind test for seals (dck_output_check): path is a
  * regular file that loads as a seal. The error of the load is cleared. */
