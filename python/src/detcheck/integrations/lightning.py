@@ -37,11 +37,14 @@ restored by the LightningModule (``on_save_checkpoint`` /
 import glob
 import os
 import re
+import warnings
 
 try:
     from lightning.pytorch.callbacks import Callback
+    from lightning.pytorch.plugins.io.wrapper import _WrappingCheckpointIO
 except ImportError:  # the older package name
     from pytorch_lightning.callbacks import Callback
+    from pytorch_lightning.plugins.io.wrapper import _WrappingCheckpointIO
 
 from .._recorder import Recorder
 from .._settings import record_dir
@@ -77,6 +80,46 @@ def ckpt_path(ckpt_dir=None):
     return max(found)[1]
 
 
+def verify_resumed(trainer, path, require=True):
+    """Compares the state the trainer resumed with, as Lightning dumps it
+    for a save (``dump_checkpoint``: weights, optimizer and scheduler
+    states, loops, precision plugin, hyperparameters, and what the
+    LightningModule's on_save_checkpoint adds), with the seal of checkpoint
+    file ``path`` (detcheck.verify_seal's errors and result). The
+    callbacks' own entries (``callbacks.*``: ModelCheckpoint's bookkeeping,
+    which Lightning restores only partly by design) are the seal's: not
+    compared here, ``detcheck verify --seal`` checks them in the file."""
+    from .._manifest import manifest_of_parts
+    from .._seal import SealResult, _load_seal, seal_path, verify_manifest
+    path = os.fspath(path)
+    gold = _load_seal(path, require)
+    if gold is None:  # unsealed, accepted with a warning (require=False)
+        return SealResult(path, seal_path(path), False)
+    live = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
+    live.pop("callbacks", None)
+    kept = {n for n in list(gold.tensors) + list(gold.values) if n.startswith("callbacks.")}
+    return verify_manifest(path, manifest_of_parts([(live, "", None)], (gold, kept)), require)
+
+
+class _SealingCheckpointIO(_WrappingCheckpointIO):
+    """The strategy's CheckpointIO, wrapped: every checkpoint file it
+    writes (ModelCheckpoint's, ``trainer.save_checkpoint``'s) is handed to
+    the callback right after it is written, with the dict Lightning wrote
+    it from (the state in memory), to be sealed."""
+
+    def __init__(self, checkpoint_io, callback):
+        super().__init__(checkpoint_io)
+        self._callback = callback
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None):
+        super().save_checkpoint(checkpoint, path, storage_options=storage_options)
+        self._callback._written(checkpoint, path)
+
+    def teardown(self):
+        if self.checkpoint_io is not None:
+            self.checkpoint_io.teardown()
+
+
 class DetcheckCallback(Callback):
     """Records through :class:`detcheck.Recorder` (``out_dir``, ``every``,
     ``grads``: as Recorder.step; ``trace``, ``trace_steps``, ``dump_step``...:
@@ -90,10 +133,15 @@ class DetcheckCallback(Callback):
     ``trace``) when the callback is made. ``ckpt_dir``: where the stop
     checkpoint goes when ``DETCHECK_CHECKPOINT_DIR`` is unset."""
 
-    def __init__(self, out_dir=None, every=1, grads=True, trace=None, ckpt_dir=None, **recorder_kwargs):
+    def __init__(self, out_dir=None, every=1, grads=True, trace=None, ckpt_dir=None, seal=True, require_seal=True,
+                 **recorder_kwargs):
         super().__init__()
         self.recorder = None
         self.grads = grads
+        self.seal, self.require_seal = seal, require_seal
+        self.seal_result = None  # what the check of a resumed state found (a detcheck.SealResult)
+        self._stop_path = None
+        self._stop_state = None
         self.session = session()  # a bad DETCHECK_STOP_AT / DETCHECK_RESUME is refused now, not at step K
         self.ckpt_dir = ckpt_dir
         self._last = None
@@ -108,10 +156,33 @@ class DetcheckCallback(Callback):
                 self._make = lambda model: Recorder(out_dir, every=every, model=model, trace=trace,
                                                     **recorder_kwargs)
 
+    def setup(self, trainer, pl_module, stage):
+        io = trainer.strategy.checkpoint_io
+        if self.seal and not isinstance(io, _SealingCheckpointIO):
+            trainer.strategy.checkpoint_io = _SealingCheckpointIO(io, self)
+
+    def _written(self, checkpoint, path):
+        """Seals the checkpoint file just written from the dict it was
+        written from (the stop checkpoint: through session().stopped)."""
+        if not self.seal:
+            return
+        path = os.fspath(path)
+        if not os.path.isfile(path):  # an asynchronous or remote CheckpointIO, a sharded (directory) strategy
+            warnings.warn("detcheck: %s is not sealed: no checkpoint file there once the save returned"
+                          % path, stacklevel=3)
+            return
+        if self._stop_path is not None and os.path.abspath(path) == self._stop_path:
+            self._stop_state = checkpoint
+            return
+        from .._seal import seal
+        seal(path, checkpoint, step=checkpoint.get("global_step"))
+
     def on_train_start(self, trainer, pl_module):
         self._last = trainer.global_step  # a resumed run starts past the checkpoint's step
         if self.recorder is None and self._make is not None:
             self.recorder = self._make(pl_module)
+        if self.seal and trainer.ckpt_path:
+            self.seal_result = verify_resumed(trainer, trainer.ckpt_path, self.require_seal)
 
     def _open(self):
         return self.recorder is not None and not self.recorder.closed
@@ -144,9 +215,14 @@ class DetcheckCallback(Callback):
         if k is not None and step == k:
             d = self.session.checkpoint_dir(self.ckpt_dir) or os.path.join(trainer.default_root_dir, "checkpoints")
             path = os.path.join(d, ckpt_name(step))
-            trainer.save_checkpoint(path)  # after step K's optimizer step: weights, optimizer, loops, loaders
+            self._stop_path, self._stop_state = os.path.abspath(path), None
+            try:
+                trainer.save_checkpoint(path)  # after step K's optimizer step: weights, optimizer, loops, loaders
+            finally:
+                self._stop_path = None
             trainer.should_stop = True
-            self.session.stopped(step, checkpoint=path)
+            state, self._stop_state = self._stop_state, None  # set where this process wrote the file
+            self.session.stopped(step, checkpoint=path, state=state)
 
     def on_train_end(self, trainer, pl_module):
         if self.recorder is not None:
