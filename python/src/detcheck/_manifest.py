@@ -320,14 +320,15 @@ def names_of(obj):
     return t, v
 
 
-def manifest_of_parts(parts, copied=None):
+def manifest_of_parts(parts, copied=None, keep=None):
     """One manifest of several objects, as the files of a directory
     checkpoint: each part ``(obj, prefix, group)`` is walked as
     :func:`manifest` walks it, its names under ``prefix`` ("" for none),
     its tensors in ``group`` (a name of _lib.GROUPS: the group the reader
     gives its file's role, detcheck-formats(7) "File roles"; None: by their
     names). ``copied``: (Manifest, names) whose entries of those names are
-    taken as they are. Returns a finalized :class:`Manifest`."""
+    taken as they are; ``keep``: a test of the names the parts' walks give
+    (None: all are kept). Returns a finalized :class:`Manifest`."""
     h = ctypes.c_void_p()
     _lib.check(_lib.manifest_create(ctypes.byref(h)))
     m = Manifest(h.value)
@@ -335,6 +336,8 @@ def manifest_of_parts(parts, copied=None):
 
     def on_tensor(name, t):
         name = name or ("tensor" if is_torch_tensor(t) else "array")
+        if keep is not None and not keep(name):
+            return
         if is_torch_tensor(t) and _is_dtensor(t):  # a collective: the whole tensor's digest
             dg = digest_dtensor(t)
             dt, shape, d = dg.dtype, dg.shape, _lib.digest_of_hex(str(dg))
@@ -352,7 +355,9 @@ def manifest_of_parts(parts, copied=None):
         _lib.check(_lib.manifest_add_tensor(m._h, ctypes.byref(rec)))
 
     def on_value(name, text):
-        _lib.check(_lib.manifest_add_value(m._h, (name or "value").encode(), text.encode()))
+        name = name or "value"
+        if keep is None or keep(name):
+            _lib.check(_lib.manifest_add_value(m._h, name.encode(), text.encode()))
 
     walker = _Walker(on_tensor, on_value)
     for obj, prefix, group in parts:

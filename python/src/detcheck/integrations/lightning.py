@@ -83,22 +83,31 @@ def ckpt_path(ckpt_dir=None):
 def verify_resumed(trainer, path, require=True):
     """Compares the state the trainer resumed with, as Lightning dumps it
     for a save (``dump_checkpoint``: weights, optimizer and scheduler
-    states, loops, precision plugin, hyperparameters, and what the
+    states, loop progress, precision plugin, hyperparameters, and what the
     LightningModule's on_save_checkpoint adds), with the seal of checkpoint
-    file ``path`` (detcheck.verify_seal's errors and result). The
-    callbacks' own entries (``callbacks.*``: ModelCheckpoint's bookkeeping,
-    which Lightning restores only partly by design) are the seal's: not
-    compared here, ``detcheck verify --seal`` checks them in the file."""
+    file ``path`` (detcheck.verify_seal's errors and result).
+
+    Set aside (taken from the seal: ``detcheck verify --seal`` checks them
+    in the file): what Lightning hands to user objects' load_state_dict,
+    whose state_dict() need not give it back -- the callbacks' states
+    (``callbacks.*``: ModelCheckpoint's bookkeeping, restored only partly
+    by design), a stateful DataLoader's (``loops.*.combined_loader.*``: a
+    position to skip to) and the datamodule's."""
     from .._manifest import manifest_of_parts
     from .._seal import SealResult, _load_seal, seal_path, verify_manifest
     path = os.fspath(path)
     gold = _load_seal(path, require)
     if gold is None:  # unsealed, accepted with a warning (require=False)
         return SealResult(path, seal_path(path), False)
+    datamodule = getattr(trainer, "datamodule", None)
+    aside = ("callbacks.",) + ((type(datamodule).__qualname__ + ".",) if datamodule is not None else ())
+
+    def set_aside(name):
+        return name.startswith(aside) or (name.startswith("loops.") and ".combined_loader." in name)
     live = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
-    live.pop("callbacks", None)
-    kept = {n for n in list(gold.tensors) + list(gold.values) if n.startswith("callbacks.")}
-    return verify_manifest(path, manifest_of_parts([(live, "", None)], (gold, kept)), require)
+    kept = {n for n in list(gold.tensors) + list(gold.values) if set_aside(n)}
+    return verify_manifest(path, manifest_of_parts([(live, "", None)], (gold, kept),
+                                                   keep=lambda n: not set_aside(n)), require)
 
 
 class _SealingCheckpointIO(_WrappingCheckpointIO):
