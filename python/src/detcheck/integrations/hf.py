@@ -39,7 +39,32 @@ Each recorded step's state entries: the batch is the model's forward inputs
 of the step (every micro-batch of an accumulated step), the RNG states are
 taken at its first forward, the lr of every param group when the optimizer
 has stepped, and the GradScaler's state when accelerate made one (mixed
-precision fp16)."""
+precision fp16).
+
+Sealed checkpoints (``seal=True``, the default; detcheck-seal(1)): at each
+``on_save`` the callback seals ``checkpoint-N`` from memory -- the objects
+the Trainer just wrote, rebuilt as transformers 5 builds them
+(:func:`_checkpoint_files`: the weights as save_pretrained writes them,
+the optimizer's, scheduler's and scaler's state_dict(), the RNG states of
+rng_state.pth, which are the process's until the next step, the
+TrainingArguments), named as ``detcheck hash checkpoint-N`` reads the
+directory (:func:`checkpoint_manifest`), so ``detcheck verify --seal
+checkpoint-N`` passes on the files. Nothing is read back from the files.
+A setup whose files are others (several processes, DeepSpeed, FSDP, PEFT,
+quantized or offloaded weights, XLA/NPU/HPU/MLU/MUSA), or a file in the
+folder that is not rebuilt, is left unsealed with a warning saying why.
+
+A run resumed with ``resume_from_checkpoint`` is checked against that
+checkpoint's seal right after the Trainer restores its RNG states (at the
+epoch's start or after the batches it skips; :func:`_trainer_call` finds
+the Trainer and the checkpoint, which transformers does not hand
+callbacks), before the first step: the weights, optimizer, scheduler,
+scaler and RNG states as loaded. training_args.bin is never loaded back,
+so its entries are the seal's there (``verify --seal`` checks the file).
+A difference raises :class:`detcheck.SealError` (``.tensor``, ``.kind``,
+``.files``: the file that holds it); an unsealed checkpoint too, unless
+``require_seal=False`` (a warning). ``cb.seal_result`` is the check's
+:class:`detcheck.SealResult`."""
 import os
 import random
 import sys
@@ -304,7 +329,11 @@ class DetcheckCallback(TrainerCallback):
     default); when neither it nor ``out_dir`` is given the callback does
     nothing. A traced recording is made at ``on_train_begin``, when the
     Trainer hands over the model; an untraced one (``out_dir`` without
-    ``trace``) when the callback is made."""
+    ``trace``) when the callback is made.
+
+    ``seal``: seal every checkpoint-N saved and check a resume against its
+    seal; ``require_seal``: refuse (SealError) a resume from an unsealed
+    checkpoint, else warn (see the module)."""
 
     def __init__(self, out_dir=None, every=1, grads=True, trace=None, seal=True, require_seal=True,
                  **recorder_kwargs):

@@ -33,7 +33,22 @@ resume needs either a stop at an epoch's end, or a stateful loader (a
 DataLoader with ``state_dict`` / ``load_state_dict``: Lightning saves it in
 the checkpoint and loads it before iterating) and the RNG states saved and
 restored by the LightningModule (``on_save_checkpoint`` /
-``on_load_checkpoint``)."""
+``on_load_checkpoint``).
+
+Sealed checkpoints (``seal=True``, the default; detcheck-seal(1)): the
+callback wraps the strategy's CheckpointIO (``setup``), so each checkpoint
+file it writes -- ModelCheckpoint's, ``trainer.save_checkpoint``'s -- is
+sealed right after it is written, from the dict Lightning wrote it from
+(``FILE.detcheck-seal.yaml``; names as ``detcheck hash FILE`` gives them,
+so ``detcheck verify --seal FILE`` passes). The stop checkpoint
+``step=K.ckpt`` is sealed by ``session().stopped(K, path, state=that
+dict)``, before stop.json. A file that is not there once the save returned
+(an asynchronous CheckpointIO, a sharded strategy's directory) is left
+unsealed with a warning. With ``ckpt_path=``, at ``on_train_start`` the
+state the trainer resumed with is checked against the seal
+(:func:`verify_resumed`: SealError naming the entry, or the checkpoint
+unsealed unless ``require_seal=False``, a warning); ``cb.seal_result`` is
+the check's :class:`detcheck.SealResult`."""
 import glob
 import os
 import re
@@ -96,6 +111,8 @@ def verify_resumed(trainer, path, require=True):
     from .._manifest import manifest_of_parts
     from .._seal import SealResult, _load_seal, seal_path, verify_manifest
     path = os.fspath(path)
+    if os.path.islink(path):  # ModelCheckpoint(save_last="link"): the file loaded is the one sealed
+        path = os.path.realpath(path)
     gold = _load_seal(path, require)
     if gold is None:  # unsealed, accepted with a warning (require=False)
         return SealResult(path, seal_path(path), False)
@@ -140,7 +157,10 @@ class DetcheckCallback(Callback):
     nothing. A traced recording is made at ``on_train_start`` (the
     LightningModule is traced); an untraced one (``out_dir`` without
     ``trace``) when the callback is made. ``ckpt_dir``: where the stop
-    checkpoint goes when ``DETCHECK_CHECKPOINT_DIR`` is unset."""
+    checkpoint goes when ``DETCHECK_CHECKPOINT_DIR`` is unset. ``seal``:
+    seal every checkpoint file saved and check a resume against its seal;
+    ``require_seal``: refuse (SealError) a resume from an unsealed
+    checkpoint, else warn (see the module)."""
 
     def __init__(self, out_dir=None, every=1, grads=True, trace=None, ckpt_dir=None, seal=True, require_seal=True,
                  **recorder_kwargs):
