@@ -50,7 +50,7 @@ def seal_is_hash(ckpt, seal_file):
 
 # ---------------------------------------------------------------- transformers Trainer
 
-def hf_train(out, max_steps, resume=None, optimizers=None, **cb_kwargs):
+def hf_train(out, max_steps, resume=None, optimizers=None, before=(), **cb_kwargs):
     """A tiny GPT-2 trained max_steps steps of 4 samples (2 steps an
     epoch), saving checkpoint-N every step; returns the callback."""
     transformers = pytest.importorskip("transformers")
@@ -66,7 +66,7 @@ def hf_train(out, max_steps, resume=None, optimizers=None, **cb_kwargs):
                                           disable_tqdm=True)
     cb = DetcheckCallback(**cb_kwargs)
     kw = {"optimizers": optimizers(model)} if optimizers else {}
-    transformers.Trainer(model=model, args=args, train_dataset=data, callbacks=[cb], **kw).train(
+    transformers.Trainer(model=model, args=args, train_dataset=data, callbacks=list(before) + [cb], **kw).train(
         resume_from_checkpoint=resume and str(resume))
     return cb
 
@@ -147,6 +147,22 @@ def test_hf_seal_false(tmp_path):
     assert not (out / "checkpoint-1" / SEAL).exists()
 
 
+def test_hf_unknown_file_left_unsealed(tmp_path):
+    """A checkpoint file the callback does not rebuild from memory (here
+    written by another callback's on_save): never a seal that the files
+    would not match, but a warning naming it."""
+    transformers = pytest.importorskip("transformers")
+
+    class Extra(transformers.TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            torch.save({"x": torch.ones(2)}, os.path.join(args.output_dir, "checkpoint-%d" % state.global_step,
+                                                          "extra.pt"))
+    out = tmp_path / "out"
+    with pytest.warns(UserWarning, match="not sealed: files this callback does not rebuild from memory: extra.pt"):
+        hf_train(out, 1, before=[Extra()])
+    assert not (out / "checkpoint-1" / SEAL).exists()
+
+
 def test_hf_colliding_names_namespaced(tmp_path):
     """A scheduler whose state holds a name training_args.bin holds too:
     the directory reader reads both files under their stems
@@ -219,6 +235,9 @@ def test_lightning_checkpoints_sealed_and_resume_verified(lightning_run, tmp_pat
     ckpt = lightning_run / "epoch=0-step=2.ckpt"
     cb = lightning_train(tmp_path / "resumed", 5, ckpt_path=ckpt)
     assert cb.seal_result is not None and cb.seal_result.sealed and cb.seal_result.tensors_compared == 9
+    last = tmp_path / "last.ckpt"  # as ModelCheckpoint(save_last="link") links it: the target's seal
+    os.symlink(ckpt, last)
+    assert lightning_train(tmp_path / "resumed2", 5, ckpt_path=last).seal_result.sealed
 
 
 def test_lightning_corrupt_refused(lightning_run, tmp_path):
