@@ -359,25 +359,31 @@ class DetcheckCallback(TrainerCallback):
             self.recorder = self._make(model, None)
         if self.seal:
             trainer, ckpt = _trainer_call()
-            if ckpt is not None:
+            if ckpt is not None:  # a resumed run
                 self.resumed_from = os.fspath(ckpt)
-                if trainer is not None:  # checked right after the Trainer restores the RNG states
-                    self._trainer = trainer
-                    restore = trainer._load_rng_state
+                # checked right after the Trainer restores the RNG states
+                self._trainer = (trainer, trainer.__dict__.get("_load_rng_state"))
+                restore = trainer._load_rng_state
 
-                    def load_then_check(checkpoint):
-                        restore(checkpoint)
-                        self._check_resumed(trainer.args, trainer.model, trainer.optimizer, trainer.lr_scheduler)
-                    trainer._load_rng_state = load_then_check
+                def load_then_check(checkpoint):
+                    restore(checkpoint)
+                    self._check_resumed(trainer.args, trainer.model, trainer.optimizer, trainer.lr_scheduler)
+                trainer._load_rng_state = load_then_check
         return control
+
+    def _unhook(self):
+        if self._trainer is not None:
+            (trainer, own), self._trainer = self._trainer, None
+            if own is None:
+                trainer.__dict__.pop("_load_rng_state", None)
+            else:  # another's wrapper, put back
+                trainer._load_rng_state = own
 
     def _check_resumed(self, args, model, optimizer, lr_scheduler):
         ckpt, self.resumed_from = self.resumed_from, None
         if ckpt is None:
             return
-        if self._trainer is not None:
-            self._trainer.__dict__.pop("_load_rng_state", None)
-            self._trainer = None
+        self._unhook()
         try:
             self.seal_result = verify_checkpoint(ckpt, args, model, optimizer, lr_scheduler, self.require_seal)
         except _Unsealable as e:
@@ -389,8 +395,8 @@ class DetcheckCallback(TrainerCallback):
             warnings.warn(msg + "; resumed unchecked (require_seal=False)", stacklevel=2)
 
     def on_step_begin(self, args, state, control, model=None, optimizer=None, lr_scheduler=None, **kwargs):
-        # a resume whose RNG states the Trainer never restores (ignore_data_skip
-        # mid-epoch): checked before its first step, against the RNG as it is
+        # a Trainer that did not restore the RNG states (did not call
+        # _load_rng_state): checked before the first step, the RNG as it is
         if self.resumed_from is not None:
             self._check_resumed(args, model, optimizer, lr_scheduler)
         return control
@@ -442,9 +448,7 @@ class DetcheckCallback(TrainerCallback):
         return control
 
     def on_train_end(self, args, state, control, **kwargs):
-        if self._trainer is not None:
-            self._trainer.__dict__.pop("_load_rng_state", None)
-            self._trainer = None
+        self._unhook()
         if self.recorder is not None and not self.recorder.closed:
             self._flush()
             self.recorder.close()
