@@ -356,6 +356,68 @@ DCK_API dck_status dck_runs_compare(const dck_run *a, const dck_run *b, const dc
                                     dck_runs_result *out);
 DCK_API void dck_runs_result_release(dck_runs_result *r);
 
+/* ------------------------------------------------------------------ the newest sealed checkpoint
+ * detcheck-latest(1): the checkpoints of a directory by the step their
+ * names say, newest first, each judged by its seal (detcheck.h, Seals). */
+
+/* The step checkpoint name `name` says (detcheck-latest(1), LAYOUTS):
+ * step_N (detcheck's own step_NNNNNNNN), step-N, iter_NNNNNNN, global_stepN,
+ * checkpoint-N, each alone or with a checkpoint file's extension (.pt,
+ * .pth, .bin, .ckpt, .safetensors, .npz), and one step=N component of a
+ * .ckpt name (epoch=E-step=N.ckpt). 1 and *step, or 0: none (another name,
+ * trailing text, digits beyond 2^63 - 1). */
+DCK_API int dck_latest_step(const char *name, long long *step);
+
+/* What became of a candidate (names: dck_latest_state_name). */
+typedef enum {
+    DCK_LATEST_OLDER = 0,    /* not judged: a newer one qualified */
+    DCK_LATEST_CHOSEN,       /* the newest that qualifies */
+    DCK_LATEST_LINK,         /* a symbolic link: not followed */
+    DCK_LATEST_SPECIAL,      /* neither a file nor a directory */
+    DCK_LATEST_UNSEALED,     /* no seal */
+    DCK_LATEST_TORN_SEAL,    /* a seal that does not load as a manifest */
+    DCK_LATEST_NOT_SEAL,     /* a manifest that is no seal, a link, a FIFO at the seal's path */
+    DCK_LATEST_OTHER_SEAL,   /* the seal of another step */
+    DCK_LATEST_CORRUPT,      /* --verify: the files differ from the seal */
+    DCK_LATEST_UNREADABLE    /* --verify: the files could not be read */
+} dck_latest_state;
+/* "chosen", "unsealed", "torn seal", ... (static) */
+DCK_API const char *dck_latest_state_name(dck_latest_state s);
+
+typedef struct {
+    char *name;          /* the entry's name in the directory, as it is */
+    char *path;          /* DIR/NAME, DIR as given */
+    long long step;
+    dck_latest_state state;
+    char *why;           /* skipped: the reason, whole ("unsealed (no PATH)"); else NULL */
+    size_t differences;  /* corrupt: how many */
+    char *first;         /* corrupt: the first difference's name, or NULL */
+    char *first_files;   /* corrupt: the checkpoint files that hold it ("a, b"), or NULL */
+} dck_latest_entry;
+
+typedef struct {
+    dck_latest_entry *entries; /* the candidates, newest first: step descending, then name (strcmp) */
+    size_t n;
+    long chosen;               /* entries' index of the newest that qualifies; -1: none */
+    char **others;             /* entries that are no candidates (no step in the name, temporary
+                                * names tmp-*), sorted; names starting with '.' and seals left out */
+    size_t nothers;
+} dck_latest_result;
+
+/* Called as each candidate is judged (the CLI names each skipped one as
+ * it goes, before a long --verify of the next). */
+typedef void (*dck_latest_judged_fn)(void *ctx, const dck_latest_entry *e);
+
+/* The newest checkpoint of dir (its entries, one level) that qualifies:
+ * its seal loads and is its own (the seal's step is the name's); with
+ * verify, also its files hash to the seal (dck_seal_verify with opt).
+ * Candidates are judged newest first up to the first that qualifies.
+ * Trouble (dir missing, not a directory, unreadable): an error naming it.
+ * Release out with dck_latest_result_release whatever the status. */
+DCK_API dck_status dck_latest_find(const char *dir, int verify, const dck_options *opt, dck_latest_judged_fn judged,
+                                   void *ctx, dck_latest_result *out);
+DCK_API void dck_latest_result_release(dck_latest_result *r);
+
 #ifdef __cplusplus
 }
 #endif

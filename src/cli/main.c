@@ -16,6 +16,7 @@ static const dck_command commands[] = {
     {"bisect", cmd_bisect, "find the first step and tensor where two runs part"},
     {"canary", cmd_canary, "run the same training steps on every device and name the one that differs"},
     {"repro", cmd_repro, "run a training command N times and say whether it is bitwise reproducible"},
+    {"latest", cmd_latest, "print the newest sealed checkpoint of a directory (--verify: whose files match)"},
 };
 
 static int launcher_rank(void) {

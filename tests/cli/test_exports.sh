@@ -52,8 +52,13 @@ for f in dck_version_number dck_free dck_digest_buffer dck_checkpoint_open dck_d
     grep -qx "$f" exported.txt || fail "$f not exported"; ok
 done
 # the Python package binds the seal calls with ctypes: one of them, called
+# (an ASan build runs with the sanitizer runtimes preloaded, as test_python)
 mkdir sealed
-expect_exit 0 python3 -c 'import ctypes, sys
+pre=
+if nm -D "$lib" | grep -q '__asan_init'; then
+    pre="$(${CC:-cc} -print-file-name=libasan.so) $(${CC:-cc} -print-file-name=libubsan.so)"
+fi
+expect_exit 0 env LD_PRELOAD="$pre" ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 python3 -c 'import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])
 for f in ("dck_seal_path", "dck_seal_mark", "dck_seal_save", "dck_seal_load", "dck_seal_verify",
           "dck_seal_result_release"):
