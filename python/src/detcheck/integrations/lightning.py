@@ -186,9 +186,17 @@ class DetcheckCallback(Callback):
                                                     **recorder_kwargs)
 
     def setup(self, trainer, pl_module, stage):
-        io = trainer.strategy.checkpoint_io
-        if self.seal and not isinstance(io, _SealingCheckpointIO):
-            trainer.strategy.checkpoint_io = _SealingCheckpointIO(io, self)
+        if not self.seal:
+            return
+        strategy = trainer.strategy
+        name = type(strategy).__name__
+        if name == "DeepSpeedStrategy" or getattr(strategy, "_state_dict_type", "") == "sharded" or getattr(
+                strategy, "_save_distributed_checkpoint", False):  # directories of shards, not through CheckpointIO
+            warnings.warn("detcheck: %s writes sharded checkpoint directories, which this callback does not seal; "
+                          "seal them with detcheck.seal(path, state) or `detcheck seal PATH`" % name, stacklevel=2)
+        io = strategy.checkpoint_io
+        if not isinstance(io, _SealingCheckpointIO):
+            strategy.checkpoint_io = _SealingCheckpointIO(io, self)
 
     def _written(self, checkpoint, path):
         """Seals the checkpoint file just written from the dict it was
