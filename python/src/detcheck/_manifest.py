@@ -308,13 +308,36 @@ def manifest(obj, prefix=""):
     __getstate__ or __reduce__, dict/list/set subclasses) are walked as
     pickle saves them (see _Walker); one that pickle cannot save raises
     TypeError naming its path and type. Returns a :class:`Manifest`."""
+    return manifest_of_parts([(obj, prefix, None)])
+
+
+def names_of(obj):
+    """(tensor names, value names) that :func:`manifest` gives obj, found
+    without digesting anything."""
+    t, v = [], []
+    _Walker(lambda n, x: t.append(n or ("tensor" if is_torch_tensor(x) else "array")),
+            lambda n, x: v.append(n or "value")).walk(obj, "")
+    return t, v
+
+
+def manifest_of_parts(parts, copied=None, keep=None):
+    """One manifest of several objects, as the files of a directory
+    checkpoint: each part ``(obj, prefix, group)`` is walked as
+    :func:`manifest` walks it, its names under ``prefix`` ("" for none),
+    its tensors in ``group`` (a name of _lib.GROUPS: the group the reader
+    gives its file's role, detcheck-formats(7) "File roles"; None: by their
+    names). ``copied``: (Manifest, names) whose entries of those names are
+    taken as they are; ``keep``: a test of the names the parts' walks give
+    (None: all are kept). Returns a finalized :class:`Manifest`."""
     h = ctypes.c_void_p()
     _lib.check(_lib.manifest_create(ctypes.byref(h)))
     m = Manifest(h.value)
-    keep = []
+    group = None
 
     def on_tensor(name, t):
         name = name or ("tensor" if is_torch_tensor(t) else "array")
+        if keep is not None and not keep(name):
+            return
         if is_torch_tensor(t) and _is_dtensor(t):  # a collective: the whole tensor's digest
             dg = digest_dtensor(t)
             dt, shape, d = dg.dtype, dg.shape, _lib.digest_of_hex(str(dg))
@@ -322,9 +345,8 @@ def manifest(obj, prefix=""):
             dt, shape, d = digest_torch_parts(t) if is_torch_tensor(t) else digest_numpy_parts(t)
         rec = _lib.ManifestTensor()
         nm = name.encode("utf-8", "surrogateescape")
-        keep.append(nm)
         rec.name = nm
-        rec.group = _lib.group_of_name(nm)
+        rec.group = _lib.group_of_name(nm) if group is None else _lib.GROUPS.index(group)
         rec.dtype = _lib.DTYPE_CODE[dt]
         rec.ndim = len(shape)
         for i, s in enumerate(shape):
@@ -333,9 +355,23 @@ def manifest(obj, prefix=""):
         _lib.check(_lib.manifest_add_tensor(m._h, ctypes.byref(rec)))
 
     def on_value(name, text):
-        _lib.check(_lib.manifest_add_value(m._h, (name or "value").encode(), text.encode()))
+        name = name or "value"
+        if keep is None or keep(name):
+            _lib.check(_lib.manifest_add_value(m._h, name.encode(), text.encode()))
 
-    _Walker(on_tensor, on_value).walk(obj, prefix)
+    walker = _Walker(on_tensor, on_value)
+    for obj, prefix, group in parts:
+        walker.walk(obj, prefix)
+    if copied is not None:
+        src, names = copied
+        for i in range(_lib.manifest_tensor_count(src._h)):
+            t = _lib.manifest_tensor_at(src._h, i)
+            if t.contents.name.decode("utf-8", "surrogateescape") in names:
+                _lib.check(_lib.manifest_add_tensor(m._h, t))
+        for i in range(_lib.manifest_value_count(src._h)):
+            v = _lib.manifest_value_at(src._h, i).contents
+            if v.name.decode("utf-8", "surrogateescape") in names:
+                _lib.check(_lib.manifest_add_value(m._h, v.name, v.value))
     _lib.check(_lib.manifest_set_meta(m._h, b"tool", b"detcheck-python"))
     _lib.check(_lib.manifest_set_meta(m._h, b"source", b"python object"))
     _lib.check(_lib.manifest_finalize(m._h))

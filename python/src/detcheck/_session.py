@@ -20,6 +20,22 @@ A clean stop is the process exiting 0 with its recording ending at step K
 which resume-check checks when present and requires with ``--kill``
 (DETCHECK_STOP_KILL=1: the process dies by SIGKILL, and only stop.json
 says that its checkpoint of K was complete).
+
+Sealed stops: ``stopped(K, checkpoint, state=state)`` seals the checkpoint
+from the state it was saved from (:func:`detcheck.seal`) before stop.json
+says it is complete, and the resumed run calls
+``session().resumed(checkpoint, state)`` once it has loaded it
+(:func:`detcheck.verify_seal`: :class:`detcheck.SealError` when the state
+loaded is not the state saved, or the checkpoint is unsealed)::
+
+    def state():
+        return {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step}
+    torch.save(state(), path)
+    detcheck.session().stopped(step, checkpoint=path, state=state())
+    # the resumed run
+    saved = torch.load(path)
+    model.load_state_dict(saved["model"]); opt.load_state_dict(saved["optimizer"]); step = saved["step"]
+    detcheck.session().resumed(path, state())   # the state as loaded, not the file read back
 """
 import json
 import os
@@ -121,20 +137,31 @@ class Session:
                             % (step, type(step).__name__)) from None
         return self.stop_at is not None and step >= self.stop_at
 
-    def stopped(self, step, checkpoint=None):
+    def stopped(self, step, checkpoint=None, state=None):
         """Called right after the checkpoint of step ``step`` is saved:
-        syncs ``checkpoint`` (a file or directory) to disk, flushes and
-        closes the Recorders writing into DETCHECK_RECORD (their last step
-        is on disk), writes ``stop.json`` there atomically, and with
-        DETCHECK_STOP_KILL=1 SIGKILLs this process (it does not return).
-        Returns the stop.json path (None when nothing is recorded).
-        Optional for a clean stop; required with DETCHECK_STOP_KILL=1."""
+        with ``state`` (the state the checkpoint was saved from: what
+        ``detcheck.seal`` takes), seals ``checkpoint`` from it first
+        (step ``step``); syncs ``checkpoint`` (a file or directory, and its
+        seal) to disk, flushes and closes the Recorders writing into
+        DETCHECK_RECORD (their last step is on disk), writes ``stop.json``
+        there atomically, and with DETCHECK_STOP_KILL=1 SIGKILLs this
+        process (it does not return). Returns the stop.json path (None
+        when nothing is recorded). Optional for a clean stop; required with
+        DETCHECK_STOP_KILL=1."""
         import operator
         step = operator.index(step)
+        if state is not None:
+            if checkpoint is None:
+                raise ValueError("detcheck.session().stopped: state given without the checkpoint to seal")
+            from ._seal import seal
+            seal(checkpoint, state, step=step)
         ckpt = None
         if checkpoint is not None:
             ckpt = os.path.abspath(os.fspath(checkpoint))
             _fsync_tree(ckpt)
+            if state is not None and not os.path.isdir(ckpt):
+                from ._seal import seal_path
+                _fsync_tree(seal_path(ckpt))  # a file's seal lies beside it
         path = None
         if self.record_dir is not None:
             _close_recorders(self.record_dir)
@@ -151,6 +178,17 @@ class Session:
                     pass
             os.kill(os.getpid(), signal.SIGKILL)
         return path
+
+    def resumed(self, checkpoint, state, require=True):
+        """Called right after a resumed run loaded ``checkpoint`` into
+        ``state`` (and restored its RNG states), before its first step:
+        ``detcheck.verify_seal(checkpoint, state, require=require)``, so a
+        resume from a checkpoint that :meth:`stopped` sealed raises
+        :class:`detcheck.SealError` when what was loaded is not what was
+        saved (or, unless ``require=False``, when it is unsealed). Returns
+        the :class:`detcheck.SealResult`."""
+        from ._seal import verify_seal
+        return verify_seal(checkpoint, state, require=require)
 
 
 def _same_dir(a, b):

@@ -1,4 +1,5 @@
 """Framework callbacks that record through :class:`detcheck.Recorder`; each
 imports its framework only when used: ``detcheck.integrations.hf`` (a
 transformers TrainerCallback) and ``detcheck.integrations.lightning`` (a
-Lightning Callback)."""
+Lightning Callback). Both seal the checkpoints they see saved, from memory,
+and check a resumed run against its checkpoint's seal (``seal=True``)."""

@@ -39,8 +39,36 @@ Each recorded step's state entries: the batch is the model's forward inputs
 of the step (every micro-batch of an accumulated step), the RNG states are
 taken at its first forward, the lr of every param group when the optimizer
 has stepped, and the GradScaler's state when accelerate made one (mixed
-precision fp16)."""
+precision fp16).
+
+Sealed checkpoints (``seal=True``, the default; detcheck-seal(1)): at each
+``on_save`` the callback seals ``checkpoint-N`` from memory -- the objects
+the Trainer just wrote, rebuilt as transformers 5 builds them
+(:func:`_checkpoint_files`: the weights as save_pretrained writes them,
+the optimizer's, scheduler's and scaler's state_dict(), the RNG states of
+rng_state.pth, which are the process's until the next step, the
+TrainingArguments), named as ``detcheck hash checkpoint-N`` reads the
+directory (:func:`checkpoint_manifest`), so ``detcheck verify --seal
+checkpoint-N`` passes on the files. Nothing is read back from the files.
+A setup whose files are others (several processes, DeepSpeed, FSDP, PEFT,
+quantized or offloaded weights, XLA/NPU/HPU/MLU/MUSA), or a file in the
+folder that is not rebuilt, is left unsealed with a warning saying why.
+
+A run resumed with ``resume_from_checkpoint`` is checked against that
+checkpoint's seal right after the Trainer restores its RNG states (at the
+epoch's start or after the batches it skips; :func:`_trainer_call` finds
+the Trainer and the checkpoint, which transformers does not hand
+callbacks), before the first step: the weights, optimizer, scheduler,
+scaler and RNG states as loaded. training_args.bin is never loaded back,
+so its entries are the seal's there (``verify --seal`` checks the file).
+A difference raises :class:`detcheck.SealError` (``.tensor``, ``.kind``,
+``.files``: the file that holds it); an unsealed checkpoint too, unless
+``require_seal=False`` (a warning). ``cb.seal_result`` is the check's
+:class:`detcheck.SealResult`."""
 import os
+import random
+import sys
+import warnings
 
 from transformers import TrainerCallback
 
@@ -75,6 +103,222 @@ def resume_arg(output_dir=None):
     return last
 
 
+# ---------------------------------------------------------------- sealed checkpoints
+
+SEAL_NAME = "detcheck-seal.yaml"  # detcheck._seal.SEAL_NAME: a directory's seal
+WEIGHTS = "model.safetensors"
+ARGS = "training_args.bin"
+# names the directory reader skips as no checkpoint files (configs,
+# tokenizers, trainer_state.json); an index (*.index.json) is read
+_NOT_READ = (".json", ".txt", ".md", ".jinja", ".model", ".py", ".yaml", ".yml", ".tiktoken", ".vocab")
+
+
+class _Unsealable(Exception):
+    """What this callback cannot rebuild from memory in this setup (the
+    message says what)."""
+
+
+def _stem(name):
+    """The namespace the directory reader gives a file's names when they
+    collide with another file's (src/formats/open.c, file_stem)."""
+    for suffix in (".zst", ".index.json"):
+        if name.endswith(suffix):
+            name = name[:-len(suffix)]
+    dot = name.rfind(".")
+    return name[:dot] if dot > 0 else name
+
+
+def _weights_file(name):
+    """model.safetensors, its shards model-N-of-M.safetensors, its index."""
+    return name in (WEIGHTS, WEIGHTS + ".index.json") or (
+        name.startswith("model-") and name.endswith(".safetensors") and "-of-" in name)
+
+
+def _weights(model):
+    """The state dict Trainer._save writes to model.safetensors (or its
+    shards, under the same names), built as transformers 5's
+    save_pretrained builds it: state_dict(), less _keys_to_ignore_on_save,
+    less the tied copies (remove_tied_weights_from_state_dict), renamed
+    back (revert_weight_conversion). A model that is no PreTrainedModel:
+    its state_dict() as it is (safetensors.torch.save_file)."""
+    from transformers import PreTrainedModel
+    if type(model).__module__.split(".")[0] == "peft" or getattr(model, "_hf_peft_config_loaded", False):
+        raise _Unsealable("a PEFT model (adapter files)")
+    if not isinstance(model, PreTrainedModel):
+        if hasattr(model, "_orig_mod"):
+            raise _Unsealable("a torch.compile'd model")
+        return model.state_dict()
+    if getattr(model, "hf_quantizer", None) is not None:
+        raise _Unsealable("a quantized model")
+    if getattr(model.config, "distributed_config", None) is not None:
+        raise _Unsealable("a TP/FSDP-sharded model")
+    if {"cpu", "disk"} & set((getattr(model, "hf_device_map", None) or {}).values()):
+        raise _Unsealable("a model with offloaded modules")
+    try:
+        from transformers.core_model_loading import revert_weight_conversion
+        from transformers.modeling_utils import remove_tied_weights_from_state_dict
+    except ImportError as e:  # another transformers: its save is not this one
+        raise _Unsealable("transformers %s (save_pretrained's weights: %s)" % (_version(), e)) from None
+    sd = model.state_dict()
+    for k in model._keys_to_ignore_on_save or ():
+        sd.pop(k, None)
+    return revert_weight_conversion(model, remove_tied_weights_from_state_dict(sd, model))
+
+
+def _version():
+    import transformers
+    return transformers.__version__
+
+
+def _rng_states(args):
+    """The dict Trainer._save_rng_state writes to rng_state.pth (one
+    process): right after the save the process's RNG states are the ones
+    it saved."""
+    import numpy as np
+    import torch
+    from transformers.training_args import ParallelMode
+    states = {"python": random.getstate(), "numpy": np.random.get_state(), "cpu": torch.random.get_rng_state()}
+    if torch.cuda.is_available():
+        states["cuda"] = (torch.cuda.random.get_rng_state_all() if args.parallel_mode == ParallelMode.DISTRIBUTED
+                          else torch.cuda.random.get_rng_state())
+    return states
+
+
+def _checkpoint_files(args, model, optimizer, lr_scheduler):
+    """[(file name, object, group)]: what Trainer._save_checkpoint writes
+    into checkpoint-N with torch.save or safetensors in this setup, each
+    with the group its file role gives its tensors (src/core/checkpoint.c
+    file_roles, detcheck-formats(7) "File roles"; None: by their names).
+    Raises _Unsealable for the setups whose files are others."""
+    from transformers.utils import (is_sagemaker_mp_enabled, is_torch_hpu_available, is_torch_mlu_available,
+                                    is_torch_musa_available, is_torch_npu_available, is_torch_xla_available)
+    if args.world_size > 1:
+        raise _Unsealable("%d processes (rng_state_R.pth per process)" % args.world_size)
+    if args.deepspeed or getattr(args, "deepspeed_plugin", None) or getattr(args, "fsdp", None):
+        raise _Unsealable("DeepSpeed or FSDP (their own checkpoint files)")
+    for what, available in (("XLA", is_torch_xla_available), ("SageMaker MP", is_sagemaker_mp_enabled),
+                            ("NPU", is_torch_npu_available), ("HPU", is_torch_hpu_available),
+                            ("MLU", is_torch_mlu_available), ("MUSA", is_torch_musa_available)):
+        if available():
+            raise _Unsealable("%s (its RNG and save paths)" % what)
+    files = [(WEIGHTS, _weights(model), None), (ARGS, args, "other")]
+    if not args.save_only_model:
+        files += [("optimizer.pt", optimizer.state_dict(), "optimizer"),
+                  ("scheduler.pt", lr_scheduler.state_dict(), "other")]
+        scaler = getattr(optimizer, "scaler", None)  # accelerate's GradScaler (Trainer._save_scaler)
+        if scaler is not None:
+            files.append(("scaler.pt", scaler.state_dict(), "other"))
+        files.append(("rng_state.pth", _rng_states(args), "rng"))
+    return files
+
+
+def _namespaces(units):
+    """The directory reader's rule (src/formats/open.c, open_dir): the
+    files' names are merged, unless two files share a tensor name or a
+    value name; then every file holding a name another file holds is read
+    under its stem (``optimizer.state.0.step``). units: [(stem, tensor
+    names, value names)]; returns each unit's prefix ("" for none)."""
+    import collections
+
+    def owners(sets):
+        c = collections.Counter()
+        for names in sets:
+            c.update(names)
+        return c
+    tensors = owners(set(t) for _, t, _ in units)
+    values = owners(set(v) for _, _, v in units)
+    if all(n == 1 for n in tensors.values()) and all(n == 1 for n in values.values()):
+        return [""] * len(units)
+    every = owners(set(t) | set(v) for _, t, v in units)
+    return [stem if any(every[n] > 1 for n in set(t) | set(v)) else "" for stem, t, v in units]
+
+
+def checkpoint_manifest(files, seal=None, from_seal=()):
+    """The manifest ``detcheck hash checkpoint-N`` gives the directory
+    holding ``files`` ([(file name, object, group)], as _checkpoint_files),
+    digested from the objects. ``from_seal``: file names whose entries are
+    taken from the Manifest ``seal`` instead (their names still come from
+    the object). Returns (Manifest, {name: the file that holds it})."""
+    from .._manifest import manifest_of_parts, names_of
+    units = [(_stem(name),) + names_of(obj) for name, obj, _ in files]
+    parts, copied, owners = [], set(), {}
+    for (name, obj, group), prefix, (_, t, v) in zip(files, _namespaces(units), units):
+        names = [prefix + "." + n if prefix else n for n in t + v]
+        owners.update(dict.fromkeys(names, name))
+        if name in from_seal:
+            copied.update(names)
+        else:
+            parts.append((obj, prefix, group))
+    return manifest_of_parts(parts, (seal, copied) if copied else None), owners
+
+
+def _unmodeled(ckpt, files):
+    """The files of ckpt the directory reader would read that are none of
+    ``files``, and the ones of ``files`` that are not there."""
+    names = {n for n, _, _ in files}
+    present = sorted(os.listdir(ckpt))
+    extra = [n for n in present
+             if not (n.startswith(".") or n == SEAL_NAME or n in names or _weights_file(n)
+                     or (n.endswith(_NOT_READ) and not n.endswith(".index.json"))
+                     or not os.path.isfile(os.path.join(ckpt, n)))]  # subfolders are not read
+    missing = [n for n in sorted(names) if not (n in present if n != WEIGHTS else any(map(_weights_file, present)))]
+    return extra, missing
+
+
+def seal_checkpoint(ckpt, step, args, model, optimizer, lr_scheduler):
+    """Seals checkpoint-N right after the Trainer wrote it, from the state
+    in memory (the objects the Trainer saved, rebuilt as it builds them).
+    Returns the seal's path; raises _Unsealable when this setup's files
+    are not all rebuilt so (the checkpoint is then left unsealed)."""
+    from .._seal import seal_manifest
+    files = _checkpoint_files(args, model, optimizer, lr_scheduler)
+    extra, missing = _unmodeled(ckpt, files)
+    if extra or missing:
+        raise _Unsealable("%s%s%s" % ("files this callback does not rebuild from memory: %s" % ", ".join(extra)
+                                      if extra else "", "; " if extra and missing else "",
+                                      "files the Trainer did not write: %s" % ", ".join(missing) if missing else ""))
+    return seal_manifest(ckpt, checkpoint_manifest(files)[0], step=step, world_size=1)
+
+
+def verify_checkpoint(ckpt, args, model, optimizer, lr_scheduler, require=True):
+    """Compares the state the Trainer resumed with (the weights, optimizer,
+    scheduler, scaler and RNG states it loaded, digested in memory) with
+    checkpoint ``ckpt``'s seal (detcheck.verify_seal's errors and result).
+    training_args.bin is never loaded back (the resumed run's own
+    arguments rule): its entries are the seal's, named as the run's
+    arguments name them; ``detcheck verify --seal`` checks its file."""
+    from .._seal import SealError, SealResult, _load_seal, seal_path, verify_manifest
+    gold = _load_seal(ckpt, require)
+    if gold is None:  # unsealed, accepted with a warning (require=False)
+        return SealResult(ckpt, seal_path(ckpt), False)
+    live, owners = checkpoint_manifest(_checkpoint_files(args, model, optimizer, lr_scheduler), gold, {ARGS})
+    try:
+        return verify_manifest(ckpt, live, require)
+    except SealError as e:
+        held = owners.get(e.tensor)
+        if held is None or e.files:
+            raise
+        raise SealError("%s (in %s)" % (e, held), path=e.path, tensor=e.tensor, kind=e.kind, files=[held],
+                        differences=e.differences) from None
+
+
+def _trainer_call():
+    """(trainer, resume_from_checkpoint) of the Trainer loop that runs the
+    callbacks, or (None, None). transformers hands callbacks neither the
+    Trainer nor the checkpoint it resumed from, and restores the RNG states
+    after on_train_begin (at the epoch's start, or after the batches it
+    skips): both are arguments of Trainer._inner_training_loop, found up
+    the stack."""
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_name == "_inner_training_loop":
+            trainer = f.f_locals.get("self")
+            if hasattr(trainer, "_load_rng_state"):
+                return trainer, f.f_locals.get("resume_from_checkpoint")
+        f = f.f_back
+    return None, None
+
+
 class DetcheckCallback(TrainerCallback):
     """Records through :class:`detcheck.Recorder` (``out_dir``, ``every``,
     ``grads``: as Recorder.step; ``trace``, ``trace_steps``, ``dump_step``...:
@@ -85,11 +329,20 @@ class DetcheckCallback(TrainerCallback):
     default); when neither it nor ``out_dir`` is given the callback does
     nothing. A traced recording is made at ``on_train_begin``, when the
     Trainer hands over the model; an untraced one (``out_dir`` without
-    ``trace``) when the callback is made."""
+    ``trace``) when the callback is made.
 
-    def __init__(self, out_dir=None, every=1, grads=True, trace=None, **recorder_kwargs):
+    ``seal``: seal every checkpoint-N saved and check a resume against its
+    seal; ``require_seal``: refuse (SealError) a resume from an unsealed
+    checkpoint, else warn (see the module)."""
+
+    def __init__(self, out_dir=None, every=1, grads=True, trace=None, seal=True, require_seal=True,
+                 **recorder_kwargs):
         self.recorder = None
         self.grads = grads
+        self.seal, self.require_seal = seal, require_seal
+        self.resumed_from = None  # the checkpoint a resumed run loaded, until its seal is checked
+        self.seal_result = None  # what the check of the resumed state found (a detcheck.SealResult)
+        self._trainer = None
         self.session = session()  # a bad DETCHECK_STOP_AT / DETCHECK_RESUME is refused now, not at step K
         self._make = None
         if record_dir() is not None:
@@ -104,6 +357,48 @@ class DetcheckCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if self.recorder is None and self._make is not None:
             self.recorder = self._make(model, None)
+        if self.seal:
+            trainer, ckpt = _trainer_call()
+            if ckpt is not None:  # a resumed run
+                self.resumed_from = os.fspath(ckpt)
+                # checked right after the Trainer restores the RNG states
+                self._trainer = (trainer, trainer.__dict__.get("_load_rng_state"))
+                restore = trainer._load_rng_state
+
+                def load_then_check(checkpoint):
+                    restore(checkpoint)
+                    self._check_resumed(trainer.args, trainer.model, trainer.optimizer, trainer.lr_scheduler)
+                trainer._load_rng_state = load_then_check
+        return control
+
+    def _unhook(self):
+        if self._trainer is not None:
+            (trainer, own), self._trainer = self._trainer, None
+            if own is None:
+                trainer.__dict__.pop("_load_rng_state", None)
+            else:  # another's wrapper, put back
+                trainer._load_rng_state = own
+
+    def _check_resumed(self, args, model, optimizer, lr_scheduler):
+        ckpt, self.resumed_from = self.resumed_from, None
+        if ckpt is None:
+            return
+        self._unhook()
+        try:
+            self.seal_result = verify_checkpoint(ckpt, args, model, optimizer, lr_scheduler, self.require_seal)
+        except _Unsealable as e:
+            msg = "detcheck: cannot check the state resumed from %s against its seal: %s" % (ckpt, e)
+            if self.require_seal:
+                from .._seal import SealError
+                raise SealError(msg + " (DetcheckCallback(require_seal=False) resumes unchecked)",
+                                path=ckpt, kind="trouble") from None
+            warnings.warn(msg + "; resumed unchecked (require_seal=False)", stacklevel=2)
+
+    def on_step_begin(self, args, state, control, model=None, optimizer=None, lr_scheduler=None, **kwargs):
+        # a Trainer that did not restore the RNG states (did not call
+        # _load_rng_state): checked before the first step, the RNG as it is
+        if self.resumed_from is not None:
+            self._check_resumed(args, model, optimizer, lr_scheduler)
         return control
 
     def _flush(self, loss=None, grad_norm=None):
@@ -131,10 +426,16 @@ class DetcheckCallback(TrainerCallback):
             control.should_training_stop = True
         return control
 
-    def on_save(self, args, state, control, **kwargs):
+    def on_save(self, args, state, control, model=None, optimizer=None, lr_scheduler=None, **kwargs):
+        ckpt = os.path.join(args.output_dir, "%s-%d" % (CHECKPOINT_PREFIX, state.global_step))
+        if self.seal and args.should_save and os.path.isdir(ckpt):
+            try:
+                seal_checkpoint(ckpt, state.global_step, args, model, optimizer, lr_scheduler)
+            except _Unsealable as e:
+                warnings.warn("detcheck: %s is not sealed: %s; a resume from it is refused unless "
+                              "DetcheckCallback(require_seal=False)" % (ckpt, e), stacklevel=2)
         if self._stop_step(state):
             self._flush()  # step K's line, even when it was not logged
-            ckpt = os.path.join(args.output_dir, "%s-%d" % (CHECKPOINT_PREFIX, state.global_step))
             self.session.stopped(state.global_step, checkpoint=ckpt)
         return control
 
@@ -147,6 +448,7 @@ class DetcheckCallback(TrainerCallback):
         return control
 
     def on_train_end(self, args, state, control, **kwargs):
+        self._unhook()
         if self.recorder is not None and not self.recorder.closed:
             self._flush()
             self.recorder.close()

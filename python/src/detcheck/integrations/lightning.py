@@ -33,15 +33,33 @@ resume needs either a stop at an epoch's end, or a stateful loader (a
 DataLoader with ``state_dict`` / ``load_state_dict``: Lightning saves it in
 the checkpoint and loads it before iterating) and the RNG states saved and
 restored by the LightningModule (``on_save_checkpoint`` /
-``on_load_checkpoint``)."""
+``on_load_checkpoint``).
+
+Sealed checkpoints (``seal=True``, the default; detcheck-seal(1)): the
+callback wraps the strategy's CheckpointIO (``setup``), so each checkpoint
+file it writes -- ModelCheckpoint's, ``trainer.save_checkpoint``'s -- is
+sealed right after it is written, from the dict Lightning wrote it from
+(``FILE.detcheck-seal.yaml``; names as ``detcheck hash FILE`` gives them,
+so ``detcheck verify --seal FILE`` passes). The stop checkpoint
+``step=K.ckpt`` is sealed by ``session().stopped(K, path, state=that
+dict)``, before stop.json. A file that is not there once the save returned
+(an asynchronous CheckpointIO, a sharded strategy's directory) is left
+unsealed with a warning. With ``ckpt_path=``, at ``on_train_start`` the
+state the trainer resumed with is checked against the seal
+(:func:`verify_resumed`: SealError naming the entry, or the checkpoint
+unsealed unless ``require_seal=False``, a warning); ``cb.seal_result`` is
+the check's :class:`detcheck.SealResult`."""
 import glob
 import os
 import re
+import warnings
 
 try:
     from lightning.pytorch.callbacks import Callback
+    from lightning.pytorch.plugins.io.wrapper import _WrappingCheckpointIO
 except ImportError:  # the older package name
     from pytorch_lightning.callbacks import Callback
+    from pytorch_lightning.plugins.io.wrapper import _WrappingCheckpointIO
 
 from .._recorder import Recorder
 from .._settings import record_dir
@@ -77,6 +95,57 @@ def ckpt_path(ckpt_dir=None):
     return max(found)[1]
 
 
+def verify_resumed(trainer, path, require=True):
+    """Compares the state the trainer resumed with, as Lightning dumps it
+    for a save (``dump_checkpoint``: weights, optimizer and scheduler
+    states, loop progress, precision plugin, hyperparameters, and what the
+    LightningModule's on_save_checkpoint adds), with the seal of checkpoint
+    file ``path`` (detcheck.verify_seal's errors and result).
+
+    Set aside (taken from the seal: ``detcheck verify --seal`` checks them
+    in the file): what Lightning hands to user objects' load_state_dict,
+    whose state_dict() need not give it back -- the callbacks' states
+    (``callbacks.*``: ModelCheckpoint's bookkeeping, restored only partly
+    by design), a stateful DataLoader's (``loops.*.combined_loader.*``: a
+    position to skip to) and the datamodule's."""
+    from .._manifest import manifest_of_parts
+    from .._seal import SealResult, _load_seal, seal_path, verify_manifest
+    path = os.fspath(path)
+    if os.path.islink(path):  # ModelCheckpoint(save_last="link"): the file loaded is the one sealed
+        path = os.path.realpath(path)
+    gold = _load_seal(path, require)
+    if gold is None:  # unsealed, accepted with a warning (require=False)
+        return SealResult(path, seal_path(path), False)
+    datamodule = getattr(trainer, "datamodule", None)
+    aside = ("callbacks.",) + ((type(datamodule).__qualname__ + ".",) if datamodule is not None else ())
+
+    def set_aside(name):
+        return name.startswith(aside) or (name.startswith("loops.") and ".combined_loader." in name)
+    live = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
+    kept = {n for n in list(gold.tensors) + list(gold.values) if set_aside(n)}
+    return verify_manifest(path, manifest_of_parts([(live, "", None)], (gold, kept),
+                                                   keep=lambda n: not set_aside(n)), require)
+
+
+class _SealingCheckpointIO(_WrappingCheckpointIO):
+    """The strategy's CheckpointIO, wrapped: every checkpoint file it
+    writes (ModelCheckpoint's, ``trainer.save_checkpoint``'s) is handed to
+    the callback right after it is written, with the dict Lightning wrote
+    it from (the state in memory), to be sealed."""
+
+    def __init__(self, checkpoint_io, callback):
+        super().__init__(checkpoint_io)
+        self._callback = callback
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None):
+        super().save_checkpoint(checkpoint, path, storage_options=storage_options)
+        self._callback._written(checkpoint, path)
+
+    def teardown(self):
+        if self.checkpoint_io is not None:
+            self.checkpoint_io.teardown()
+
+
 class DetcheckCallback(Callback):
     """Records through :class:`detcheck.Recorder` (``out_dir``, ``every``,
     ``grads``: as Recorder.step; ``trace``, ``trace_steps``, ``dump_step``...:
@@ -88,12 +157,20 @@ class DetcheckCallback(Callback):
     nothing. A traced recording is made at ``on_train_start`` (the
     LightningModule is traced); an untraced one (``out_dir`` without
     ``trace``) when the callback is made. ``ckpt_dir``: where the stop
-    checkpoint goes when ``DETCHECK_CHECKPOINT_DIR`` is unset."""
+    checkpoint goes when ``DETCHECK_CHECKPOINT_DIR`` is unset. ``seal``:
+    seal every checkpoint file saved and check a resume against its seal;
+    ``require_seal``: refuse (SealError) a resume from an unsealed
+    checkpoint, else warn (see the module)."""
 
-    def __init__(self, out_dir=None, every=1, grads=True, trace=None, ckpt_dir=None, **recorder_kwargs):
+    def __init__(self, out_dir=None, every=1, grads=True, trace=None, ckpt_dir=None, seal=True, require_seal=True,
+                 **recorder_kwargs):
         super().__init__()
         self.recorder = None
         self.grads = grads
+        self.seal, self.require_seal = seal, require_seal
+        self.seal_result = None  # what the check of a resumed state found (a detcheck.SealResult)
+        self._stop_path = None
+        self._stop_state = None
         self.session = session()  # a bad DETCHECK_STOP_AT / DETCHECK_RESUME is refused now, not at step K
         self.ckpt_dir = ckpt_dir
         self._last = None
@@ -108,10 +185,41 @@ class DetcheckCallback(Callback):
                 self._make = lambda model: Recorder(out_dir, every=every, model=model, trace=trace,
                                                     **recorder_kwargs)
 
+    def setup(self, trainer, pl_module, stage):
+        if not self.seal:
+            return
+        strategy = trainer.strategy
+        name = type(strategy).__name__
+        if name == "DeepSpeedStrategy" or getattr(strategy, "_state_dict_type", "") == "sharded" or getattr(
+                strategy, "_save_distributed_checkpoint", False):  # directories of shards, not through CheckpointIO
+            warnings.warn("detcheck: %s writes sharded checkpoint directories, which this callback does not seal; "
+                          "seal them with detcheck.seal(path, state) or `detcheck seal PATH`" % name, stacklevel=2)
+        io = strategy.checkpoint_io
+        if not isinstance(io, _SealingCheckpointIO):
+            strategy.checkpoint_io = _SealingCheckpointIO(io, self)
+
+    def _written(self, checkpoint, path):
+        """Seals the checkpoint file just written from the dict it was
+        written from (the stop checkpoint: through session().stopped)."""
+        if not self.seal:
+            return
+        path = os.fspath(path)
+        if not os.path.isfile(path):  # an asynchronous or remote CheckpointIO, a sharded (directory) strategy
+            warnings.warn("detcheck: %s is not sealed: no checkpoint file there once the save returned"
+                          % path, stacklevel=3)
+            return
+        if self._stop_path is not None and os.path.abspath(path) == self._stop_path:
+            self._stop_state = checkpoint
+            return
+        from .._seal import seal
+        seal(path, checkpoint, step=checkpoint.get("global_step"))
+
     def on_train_start(self, trainer, pl_module):
         self._last = trainer.global_step  # a resumed run starts past the checkpoint's step
         if self.recorder is None and self._make is not None:
             self.recorder = self._make(pl_module)
+        if self.seal and trainer.ckpt_path:
+            self.seal_result = verify_resumed(trainer, trainer.ckpt_path, self.require_seal)
 
     def _open(self):
         return self.recorder is not None and not self.recorder.closed
@@ -144,9 +252,14 @@ class DetcheckCallback(Callback):
         if k is not None and step == k:
             d = self.session.checkpoint_dir(self.ckpt_dir) or os.path.join(trainer.default_root_dir, "checkpoints")
             path = os.path.join(d, ckpt_name(step))
-            trainer.save_checkpoint(path)  # after step K's optimizer step: weights, optimizer, loops, loaders
+            self._stop_path, self._stop_state = os.path.abspath(path), None
+            try:
+                trainer.save_checkpoint(path)  # after step K's optimizer step: weights, optimizer, loops, loaders
+            finally:
+                self._stop_path = None
             trainer.should_stop = True
-            self.session.stopped(step, checkpoint=path)
+            state, self._stop_state = self._stop_state, None  # set where this process wrote the file
+            self.session.stopped(step, checkpoint=path, state=state)
 
     def on_train_end(self, trainer, pl_module):
         if self.recorder is not None:
