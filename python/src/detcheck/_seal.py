@@ -37,6 +37,7 @@ import ctypes
 import io
 import os
 import sys
+import time
 import warnings
 
 from . import _lib
@@ -58,7 +59,8 @@ class SealError(Exception):
     """The state is not what the checkpoint's seal says, or the checkpoint
     has no seal. ``path`` (the checkpoint), ``tensor`` (the first differing
     name, or None), ``kind`` (differs, missing, extra, dtype, shape,
-    replicas -- ranks that disagree at the seal -- or unsealed),
+    replicas -- ranks that disagree at the seal --, unsealed, or trouble:
+    a seal that cannot be read or written, named in the message),
     ``files`` (the checkpoint files that hold it, when known),
     ``differences`` (every difference as (name, kind))."""
 
@@ -262,7 +264,7 @@ def seal_manifest(path, manifest, step=None, world_size=None, rng=None):
     path = os.fspath(path)
     m = manifest
     _lib.check(_lib.manifest_set_meta(m._h, b"tool", b"detcheck-python"))
-    _lib.check(_lib.manifest_set_meta(m._h, b"source", os.fsencode(path)))
+    _lib.check(_lib.manifest_set_meta(m._h, b"created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()).encode()))
     if rng:
         _lib.check(_lib.manifest_set_meta(m._h, b"seal_rng",
                                           ",".join("%s=%s" % kv for kv in sorted(rng.items())).encode()))
@@ -348,8 +350,10 @@ def _root(tensors, values):
 
 # ---------------------------------------------------------------- verify
 
-def _load_seal(path, require):
-    """The seal's Manifest, or None (unsealed and not required)."""
+def load_seal(path, require=True):
+    """The seal of checkpoint ``path`` as a :class:`Manifest` (checked as
+    ``detcheck verify --seal`` checks it: a link, a FIFO, a manifest that is
+    no seal raise SealError), or None when unsealed and not required."""
     sp = seal_path(path)
     if not os.path.lexists(sp):
         msg = ("detcheck.verify_seal: %s is not sealed (no %s): its state cannot be checked; seal checkpoints "
@@ -397,7 +401,7 @@ def verify_manifest(path, manifest, require=True, *, _rank_copies=None):
     Raises :class:`SealError` at the first difference; returns a
     :class:`SealResult`."""
     path = os.fspath(path)
-    gold = _load_seal(path, require)
+    gold = load_seal(path, require)
     if gold is None:
         return SealResult(path, seal_path(path), False)
     r = _lib.CmpResult()
@@ -460,7 +464,7 @@ def verify_seal(path, state, *, group=None, require=True):
     tensors, values, _, world, rank = _state_digests(path, state, group, collective, "verify_seal")
     err, res = None, None
     try:
-        gold = _load_seal(path, require)
+        gold = load_seal(path, require)
         if gold is None:
             res = SealResult(path, seal_path(path), False)
         else:

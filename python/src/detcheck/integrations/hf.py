@@ -287,8 +287,8 @@ def verify_checkpoint(ckpt, args, model, optimizer, lr_scheduler, require=True):
     training_args.bin is never loaded back (the resumed run's own
     arguments rule): its entries are the seal's, named as the run's
     arguments name them; ``detcheck verify --seal`` checks its file."""
-    from .._seal import SealError, SealResult, _load_seal, seal_path, verify_manifest
-    gold = _load_seal(ckpt, require)
+    from .._seal import SealError, SealResult, load_seal, seal_path, verify_manifest
+    gold = load_seal(ckpt, require)
     if gold is None:  # unsealed, accepted with a warning (require=False)
         return SealResult(ckpt, seal_path(ckpt), False)
     live, owners = checkpoint_manifest(_checkpoint_files(args, model, optimizer, lr_scheduler), gold, {ARGS})

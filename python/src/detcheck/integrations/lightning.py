@@ -109,11 +109,11 @@ def verify_resumed(trainer, path, require=True):
     by design), a stateful DataLoader's (``loops.*.combined_loader.*``: a
     position to skip to) and the datamodule's."""
     from .._manifest import manifest_of_parts
-    from .._seal import SealResult, _load_seal, seal_path, verify_manifest
+    from .._seal import SealResult, load_seal, seal_path, verify_manifest
     path = os.fspath(path)
     if os.path.islink(path):  # ModelCheckpoint(save_last="link"): the file loaded is the one sealed
         path = os.path.realpath(path)
-    gold = _load_seal(path, require)
+    gold = load_seal(path, require)
     if gold is None:  # unsealed, accepted with a warning (require=False)
         return SealResult(path, seal_path(path), False)
     datamodule = getattr(trainer, "datamodule", None)
