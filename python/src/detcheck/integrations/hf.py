@@ -64,7 +64,21 @@ so its entries are the seal's there (``verify --seal`` checks the file).
 A difference raises :class:`detcheck.SealError` (``.tensor``, ``.kind``,
 ``.files``: the file that holds it); an unsealed checkpoint too, unless
 ``require_seal=False`` (a warning). ``cb.seal_result`` is the check's
-:class:`detcheck.SealResult`."""
+:class:`detcheck.SealResult`.
+
+Replica guard (``replica_guard=N``; python/README.md, "Replica guard"): a
+:class:`detcheck.ReplicaGuard` over the model and the optimizer the Trainer
+hands callbacks (accelerate's wrapper taken off) compares the data-parallel
+replicas every N optimizer steps, at ``on_optimizer_step`` (right after
+``optimizer.step()``: the weights and optimizer state updated, before the
+scheduler, ``on_step_end`` and any save of that step), as step
+``state.global_step + 1``; and once at ``on_train_begin`` of a resumed run
+(``guard.check()``: the weights and optimizer state are loaded by then,
+before the first step), so a rank that loaded another checkpoint is caught
+before it trains. ``replica_guard_on_mismatch`` is the guard's
+``on_mismatch`` ("raise": :class:`detcheck.ReplicaMismatch` on every rank,
+before the step's checkpoint is written; "warn"; a callable);
+``replica_guard_group`` its ``group``."""
 import os
 import random
 import sys
@@ -75,6 +89,7 @@ from transformers import TrainerCallback
 from .._recorder import Recorder
 from .._settings import record_dir
 from .._session import session, ENV_CHECKPOINT_DIR, ENV_RESUME
+from ._replica import guard_every, make_guard
 
 CHECKPOINT_PREFIX = "checkpoint"  # transformers.trainer_utils.PREFIX_CHECKPOINT_DIR
 
@@ -333,10 +348,22 @@ class DetcheckCallback(TrainerCallback):
 
     ``seal``: seal every checkpoint-N saved and check a resume against its
     seal; ``require_seal``: refuse (SealError) a resume from an unsealed
-    checkpoint, else warn (see the module)."""
+    checkpoint, else warn (see the module).
+
+    ``replica_guard=N``: compare the data-parallel replicas every N
+    optimizer steps and once after a resume (:class:`detcheck.ReplicaGuard`
+    made at ``on_train_begin``, ``cb.replica_guard``; None: off);
+    ``replica_guard_on_mismatch`` and ``replica_guard_group``: the guard's
+    ``on_mismatch`` and ``group``. What a "warn" guard or a callable
+    returned is kept in ``cb.replica_mismatches``."""
 
     def __init__(self, out_dir=None, every=1, grads=True, trace=None, seal=True, require_seal=True,
+                 replica_guard=None, replica_guard_on_mismatch="raise", replica_guard_group=None,
                  **recorder_kwargs):
+        self.replica_every = guard_every(replica_guard)  # a bad N is refused now, not at the first step
+        self.replica_on_mismatch, self.replica_group = replica_guard_on_mismatch, replica_guard_group
+        self.replica_guard = None  # the detcheck.ReplicaGuard, made at on_train_begin
+        self.replica_mismatches = []  # what the guard returned (on_mismatch "warn" or a callable)
         self.recorder = None
         self.grads = grads
         self.seal, self.require_seal = seal, require_seal
@@ -354,11 +381,16 @@ class DetcheckCallback(TrainerCallback):
                 self._make = lambda model, opt: Recorder(out_dir, every=every, model=model, trace=trace,
                                                          **recorder_kwargs)
 
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
+    def on_train_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
         if self.recorder is None and self._make is not None:
             self.recorder = self._make(model, None)
+        trainer, ckpt = _trainer_call()
+        if self.replica_every is not None:
+            self.replica_guard = make_guard(model, getattr(optimizer, "optimizer", optimizer), self.replica_every,
+                                            self.replica_on_mismatch, self.replica_group)
+            if ckpt is not None or state.global_step > 0:  # resumed: weights and optimizer state are loaded
+                self._replica_result(self.replica_guard.check(state.global_step))
         if self.seal:
-            trainer, ckpt = _trainer_call()
             if ckpt is not None:  # a resumed run
                 self.resumed_from = os.fspath(ckpt)
                 # checked right after the Trainer restores the RNG states
@@ -405,7 +437,13 @@ class DetcheckCallback(TrainerCallback):
         if self.recorder is not None and not self.recorder.closed and self.recorder.pending is not None:
             self.recorder.finish(self.recorder.pending, loss=loss, grad_norm=grad_norm)
 
+    def _replica_result(self, mismatch):
+        if mismatch is not None:
+            self.replica_mismatches.append(mismatch)
+
     def on_optimizer_step(self, args, state, control, model=None, optimizer=None, **kwargs):
+        if self.replica_guard is not None:  # before the step's record, scheduler step and save
+            self._replica_result(self.replica_guard.step(state.global_step + 1))
         if self.recorder is None or self.recorder.closed:
             return control
         self._flush()  # the previous step was not logged: its loss is absent

@@ -48,7 +48,22 @@ unsealed with a warning. With ``ckpt_path=``, at ``on_train_start`` the
 state the trainer resumed with is checked against the seal
 (:func:`verify_resumed`: SealError naming the entry, or the checkpoint
 unsealed unless ``require_seal=False``, a warning); ``cb.seal_result`` is
-the check's :class:`detcheck.SealResult`."""
+the check's :class:`detcheck.SealResult`.
+
+Replica guard (``replica_guard=N``; python/README.md, "Replica guard"): a
+:class:`detcheck.ReplicaGuard` over the LightningModule and the trainer's
+optimizer (made at ``on_train_start``) compares the data-parallel replicas
+every N optimizer steps, at ``on_train_batch_end`` of each batch that
+stepped the optimizer (``trainer.global_step`` moved: the weights and
+optimizer state updated), as step ``trainer.global_step``, before this
+callback records the step or saves the stop checkpoint, and before
+ModelCheckpoint saves (Lightning runs checkpoint callbacks last); and once at
+``on_train_start`` of a run resumed with ``ckpt_path=`` (``guard.check()``:
+everything is restored by then, before the first step). With several
+optimizers only the parameters and buffers are compared (a warning says
+so). ``replica_guard_on_mismatch`` is the guard's ``on_mismatch`` ("raise":
+:class:`detcheck.ReplicaMismatch` on every rank; "warn"; a callable);
+``replica_guard_group`` its ``group``."""
 import glob
 import os
 import re
@@ -64,6 +79,7 @@ except ImportError:  # the older package name
 from .._recorder import Recorder
 from .._settings import record_dir
 from .._session import session, ENV_CHECKPOINT_DIR, ENV_RESUME
+from ._replica import guard_every, make_guard
 
 _CKPT = re.compile(r"^step=(\d+)\.ckpt$")
 
@@ -160,11 +176,23 @@ class DetcheckCallback(Callback):
     checkpoint goes when ``DETCHECK_CHECKPOINT_DIR`` is unset. ``seal``:
     seal every checkpoint file saved and check a resume against its seal;
     ``require_seal``: refuse (SealError) a resume from an unsealed
-    checkpoint, else warn (see the module)."""
+    checkpoint, else warn (see the module).
+
+    ``replica_guard=N``: compare the data-parallel replicas every N
+    optimizer steps and once after a resume (:class:`detcheck.ReplicaGuard`
+    made at ``on_train_start``, ``cb.replica_guard``; None: off);
+    ``replica_guard_on_mismatch`` and ``replica_guard_group``: the guard's
+    ``on_mismatch`` and ``group``. What a "warn" guard or a callable
+    returned is kept in ``cb.replica_mismatches``."""
 
     def __init__(self, out_dir=None, every=1, grads=True, trace=None, ckpt_dir=None, seal=True, require_seal=True,
+                 replica_guard=None, replica_guard_on_mismatch="raise", replica_guard_group=None,
                  **recorder_kwargs):
         super().__init__()
+        self.replica_every = guard_every(replica_guard)  # a bad N is refused now, not at the first step
+        self.replica_on_mismatch, self.replica_group = replica_guard_on_mismatch, replica_guard_group
+        self.replica_guard = None  # the detcheck.ReplicaGuard, made at on_train_start
+        self.replica_mismatches = []  # what the guard returned (on_mismatch "warn" or a callable)
         self.recorder = None
         self.grads = grads
         self.seal, self.require_seal = seal, require_seal
@@ -218,11 +246,24 @@ class DetcheckCallback(Callback):
         self._last = trainer.global_step  # a resumed run starts past the checkpoint's step
         if self.recorder is None and self._make is not None:
             self.recorder = self._make(pl_module)
+        if self.replica_every is not None:
+            opts = trainer.optimizers
+            if len(opts) > 1:
+                warnings.warn("detcheck: replica_guard with %d optimizers: their states are not compared, "
+                              "only the parameters and buffers" % len(opts), stacklevel=2)
+            self.replica_guard = make_guard(pl_module, self._optimizer(trainer), self.replica_every,
+                                            self.replica_on_mismatch, self.replica_group)
+            if trainer.ckpt_path:  # resumed: everything is restored by now, before the first step
+                self._replica_result(self.replica_guard.check(trainer.global_step))
         if self.seal and trainer.ckpt_path:
             self.seal_result = verify_resumed(trainer, trainer.ckpt_path, self.require_seal)
 
     def _open(self):
         return self.recorder is not None and not self.recorder.closed
+
+    def _replica_result(self, mismatch):
+        if mismatch is not None:
+            self.replica_mismatches.append(mismatch)
 
     @staticmethod
     def _optimizer(trainer):
@@ -242,6 +283,8 @@ class DetcheckCallback(Callback):
             return
         self._last = step
         batches, self._batches = self._batches or [batch], None
+        if self.replica_guard is not None:  # before the step is recorded and any checkpoint of it is saved
+            self._replica_result(self.replica_guard.step(step))
         if self._open():
             loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
             scaler = getattr(getattr(trainer, "precision_plugin", None), "scaler", None)
