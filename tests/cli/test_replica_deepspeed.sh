@@ -1,0 +1,48 @@
+# CLI: detcheck.ReplicaGuard on a real DeepSpeed ZeRO-1 engine, 3 CPU ranks
+# (accelerator cpu, gloo; tests/cli/replica_deepspeed.py): the parameters
+# (all-gathered after each step) are compared and the partitioned optimizer
+# state is not (a correct run: no mismatch, though each rank holds other
+# moments); one bit flipped in 2.weight on rank 2 is named at that step, with
+# rank 2 and the tensor, on every rank. Needs the fixture venv's deepspeed:
+# $DCK_MEGATRON_PYTHON, else `sh ci/venv.sh megatron`; skips when neither
+# can be had. The package is python/src with this build's library.
+. "$DCK_TOP/tests/cli/lib.sh"
+if [ -n "${DCK_MEGATRON_PYTHON:-}" ]; then
+    PY=$DCK_MEGATRON_PYTHON
+else
+    PY=$(sh "$DCK_TOP/ci/venv.sh" megatron 2> venv.log) ||
+        skip "no python with deepspeed (sh ci/venv.sh megatron: $(tail -n 1 venv.log))"
+fi
+"$PY" -c "import deepspeed, torch" 2> /dev/null || skip "$PY cannot import deepspeed and torch"
+lib="$DCK_TOP/$BUILD/libdetcheck.so.0"
+[ -e "$lib" ] || fail "no $lib (make BUILD=$BUILD all)"
+# an ASan build: its runtimes preloaded into the uninstrumented python, as test_python.sh does
+if nm -D "$lib" 2> /dev/null | grep -q '__asan_init'; then
+    asan=$(${CC:-cc} -print-file-name=libasan.so)
+    ubsan=$(${CC:-cc} -print-file-name=libubsan.so)
+    [ -f "$asan" ] || skip "libdetcheck is built with ASan and there is no libasan.so to preload into $PY"
+    export LD_PRELOAD="$asan${ubsan:+ $ubsan}" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0:verify_asan_link_order=0"
+fi
+
+DETCHECK_LIB=$lib PYTHONPATH="$DCK_TOP/python/src" OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=lo \
+    "$PY" "$DCK_TOP/tests/cli/replica_deepspeed.py" "$PWD/rank" > out.txt 2> err.txt ||
+    { tail -n 40 err.txt; cat out.txt; fail "replica_deepspeed.py"; }
+ok
+"$PY" - out.txt <<'EOF' || { cat out.txt; fail "the guard on ZeRO-1"; }
+import json, sys
+got = {}
+for line in open(sys.argv[1]):
+    r, doc = line.split(" ", 1)
+    got[int(r)] = json.loads(doc)
+assert sorted(got) == [0, 1, 2], sorted(got)
+for r, res in got.items():
+    # the optimizer state is partitioned (each rank a third of the flat fp32 copy) and set aside
+    assert res["partitioned"] and all(s == [72] for s in res["partitioned"]), (r, res["partitioned"])
+    assert res["clean"] == [None] * 4, (r, res["clean"])
+    m = res["flip"]
+    assert m is not None, (r, res)
+    assert m["step"] == 5 and m["ranks"] == [2] and m["tensor"] == "2.weight", (r, m)
+    assert m["kind"] == "parameter", (r, m)
+EOF
+ok
+done_ok
