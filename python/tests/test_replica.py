@@ -107,8 +107,12 @@ def test_arguments_and_single_process():
             detcheck.ReplicaGuard(m, every=bad)
     with pytest.raises(ValueError):
         detcheck.ReplicaGuard(m, on_mismatch="ignore")
-    g = detcheck.ReplicaGuard(m, torch.optim.SGD(m.parameters(), lr=0.1))
-    assert g.check() is None and g.step(1) is None  # one process: nothing to compare
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    m(torch.ones(3)).sum().backward()
+    opt.step()
+    g = detcheck.ReplicaGuard(m, opt)
+    assert g.check() is None and g.step(1) is None  # one process: nothing to compare, and said so
+    assert g.not_compared[:2] == ["weight", "bias"]
 
 
 def test_majority_verdicts():

@@ -186,6 +186,13 @@ class ReplicaGuard:
         """Compares the replicas now. None when they agree, else what
         ``on_mismatch`` says (raise, or the mismatch returned)."""
         for group, entries in self._entries():
+            if _replicas(group) < 2:
+                if "alone" not in self._warned:  # said once: a guard with nothing to compare is no guard
+                    self._warned.add("alone")
+                    _log.warning("detcheck.ReplicaGuard: one replica in the group (torch.distributed %s): nothing "
+                                 "is compared", "initialised" if _dist() else "not initialised")
+                self.not_compared.extend(n for n, _, _ in entries)
+                continue
             m = _compare(group, entries, step)
             if m is not None:
                 return self._handle(m)
@@ -202,13 +209,20 @@ class ReplicaGuard:
         return self.on_mismatch(m)
 
 
-def _compare(group, entries, step):
+def _dist():
+    """torch.distributed when it is initialised, else None."""
     dist = sys.modules.get("torch.distributed")
-    if dist is None or not dist.is_available() or not dist.is_initialized():
-        return None
+    return dist if dist is not None and dist.is_available() and dist.is_initialized() else None
+
+
+def _replicas(group):
+    dist = _dist()
+    return dist.get_world_size(group) if dist else 1
+
+
+def _compare(group, entries, step):
+    dist = _dist()
     world = dist.get_world_size(group)
-    if world < 2:
-        return None
     import ctypes
     import torch
     names = [n.encode("utf-8", "surrogateescape") for n, _, _ in entries]
