@@ -83,6 +83,8 @@ def hsdp_rank(rank, world, init, out, steps, flip_at):
 
 @pytest.fixture(scope="module")
 def hsdp_runs(tmp_path_factory):
+    import torch.distributed.fsdp  # noqa: F401  (once, not by each forked rank)
+    import torch.distributed.tensor  # noqa: F401
     d = tmp_path_factory.mktemp("hsdp")
     return {"clean": ranks(d, 4, hsdp_rank, steps=4, flip_at=None),
             # the last step: the group that raised trains no further, the other would wait for it
@@ -159,7 +161,11 @@ def hf_rank(rank, world, init, out, port, max_steps, flip_at, every, save=False,
 
 @pytest.fixture(scope="module")
 def hf_runs(tmp_path_factory):
-    pytest.importorskip("transformers")
+    transformers = pytest.importorskip("transformers")
+    # imported here, once, not by each forked rank (transformers loads its modules lazily)
+    import accelerate.state  # noqa: F401
+    import detcheck.integrations.hf  # noqa: F401
+    transformers.Trainer, transformers.TrainingArguments, transformers.GPT2LMHeadModel  # noqa: B018
     d = tmp_path_factory.mktemp("hfrep")
     return {"clean": ranks(d, 3, hf_rank, port=free_port(), max_steps=3, flip_at=None, every=1, save=True),
             "every2": ranks(d, 3, hf_rank, port=free_port(), max_steps=3, flip_at=1, every=2),
@@ -236,6 +242,7 @@ def lightning_rank(rank, world, init, out, port, max_steps, flip_at, ckpt=None, 
 
 def test_lightning_replica_guard(tmp_path):
     pytest.importorskip("lightning")
+    import detcheck.integrations.lightning  # noqa: F401  (once, not by each forked rank)
     ckpt = str(tmp_path / "last.ckpt")
     for r, res in enumerate(ranks(tmp_path, 3, lightning_rank, port=free_port(), max_steps=3, flip_at=None,
                                   ckpt=ckpt)):

@@ -7,9 +7,12 @@ its third of the flat fp32 copy) and all-gathers the updated parameters
 after each step: the guard, given the engine's optimizer, compares the
 parameters and sets the partitioned state aside. A correct run of 4 steps:
 no mismatch. Then rank 2 flips one bit of 2.weight right after step 5:
-named at step 5 with rank 2 and 2.weight on every rank. Prints one JSON
-line per rank: RANK {"clean": [...], "flip": {...}}. Exit 0 when every
-rank finished."""
+named at step 5 with rank 2 and 2.weight on every rank.
+
+    replica_deepspeed.py OUT.json
+
+writes {RANK: {"clean": [...], "flip": {...}, "partitioned": [...]}} to
+OUT.json (deepspeed prints to stdout); exit 0 when every rank finished."""
 import json
 import multiprocessing
 import os
@@ -78,7 +81,7 @@ def main():
         p.start()
     for p in procs:
         p.join(120)
-    bad = 0
+    bad, res = 0, {}
     for r, p in enumerate(procs):
         if p.is_alive():
             p.kill()
@@ -87,7 +90,9 @@ def main():
             bad = 1
             continue
         with open("%s.%d" % (out, r)) as f:
-            print(r, f.read())
+            res[r] = json.load(f)
+    with open(out, "w") as f:
+        json.dump(res, f)
     return bad
 
 

@@ -25,15 +25,12 @@ if nm -D "$lib" 2> /dev/null | grep -q '__asan_init'; then
 fi
 
 DETCHECK_LIB=$lib PYTHONPATH="$DCK_TOP/python/src" OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=lo \
-    "$PY" "$DCK_TOP/tests/cli/replica_deepspeed.py" "$PWD/rank" > out.txt 2> err.txt ||
-    { tail -n 40 err.txt; cat out.txt; fail "replica_deepspeed.py"; }
+    "$PY" "$DCK_TOP/tests/cli/replica_deepspeed.py" "$PWD/ranks.json" > out.txt 2>&1 ||
+    { tail -n 40 out.txt; fail "replica_deepspeed.py"; }
 ok
-"$PY" - out.txt <<'EOF' || { cat out.txt; fail "the guard on ZeRO-1"; }
+"$PY" - ranks.json <<'EOF' || { cat ranks.json; fail "the guard on ZeRO-1"; }
 import json, sys
-got = {}
-for line in open(sys.argv[1]):
-    r, doc = line.split(" ", 1)
-    got[int(r)] = json.loads(doc)
+got = {int(r): res for r, res in json.load(open(sys.argv[1])).items()}
 assert sorted(got) == [0, 1, 2], sorted(got)
 for r, res in got.items():
     # the optimizer state is partitioned (each rank a third of the flat fp32 copy) and set aside
