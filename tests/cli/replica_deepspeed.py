@@ -1,18 +1,20 @@
-"""detcheck.ReplicaGuard on a real DeepSpeed ZeRO-1 engine: 3 CPU ranks
+"""detcheck.ReplicaGuard on real DeepSpeed ZeRO-1 and ZeRO-2 engines: 3 CPU ranks
 (accelerator cpu, gloo), run by tests/cli/test_replica_deepspeed.sh with the
 fixture venv's python (deepspeed 0.19) and detcheck from python/src.
 
 ZeRO-1 partitions the optimizer state (each rank holds the AdamW moments of
-its third of the flat fp32 copy) and all-gathers the updated parameters
+its third of the flat fp32 copy; ZeRO-2 the gradients too) and all-gathers
+the updated parameters
 after each step: the guard, given the engine's optimizer, compares the
 parameters and sets the partitioned state aside. A correct run of 4 steps:
 no mismatch. Then rank 2 flips one bit of 2.weight right after step 5:
-named at step 5 with rank 2 and 2.weight on every rank.
+named at step 5 with rank 2 and 2.weight on every rank. ZeRO-3 partitions
+the parameters themselves: the guard is refused (ValueError).
 
     replica_deepspeed.py OUT.json
 
-writes {RANK: {"clean": [...], "flip": {...}, "partitioned": [...]}} to
-OUT.json (deepspeed prints to stdout); exit 0 when every rank finished."""
+writes {STAGE: {RANK: {"clean": [...], "flip": {...}, "partitioned": [...]}}}
+(ZeRO-3: {RANK: {"refused": MESSAGE}}) to OUT.json (deepspeed prints to stdout); exit 0 when every rank finished."""
 import json
 import multiprocessing
 import os
@@ -39,7 +41,7 @@ def mismatch(m):
                                    "message": str(m)}
 
 
-def rank_main(rank, port, out):
+def rank_main(rank, port, stage, out):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(WORLD),
                       LOCAL_RANK=str(rank), LOCAL_SIZE=str(WORLD))
     torch.set_num_threads(1)
@@ -48,9 +50,15 @@ def rank_main(rank, port, out):
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
     cfg = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
            "optimizer": {"type": "AdamW", "params": {"lr": 1e-2, "torch_adam": True}},
-           "zero_optimization": {"stage": 1}, "steps_per_print": 10 ** 9, "wall_clock_breakdown": False}
+           "zero_optimization": {"stage": stage}, "steps_per_print": 10 ** 9, "wall_clock_breakdown": False}
     engine, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
-    guard = detcheck.ReplicaGuard(engine.module, optimizer, on_mismatch="warn")
+    try:
+        guard = detcheck.ReplicaGuard(engine.module, optimizer, on_mismatch="warn")
+    except ValueError as e:
+        with open(out, "w") as f:
+            json.dump({"refused": str(e)}, f)
+        torch.distributed.destroy_process_group()
+        return
     g = torch.Generator().manual_seed(100 + rank)  # each rank its own batches
 
     def step(n, flip=False):
@@ -70,13 +78,13 @@ def rank_main(rank, port, out):
     torch.distributed.destroy_process_group()
 
 
-def main():
-    out = sys.argv[1]
+def run(stage, out):
+    """Runs the ranks of one stage; returns ({rank: result}, failed)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=rank_main, args=(r, port, "%s.%d" % (out, r))) for r in range(WORLD)]
+    procs = [ctx.Process(target=rank_main, args=(r, port, stage, "%s.%d" % (out, r))) for r in range(WORLD)]
     for p in procs:
         p.start()
     for p in procs:
@@ -86,14 +94,20 @@ def main():
         if p.is_alive():
             p.kill()
         if p.exitcode != 0:
-            print("rank %d exited %s" % (r, p.exitcode), file=sys.stderr)
+            print("ZeRO-%d: rank %d exited %s" % (stage, r, p.exitcode), file=sys.stderr)
             bad = 1
             continue
         with open("%s.%d" % (out, r)) as f:
             res[r] = json.load(f)
+    return res, bad
+
+
+def main():
+    out = sys.argv[1]
+    res = {stage: run(stage, out) for stage in (1, 2, 3)}
     with open(out, "w") as f:
-        json.dump(res, f)
-    return bad
+        json.dump({stage: r for stage, (r, _) in res.items()}, f)
+    return int(any(bad for _, bad in res.values()))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
-# CLI: detcheck.ReplicaGuard on a real DeepSpeed ZeRO-1 engine, 3 CPU ranks
+# CLI: detcheck.ReplicaGuard on real DeepSpeed ZeRO-1 and ZeRO-2 engines, 3 CPU ranks
 # (accelerator cpu, gloo; tests/cli/replica_deepspeed.py): the parameters
 # (all-gathered after each step) are compared and the partitioned optimizer
 # state is not (a correct run: no mismatch, though each rank holds other
 # moments); one bit flipped in 2.weight on rank 2 is named at that step, with
-# rank 2 and the tensor, on every rank. Needs the fixture venv's deepspeed:
+# rank 2 and the tensor, on every rank; ZeRO-3 (the parameters partitioned)
+# is refused. Needs the fixture venv's deepspeed:
 # $DCK_MEGATRON_PYTHON, else `sh ci/venv.sh megatron`; skips when neither
 # can be had. The package is python/src with this build's library.
 . "$DCK_TOP/tests/cli/lib.sh"
@@ -28,18 +29,22 @@ DETCHECK_LIB=$lib PYTHONPATH="$DCK_TOP/python/src" OMP_NUM_THREADS=1 GLOO_SOCKET
     "$PY" "$DCK_TOP/tests/cli/replica_deepspeed.py" "$PWD/ranks.json" > out.txt 2>&1 ||
     { tail -n 40 out.txt; fail "replica_deepspeed.py"; }
 ok
-"$PY" - ranks.json <<'EOF' || { cat ranks.json; fail "the guard on ZeRO-1"; }
+"$PY" - ranks.json <<'EOF' || { cat ranks.json; fail "the guard on ZeRO-1/2"; }
 import json, sys
-got = {int(r): res for r, res in json.load(open(sys.argv[1])).items()}
-assert sorted(got) == [0, 1, 2], sorted(got)
-for r, res in got.items():
-    # the optimizer state is partitioned (each rank a third of the flat fp32 copy) and set aside
-    assert res["partitioned"] and all(s == [72] for s in res["partitioned"]), (r, res["partitioned"])
-    assert res["clean"] == [None] * 4, (r, res["clean"])
-    m = res["flip"]
-    assert m is not None, (r, res)
-    assert m["step"] == 5 and m["ranks"] == [2] and m["tensor"] == "2.weight", (r, m)
-    assert m["kind"] == "parameter", (r, m)
+doc = json.load(open(sys.argv[1]))
+assert sorted(doc) == ["1", "2", "3"], sorted(doc)
+for r, res in doc.pop("3").items():  # ZeRO-3: no rank holds a whole parameter
+    assert "ZeRO-3" in res.get("refused", ""), (r, res)
+for stage, got in doc.items():
+    assert sorted(got) == ["0", "1", "2"], (stage, sorted(got))
+    for r, res in got.items():
+        # the optimizer state is partitioned (each rank a third of the flat fp32 copy) and set aside
+        assert res["partitioned"] and all(s == [72] for s in res["partitioned"]), (stage, r, res["partitioned"])
+        assert res["clean"] == [None] * 4, (stage, r, res["clean"])
+        m = res["flip"]
+        assert m is not None, (stage, r, res)
+        assert m["step"] == 5 and m["ranks"] == [2] and m["tensor"] == "2.weight", (stage, r, m)
+        assert m["kind"] == "parameter", (stage, r, m)
 EOF
 ok
 done_ok
