@@ -28,6 +28,7 @@ LAYERS = [
     "__main__",
     "__init__",
     "integrations.__init__",
+    "integrations._replica",  # the callbacks' replica_guard=N
     "integrations.hf",
     "integrations.lightning",
 ]
