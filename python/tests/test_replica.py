@@ -5,9 +5,7 @@ not "everyone but rank 0"); an Adam moment alone named as optimizer state;
 two replicas: a mismatch without a culprit; a correct run of 50 steps never
 a mismatch; a replica that loaded another state caught by check() before
 its first step; on_mismatch "warn" and a callable."""
-import functools
 import json
-import multiprocessing
 import os
 import socket
 import sys
@@ -16,33 +14,15 @@ import pytest
 import torch
 
 import detcheck
+from conftest import fork_ranks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import replica_worker  # noqa: E402
 
-_runs = [0]
-
-
 def ranks(tmp_path, world, **kw):
-    if not torch.distributed.is_available():
-        pytest.skip("torch.distributed is not available")
-    _runs[0] += 1
-    init = str(tmp_path / ("init%d" % _runs[0]))
-    outs = [str(tmp_path / ("out%d_%d.json" % (_runs[0], r))) for r in range(world)]
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=functools.partial(replica_worker.run, r, world, init, outs[r], **kw))
-             for r in range(world)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(240)
-    for r, p in enumerate(procs):
-        if p.is_alive():
-            p.kill()
-        assert p.exitcode == 0, "rank %d exited %s (its traceback is above)" % (r, p.exitcode)
-    return [json.load(open(o)) for o in outs]
+    """replica_worker.run on world forked gloo ranks; their JSON outputs."""
+    return [json.load(open(o)) for o in fork_ranks(tmp_path, world, replica_worker.run, **kw)]
 
 
 def test_flip_named_at_its_step(tmp_path):
