@@ -95,6 +95,7 @@ dck_status dck_nccl_load(const dck_nccl_api **out);
  * spinning on a peer that never comes) and *comm is set to NULL. enqueued:
  * what the call that enqueued the collective returned (a failure aborts at
  * once). what names the collective in messages. (src/gpu/gpu_nccl.c) */
+struct dck_comm; /* common/common.h */
 dck_status dck_nccl_wait(struct dck_comm *c, const dck_nccl_api *nc, ncclComm_t *comm, cudaStream_t stream,
                          ncclResult_t enqueued, const char *what);
 

@@ -139,6 +139,24 @@ static dck_status tensor_digest(const dck_replica_tensor *t, const dck_replica_o
     return DCK_OK;
 }
 
+static int cmp_name(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A name given twice: the root (over names, in name order) could not tell
+ * which digest is whose, so two replicas holding them swapped would agree. */
+static dck_status names_unique(const char **names, size_t n) {
+    const char **v = dck_xmalloc(n * sizeof *v);
+    if (!v) return dck_oom("replica check");
+    memcpy(v, names, n * sizeof *v);
+    dck_qsort(v, n, sizeof *v, cmp_name);
+    dck_status s = DCK_OK;
+    for (size_t i = 1; i < n && !s; i++)
+        if (!strcmp(v[i - 1], v[i])) s = dck_set_error(DCK_ERR_INVALID, "tensor %s given twice", v[i]);
+    free(v);
+    return s;
+}
+
 /* The digest of the tensor list: names, dtypes and shapes, in order. */
 static dck_digest list_digest(const dck_replica_tensor *t, size_t n) {
     XXH3_state_t st;
@@ -239,6 +257,7 @@ dck_status dck_replica_run(const dck_replica_tensor *t, size_t n, const dck_repl
         mine = tensor_digest(&t[i], o, &dg[i]);
         names[i] = t[i].name;
     }
+    if (!mine) mine = names_unique(names, n);
     char *my_error = mine ? dck_strdup(dck_last_error()) : NULL;
     out->root = mine ? FAILED_ROOT : dck_root_digest(names, dg, n);
     dck_digest *roots = dck_xcalloc((size_t)K, sizeof *roots);
@@ -370,8 +389,14 @@ dck_status dck_replica_check(const dck_replica_tensor *t, size_t n, const dck_re
     if (o && o->nccl_comm) {
 #ifdef DCK_HAVE_CUDA
         nccl_gather x = {0};
-        DCK_TRY(nccl_transport(o->nccl_comm, o->stream, &x, &tr));
-        return dck_replica_run(t, n, o, &tr, out);
+        const dck_cudart_api *rt = NULL;
+        int caller_device = -1; /* the caller's current device, given back */
+        if (dck_cudart_load(&rt) == DCK_OK && rt->cudaGetDevice(&caller_device) != cudaSuccess)
+            caller_device = -1;
+        dck_status s = nccl_transport(o->nccl_comm, o->stream, &x, &tr);
+        if (!s) s = dck_replica_run(t, n, o, &tr, out);
+        if (caller_device >= 0) (void)rt->cudaSetDevice(caller_device);
+        return s;
 #else
         return dck_set_error(DCK_ERR_NODEVICE, "replica check: an NCCL communicator, but this detcheck was "
                              "built without CUDA (make CUDA=0)");
