@@ -743,7 +743,7 @@ typedef struct {
                                 * "HOST cpu" */
 } dck_replica_result;
 
-/* t: n tensors in model order (n may be 0: the root of nothing). o NULL:
+/* t: n tensors in model order (n 0 is refused: no evidence). o NULL:
  * defaults. out is filled on DCK_OK (release it with
  * dck_replica_result_release) and zeroed otherwise. */
 DCK_API dck_status dck_replica_check(const dck_replica_tensor *t, size_t n, const dck_replica_options *o,

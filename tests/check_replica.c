@@ -187,6 +187,9 @@ START_TEST(single_rank) {
     ck_assert_int_eq(dck_replica_check(m.t, NT, NULL, &r2), DCK_OK);
     ck_assert(!dck_digest_equal(r2.root, dck_root_digest(names, d, NT)));
     dck_replica_result_release(&r2);
+    /* no tensors: no evidence of agreement, refused */
+    ck_assert_int_eq(dck_replica_check(m.t, 0, NULL, &r2), DCK_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(dck_last_error(), "no tensors given"));
     /* a name given twice: refused (the root could not tell whose digest is whose) */
     m.t[2].name = names[0];
     ck_assert_int_eq(dck_replica_check(m.t, NT, NULL, &r2), DCK_ERR_INVALID);

@@ -253,6 +253,8 @@ dck_status dck_replica_run(const dck_replica_tensor *t, size_t n, const dck_repl
     dck_digest *dg = dck_xcalloc(n ? n : 1, sizeof *dg);
     const char **names = dck_xcalloc(n ? n : 1, sizeof *names);
     dck_status mine = dg && names ? DCK_OK : dck_oom("replica check");
+    /* replicas of nothing would agree without evidence */
+    if (!mine && !n) mine = dck_set_error(DCK_ERR_INVALID, "no tensors given: nothing to compare");
     for (size_t i = 0; i < n && !mine; i++) {
         mine = tensor_digest(&t[i], o, &dg[i]);
         names[i] = t[i].name;
