@@ -20,7 +20,7 @@
  *
  * Exit 0: every replica identical; 1: a replica differs; 2: trouble (a rank
  * missing or hung past DETCHECK_COLLECTIVE_TIMEOUT, another tensor list,
- * bad arguments). */
+ * one replica alone: nothing compared; bad arguments). */
 #include <detcheck.h>
 
 #include <mpi.h>
@@ -124,11 +124,14 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return 2;
     }
-    int code = r.same ? 0 : 1;
+    /* a group of one compares nothing: no evidence, no verdict */
+    int code = !r.compared ? 2 : r.same ? 0 : 1;
     if (rank == 0) {
         char hex[33];
         dck_digest_to_hex(r.root, hex);
-        if (r.same) {
+        if (!r.compared) {
+            fprintf(stderr, "replica_check: one replica (start it with mpirun -np 3 or more): nothing compared\n");
+        } else if (r.same) {
             printf("%d replicas identical (root %s)\n", r.nranks, hex);
         } else {
             printf("replicas differ: first differing tensor %s\n", r.tensor_name);

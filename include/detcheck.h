@@ -693,7 +693,8 @@ DCK_API void dck_seal_result_release(dck_seal_result *r);
  * never a hang; after it the communicator is unusable (NCCL's is aborted
  * with ncclCommAbort) and the run must end.
  *
- * A mismatch is a result (same = 0), not an error. Errors are trouble: a
+ * A mismatch is a result (compared = 1, same = 0), not an error; a group of
+ * one rank compares nothing (compared = 0), which is no agreement either. Errors are trouble: a
  * rank's tensor list differs from the others' (DCK_ERR_MISMATCH, naming the
  * ranks), a rank failed to digest (its message, on every rank), a rank is
  * missing (DCK_ERR_COMM). */
@@ -727,7 +728,9 @@ typedef struct {
 typedef struct {
     int rank, nranks;          /* this rank in the group; the group's size */
     dck_digest root;           /* this rank's root */
-    int same;                  /* 1: every rank holds this root */
+    int compared;              /* 1: two ranks or more compared; 0: a group of one rank,
+                                * nothing compared (same is 0 too: no evidence) */
+    int same;                  /* 1: every rank holds this root (and compared) */
     /* The rest is set when same is 0, identically on every rank. */
     int majority;              /* 1: one root is held by more than half of the ranks */
     size_t ndeviant;
@@ -738,7 +741,8 @@ typedef struct {
                                 * digest is not the same on every rank; -1 when same */
     char *tensor_name;         /* its name; NULL when same */
     size_t ngroups;
-    dck_replica_group *groups; /* the ranks by root, in order of their lowest rank */
+    dck_replica_group *groups; /* the ranks by root: the largest group first, then by
+                                * lowest rank */
     char **hosts;              /* nranks entries: "HOST cuda:0 (bus 0000:3b:00.0)" or
                                 * "HOST cpu" */
 } dck_replica_result;

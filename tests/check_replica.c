@@ -78,8 +78,9 @@ START_TEST(decide_rank0_deviant) {
     ck_assert_int_eq(r.majority, 1);
     assert_ranks(r.deviant, r.ndeviant, (int[]){0}, 1);
     ck_assert_int_eq(r.tensor, 0);
-    assert_ranks(r.groups[0].ranks, r.groups[0].nranks, (int[]){0}, 1);
-    assert_ranks(r.groups[1].ranks, r.groups[1].nranks, (int[]){1, 2, 3}, 3);
+    /* the largest group first */
+    assert_ranks(r.groups[0].ranks, r.groups[0].nranks, (int[]){1, 2, 3}, 3);
+    assert_ranks(r.groups[1].ranks, r.groups[1].nranks, (int[]){0}, 1);
     dck_replica_result_release(&r);
 }
 END_TEST
@@ -116,14 +117,16 @@ END_TEST
 
 /* 5 ranks 2/2/1: the largest group is no majority */
 START_TEST(decide_five_two_two_one) {
-    uint64_t roots[] = {7, 7, 9, 9, 11};
-    uint64_t table[] = {1, 2, /**/ 1, 2, /**/ 1, 3, /**/ 1, 3, /**/ 1, 4};
+    uint64_t roots[] = {11, 7, 9, 7, 9};
+    uint64_t table[] = {1, 4, /**/ 1, 2, /**/ 1, 3, /**/ 1, 2, /**/ 1, 3};
     dck_replica_result r;
     decide_case(roots, 5, 2, table, &r);
     ck_assert_int_eq(r.majority, 0);
     ck_assert_uint_eq(r.ndeviant, 0);
     ck_assert_uint_eq(r.ngroups, 3);
-    assert_ranks(r.groups[2].ranks, r.groups[2].nranks, (int[]){4}, 1);
+    assert_ranks(r.groups[0].ranks, r.groups[0].nranks, (int[]){1, 3}, 2);
+    assert_ranks(r.groups[1].ranks, r.groups[1].nranks, (int[]){2, 4}, 2);
+    assert_ranks(r.groups[2].ranks, r.groups[2].nranks, (int[]){0}, 1);
     ck_assert_int_eq(r.tensor, 1);
     dck_replica_result_release(&r);
 }
@@ -171,7 +174,10 @@ START_TEST(single_rank) {
     model_init(&m);
     dck_replica_result r;
     ck_assert_int_eq(dck_replica_check(m.t, NT, NULL, &r), DCK_OK);
-    ck_assert_int_eq(r.same, 1);
+    /* one replica: nothing compared, which is no agreement */
+    ck_assert_int_eq(r.compared, 0);
+    ck_assert_int_eq(r.same, 0);
+    ck_assert_ptr_null(r.deviant);
     ck_assert_int_eq(r.nranks, 1);
     ck_assert_int_eq(r.rank, 0);
     /* the root: dck_root_digest over the CPU digests */
@@ -273,6 +279,7 @@ START_TEST(threads_equal) {
     rank_ctx *c = run_ranks(4, NULL);
     for (int r = 0; r < 4; r++) {
         ck_assert_msg(c[r].status == DCK_OK, "%s", c[r].error);
+        ck_assert_int_eq(c[r].r.compared, 1);
         ck_assert_int_eq(c[r].r.same, 1);
         ck_assert_int_eq(c[r].r.rank, r);
         ck_assert_ptr_null(c[r].r.hosts);
@@ -286,6 +293,7 @@ START_TEST(threads_flip_named) {
         rank_ctx *c = run_ranks(K, flip_rank2);
         for (int r = 0; r < K; r++) {
             ck_assert_msg(c[r].status == DCK_OK, "%s", c[r].error);
+            ck_assert_int_eq(c[r].r.compared, 1);
             ck_assert_int_eq(c[r].r.same, 0);
             ck_assert_int_eq(c[r].r.majority, 1);
             assert_ranks(c[r].r.deviant, c[r].r.ndeviant, (int[]){2}, 1);

@@ -63,6 +63,17 @@ void dck_replica_result_release(dck_replica_result *r) {
 
 /* ------------------------------------------------------------------ the verdict */
 
+static int cmp_group(const void *a, const void *b) {
+    const dck_replica_group *x = a, *y = b;
+    if (x->nranks != y->nranks) return x->nranks > y->nranks ? -1 : 1;
+    return (x->ranks[0] > y->ranks[0]) - (x->ranks[0] < y->ranks[0]);
+}
+
+static int cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
 dck_status dck_replica_decide(const dck_digest *roots, int size, const dck_digest *digests, size_t n,
                               dck_replica_result *out) {
     out->same = 1;
@@ -70,7 +81,7 @@ dck_status dck_replica_decide(const dck_digest *roots, int size, const dck_diges
     if (size < 1) return dck_set_error(DCK_ERR_INVALID, "replica check: %d ranks", size);
     for (int r = 1; r < size; r++) out->same &= dck_digest_equal(roots[r], roots[0]);
     if (out->same) return DCK_OK;
-    /* groups by root, in order of their lowest rank: group[r] is rank r's */
+    /* groups by root: group[r] is rank r's */
     int *group = dck_xcalloc((size_t)size, sizeof *group), ngroups = 0;
     out->groups = dck_xcalloc((size_t)size, sizeof *out->groups);
     if (!group || !out->groups) {
@@ -98,6 +109,9 @@ dck_status dck_replica_decide(const dck_digest *roots, int size, const dck_diges
         dck_replica_group *g = &out->groups[group[r]];
         g->ranks[g->nranks++] = r;
     }
+    free(group);
+    /* the largest group first, then by lowest rank (as ReplicaGuard's groups) */
+    dck_qsort(out->groups, out->ngroups, sizeof *out->groups, cmp_group);
     /* a strict majority, or no culprit: one against one, 2 against 2, 2/2/1
      * name nobody */
     for (int g = 0; g < ngroups; g++)
@@ -105,14 +119,12 @@ dck_status dck_replica_decide(const dck_digest *roots, int size, const dck_diges
     out->majority = major >= 0;
     if (major >= 0) {
         out->deviant = dck_xmalloc((size_t)size * sizeof *out->deviant);
-        if (!out->deviant) {
-            free(group);
-            return dck_oom("replica check");
-        }
-        for (int r = 0; r < size; r++)
-            if (group[r] != major) out->deviant[out->ndeviant++] = r;
+        if (!out->deviant) return dck_oom("replica check");
+        for (int g = 0; g < ngroups; g++)
+            for (size_t k = 0; g != major && k < out->groups[g].nranks; k++)
+                out->deviant[out->ndeviant++] = out->groups[g].ranks[k];
+        dck_qsort(out->deviant, out->ndeviant, sizeof *out->deviant, cmp_int);
     }
-    free(group);
     /* the first tensor, in the callers' order, not the same on every rank */
     for (size_t i = 0; i < n && out->tensor < 0; i++)
         for (int r = 1; r < size; r++)
@@ -272,7 +284,7 @@ dck_status dck_replica_run(const dck_replica_tensor *t, size_t n, const dck_repl
         if (same && mine) /* every rank failed alike */
             s = dck_set_error(mine, "replica check: %s", my_error ? my_error : dck_strerror(mine));
         else if (same)
-            out->same = 1;
+            out->same = out->compared = K > 1; /* one replica: nothing compared, no evidence */
         else {
             all = dck_xcalloc((size_t)K, sizeof *all);
             s = all ? heads(tr, t, n, mine, my_error ? my_error : "", all, out) : dck_oom("replica check");
@@ -283,6 +295,7 @@ dck_status dck_replica_run(const dck_replica_tensor *t, size_t n, const dck_repl
             if (!s && !table) s = dck_oom("replica check");
             if (!s) s = gather(tr, dg, table, n * sizeof *dg);
             if (!s) s = dck_replica_decide(roots, K, table, n, out);
+            out->compared = !s;
             if (!s) {
                 out->tensor_name = dck_strdup(t[out->tensor].name);
                 if (!out->tensor_name) s = dck_oom("replica check");

@@ -20,6 +20,11 @@ mpicc -std=c11 -Wall -Wextra -Werror -I"$DCK_TOP/include" -o replica_check "$DCK
 ok
 MPI="timeout 120 mpirun --oversubscribe -np"
 
+# one replica (no launcher, or mpirun -np 1): nothing compared, no OK
+expect_exit 2 ./replica_check
+expect_grep 'one replica .*: nothing compared' err.txt
+expect_exit 2 $MPI 1 ./replica_check
+expect_grep 'nothing compared' err.txt
 expect_exit 0 $MPI 3 ./replica_check
 expect_grep '^3 replicas identical (root [0-9a-f]\{32\})$' out.txt
 for k in 3 4; do
@@ -33,7 +38,8 @@ done
 expect_exit 1 $MPI 4 ./replica_check --flip 0:optimizer.state.layers.0.weight.exp_avg:1146:0
 expect_grep '^replicas differ: first differing tensor optimizer.state.layers.0.weight.exp_avg$' out.txt
 expect_grep '^rank 0 differs from the majority' out.txt
-expect_grep '^group 2: 1 2 3$' out.txt
+expect_grep '^group 1: 1 2 3$' out.txt
+expect_grep '^group 2: 0$' out.txt
 [ "$(grep -c 'differs from the majority' out.txt)" -eq 1 ] || { cat out.txt; fail "more than rank 0 named"; }
 ok
 # two replicas: a mismatch without a culprit
