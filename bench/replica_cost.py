@@ -158,7 +158,8 @@ def measure(rank, world, a, init):
     else:
         dev = torch.device("cpu")
         torch.set_num_threads(a.threads)
-    dist.init_process_group("nccl" if cuda else "gloo", init_method=init, rank=rank, world_size=world)
+    dist.init_process_group("nccl" if cuda else "gloo", init_method=init, rank=rank, world_size=world,
+                            device_id=dev if cuda else None)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     torch.manual_seed(0)
     layers = []

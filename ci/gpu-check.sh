@@ -70,9 +70,9 @@
 #          call, 400 fragment rounds, 8 GiB filled by 16 threads and hashed
 #          3 times (~25 s); examples and pytest (torch imports) ~15 s
 #   2      ~12 s: test_distributed* took 13 s here on 2 loaded cores
-#   3      ~75 s: bench_gpu (8 GiB, 6 reps) ~5 s; the 4 GiB file written
+#   3      ~70 s: bench_gpu (8 GiB, 6 reps) ~5 s; the 4 GiB file written
 #          once and hashed 8 times ~15 s; the 1B Recorder ~25 s; the 1B
-#          replica guard ~30 s (15 steps of ~1 s, the model's set-up)
+#          replica guard ~20 s (9 steps of ~1 s, torch and NCCL set-up)
 #   4      ~45 s: two `small` CPU references, 22 s each here on 2 threads,
 #          ~10 s each on 16; ~14 GPU processes; mpirun 2 and 4; the bench
 #   5      ~4 s;  6: ~50 s (4 torch runs, the 1B tracing cost, 3 rounds)
@@ -418,7 +418,7 @@ PY
     if gpu_only "$l" "its CPU twin: make bench (row replica)"; then
         if torch_cuda; then
             out=$(pyrun python3 bench/replica_cost.py --device cuda --width 8192 --layers 15 --batch 8192 \
-                --rounds 2)
+                --rounds 1)
             rc=$?
             echo "$out" | sed 's/^/   /'
             g=$(echo "$out" | sed -n 's/^goal 1 *//p')
