@@ -18,6 +18,7 @@ LAYERS = [
     "_state",        # digests of what a resume restores (RNG states, batches, lr, ...)
     "_manifest",     # manifests of live objects
     "_seal",         # sealed checkpoints: seal, verify_seal
+    "_replica",      # the replica guard: data-parallel replicas compared during the run
     "_settings",     # determinism settings, run.json, the environment's recording switches
     "_trace",        # the trace writer: hooks, events, trace.bin records, dumps
     "_recorder",     # Recorder

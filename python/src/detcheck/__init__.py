@@ -14,6 +14,9 @@
 - :func:`seal` / :func:`verify_seal` -- sealed checkpoints: the digests of
   the state saved, written beside the checkpoint, checked against the state
   loaded after a restart (:class:`SealError` names what differs).
+- :class:`ReplicaGuard` -- data-parallel replicas compared during the run
+  (one 16-byte root a rank), the deviant rank named by majority
+  (:class:`ReplicaMismatch`).
 - :func:`session` -- the resume contract ``detcheck resume-check`` sets
   (``DETCHECK_STOP_AT``, ``DETCHECK_RESUME``, ``DETCHECK_CHECKPOINT_DIR``):
   when to stop, whether to resume, where checkpoints go.
@@ -28,6 +31,7 @@ from ._manifest import Manifest, VerifyResult, Difference, manifest, verify
 from ._recorder import Recorder
 from ._runs import read_digests, read_trace, first_difference, TraceEvent, TraceStep, compare_runs, RunsComparison
 from ._seal import seal, verify_seal, SealError, SealResult
+from ._replica import ReplicaGuard, ReplicaMismatch
 from ._settings import settings as determinism_settings
 from ._session import Session, session
 from . import _state
@@ -68,4 +72,5 @@ def library_version():
 __all__ = ["digest", "digest_shard", "manifest", "verify", "Manifest", "VerifyResult", "Difference",
            "Recorder", "read_digests", "read_trace", "first_difference", "TraceEvent", "TraceStep",
            "compare_runs", "RunsComparison", "seal", "verify_seal", "SealError", "SealResult",
+           "ReplicaGuard", "ReplicaMismatch",
            "autorecord", "session", "Session", "determinism_settings", "TensorDigest", "DetcheckError", "library_version", "LIB_PATH"]
