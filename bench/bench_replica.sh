@@ -1,5 +1,5 @@
 #!/bin/sh
-# The replica guard's cost (detcheck-canary(1), REPLICA GUARD): detcheck.ReplicaGuard.step
+# The replica guard's cost (python/README.md, "Replica guard"): detcheck.ReplicaGuard.step
 # after each CPU training step of 2 data-parallel replicas (2 forked gloo
 # ranks, DDP of the ~100M-parameter MLP of bench_recorder.sh: six 4096x4096
 # linear layers, F32, AdamW), against the step itself, in the same
@@ -9,10 +9,12 @@
 # steps <= 0.01 x at every=10; 16 bytes gathered a rank per check when the
 # replicas are equal. The package is run from python/src with this build's
 # library (no install); ci/gpu-check.sh runs replica_cost.py on CUDA at ~1B.
-#   BENCH_REPLICA_ROUNDS=3  BENCH_REPLICA_BATCH=256  (QUICK: 2 rounds, a 6M model)
+#   BENCH_REPLICA_ROUNDS=2  BENCH_REPLICA_BATCH=256  (QUICK: a 6M model)
+# Two rounds of 6 steps (3 of them warm-up): ~60 s on 2 idle cores, 190 s
+# on 2 cores loaded 3x (BENCH_TIMEOUT: 300 s).
 . "$(dirname "$0")/lib.sh"
 bench_init replica
-ROUNDS=${BENCH_REPLICA_ROUNDS:-$(bench_size 3 2)}
+ROUNDS=${BENCH_REPLICA_ROUNDS:-2}
 BATCH=${BENCH_REPLICA_BATCH:-256}
 WIDTH=$(bench_size 4096 1024)
 size="~100M params"

@@ -22,7 +22,7 @@
 #      detcheck.seal of a 2 GiB CUDA state after dcp.save (bench/seal_cost.py,
 #      goal < 1%; its files verified against the seal; detcheck-seal(1));
 #      detcheck.ReplicaGuard.step every step after the AdamW step of the 1B
-#      model under DDP (bench/replica_cost.py, goal < 1%; detcheck-canary(1)).
+#      model under DDP (bench/replica_cost.py, goal < 1%; python/README.md, "Replica guard").
 #   4. the trainer on the GPU (detcheck-gpu(7), TRAINING): `train --device cuda` == CPU at
 #      every step (fp32, bf16; tiny and shortened small presets), 2 and 4 ranks
 #      on one GPU, resumes across devices (the schedule given explicitly: a
@@ -409,7 +409,7 @@ PY
             esac
         else skipped "$l" "no PyTorch with CUDA here"; fi
     fi
-    # the replica guard (detcheck-canary(1), REPLICA GUARD): ReplicaGuard.step
+    # the replica guard (python/README.md, "Replica guard"): ReplicaGuard.step
     # at every=1 after each AdamW step of the 1B model of 3b under DDP (NCCL,
     # a rank per GPU, at most 2; one GPU: one rank, the digests' cost),
     # parameters and AdamW's moments digested on the device (goal < 1% of the
