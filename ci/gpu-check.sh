@@ -70,9 +70,10 @@
 #          call, 400 fragment rounds, 8 GiB filled by 16 threads and hashed
 #          3 times (~25 s); examples and pytest (torch imports) ~15 s
 #   2      ~12 s: test_distributed* took 13 s here on 2 loaded cores
-#   3      ~70 s: bench_gpu (8 GiB, 6 reps) ~5 s; the 4 GiB file written
+#   3      ~80 s: bench_gpu (8 GiB, 6 reps) ~5 s; the 4 GiB file written
 #          once and hashed 8 times ~15 s; the 1B Recorder ~25 s; the 1B
-#          replica guard ~20 s (9 steps of ~1 s, torch and NCCL set-up)
+#          replica guard ~30 s (9 steps of ~1 s, or ~2 s with 2 ranks on
+#          one GPU; torch's set-up)
 #   4      ~45 s: two `small` CPU references, 22 s each here on 2 threads,
 #          ~10 s each on 16; ~14 GPU processes; mpirun 2 and 4; the bench
 #   5      ~4 s;  6: ~50 s (4 torch runs, the 1B tracing cost, 3 rounds)
@@ -410,10 +411,11 @@ PY
         else skipped "$l" "no PyTorch with CUDA here"; fi
     fi
     # the replica guard (python/README.md, "Replica guard"): ReplicaGuard.step
-    # at every=1 after each AdamW step of the 1B model of 3b under DDP (NCCL,
-    # a rank per GPU, at most 2; one GPU: one rank, the digests' cost),
-    # parameters and AdamW's moments digested on the device (goal < 1% of the
-    # step); every=10 and the bytes gathered are figures. About 30 GB a GPU.
+    # at every=1 after each AdamW step of the 1B model of 3b, 2 replicas
+    # (DDP over NCCL with 2 GPUs; on one GPU the 2 ranks share it over gloo,
+    # without DDP, each taking the same step), parameters and AdamW's moments
+    # digested on the device (goal < 1% of the step; 16 bytes gathered a rank
+    # per check); every=10 is a figure. About 25 GB a rank.
     l="3d replica guard cost, 1B params on CUDA"
     if gpu_only "$l" "its CPU twin: make bench (row replica)"; then
         if torch_cuda; then
@@ -421,10 +423,10 @@ PY
                 --rounds 1)
             rc=$?
             echo "$out" | sed 's/^/   /'
-            g=$(echo "$out" | sed -n 's/^goal 1 *//p')
+            g="$(echo "$out" | sed -n 's/^goal 1 *//p'); $(echo "$out" | sed -n 's/^goal bytes *//p')"
             case $rc in
-            0) pass "$l" "$g" "< 1% at every=1: met" ;;
-            3) pass "$l" "$g" "< 1% at every=1: NOT met" ;;
+            0) pass "$l" "$g" "< 1% at every=1, 16 B gathered: met" ;;
+            3) pass "$l" "$g" "< 1% at every=1, 16 B gathered: NOT met" ;;
             *) failed "$l" "bench/replica_cost.py exit $rc" ;;
             esac
         else skipped "$l" "no PyTorch with CUDA here"; fi
