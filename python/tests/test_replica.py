@@ -96,17 +96,18 @@ def test_arguments_and_single_process():
 
 
 def test_majority_verdicts():
-    """The vote on synthetic roots: 4 ranks 2/2 and 5 ranks 2/2/1: no majority, nobody blamed."""
+    """The vote on synthetic roots (the library's dck_replica_decide): 4 ranks
+    2/2 and 5 ranks 2/2/1: no majority, nobody blamed; 3 of 5 outvote 2."""
     from detcheck._replica import _verdict
-    entries = [("w", "parameter", None), ("b", "parameter", None)]
+    entries = [("w", "parameter", None), ("b", "buffer", None)]
+
     def info(d):
-        return (["w", "b"], d, "h", "cpu")
-    a, b, c = ["1", "2"], ["1", "3"], ["4", "2"]
-    m = _verdict(entries, [b"A", b"A", b"B", b"B"], [info(a), info(a), info(b), info(b)], [0, 1, 2, 3], 9)
+        return (["w", "b"], ["%032x" % x for x in d], "h", "cpu")
+    a, b, c = (1, 2), (1, 3), (4, 2)
+    A, B, C = b"A" * 16, b"B" * 16, b"C" * 16
+    m = _verdict(entries, [A, A, B, B], [info(a), info(a), info(b), info(b)], [0, 1, 2, 3], 9)
     assert m.ranks == [] and m.tensor == "b" and "no majority" in str(m) and m.groups == [[0, 1], [2, 3]]
-    m = _verdict(entries, [b"A", b"A", b"B", b"B", b"C"], [info(a), info(a), info(b), info(b), info(c)],
-                 [0, 1, 2, 3, 4], 9)
-    assert m.ranks == [] and m.tensor == "w"
-    m = _verdict(entries, [b"B", b"A", b"A", b"A", b"B"], [info(b), info(a), info(a), info(a), info(b)],
-                 [0, 1, 2, 3, 4], 9)
-    assert m.ranks == [0, 4] and m.tensor == "b" and m.groups == [[1, 2, 3], [0, 4]]
+    m = _verdict(entries, [A, A, B, B, C], [info(a), info(a), info(b), info(b), info(c)], [0, 1, 2, 3, 4], 9)
+    assert m.ranks == [] and m.tensor == "w" and m.kind == "parameter"
+    m = _verdict(entries, [B, A, A, A, B], [info(b), info(a), info(a), info(a), info(b)], [10, 11, 12, 13, 14], 9)
+    assert m.ranks == [10, 14] and m.tensor == "b" and m.kind == "buffer" and m.groups == [[11, 12, 13], [10, 14]]

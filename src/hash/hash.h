@@ -52,11 +52,6 @@ typedef struct {
 dck_status dck_replica_run(const dck_replica_tensor *t, size_t n, const dck_replica_options *o,
                            const dck_replica_transport *tr, dck_replica_result *out);
 
-/* The verdict (out's majority, deviant, tensor, groups; not its tensor_name
- * and hosts) from every rank's root and, when they differ, the size x n
- * per-tensor digests, rank-major (NULL when n is 0). out->same when every
- * root is equal. */
-dck_status dck_replica_decide(const dck_digest *roots, int size, const dck_digest *digests, size_t n,
-                              dck_replica_result *out);
+/* dck_replica_decide, the verdict: detcheck_static.h. */
 
 #endif
