@@ -20,7 +20,9 @@
 #      1B-parameter model vs its AdamW step (bench/recorder_cost.py, goal
 #      <= 2%; detcheck-gpu(7), LIBRARY), when PyTorch with CUDA is there;
 #      detcheck.seal of a 2 GiB CUDA state after dcp.save (bench/seal_cost.py,
-#      goal < 1%; its files verified against the seal; detcheck-seal(1)).
+#      goal < 1%; its files verified against the seal; detcheck-seal(1));
+#      detcheck.ReplicaGuard.step every step after the AdamW step of the 1B
+#      model under DDP (bench/replica_cost.py, goal < 1%; python/README.md, "Replica guard").
 #   4. the trainer on the GPU (detcheck-gpu(7), TRAINING): `train --device cuda` == CPU at
 #      every step (fp32, bf16; tiny and shortened small presets), 2 and 4 ranks
 #      on one GPU, resumes across devices (the schedule given explicitly: a
@@ -55,7 +57,7 @@
 # DCK_GPU_CHECK_BUDGET seconds (default 290): a section cut by its limit is a
 # FAIL "timed out", a section with no budget left a SKIP, so `run` ends
 # within 5 minutes whatever happens. Limits (s): probe 60, 1: 80, 2: 30,
-# 3: 60, 4: 60, 5: 20, 6: 60.
+# 3: 100, 4: 60, 5: 20, 6: 60.
 # Estimate of a passing run on one H200 with 16 cores, not yet measured on a
 # GPU (each section's time is in the log). From the twin mode on 2 loaded
 # cores (whole run 24 s; section 4: 21 s, of which the tiny CPU/twin pairs
@@ -68,8 +70,10 @@
 #          call, 400 fragment rounds, 8 GiB filled by 16 threads and hashed
 #          3 times (~25 s); examples and pytest (torch imports) ~15 s
 #   2      ~12 s: test_distributed* took 13 s here on 2 loaded cores
-#   3      ~45 s: bench_gpu (8 GiB, 6 reps) ~5 s; the 4 GiB file written
-#          once and hashed 8 times ~15 s; the 1B Recorder ~25 s
+#   3      ~80 s: bench_gpu (8 GiB, 6 reps) ~5 s; the 4 GiB file written
+#          once and hashed 8 times ~15 s; the 1B Recorder ~25 s; the 1B
+#          replica guard ~30 s (9 steps of ~1 s, or ~2 s with 2 ranks on
+#          one GPU; torch's set-up)
 #   4      ~45 s: two `small` CPU references, 22 s each here on 2 threads,
 #          ~10 s each on 16; ~14 GPU processes; mpirun 2 and 4; the bench
 #   5      ~4 s;  6: ~50 s (4 torch runs, the 1B tracing cost, 3 rounds)
@@ -403,6 +407,27 @@ PY
             0) pass "$l" "$g" "< 1%: met" ;;
             3) pass "$l" "$g" "< 1%: NOT met" ;;
             *) failed "$l" "bench/seal_cost.py exit $rc" ;;
+            esac
+        else skipped "$l" "no PyTorch with CUDA here"; fi
+    fi
+    # the replica guard (python/README.md, "Replica guard"): ReplicaGuard.step
+    # at every=1 after each AdamW step of the 1B model of 3b, 2 replicas
+    # (DDP over NCCL with 2 GPUs; on one GPU the 2 ranks share it over gloo,
+    # without DDP, each taking the same step), parameters and AdamW's moments
+    # digested on the device (goal < 1% of the step; 16 bytes gathered a rank
+    # per check); every=10 is a figure. About 25 GB a rank.
+    l="3d replica guard cost, 1B params on CUDA"
+    if gpu_only "$l" "its CPU twin: make bench (row replica)"; then
+        if torch_cuda; then
+            out=$(pyrun python3 bench/replica_cost.py --device cuda --width 8192 --layers 15 --batch 8192 \
+                --rounds 1)
+            rc=$?
+            echo "$out" | sed 's/^/   /'
+            g="$(echo "$out" | sed -n 's/^goal 1 *//p'); $(echo "$out" | sed -n 's/^goal bytes *//p')"
+            case $rc in
+            0) pass "$l" "$g" "< 1% at every=1, 16 B gathered: met" ;;
+            3) pass "$l" "$g" "< 1% at every=1, 16 B gathered: NOT met" ;;
+            *) failed "$l" "bench/replica_cost.py exit $rc" ;;
             esac
         else skipped "$l" "no PyTorch with CUDA here"; fi
     fi
@@ -874,7 +899,7 @@ open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + b"probe")' "$work/
     export GPU_BROKEN deadline
     run_section 1 80 "CUDA suite and examples"
     run_section 2 30 "hash --device $HASHDEV against the CPU path"
-    run_section 3 60 "benchmarks"
+    run_section 3 100 "benchmarks"
     run_section 4 60 "train --device $DEV against the CPU"
     run_section 5 20 "canary --device $DEV against a CPU golden"
     run_section 6 60 "op tracing"

@@ -670,6 +670,90 @@ typedef struct {
 DCK_API dck_status dck_seal_verify(const char *ckpt, const dck_options *opt, dck_seal_result *out);
 DCK_API void dck_seal_result_release(dck_seal_result *r);
 
+/* ------------------------------------------------------------------ Replica check
+ * Data-parallel replicas compared during a run (detcheck-replica(7)): every
+ * replica must hold bit-identical state after each step; one that differs is
+ * the evidence of silent data corruption, and the majority names it. Every
+ * rank of the replica group calls dck_replica_check with its replicated
+ * tensors in model order (the same names, dtypes and shapes on every rank).
+ * Each rank digests its tensors where they live (host memory: the CPU digest;
+ * CUDA device memory: the GPU digest, in place, nothing copied to the host),
+ * combines one 16-byte root (dck_root_digest over names and digests) and
+ * all-gathers the roots: 16 bytes per rank when they are equal. Only when they
+ * differ does it gather the ranks' tensor lists, hosts and devices, then the
+ * per-tensor digests, and decide by strict majority.
+ *
+ * The group: the ranks of an NCCL communicator when options.nccl_comm is set
+ * (the gathers run over it on options.stream), else MPI_COMM_WORLD when the
+ * process was started by an MPI launcher (MPI initialised by the caller:
+ * MPI_Init before the first check), else this process alone. Every gather
+ * waits at most the collective timeout (DETCHECK_COLLECTIVE_TIMEOUT, as
+ * detcheck canary and hash --distributed): a dead or hung rank is
+ * DCK_ERR_COMM naming it (under MPI the ranks that still answer say which),
+ * never a hang; after it the communicator is unusable (NCCL's is aborted
+ * with ncclCommAbort) and the run must end.
+ *
+ * A mismatch is a result (compared = 1, same = 0), not an error; a group of
+ * one rank compares nothing (compared = 0), which is no agreement either. Errors are trouble: a
+ * rank's tensor list differs from the others' (DCK_ERR_MISMATCH, naming the
+ * ranks), a rank failed to digest (its message, on every rank), a rank is
+ * missing (DCK_ERR_COMM). */
+
+typedef enum { DCK_MEMORY_HOST = 0, DCK_MEMORY_CUDA } dck_memory;
+
+typedef struct {
+    const char *name;
+    dck_dtype dtype;
+    int ndim;
+    uint64_t shape[DCK_MAX_DIMS];
+    const void *data;   /* contiguous, row-major, little-endian */
+    size_t nbytes;      /* the shape's bytes */
+    dck_memory memory;  /* where data lives: host or CUDA device memory */
+} dck_replica_tensor;
+
+typedef struct {
+    int threads;               /* CPU digests; <= 0: the default */
+    void *nccl_comm;           /* an ncclComm_t: the replica group; NULL: MPI or one rank */
+    dck_cuda_stream stream;    /* the stream of the GPU digests and NCCL gathers */
+} dck_replica_options;
+
+DCK_API void dck_replica_options_init(dck_replica_options *o);
+
+typedef struct {
+    dck_digest root;
+    size_t nranks;
+    int *ranks;                /* ascending */
+} dck_replica_group;
+
+typedef struct {
+    int rank, nranks;          /* this rank in the group; the group's size */
+    dck_digest root;           /* this rank's root */
+    int compared;              /* 1: two ranks or more compared; 0: a group of one rank,
+                                * nothing compared (same is 0 too: no evidence) */
+    int same;                  /* 1: every rank holds this root (and compared) */
+    /* The rest is set when same is 0, identically on every rank. */
+    int majority;              /* 1: one root is held by more than half of the ranks */
+    size_t ndeviant;
+    int *deviant;              /* the ranks outside the majority, ascending; none without
+                                * one (two replicas that differ: a third is needed to
+                                * tell which; no group above half: never a guess) */
+    long tensor;               /* the first tensor (model order: the callers' order) whose
+                                * digest is not the same on every rank; -1 when same */
+    char *tensor_name;         /* its name; NULL when same */
+    size_t ngroups;
+    dck_replica_group *groups; /* the ranks by root: the largest group first, then by
+                                * lowest rank */
+    char **hosts;              /* nranks entries: "HOST cuda:0 (bus 0000:3b:00.0)" or
+                                * "HOST cpu" */
+} dck_replica_result;
+
+/* t: n tensors in model order (n 0 is refused: no evidence). o NULL:
+ * defaults. out is filled on DCK_OK (release it with
+ * dck_replica_result_release) and zeroed otherwise. */
+DCK_API dck_status dck_replica_check(const dck_replica_tensor *t, size_t n, const dck_replica_options *o,
+                                     dck_replica_result *out);
+DCK_API void dck_replica_result_release(dck_replica_result *r);
+
 #ifdef __cplusplus
 }
 #endif

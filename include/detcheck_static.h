@@ -418,6 +418,16 @@ DCK_API dck_status dck_latest_find(const char *dir, int verify, const dck_option
                                    void *ctx, dck_latest_result *out);
 DCK_API void dck_latest_result_release(dck_latest_result *r);
 
+/* ------------------------------------------------------------------ Replica verdict
+ * The vote of dck_replica_check (detcheck-replica(7)) for callers that
+ * gather the roots and digests themselves (the Python ReplicaGuard over
+ * torch.distributed): from every rank's root and, when they differ, the
+ * size x n per-tensor digests, rank-major, out's same, majority, deviant,
+ * tensor and groups (not its tensor_name and hosts). Release out with
+ * dck_replica_result_release. */
+DCK_API dck_status dck_replica_decide(const dck_digest *roots, int size, const dck_digest *digests, size_t n,
+                                      dck_replica_result *out);
+
 #ifdef __cplusplus
 }
 #endif

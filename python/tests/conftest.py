@@ -1,5 +1,6 @@
 """Shared helpers: the detcheck CLI under test ($DETCHECK, else the bundled
 one) and its JSON output."""
+import itertools
 import json
 import os
 import subprocess
@@ -36,3 +37,43 @@ def cli_tensors(doc):
 
 def cli_values(doc):
     return {v["name"]: v["value"] for v in doc.get("values", [])}
+
+
+_fork_runs = itertools.count()
+
+
+def _rank_main(target, args, kw):
+    import torch
+    # one OpenMP thread in a forked rank: libgomp's team of the parent (any
+    # earlier test's matmul) does not exist in the child, and waiting for it
+    # hangs the rank's first parallel region
+    torch.set_num_threads(1)
+    target(*args, **kw)
+
+
+def fork_ranks(tmp_path, world, target, **kw):
+    """Runs target(rank, world, init, out, **kw) on world forked gloo ranks
+    (forked from this process: torch is imported once, not once per rank);
+    returns their output paths. A rank that fails or hangs (240 s) fails the
+    test, naming it."""
+    import functools
+    import multiprocessing
+    import torch
+    if not torch.distributed.is_available():
+        pytest.skip("torch.distributed is not available")
+    n = next(_fork_runs)
+    init = str(tmp_path / ("init%d" % n))
+    outs = [str(tmp_path / ("out%d_%d.json" % (n, r))) for r in range(world)]
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=functools.partial(_rank_main, target, (r, world, init, outs[r]), kw))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(240)
+    for r, p in enumerate(procs):
+        if p.is_alive():
+            p.kill()
+        assert p.exitcode == 0, "rank %d exited %s (its traceback is above)" % (r, p.exitcode)
+    return outs

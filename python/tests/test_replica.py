@@ -5,9 +5,7 @@ not "everyone but rank 0"); an Adam moment alone named as optimizer state;
 two replicas: a mismatch without a culprit; a correct run of 50 steps never
 a mismatch; a replica that loaded another state caught by check() before
 its first step; on_mismatch "warn" and a callable."""
-import functools
 import json
-import multiprocessing
 import os
 import socket
 import sys
@@ -16,33 +14,15 @@ import pytest
 import torch
 
 import detcheck
+from conftest import fork_ranks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import replica_worker  # noqa: E402
 
-_runs = [0]
-
-
 def ranks(tmp_path, world, **kw):
-    if not torch.distributed.is_available():
-        pytest.skip("torch.distributed is not available")
-    _runs[0] += 1
-    init = str(tmp_path / ("init%d" % _runs[0]))
-    outs = [str(tmp_path / ("out%d_%d.json" % (_runs[0], r))) for r in range(world)]
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=functools.partial(replica_worker.run, r, world, init, outs[r], **kw))
-             for r in range(world)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(240)
-    for r, p in enumerate(procs):
-        if p.is_alive():
-            p.kill()
-        assert p.exitcode == 0, "rank %d exited %s (its traceback is above)" % (r, p.exitcode)
-    return [json.load(open(o)) for o in outs]
+    """replica_worker.run on world forked gloo ranks; their JSON outputs."""
+    return [json.load(open(o)) for o in fork_ranks(tmp_path, world, replica_worker.run, **kw)]
 
 
 def test_flip_named_at_its_step(tmp_path):
@@ -116,17 +96,18 @@ def test_arguments_and_single_process():
 
 
 def test_majority_verdicts():
-    """The vote on synthetic roots: 4 ranks 2/2 and 5 ranks 2/2/1: no majority, nobody blamed."""
+    """The vote on synthetic roots (the library's dck_replica_decide): 4 ranks
+    2/2 and 5 ranks 2/2/1: no majority, nobody blamed; 3 of 5 outvote 2."""
     from detcheck._replica import _verdict
-    entries = [("w", "parameter", None), ("b", "parameter", None)]
+    entries = [("w", "parameter", None), ("b", "buffer", None)]
+
     def info(d):
-        return (["w", "b"], d, "h", "cpu")
-    a, b, c = ["1", "2"], ["1", "3"], ["4", "2"]
-    m = _verdict(entries, [b"A", b"A", b"B", b"B"], [info(a), info(a), info(b), info(b)], [0, 1, 2, 3], 9)
+        return (["w", "b"], ["%032x" % x for x in d], "h", "cpu")
+    a, b, c = (1, 2), (1, 3), (4, 2)
+    A, B, C = b"A" * 16, b"B" * 16, b"C" * 16
+    m = _verdict(entries, [A, A, B, B], [info(a), info(a), info(b), info(b)], [0, 1, 2, 3], 9)
     assert m.ranks == [] and m.tensor == "b" and "no majority" in str(m) and m.groups == [[0, 1], [2, 3]]
-    m = _verdict(entries, [b"A", b"A", b"B", b"B", b"C"], [info(a), info(a), info(b), info(b), info(c)],
-                 [0, 1, 2, 3, 4], 9)
-    assert m.ranks == [] and m.tensor == "w"
-    m = _verdict(entries, [b"B", b"A", b"A", b"A", b"B"], [info(b), info(a), info(a), info(a), info(b)],
-                 [0, 1, 2, 3, 4], 9)
-    assert m.ranks == [0, 4] and m.tensor == "b" and m.groups == [[1, 2, 3], [0, 4]]
+    m = _verdict(entries, [A, A, B, B, C], [info(a), info(a), info(b), info(b), info(c)], [0, 1, 2, 3, 4], 9)
+    assert m.ranks == [] and m.tensor == "w" and m.kind == "parameter"
+    m = _verdict(entries, [B, A, A, A, B], [info(b), info(a), info(a), info(a), info(b)], [10, 11, 12, 13, 14], 9)
+    assert m.ranks == [10, 14] and m.tensor == "b" and m.kind == "buffer" and m.groups == [[11, 12, 13], [10, 14]]

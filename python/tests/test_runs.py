@@ -101,7 +101,8 @@ def test_compare_runs_structs_mirror_the_header(tmp_path):
         pytest.skip("no C compiler to read the header's layout")
     inc = os.path.join(os.path.dirname(__file__), "..", "..", "include")
     structs = {"dck_runs_result": _lib.RunsResult, "dck_runs_trace": _lib.RunsTrace,
-               "dck_runs_gap": _lib.RunsGap, "dck_runs_event": _lib.RunsEvent, "dck_runs_opts": _lib.RunsOpts}
+               "dck_runs_gap": _lib.RunsGap, "dck_runs_event": _lib.RunsEvent, "dck_runs_opts": _lib.RunsOpts,
+               "dck_replica_result": _lib.ReplicaResult, "dck_replica_group": _lib.ReplicaGroup}
     lines = []
     for cname, py in structs.items():
         lines.append('printf("%s sizeof %%zu\\n", sizeof(%s));' % (cname, cname))

@@ -4,10 +4,8 @@ ranks and sealed, loaded by 2 and by 1: verify_seal passes and `detcheck
 verify --seal` of the files passes; a flipped byte in one .distcp file, the
 optimizer state not loaded, the RNG state not restored, another step's
 checkpoint, an unsealed checkpoint: each named. torch.save files too."""
-import functools
 import io
 import json
-import multiprocessing
 import os
 import shutil
 import sys
@@ -18,35 +16,15 @@ import pytest
 import torch
 
 import detcheck
-from conftest import cli_tensors, cli_values, run_cli
+from conftest import cli_tensors, cli_values, fork_ranks, run_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import seal_worker  # noqa: E402
 
-_runs = [0]
-
-
 def ranks(tmp_path, world, target, **kw):
-    """Runs target(rank, world, init, out, **kw) on world forked gloo ranks;
-    returns their JSON outputs."""
-    if not torch.distributed.is_available():
-        pytest.skip("torch.distributed is not available")
-    _runs[0] += 1
-    init = str(tmp_path / ("init%d" % _runs[0]))
-    outs = [str(tmp_path / ("out%d_%d.json" % (_runs[0], r))) for r in range(world)]
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=functools.partial(target, r, world, init, outs[r], **kw)) for r in range(world)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(240)
-    for r, p in enumerate(procs):
-        if p.is_alive():
-            p.kill()
-        assert p.exitcode == 0, "rank %d exited %s (its traceback is above)" % (r, p.exitcode)
-    return [json.load(open(o)) for o in outs]
+    """Runs target on world forked gloo ranks; returns their JSON outputs."""
+    return [json.load(open(o)) for o in fork_ranks(tmp_path, world, target, **kw)]
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 tensor's digest on 1, 2 and 4 gloo ranks, for row, column, block, tiny
 unaligned, scalar, empty and replicated splits."""
 import json
-import multiprocessing
 import os
 import sys
 
@@ -10,6 +9,7 @@ import pytest
 import torch
 
 import detcheck
+from conftest import fork_ranks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -17,23 +17,10 @@ import shard_worker  # noqa: E402
 
 
 def ranks(tmp_path, world, target):
-    """Runs target(rank, world, init, out) on world forked gloo ranks."""
-    if not torch.distributed.is_available():
-        pytest.skip("torch.distributed is not available")
-    init = str(tmp_path / "init")
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    # forked from this process: torch is imported once, not once per rank
-    ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=target, args=(r, world, init, str(tmp_path / ("r%d.json" % r))))
-             for r in range(world)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(240)
-    for r, p in enumerate(procs):
-        if p.is_alive():
-            p.kill()
-        assert p.exitcode == 0, "rank %d exited %s (its traceback is above)" % (r, p.exitcode)
+    """Runs target(rank, world, init, out) on world forked gloo ranks, out
+    being tmp_path/rN.json."""
+    for r, o in enumerate(fork_ranks(tmp_path, world, target)):
+        os.replace(o, str(tmp_path / ("r%d.json" % r)))
 
 
 def test_sharded_equals_whole(tmp_path):

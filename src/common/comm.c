@@ -66,7 +66,7 @@ static dck_status no_mpi(const char *what) {
 }
 #endif
 
-static bool launched_by_mpi(void) {
+bool dck_comm_launched(void) {
     static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK",
                                  "MPI_LOCALNRANKS", "SLURM_PMIXP_ABORT_AGENT_PORT"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
@@ -79,7 +79,7 @@ dck_status dck_comm_init(int *argc, char ***argv, dck_comm **out) {
     double t;
     DCK_TRY(dck_comm_timeout_env(&t)); /* a bad value fails up front, on every rank */
 #ifdef DCK_HAVE_MPI
-    if (!launched_by_mpi()) return DCK_OK;
+    if (!dck_comm_launched()) return DCK_OK;
     DCK_TRY(dck_mpi_load(&mpi));
     int inited = 0;
     mpi->MPI_Initialized(&inited);
@@ -100,7 +100,7 @@ dck_status dck_comm_init(int *argc, char ***argv, dck_comm **out) {
 #else
     (void)argc;
     (void)argv;
-    if (launched_by_mpi())
+    if (dck_comm_launched())
         return dck_set_error(DCK_ERR_COMM, "mpi: launched by mpirun but built without MPI");
 #endif
     return DCK_OK;

@@ -284,6 +284,8 @@ void dck_comm_finalize(dck_comm *c);
 int dck_comm_rank(const dck_comm *c);
 int dck_comm_size(const dck_comm *c);
 bool dck_comm_is_mpi(const dck_comm *c);
+/* a launcher (mpirun, srun with PMIx) started this process: its environment says so */
+bool dck_comm_launched(void);
 dck_status dck_comm_barrier(dck_comm *c);
 /* recv holds size() blocks of n bytes, in rank order. */
 dck_status dck_comm_allgather(dck_comm *c, const void *send, void *recv, size_t n);

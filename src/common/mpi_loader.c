@@ -36,12 +36,16 @@ static char why[512]; /* the failure, when !loaded */
 
 /* The handles: with Open MPI the address of a global of libmpi (the value
  * its header's OMPI_PREDEFINED_GLOBAL would take at link time); otherwise
- * the header's constant, which references no symbol. */
+ * the header's constant, which references no symbol. The global is looked
+ * up in the process's scope first: a program linked with libmpi that names
+ * MPI_COMM_WORLD holds a copy of ompi_mpi_comm_world (a copy relocation),
+ * and that copy is the object libmpi itself uses; dlsym on libmpi's handle
+ * would find its own, never initialised, definition. */
 static int resolve_handles(void *h) {
 #ifdef OMPI_PREDEFINED_GLOBAL
     void *p;
 #define DCK_MPI_HANDLE_(field, type, macro, global)                                             \
-    if (!(p = dlsym(h, #global))) {                                                             \
+    if (!(p = dlsym(RTLD_DEFAULT, #global)) && !(p = dlsym(h, #global))) {                      \
         snprintf(why, sizeof why, "the MPI library has no %s (for %s): not Open MPI?", #global, \
                  #macro);                                                                       \
         return 0;                                                                               \

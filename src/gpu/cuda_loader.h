@@ -64,7 +64,10 @@
     X(ncclAllGather)                                                                            \
     X(ncclAllReduce)                                                                            \
     X(ncclCommGetAsyncError)                                                                    \
-    X(ncclCommAbort)
+    X(ncclCommAbort)                                                                            \
+    X(ncclCommCount)                                                                            \
+    X(ncclCommUserRank)                                                                         \
+    X(ncclCommCuDevice)
 
 #define DCK_LOADER_FIELD_(name) __typeof__(&name) name;
 typedef struct {
@@ -83,6 +86,18 @@ dck_status dck_cudart_load(const dck_cudart_api **out);
  * runtime cannot be loaded: for code that runs after a successful load. */
 const dck_cudart_api *dck_cudart_loaded(void);
 dck_status dck_nccl_load(const dck_nccl_api **out);
+
+/* Waits for an NCCL collective enqueued on stream as every collective is
+ * waited (dck_comm_wait on c; NULL: the job's communicator, if any): until
+ * the stream's work is done, NCCL reports a peer's failure apart
+ * (ncclCommGetAsyncError), or the collective timeout passes. On a failure
+ * the communicator is given up (ncclCommAbort, which also stops kernels
+ * spinning on a peer that never comes) and *comm is set to NULL. enqueued:
+ * what the call that enqueued the collective returned (a failure aborts at
+ * once). what names the collective in messages. (src/gpu/gpu_nccl.c) */
+struct dck_comm; /* common/common.h */
+dck_status dck_nccl_wait(struct dck_comm *c, const dck_nccl_api *nc, ncclComm_t *comm, cudaStream_t stream,
+                         ncclResult_t enqueued, const char *what);
 
 /* The kernels of cuda/digest.cu and cuda/train.cu, loaded into the runtime
  * once (by name from the embedded fatbins). A CUDA error (0 = success). */

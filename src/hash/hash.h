@@ -38,4 +38,20 @@ dck_status dck_cpu_hash_ranges(dck_checkpoint *ck, const dck_lane_range *r, size
  * order) that rank r of k hashes: k equal cuts, at any byte. */
 void dck_distributed_range(uint64_t total, int r, int k, uint64_t *begin, uint64_t *end);
 
+/* ------------------------------------------------------------------ replica.c
+ * dck_replica_check (include/detcheck.h, "Replica check") over a transport:
+ * MPI (dck_comm_allgather), NCCL (the caller's communicator) or, in tests,
+ * ranks played by threads. allgather puts n bytes of every rank into recv,
+ * in rank order, and waits at most the collective timeout. */
+typedef struct {
+    void *ctx;
+    int rank, size;
+    dck_status (*allgather)(void *ctx, const void *send, void *recv, size_t n);
+} dck_replica_transport;
+
+dck_status dck_replica_run(const dck_replica_tensor *t, size_t n, const dck_replica_options *o,
+                           const dck_replica_transport *tr, dck_replica_result *out);
+
+/* dck_replica_decide, the verdict: detcheck_static.h. */
+
 #endif

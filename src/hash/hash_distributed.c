@@ -175,38 +175,6 @@ static dck_status gather_edges(const world *w, const edge_rec *mine, size_t n, e
 }
 
 #if defined(DCK_HAVE_CUDA) && defined(DCK_HAVE_MPI)
-/* dck_comm_wait's view of the lane sums' ncclReduce */
-typedef struct {
-    const dck_cudart_api *rt;
-    const dck_nccl_api *nc;
-    ncclComm_t comm; /* NULL once aborted */
-    cudaStream_t stream;
-} nccl_reduce_wait;
-
-static dck_status reduce_done(void *ctx, bool *done) {
-    nccl_reduce_wait *x = ctx;
-    cudaError_t e = x->rt->cudaStreamQuery(x->stream);
-    *done = e == cudaSuccess;
-    if (e == cudaSuccess || e == cudaErrorNotReady) return DCK_OK;
-    return dck_gpu_error((int)e, "nccl reduce of lane sums");
-}
-
-static dck_status reduce_async(void *ctx) {
-    nccl_reduce_wait *x = ctx;
-    ncclResult_t a = ncclSuccess;
-    if (x->nc->ncclCommGetAsyncError(x->comm, &a) != ncclSuccess || a == ncclSuccess ||
-        a == ncclInProgress)
-        return DCK_OK;
-    return dck_set_error(DCK_ERR_COMM, "NCCL reports %s (ncclCommGetAsyncError)",
-                         x->nc->ncclGetErrorString(a));
-}
-
-static void reduce_abort(void *ctx) {
-    nccl_reduce_wait *x = ctx;
-    if (x->comm) (void)x->nc->ncclCommAbort(x->comm);
-    x->comm = NULL;
-}
-
 /* NCCL wants one GPU per rank: are all ranks on distinct (host, GPU)? Ranks
  * that share a GPU combine with MPI instead (the same integer sums). */
 static dck_status gpus_distinct(const world *w, int device, int *distinct) {
@@ -622,7 +590,6 @@ dck_status dck_checkpoint_hash_plan(dck_checkpoint *ck, const dck_options *opt,
         ncclComm_t comm = NULL;
         ncclResult_t nr_ = ncclSuccess;
         const dck_nccl_api *nc = NULL;
-        const dck_cudart_api *rt = dck_cudart_loaded();
         /* every rank loads NCCL; a rank without it fails them all (agree) */
         s = agree(&w, dck_nccl_load(&nc));
         if (!s && w.rank == 0) nr_ = nc->ncclGetUniqueId(&id);
@@ -635,21 +602,17 @@ dck_status dck_checkpoint_hash_plan(dck_checkpoint *ck, const dck_options *opt,
                 w.m->MPI_Bcast(&id, sizeof id, w.m->byte, 0, w.m->comm_world), "MPI_Bcast");
         if (!s) {
             nr_ = nc->ncclCommInitRank(&comm, w.size, id, w.rank);
-            if (nr_ == ncclSuccess)
-                nr_ = nc->ncclReduce(dck_gpu_job_device_lanes(job), dck_gpu_job_device_lanes(job),
-                                     2 * nt, ncclUint64, ncclSum, 0, comm,
-                                     (cudaStream_t)dck_gpu_job_stream(job));
-            if (nr_ != ncclSuccess) {
+            cudaStream_t st = (cudaStream_t)dck_gpu_job_stream(job);
+            /* as the trainer's collectives: the timeout, NCCL's
+             * asynchronous errors, ncclCommAbort, the missing rank named */
+            if (nr_ != ncclSuccess)
                 s = dck_set_error(DCK_ERR_DEVICE, "nccl reduce of lane sums: %s",
                                   nc->ncclGetErrorString(nr_));
-            } else {
-                /* as the trainer's collectives: the timeout, NCCL's
-                 * asynchronous errors, ncclCommAbort, the missing rank named */
-                nccl_reduce_wait x = {rt, nc, comm, (cudaStream_t)dck_gpu_job_stream(job)};
-                dck_comm_op op = {&x, reduce_done, reduce_async, reduce_abort, false};
-                s = dck_comm_wait(NULL, &op, "nccl reduce of lane sums");
-                comm = x.comm;
-            }
+            else
+                s = dck_nccl_wait(NULL, nc, &comm, st,
+                                  nc->ncclReduce(dck_gpu_job_device_lanes(job), dck_gpu_job_device_lanes(job),
+                                                 2 * nt, ncclUint64, ncclSum, 0, comm, st),
+                                  "nccl reduce of lane sums");
             if (comm) nc->ncclCommDestroy(comm);
         }
         s = agree(&w, s);

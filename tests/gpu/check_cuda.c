@@ -335,6 +335,58 @@ static void test_cublas(void) {
     }
 }
 
+/* ------------------------------------------------------------------ replica check
+ * dck_replica_check on device memory: the root of tensors digested on the
+ * GPU is the root of the same bytes on the host, alone and over an NCCL
+ * communicator of one rank (the gathers through device buffers, the wait of
+ * dck_nccl_wait; one rank: nothing compared, the root still computed).
+ * Several ranks: tests/cli/test_replica.sh over MPI. */
+static void test_replica(void) {
+    enum { NT = 3 };
+    static const char *const names[NT] = {"w", "b", "optimizer.state.w.exp_avg"};
+    static const uint64_t sizes[NT] = {1000003, 37, 4099};
+    dck_replica_tensor host[NT], dev[NT];
+    void *h[NT], *d[NT];
+    for (int i = 0; i < NT; i++) {
+        h[i] = malloc(sizes[i]);
+        CUDA_OK(cudaMalloc(&d[i], sizes[i]));
+        fill(h[i], sizes[i], 77 + (uint64_t)i);
+        CUDA_OK(cudaMemcpy(d[i], h[i], sizes[i], cudaMemcpyHostToDevice));
+        host[i] = (dck_replica_tensor){.name = names[i], .dtype = DCK_U8, .ndim = 1, .shape = {sizes[i]},
+                                       .data = h[i], .nbytes = sizes[i], .memory = DCK_MEMORY_HOST};
+        dev[i] = host[i];
+        dev[i].data = d[i];
+        dev[i].memory = DCK_MEMORY_CUDA;
+    }
+    dck_replica_result a, b, c;
+    CHECK(dck_replica_check(host, NT, NULL, &a) == DCK_OK && !a.compared, "replica check, host memory");
+    CHECK(dck_replica_check(dev, NT, NULL, &b) == DCK_OK && !b.compared, "replica check, device memory");
+    CHECK(dck_digest_equal(a.root, b.root), "replica root: device memory against host memory");
+    const dck_nccl_api *nc = NULL;
+    ncclUniqueId id;
+    ncclComm_t comm = NULL;
+    if (dck_nccl_load(&nc) != DCK_OK) {
+        skip_part("replica check over NCCL: no NCCL library");
+    } else if (nc->ncclGetUniqueId(&id) != ncclSuccess || nc->ncclCommInitRank(&comm, 1, id, 0) != ncclSuccess) {
+        CHECK(0, "an NCCL communicator of one rank");
+    } else {
+        dck_replica_options o;
+        dck_replica_options_init(&o);
+        o.nccl_comm = comm;
+        CHECK(dck_replica_check(dev, NT, &o, &c) == DCK_OK && !c.compared && c.nranks == 1,
+              "replica check over NCCL");
+        CHECK(dck_digest_equal(a.root, c.root), "replica root over NCCL against host memory");
+        dck_replica_result_release(&c);
+        nc->ncclCommDestroy(comm);
+    }
+    dck_replica_result_release(&a);
+    dck_replica_result_release(&b);
+    for (int i = 0; i < NT; i++) {
+        free(h[i]);
+        CUDA_OK(cudaFree(d[i]));
+    }
+}
+
 /* ------------------------------------------------------------------ 8 GiB */
 static void test_big(void) {
     const size_t n = (size_t)8 << 30;
@@ -389,6 +441,7 @@ int main(int argc, char **argv) {
                  {"API misuse, managed memory, streams", test_misuse},
                  {"scratch memory without memory pools", test_no_pools},
                  {"cuBLAS baseline products", test_cublas},
+                 {"replica check on device memory, over NCCL", test_replica},
                  {"8 GiB tensors", test_big}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         if (quick && tests[i].fn == test_big) continue;

@@ -203,6 +203,19 @@ class RunsResult(ctypes.Structure):
                 ("found", c_bool), ("accepted", c_bool), ("different", c_bool)]
 
 
+
+class ReplicaGroup(ctypes.Structure):
+    """dck_replica_group (detcheck.h)."""
+    _fields_ = [("root", Digest), ("nranks", c_size), ("ranks", ctypes.POINTER(ctypes.c_int))]
+
+
+class ReplicaResult(ctypes.Structure):
+    """dck_replica_result (detcheck.h): the verdict of a replica check."""
+    _fields_ = [("rank", ctypes.c_int), ("nranks", ctypes.c_int), ("root", Digest), ("compared", ctypes.c_int),
+                ("same", ctypes.c_int), ("majority", ctypes.c_int), ("ndeviant", c_size),
+                ("deviant", ctypes.POINTER(ctypes.c_int)), ("tensor", ctypes.c_long), ("tensor_name", c_char_p),
+                ("ngroups", c_size), ("groups", ctypes.POINTER(ReplicaGroup)), ("hosts", ctypes.POINTER(c_char_p))]
+
 def _fn(name, restype, *argtypes):
     f = getattr(lib, name)
     f.restype = restype
@@ -230,6 +243,9 @@ gpu_digest = _fn("dck_gpu_digest", c_int, c_int, _u64p, c_int, c_void_p, c_size,
                  ctypes.POINTER(Digest))
 gpu_segments_sum = _fn("dck_gpu_segments_sum", c_int, c_void_p, c_size, c_u64, c_void_p,
                        ctypes.POINTER(Lanes))
+replica_decide = _fn("dck_replica_decide", c_int, ctypes.POINTER(Digest), ctypes.c_int, ctypes.POINTER(Digest), c_size,
+                     ctypes.POINTER(ReplicaResult))
+replica_result_release = _fn("dck_replica_result_release", None, ctypes.POINTER(ReplicaResult))
 
 manifest_create = _fn("dck_manifest_create", c_int, ctypes.POINTER(c_void_p))
 manifest_free = _fn("dck_manifest_free", None, c_void_p)

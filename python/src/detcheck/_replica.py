@@ -23,6 +23,7 @@ What is replicated, and compared:
   Megatron's distributed optimizer): its state is not compared, the
   parameters (whole on every rank after their all-gather) are; ZeRO-3
   partitions the parameters themselves and is refused."""
+import ctypes
 import logging
 import socket
 import sys
@@ -223,7 +224,6 @@ def _replicas(group):
 def _compare(group, entries, step):
     dist = _dist()
     world = dist.get_world_size(group)
-    import ctypes
     import torch
     names = [n.encode("utf-8", "surrogateescape") for n, _, _ in entries]
     digests = (_lib.Digest * max(len(entries), 1))()
@@ -256,25 +256,22 @@ def _verdict(entries, roots, gathered, ranks, step):
             k = next((i for i, (a, b) in enumerate(zip(nm, gathered[0][0])) if a != b), min(len(nm), len(gathered[0][0])))
             raise ValueError("detcheck.ReplicaGuard: rank %d holds another list of tensors than rank %d (they part at "
                              "entry %d): the replicas are not the same model" % (ranks[r], ranks[0], k))
-    by_root = {}
-    for r, root in enumerate(roots):
-        by_root.setdefault(root, []).append(r)
-    groups = sorted(by_root.values(), key=lambda g: (-len(g), g))
-    world = len(roots)
-    major = groups[0] if len(groups[0]) * 2 > world else None
-    deviant = [r for r in range(world) if major is not None and r not in major] if world >= 3 else []
-    # the first differing tensor: a deviant's against the majority, else any disagreement
-    first = None
-    for i, (name, kind, _) in enumerate(entries):
-        col = [g[1][i] for g in gathered]
-        if deviant:
-            ref = col[major[0]]
-            if any(col[r] != ref for r in deviant):
-                first = (name, kind)
-                break
-        elif any(c != col[0] for c in col):
-            first = (name, kind)
-            break
+    # the vote is the library's (dck_replica_decide), the one dck_replica_check casts
+    world, n = len(roots), len(entries)
+    croots = (_lib.Digest * world)(*[_lib.digest_of_hex(r.hex()) for r in roots])
+    table = (_lib.Digest * max(world * n, 1))(*[_lib.digest_of_hex(h) for g in gathered for h in g[1]])
+    res = _lib.ReplicaResult()
+    if _lib.replica_decide(croots, world, table, n, ctypes.byref(res)):
+        msg = _lib.last_error().decode("utf-8", "replace")
+        _lib.replica_result_release(ctypes.byref(res))
+        raise ValueError("detcheck.ReplicaGuard: %s" % msg)
+    try:
+        groups = [[res.groups[g].ranks[k] for k in range(res.groups[g].nranks)] for g in range(res.ngroups)]
+        major = groups[0] if res.majority else None
+        deviant = [res.deviant[k] for k in range(res.ndeviant)]
+        first = entries[res.tensor][:2] if res.tensor >= 0 else None
+    finally:
+        _lib.replica_result_release(ctypes.byref(res))
     hosts = {ranks[r]: "%s %s" % (g[2], g[3]) for r, g in enumerate(gathered)}
     at = "step %s" % step if step is not None else "the check"
     what = "%s %s" % (first[1], first[0]) if first else "the tensor list"
