@@ -148,7 +148,13 @@ class ReplicaGuard:
                 st = state.get(p) if hasattr(state, "get") else None
                 if not st:
                     continue
-                pname = name_of.get(id(p), "param%d" % len(name_of))
+                if id(p) not in name_of:
+                    # a parameter the model does not hold (an inner optimizer of a
+                    # partitioning wrapper, over its flat shards): not a replica
+                    self.not_compared.append("optimizer state of a parameter of shape %s the model does not hold"
+                                             % (tuple(p.shape),))
+                    continue
+                pname = name_of[id(p)]
                 for k in sorted(st, key=str):
                     v = st[k]
                     if hasattr(v, "data_ptr"):
@@ -186,7 +192,9 @@ class ReplicaGuard:
     def check(self, step=None):
         """Compares the replicas now. None when they agree, else what
         ``on_mismatch`` says (raise, or the mismatch returned)."""
-        for group, entries in self._entries():
+        passes = self._entries()
+        found = None
+        for group, entries in passes:
             if _replicas(group) < 2:
                 if "alone" not in self._warned:  # said once: a guard with nothing to compare is no guard
                     self._warned.add("alone")
@@ -194,10 +202,22 @@ class ReplicaGuard:
                                  "is compared", "initialised" if _dist() else "not initialised")
                 self.not_compared.extend(n for n, _, _ in entries)
                 continue
-            m = _compare(group, entries, step)
-            if m is not None:
-                return self._handle(m)
-        return None
+            found = _compare(group, entries, step)
+            if found is not None:
+                break
+        dist = _dist()
+        if dist and any(g is not None and dist.get_world_size(g) < dist.get_world_size() for g, _ in passes):
+            # replicas compared within groups smaller than the world (HSDP's
+            # replicate groups): every rank learns the verdict, so every rank
+            # raises, not only those of the group that found it
+            flag = __import__("torch").tensor([0 if found is None else 1 + dist.get_rank()],
+                                              device="cuda" if dist.get_backend() == "nccl" else "cpu")
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            if int(flag.item()):
+                verdicts = [None] * dist.get_world_size()
+                dist.all_gather_object(verdicts, found)
+                found = next(v for v in verdicts if v is not None)
+        return None if found is None else self._handle(found)
 
     def _handle(self, m):
         if self.on_mismatch == "raise":
