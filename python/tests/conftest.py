@@ -77,3 +77,23 @@ def fork_ranks(tmp_path, world, target, **kw):
             p.kill()
         assert p.exitcode == 0, "rank %d exited %s (its traceback is above)" % (r, p.exitcode)
     return outs
+
+
+def lightning_linear(configure):
+    """A LightningModule class: one Linear(4, 1) trained on the MSE of
+    (x, y) batches; configure(parameters) is its configure_optimizers."""
+    import lightning as L
+    import torch
+
+    class Linear(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch, i):
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.lin(x), y)
+
+        def configure_optimizers(self):
+            return configure(self.parameters())
+    return Linear

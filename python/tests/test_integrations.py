@@ -9,7 +9,7 @@ import struct
 import pytest
 import torch
 
-from conftest import run_cli
+from conftest import run_cli, lightning_linear
 
 
 def hf_run(out, seed, logging_steps=None):
@@ -84,17 +84,7 @@ def test_lightning_callback(tmp_path):
     L = pytest.importorskip("lightning")
     from detcheck.integrations.lightning import DetcheckCallback
 
-    class Mod(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(4, 1)
-
-        def training_step(self, batch, i):
-            x, y = batch
-            return torch.nn.functional.mse_loss(self.lin(x), y)
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.1)
+    Mod = lightning_linear(lambda params: torch.optim.SGD(params, lr=0.1))
 
     torch.manual_seed(0)
     ds = torch.utils.data.TensorDataset(torch.randn(16, 4), torch.randn(16, 1))

@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 import detcheck
+from conftest import lightning_linear
 from test_seal import ranks
 
 
@@ -204,17 +205,7 @@ def lightning_rank(rank, world, init, out, port, max_steps, flip_at, ckpt=None, 
     import lightning as L
     from detcheck.integrations.lightning import DetcheckCallback
 
-    class Mod(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(4, 1)
-
-        def training_step(self, batch, i):
-            x, y = batch
-            return torch.nn.functional.mse_loss(self.lin(x), y)
-
-        def configure_optimizers(self):
-            return torch.optim.AdamW(self.parameters(), lr=0.1)
+    Mod = lightning_linear(lambda params: torch.optim.AdamW(params, lr=0.1))
 
     class Flip(L.Callback):
         def on_train_start(self, trainer, pl_module):

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import detcheck
-from conftest import cli_hash, cli_tensors, cli_values, run_cli
+from conftest import cli_hash, cli_tensors, cli_values, run_cli, lightning_linear
 
 SEAL = "detcheck-seal.yaml"
 
@@ -194,18 +194,10 @@ def lightning_train(out, max_steps, ckpt_path=None, **cb_kwargs):
     from lightning.pytorch.callbacks import ModelCheckpoint
     from detcheck.integrations.lightning import DetcheckCallback
 
-    class Mod(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(4, 1)
-
-        def training_step(self, batch, i):
-            x, y = batch
-            return torch.nn.functional.mse_loss(self.lin(x), y)
-
-        def configure_optimizers(self):
-            opt = torch.optim.Adam(self.parameters(), lr=0.1)
-            return [opt], [torch.optim.lr_scheduler.StepLR(opt, 1)]
+    def configure(params):
+        opt = torch.optim.Adam(params, lr=0.1)
+        return [opt], [torch.optim.lr_scheduler.StepLR(opt, 1)]
+    Mod = lightning_linear(configure)
 
     torch.manual_seed(0)
     ds = torch.utils.data.TensorDataset(torch.randn(16, 4), torch.randn(16, 1))
