@@ -79,6 +79,36 @@ def fork_ranks(tmp_path, world, target, **kw):
     return outs
 
 
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def hf_preload():
+    """Imports, once in the parent of forked ranks, what their transformers
+    Trainer needs (transformers loads its modules lazily: not once per
+    rank); skips without transformers. Returns the transformers module."""
+    transformers = pytest.importorskip("transformers")
+    import accelerate.state  # noqa: F401
+    import detcheck.integrations.hf  # noqa: F401
+    transformers.Trainer, transformers.TrainingArguments, transformers.GPT2LMHeadModel  # noqa: B018
+    return transformers
+
+
+def hf_rank_env(rank, world, port):
+    """Makes this forked process rank ``rank`` of ``world`` DDP processes
+    for a transformers Trainer (accelerate joins them through the
+    environment; TrainingArguments(ddp_backend="gloo") on the CPU)."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
+    from accelerate.state import AcceleratorState, PartialState
+    # forked from pytest: a Trainer of an earlier test left accelerate's one-process state
+    AcceleratorState._reset_state(True)
+    PartialState._reset_state()
+
+
 def lightning_linear(configure):
     """A LightningModule class: one Linear(4, 1) trained on the MSE of
     (x, y) batches; configure(parameters) is its configure_optimizers."""

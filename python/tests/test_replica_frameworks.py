@@ -8,7 +8,6 @@ name a rank whose weights were flipped. DeepSpeed ZeRO-1 runs in the fixture
 venv (tests/cli/test_replica_deepspeed.sh)."""
 import json
 import os
-import socket
 import warnings
 
 import pytest
@@ -16,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 import detcheck
-from conftest import lightning_linear
+from conftest import free_port, hf_preload, hf_rank_env, lightning_linear
 from test_seal import ranks
 
 
@@ -41,12 +40,6 @@ def checked(call):
     except detcheck.ReplicaMismatch as m:
         return described(m)
     return described(r) if isinstance(r, detcheck.ReplicaMismatch) else None
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ---------------------------------------------------------------- HSDP
@@ -121,15 +114,9 @@ def hf_rank(rank, world, init, out, port, max_steps, flip_at, every, save=False,
     rank 2 flips a bit of a weight right after optimizer.step() of step
     flip_at (0: at on_train_begin, as a bad load would), before the guard.
     save: checkpoint-N every step into init's folder (resume: from one)."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
-    torch.set_num_threads(1)
+    hf_rank_env(rank, world, port)
     import transformers
-    from accelerate.state import AcceleratorState, PartialState
     from detcheck.integrations.hf import DetcheckCallback
-    # forked from pytest: a Trainer of an earlier test left accelerate's one-process state
-    AcceleratorState._reset_state(True)
-    PartialState._reset_state()
     transformers.set_seed(0)
     cfg = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1, n_head=2)
     model = transformers.GPT2LMHeadModel(cfg)
@@ -163,11 +150,7 @@ def hf_rank(rank, world, init, out, port, max_steps, flip_at, every, save=False,
 
 @pytest.fixture(scope="module")
 def hf_runs(tmp_path_factory):
-    transformers = pytest.importorskip("transformers")
-    # imported here, once, not by each forked rank (transformers loads its modules lazily)
-    import accelerate.state  # noqa: F401
-    import detcheck.integrations.hf  # noqa: F401
-    transformers.Trainer, transformers.TrainingArguments, transformers.GPT2LMHeadModel  # noqa: B018
+    hf_preload()
     d = tmp_path_factory.mktemp("hfrep")
     return {"clean": ranks(d, 3, hf_rank, port=free_port(), max_steps=3, flip_at=None, every=1, save=True),
             "every2": ranks(d, 3, hf_rank, port=free_port(), max_steps=3, flip_at=1, every=2),

@@ -5,6 +5,7 @@ files are sealed from memory at each save, the seal is exactly what
 run is checked against it (a flipped byte of tensor data, an unsealed
 checkpoint, RNG states the Trainer did not restore). Session.stopped
 (state=) seals, Session.resumed verifies."""
+import json
 import os
 import shutil
 import warnings
@@ -14,7 +15,8 @@ import pytest
 import torch
 
 import detcheck
-from conftest import cli_hash, cli_tensors, cli_values, run_cli, lightning_linear
+from conftest import (cli_hash, cli_tensors, cli_values, fork_ranks, free_port, hf_preload, hf_rank_env, run_cli,
+                      lightning_linear)
 
 SEAL = "detcheck-seal.yaml"
 
@@ -50,9 +52,10 @@ def seal_is_hash(ckpt, seal_file):
 
 # ---------------------------------------------------------------- transformers Trainer
 
-def hf_train(out, max_steps, resume=None, optimizers=None, before=(), **cb_kwargs):
-    """A tiny GPT-2 trained max_steps steps of 4 samples (2 steps an
-    epoch), saving checkpoint-N every step; returns the callback."""
+def hf_train(out, max_steps, resume=None, optimizers=None, before=(), ddp_backend=None, **cb_kwargs):
+    """A tiny GPT-2 trained max_steps steps of 4 samples a process (2 steps
+    an epoch on one), saving checkpoint-N every step; returns the callback.
+    ddp_backend: as TrainingArguments' (a process of several)."""
     transformers = pytest.importorskip("transformers")
     from detcheck.integrations.hf import DetcheckCallback
     transformers.set_seed(0)
@@ -63,7 +66,7 @@ def hf_train(out, max_steps, resume=None, optimizers=None, before=(), **cb_kwarg
     args = transformers.TrainingArguments(output_dir=str(out), max_steps=max_steps, per_device_train_batch_size=4,
                                           use_cpu=True, report_to=[], save_strategy="steps", save_steps=1,
                                           logging_strategy="no", seed=0, data_seed=0, dataloader_num_workers=0,
-                                          disable_tqdm=True)
+                                          disable_tqdm=True, **({"ddp_backend": ddp_backend} if ddp_backend else {}))
     cb = DetcheckCallback(**cb_kwargs)
     kw = {"optimizers": optimizers(model)} if optimizers else {}
     transformers.Trainer(model=model, args=args, train_dataset=data, callbacks=list(before) + [cb], **kw).train(
@@ -183,6 +186,120 @@ def test_hf_colliding_names_namespaced(tmp_path):
     assert {"scheduler.learning_rate", "training_args.learning_rate"} <= set(sealed.values)
     cb = hf_train(out, 2, resume=ckpt, optimizers=optimizers)
     assert cb.seal_result.sealed
+
+
+# ---------------------------------------------------------------- transformers Trainer, DDP
+
+def hf_ddp_rank(rank, world, init, out, port, run, max_steps, resume=None, no_rng_on=None, fail_on=None):
+    """hf_train as rank ``rank`` of ``world`` DDP processes (accelerate,
+    gloo) into ``run``, each rank's RNG states its own (the Trainer seeds
+    them alike); rank ``no_rng_on``'s Trainer does not restore its RNG
+    states; rank ``fail_on``'s callback fails to read its RNG states.
+    Writes what the callback found: its seal_result or what it raised."""
+    hf_rank_env(rank, world, port)
+    import random
+    import numpy as np
+    import transformers
+    import torch.distributed as dist
+    if rank == no_rng_on:
+        transformers.Trainer._load_rng_state = lambda self, checkpoint: None
+    if rank == fail_on:
+        import detcheck.integrations.hf as hf
+
+        def broken(args):
+            raise OSError("no RNG here")
+        hf._rng_states = broken
+
+    class Apart(transformers.TrainerCallback):
+        def on_train_begin(self, *a, **kw):  # a resume restores them afterwards
+            for _ in range(rank + 1):
+                random.random(), np.random.rand(), torch.rand(1)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = hf_train(run, max_steps, resume=resume, before=[Apart()], ddp_backend="gloo").seal_result
+        found = {"sealed": r.sealed, "not_compared": r.not_compared} if r is not None else None
+    except detcheck.SealError as e:
+        found = {"error": {"kind": e.kind, "tensor": e.tensor, "files": e.files, "message": str(e)}}
+    except Exception as e:  # noqa: BLE001
+        found = {"raised": "%s: %s" % (type(e).__name__, e)}
+    json.dump(found, open(out, "w"))
+    dist.destroy_process_group()
+
+
+def hf_ddp(tmp_path, run, max_steps, **kw):
+    return [json.load(open(o)) for o in fork_ranks(tmp_path, 2, hf_ddp_rank, port=free_port(), run=str(run),
+                                                   max_steps=max_steps, **kw)]
+
+
+@pytest.fixture(scope="module")
+def hf_ddp_run(tmp_path_factory):
+    """checkpoint-1 and -2 saved by 2 DDP processes (1 step an epoch)."""
+    hf_preload()
+    d = tmp_path_factory.mktemp("hfddp")
+    assert hf_ddp(d, d / "out", 2) == [None, None]
+    return d / "out"
+
+
+def test_hf_ddp_checkpoints_sealed_from_memory(hf_ddp_run):
+    """Each process's RNG states (its rng_state_R.pth, read by the
+    directory reader under its stem), gathered, sealed by the process that
+    saves with the weights, optimizer and scheduler: exactly `detcheck
+    hash`, and `verify --seal` passes."""
+    for n in (1, 2):
+        ckpt = hf_ddp_run / ("checkpoint-%d" % n)
+        assert {"rng_state_0.pth", "rng_state_1.pth"} <= set(os.listdir(ckpt))
+        sealed = seal_is_hash(ckpt, ckpt / SEAL)
+        assert {"transformer.wte.weight", "state.0.exp_avg", "rng_state_0.cpu", "rng_state_1.cpu"} <= set(
+            sealed.tensors)
+        assert "cpu" not in sealed.tensors
+        assert sealed.tensors["rng_state_0.cpu"] != sealed.tensors["rng_state_1.cpu"]  # each rank's own
+        assert 'seal_world_size: "2"' in (ckpt / SEAL).read_text()
+
+
+def test_hf_ddp_resume_verified(hf_ddp_run, tmp_path):
+    out = copy_run(hf_ddp_run, tmp_path)
+    assert hf_ddp(tmp_path, out, 3, resume=str(out / "checkpoint-1")) == [{"sealed": True, "not_compared": []}] * 2
+    seal_is_hash(out / "checkpoint-3", out / "checkpoint-3" / SEAL)
+
+
+def test_hf_ddp_corrupt_optimizer_refused_on_every_rank(hf_ddp_run, tmp_path):
+    out = copy_run(hf_ddp_run, tmp_path)
+    ckpt = out / "checkpoint-1"
+    flip_tensor_byte(ckpt / "optimizer.pt")
+    r = run_cli("verify", "--seal", ckpt)
+    assert r.returncode == 1, r.stdout + r.stderr
+    for res in hf_ddp(tmp_path, out, 3, resume=str(ckpt)):
+        e = res["error"]
+        assert e["kind"] == "differs" and e["files"] == ["optimizer.pt"] and e["tensor"] in r.stdout, res
+
+
+def test_hf_ddp_rng_not_restored_named_on_every_rank(hf_ddp_run, tmp_path):
+    out = copy_run(hf_ddp_run, tmp_path)
+    for res in hf_ddp(tmp_path, out, 3, resume=str(out / "checkpoint-1"), no_rng_on=1):
+        e = res["error"]
+        assert e["kind"] == "differs" and e["files"] == ["rng_state_1.pth"], res
+
+
+def test_hf_ddp_seal_failure_raised_on_every_rank(tmp_path):
+    """A process that fails while the ranks gather their parts: every
+    process raises (none waits in the gather for it)."""
+    hf_preload()
+    res = hf_ddp(tmp_path, tmp_path / "out", 1, fail_on=1)
+    assert res[1] == {"raised": "OSError: no RNG here"}, res
+    assert res[0]["raised"].startswith("RuntimeError: detcheck: process 1 failed to seal ") and \
+        res[0]["raised"].endswith("checkpoint-1: OSError: no RNG here"), res
+
+
+def test_hf_ddp_resumed_by_one_process_says_what_is_not_compared(hf_ddp_run, tmp_path):
+    """One process resumes from the 2 processes' checkpoint: the weights,
+    optimizer and scheduler are compared; the rng_state_R.pth that no
+    process of this run restored are named, never a silent pass."""
+    out = copy_run(hf_ddp_run, tmp_path)
+    shutil.rmtree(out / "checkpoint-2")  # saved again by one process: not over the 2 processes' files
+    with pytest.warns(UserWarning, match=r"rng_state_0\.pth, rng_state_1\.pth .*not compared"):
+        cb = hf_train(out, 3, resume=out / "checkpoint-1")
+    assert cb.seal_result.sealed and cb.seal_result.not_compared == ["rng_state_0.pth", "rng_state_1.pth"]
 
 
 # ---------------------------------------------------------------- Lightning

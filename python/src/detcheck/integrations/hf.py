@@ -185,10 +185,19 @@ def _version():
     return transformers.__version__
 
 
+def _rng_file(args, process=None):
+    """The file Trainer._save_rng_state writes the RNG states of process
+    ``process`` (this one by default) to: rng_state.pth with one process,
+    rng_state_R.pth with several."""
+    if args.world_size <= 1:
+        return "rng_state.pth"
+    return "rng_state_%d.pth" % (args.process_index if process is None else process)
+
+
 def _rng_states(args):
-    """The dict Trainer._save_rng_state writes to rng_state.pth (one
-    process): right after the save the process's RNG states are the ones
-    it saved."""
+    """The dict Trainer._save_rng_state writes to this process's
+    rng_state file: right after the save the process's RNG states are the
+    ones it saved."""
     import numpy as np
     import torch
     from transformers.training_args import ParallelMode
@@ -204,11 +213,10 @@ def _checkpoint_files(args, model, optimizer, lr_scheduler):
     into checkpoint-N with torch.save or safetensors in this setup, each
     with the group its file role gives its tensors (src/core/checkpoint.c
     file_roles, detcheck-formats(7) "File roles"; None: by their names).
+    The RNG states are this process's only (its rng_state file).
     Raises _Unsealable for the setups whose files are others."""
     from transformers.utils import (is_sagemaker_mp_enabled, is_torch_hpu_available, is_torch_mlu_available,
                                     is_torch_musa_available, is_torch_npu_available, is_torch_xla_available)
-    if args.world_size > 1:
-        raise _Unsealable("%d processes (rng_state_R.pth per process)" % args.world_size)
     if args.deepspeed or getattr(args, "deepspeed_plugin", None) or getattr(args, "fsdp", None):
         raise _Unsealable("DeepSpeed or FSDP (their own checkpoint files)")
     for what, available in (("XLA", is_torch_xla_available), ("SageMaker MP", is_sagemaker_mp_enabled),
@@ -223,7 +231,7 @@ def _checkpoint_files(args, model, optimizer, lr_scheduler):
         scaler = getattr(optimizer, "scaler", None)  # accelerate's GradScaler (Trainer._save_scaler)
         if scaler is not None:
             files.append(("scaler.pt", scaler.state_dict(), "other"))
-        files.append(("rng_state.pth", _rng_states(args), "rng"))
+        files.append((_rng_file(args), _rng_states(args), "rng"))
     return files
 
 
@@ -280,35 +288,108 @@ def _unmodeled(ckpt, files):
     return extra, missing
 
 
+def _together(args, what, fn):
+    """[fn() of every process of the Trainer's], in process order: with
+    several processes the outcomes are gathered (all_gather_object over
+    the default group, where the Trainer's processes are), so that every
+    process takes the same path and none waits forever in a collective
+    that another left. What any process raised is raised on every process
+    (the first one's: its own exception on that process, _Unsealable and
+    SealError as they are, anything else as a RuntimeError naming the
+    process). One process: [fn()], its exceptions as they are."""
+    import pickle
+    if args.world_size <= 1:
+        return [fn()]
+    import torch.distributed as dist
+    if not (dist.is_available() and dist.is_initialized()):
+        raise _Unsealable("%d processes without torch.distributed initialised (their parts cannot be gathered)"
+                          % args.world_size)
+    value, err = None, None
+    try:
+        value = fn()
+    except Exception as e:  # noqa: BLE001 -- every process must learn it, or the others wait
+        err = e
+    try:
+        sent = pickle.loads(pickle.dumps(err))
+    except Exception:  # noqa: BLE001 -- an exception pickle cannot carry: its text
+        sent = RuntimeError("%s: %s" % (type(err).__name__, err))
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, (value, sent))
+    me = dist.get_rank()
+    first = next((r for r, (_, e) in enumerate(out) if e is not None), None)
+    if first == me:
+        raise err
+    if first is not None:
+        e = out[first][1]
+        if isinstance(e, _Unsealable) or type(e).__name__ == "SealError":
+            raise e
+        raise RuntimeError("detcheck: process %d failed to %s: %s: %s" % (first, what, type(e).__name__, e))
+    return [v for v, _ in out]
+
+
+def _rng_part(files):
+    return next((obj for _, obj, group in files if group == "rng"), None)
+
+
 def seal_checkpoint(ckpt, step, args, model, optimizer, lr_scheduler):
     """Seals checkpoint-N right after the Trainer wrote it, from the state
     in memory (the objects the Trainer saved, rebuilt as it builds them).
-    Returns the seal's path; raises _Unsealable when this setup's files
-    are not all rebuilt so (the checkpoint is then left unsealed)."""
+    Called on every process: each gives its RNG states (its
+    rng_state_R.pth), gathered; the process that saves writes the seal.
+    Returns the seal's path there (None elsewhere); raises _Unsealable on
+    every process when this setup's files are not all rebuilt so (the
+    checkpoint is then left unsealed)."""
     from .._seal import seal_manifest
-    files = _checkpoint_files(args, model, optimizer, lr_scheduler)
-    extra, missing = _unmodeled(ckpt, files)
-    if extra or missing:
-        raise _Unsealable("%s%s%s" % ("files this callback does not rebuild from memory: %s" % ", ".join(extra)
-                                      if extra else "", "; " if extra and missing else "",
-                                      "files the Trainer did not write: %s" % ", ".join(missing) if missing else ""))
-    return seal_manifest(ckpt, checkpoint_manifest(files)[0], step=step, world_size=1)
+    files = []
+
+    def mine():
+        files[:] = _checkpoint_files(args, model, optimizer, lr_scheduler)
+        return _rng_part(files)
+    rngs = _together(args, "seal %s" % ckpt, mine)
+
+    def write():
+        if not (args.should_save and os.path.isdir(ckpt)):
+            return None
+        every = [f for f in files if f[2] != "rng"] + [
+            (_rng_file(args, r), states, "rng") for r, states in enumerate(rngs) if states is not None]
+        extra, missing = _unmodeled(ckpt, every)
+        if extra or missing:
+            raise _Unsealable("%s%s%s" % ("files this callback does not rebuild from memory: %s" % ", ".join(extra)
+                                          if extra else "", "; " if extra and missing else "",
+                                          "files the Trainer did not write: %s" % ", ".join(missing)
+                                          if missing else ""))
+        return seal_manifest(ckpt, checkpoint_manifest(every)[0], step=step, world_size=len(rngs))
+    return _together(args, "seal %s" % ckpt, write)[0 if args.world_size <= 1 else args.process_index]
 
 
 def verify_checkpoint(ckpt, args, model, optimizer, lr_scheduler, require=True):
-    """Compares the state the Trainer resumed with (the weights, optimizer,
-    scheduler, scaler and RNG states it loaded, digested in memory) with
-    checkpoint ``ckpt``'s seal (detcheck.verify_seal's errors and result).
-    training_args.bin is never loaded back (the resumed run's own
-    arguments rule): its entries are the seal's, named as the run's
-    arguments name them; ``detcheck verify --seal`` checks its file."""
-    from .._seal import SealError, SealResult, load_seal, seal_path, verify_manifest
+    """Compares the state this process resumed with (the weights,
+    optimizer, scheduler, scaler and its RNG states it loaded, digested in
+    memory) with checkpoint ``ckpt``'s seal (detcheck.verify_seal's errors
+    and result); no collective. training_args.bin is never loaded back (the
+    resumed run's own arguments rule): its entries are the seal's, named as
+    the run's arguments name them; ``detcheck verify --seal`` checks its
+    file. So are the other processes' rng_state_R.pth (each process checks
+    its own); those no process of this run restored (a checkpoint saved by
+    another number of processes) are the result's ``not_compared``."""
+    from .._seal import SealError, SealResult, _meta, load_seal, seal_path, verify_manifest
     gold = load_seal(ckpt, require)
     if gold is None:  # unsealed, accepted with a warning (require=False)
         return SealResult(ckpt, seal_path(ckpt), False)
-    live, owners = checkpoint_manifest(_checkpoint_files(args, model, optimizer, lr_scheduler), gold, {ARGS})
+    files = _checkpoint_files(args, model, optimizer, lr_scheduler)
+    own, others = _rng_part(files), set()
+    if own is not None:  # the seal's rng_state files, named from this process's states (the same names)
+        world = _meta(gold, "seal_world_size") or "1"
+        sealed = ["rng_state.pth"] if not world.isdigit() or int(world) <= 1 else [
+            "rng_state_%d.pth" % r for r in range(int(world))]
+        others = set(sealed) - {_rng_file(args)}
+        files = [f for f in files if f[2] != "rng"] + [(n, own, "rng") for n in sealed]
+    live, owners = checkpoint_manifest(files, gold, {ARGS} | others)
+    restored = {_rng_file(args, r) for r in range(max(args.world_size, 1))}
     try:
-        return verify_manifest(ckpt, live, require)
+        res = verify_manifest(ckpt, live, require)
+        res.not_compared = sorted(others - restored)
+        return res
     except SealError as e:
         held = owners.get(e.tensor)
         if held is None or e.files:
@@ -417,7 +498,13 @@ class DetcheckCallback(TrainerCallback):
             return
         self._unhook()
         try:
-            self.seal_result = verify_checkpoint(ckpt, args, model, optimizer, lr_scheduler, self.require_seal)
+            res = _together(args, "check %s against its seal" % ckpt,
+                            lambda: verify_checkpoint(ckpt, args, model, optimizer, lr_scheduler, self.require_seal))
+            self.seal_result = res[0 if args.world_size <= 1 else args.process_index]
+            if getattr(self.seal_result, "not_compared", None):
+                warnings.warn("detcheck: %s was saved by another number of processes than this run's %d: %s "
+                              "(RNG states no process of this run restored) not compared with the seal"
+                              % (ckpt, args.world_size, ", ".join(self.seal_result.not_compared)), stacklevel=2)
         except _Unsealable as e:
             msg = "detcheck: cannot check the state resumed from %s against its seal: %s" % (ckpt, e)
             if self.require_seal:
@@ -466,12 +553,13 @@ class DetcheckCallback(TrainerCallback):
 
     def on_save(self, args, state, control, model=None, optimizer=None, lr_scheduler=None, **kwargs):
         ckpt = os.path.join(args.output_dir, "%s-%d" % (CHECKPOINT_PREFIX, state.global_step))
-        if self.seal and args.should_save and os.path.isdir(ckpt):
+        if self.seal:  # on every process: each gives its RNG states
             try:
                 seal_checkpoint(ckpt, state.global_step, args, model, optimizer, lr_scheduler)
             except _Unsealable as e:
-                warnings.warn("detcheck: %s is not sealed: %s; a resume from it is refused unless "
-                              "DetcheckCallback(require_seal=False)" % (ckpt, e), stacklevel=2)
+                if args.should_save:
+                    warnings.warn("detcheck: %s is not sealed: %s; a resume from it is refused unless "
+                                  "DetcheckCallback(require_seal=False)" % (ckpt, e), stacklevel=2)
         if self._stop_step(state):
             self._flush()  # step K's line, even when it was not logged
             self.session.stopped(state.global_step, checkpoint=ckpt)
