@@ -294,9 +294,14 @@ def test_hf_ddp_seal_failure_raised_on_every_rank(tmp_path):
 def test_hf_ddp_resumed_by_one_process_says_what_is_not_compared(hf_ddp_run, tmp_path):
     """One process resumes from the 2 processes' checkpoint: the weights,
     optimizer and scheduler are compared; the rng_state_R.pth that no
-    process of this run restored are named, never a silent pass."""
+    process of this run restored are named, never a silent pass. The seal
+    here is made from the files (`detcheck seal`: no world size in it): its
+    names say which rng_state_R.pth it holds."""
     out = copy_run(hf_ddp_run, tmp_path)
     shutil.rmtree(out / "checkpoint-2")  # saved again by one process: not over the 2 processes' files
+    os.unlink(out / "checkpoint-1" / SEAL)
+    r = run_cli("seal", out / "checkpoint-1")
+    assert r.returncode == 0 and "seal_world_size" not in (out / "checkpoint-1" / SEAL).read_text(), r.stderr
     with pytest.warns(UserWarning, match=r"rng_state_0\.pth, rng_state_1\.pth .*not compared"):
         cb = hf_train(out, 3, resume=out / "checkpoint-1")
     assert cb.seal_result.sealed and cb.seal_result.not_compared == ["rng_state_0.pth", "rng_state_1.pth"]

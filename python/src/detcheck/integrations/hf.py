@@ -50,7 +50,13 @@ rng_state.pth, which are the process's until the next step, the
 TrainingArguments), named as ``detcheck hash checkpoint-N`` reads the
 directory (:func:`checkpoint_manifest`), so ``detcheck verify --seal
 checkpoint-N`` passes on the files. Nothing is read back from the files.
-A setup whose files are others (several processes, DeepSpeed, FSDP, PEFT,
+With several (DDP) processes each writes its rng_state_R.pth: on_save runs
+on every process, each gives its RNG states, gathered
+(all_gather_object over the default group), and the process that saves
+(``args.should_save``) writes the one seal, world size the processes
+(:func:`_together`: every process takes the same path, and what one
+raises is raised on all, so none waits in a collective).
+A setup whose files are others (DeepSpeed, FSDP, PEFT,
 quantized or offloaded weights, XLA/NPU/HPU/MLU/MUSA), or a file in the
 folder that is not rebuilt, is left unsealed with a warning saying why.
 
@@ -61,6 +67,11 @@ the Trainer and the checkpoint, which transformers does not hand
 callbacks), before the first step: the weights, optimizer, scheduler,
 scaler and RNG states as loaded. training_args.bin is never loaded back,
 so its entries are the seal's there (``verify --seal`` checks the file).
+With several processes each checks what it loaded and its own
+rng_state_R.pth, and the verdicts are gathered: a difference one finds
+is raised on every process. A checkpoint saved by another number of
+processes: the rng_state files no process of this run restored are not
+compared, named in a warning and in ``cb.seal_result.not_compared``.
 A difference raises :class:`detcheck.SealError` (``.tensor``, ``.kind``,
 ``.files``: the file that holds it); an unsealed checkpoint too, unless
 ``require_seal=False`` (a warning). ``cb.seal_result`` is the check's
@@ -298,6 +309,7 @@ def _together(args, what, fn):
     SealError as they are, anything else as a RuntimeError naming the
     process). One process: [fn()], its exceptions as they are."""
     import pickle
+    from .._seal import SealError
     if args.world_size <= 1:
         return [fn()]
     import torch.distributed as dist
@@ -321,7 +333,7 @@ def _together(args, what, fn):
         raise err
     if first is not None:
         e = out[first][1]
-        if isinstance(e, _Unsealable) or type(e).__name__ == "SealError":
+        if isinstance(e, (_Unsealable, SealError)):
             raise e
         raise RuntimeError("detcheck: process %d failed to %s: %s: %s" % (first, what, type(e).__name__, e))
     return [v for v, _ in out]
@@ -362,6 +374,17 @@ def seal_checkpoint(ckpt, step, args, model, optimizer, lr_scheduler):
     return _together(args, "seal %s" % ckpt, write)[0 if args.world_size <= 1 else args.process_index]
 
 
+def _sealed_rng_files(gold):
+    """The rng_state files whose entries the seal holds: rng_state_R.pth
+    where its names are read under their stems (several processes; a seal
+    made from the files, by ``detcheck seal``, says no world size), else
+    rng_state.pth."""
+    import re
+    ranks = {int(m.group(1)) for n in list(gold.tensors) + list(gold.values)
+             for m in [re.match(r"rng_state_(\d+)\.", n)] if m}
+    return ["rng_state_%d.pth" % r for r in sorted(ranks)] or ["rng_state.pth"]
+
+
 def verify_checkpoint(ckpt, args, model, optimizer, lr_scheduler, require=True):
     """Compares the state this process resumed with (the weights,
     optimizer, scheduler, scaler and its RNG states it loaded, digested in
@@ -372,16 +395,14 @@ def verify_checkpoint(ckpt, args, model, optimizer, lr_scheduler, require=True):
     file. So are the other processes' rng_state_R.pth (each process checks
     its own); those no process of this run restored (a checkpoint saved by
     another number of processes) are the result's ``not_compared``."""
-    from .._seal import SealError, SealResult, _meta, load_seal, seal_path, verify_manifest
+    from .._seal import SealError, SealResult, load_seal, seal_path, verify_manifest
     gold = load_seal(ckpt, require)
     if gold is None:  # unsealed, accepted with a warning (require=False)
         return SealResult(ckpt, seal_path(ckpt), False)
     files = _checkpoint_files(args, model, optimizer, lr_scheduler)
     own, others = _rng_part(files), set()
     if own is not None:  # the seal's rng_state files, named from this process's states (the same names)
-        world = _meta(gold, "seal_world_size") or "1"
-        sealed = ["rng_state.pth"] if not world.isdigit() or int(world) <= 1 else [
-            "rng_state_%d.pth" % r for r in range(int(world))]
+        sealed = _sealed_rng_files(gold)
         others = set(sealed) - {_rng_file(args)}
         files = [f for f in files if f[2] != "rng"] + [(n, own, "rng") for n in sealed]
     live, owners = checkpoint_manifest(files, gold, {ARGS} | others)
