@@ -314,6 +314,26 @@ PY
     else failed "$l" "--device $HASHDEV manifest differs from the CPU's (or a hash failed)"; fi
 }
 
+# cost_row LABEL TWIN GOAL PREFIXES SCRIPT ARGS...: a Python cost benchmark on
+# CUDA (GPU only; PyTorch with CUDA): its output, and one row whose figure is
+# the lines starting with PREFIXES ('|'-separated), PASS with "GOAL: met" or
+# "NOT met" by its exit status (0 or 3), FAIL otherwise.
+cost_row() {
+    _l=$1 _twin=$2 _goal=$3 _pre=$4
+    shift 4
+    gpu_only "$_l" "$_twin" || return 0
+    if ! torch_cuda; then skipped "$_l" "no PyTorch with CUDA here"; return 0; fi
+    _out=$(pyrun python3 "$@")
+    _rc=$?
+    echo "$_out" | sed 's/^/   /'
+    _g=$(echo "$_pre" | tr '|' '\n' | while read -r _p; do echo "$_out" | sed -n "s/^$_p *//p"; done | paste -sd ';' - | sed 's/;/; /g')
+    case $_rc in
+    0) pass "$_l" "$_g" "$_goal: met" ;;
+    3) pass "$_l" "$_g" "$_goal: NOT met" ;;
+    *) failed "$_l" "$1 exit $_rc" ;;
+    esac
+}
+
 # 3. the benchmarks
 sec_3() {
     if gpu_only "3 digest throughput, 8 GiB (bench_gpu)"; then
@@ -378,59 +398,22 @@ PY
     # parameter and gradient of a 1.007B-parameter F32 MLP (15 x 8192x8192)
     # after each AdamW step of 8192 rows, vs the step (synchronized wall
     # time; goal <= 2%). About 25 GB of GPU memory.
-    l="3b Recorder cost, 1B params on CUDA"
-    if gpu_only "$l" "its CPU twin: make bench"; then
-        if torch_cuda; then
-            out=$(pyrun python3 bench/recorder_cost.py --device cuda --width 8192 --layers 15 --batch 8192 \
-                --steps 5 --goal 0.02)
-            rc=$?
-            echo "$out" | sed 's/^/   /'
-            g=$(echo "$out" | sed -n 's/^goal *//p')
-            case $rc in
-            0) pass "$l" "$g" "<= 2%: met" ;;
-            3) pass "$l" "$g" "<= 2%: NOT met" ;;
-            *) failed "$l" "bench/recorder_cost.py exit $rc" ;;
-            esac
-        else skipped "$l" "no PyTorch with CUDA here"; fi
-    fi
+    cost_row "3b Recorder cost, 1B params on CUDA" "its CPU twin: make bench" "<= 2%" "goal" \
+        bench/recorder_cost.py --device cuda --width 8192 --layers 15 --batch 8192 --steps 5 --goal 0.02
     # sealed checkpoints (detcheck-seal(1), COST): detcheck.seal of a 2 GiB
     # state in GPU memory after dcp.save, digested on the device (goal < 1%
     # of the save), and the files checked offline against that seal
-    l="3c seal cost, 2 GiB on CUDA"
-    if gpu_only "$l" "its CPU twin: make bench (row seal)"; then
-        if torch_cuda; then
-            out=$(pyrun python3 bench/seal_cost.py --device cuda --mib 2048 --rounds 2 --check "$D")
-            rc=$?
-            echo "$out" | sed 's/^/   /'
-            g=$(echo "$out" | sed -n 's/^ratio seal *//p')
-            case $rc in
-            0) pass "$l" "$g" "< 1%: met" ;;
-            3) pass "$l" "$g" "< 1%: NOT met" ;;
-            *) failed "$l" "bench/seal_cost.py exit $rc" ;;
-            esac
-        else skipped "$l" "no PyTorch with CUDA here"; fi
-    fi
+    cost_row "3c seal cost, 2 GiB on CUDA" "its CPU twin: make bench (row seal)" "< 1%" "ratio seal" \
+        bench/seal_cost.py --device cuda --mib 2048 --rounds 2 --check "$D"
     # the replica guard (python/README.md, "Replica guard"): ReplicaGuard.step
     # at every=1 after each AdamW step of the 1B model of 3b, 2 replicas
     # (DDP over NCCL with 2 GPUs; on one GPU the 2 ranks share it over gloo,
     # without DDP, each taking the same step), parameters and AdamW's moments
     # digested on the device (goal < 1% of the step; 16 bytes gathered a rank
     # per check); every=10 is a figure. About 25 GB a rank.
-    l="3d replica guard cost, 1B params on CUDA"
-    if gpu_only "$l" "its CPU twin: make bench (row replica)"; then
-        if torch_cuda; then
-            out=$(pyrun python3 bench/replica_cost.py --device cuda --width 8192 --layers 15 --batch 8192 \
-                --rounds 1)
-            rc=$?
-            echo "$out" | sed 's/^/   /'
-            g="$(echo "$out" | sed -n 's/^goal 1 *//p'); $(echo "$out" | sed -n 's/^goal bytes *//p')"
-            case $rc in
-            0) pass "$l" "$g" "< 1% at every=1, 16 B gathered: met" ;;
-            3) pass "$l" "$g" "< 1% at every=1, 16 B gathered: NOT met" ;;
-            *) failed "$l" "bench/replica_cost.py exit $rc" ;;
-            esac
-        else skipped "$l" "no PyTorch with CUDA here"; fi
-    fi
+    cost_row "3d replica guard cost, 1B params on CUDA" "its CPU twin: make bench (row replica)" \
+        "< 1% at every=1, 16 B gathered" "goal 1|goal bytes" \
+        bench/replica_cost.py --device cuda --width 8192 --layers 15 --batch 8192 --rounds 1
 }
 
 # 4. the trainer on the GPU (detcheck-gpu(7), TRAINING): its trajectory == the CPU's at every
