@@ -93,6 +93,16 @@ def test_arguments_and_single_process():
     g = detcheck.ReplicaGuard(m, opt)
     assert g.check() is None and g.step(1) is None  # one process: nothing to compare, and said so
     assert g.not_compared[:2] == ["weight", "bias"]
+    import logging
+    seen = []
+    h = logging.Handler()
+    h.emit = lambda r: seen.append(r.getMessage())
+    logging.getLogger("detcheck").addHandler(h)
+    try:
+        assert detcheck.ReplicaGuard(torch.nn.ReLU()).check() is None
+    finally:
+        logging.getLogger("detcheck").removeHandler(h)
+    assert any("no replicated tensor" in m for m in seen), seen
 
 
 def test_majority_verdicts():

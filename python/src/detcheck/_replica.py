@@ -193,6 +193,10 @@ class ReplicaGuard:
         """Compares the replicas now. None when they agree, else what
         ``on_mismatch`` says (raise, or the mismatch returned)."""
         passes = self._entries()
+        if not passes and "empty" not in self._warned:  # no evidence is no OK: said once
+            self._warned.add("empty")
+            _log.warning("detcheck.ReplicaGuard: no replicated tensor to compare (%s)",
+                         "; ".join(self.not_compared) or "the model holds no parameters or buffers")
         found = None
         for group, entries in passes:
             if _replicas(group) < 2:
