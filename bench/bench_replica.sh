@@ -20,27 +20,19 @@ WIDTH=$(bench_size 4096 1024)
 size="~100M params"
 [ "$QUICK" = 1 ] && size="QUICK 6M params"
 t="ReplicaGuard.step vs a DDP step, 2 gloo ranks, $size"
-PY=${DCK_TORCH_PYTHON:-}
-[ -n "$PY" ] || PY=$(sh "$top/ci/venv.sh" torch 2> "$work/venv.err") || PY=
-if [ -z "$PY" ] || ! "$PY" -c "import torch, torch.distributed" 2> /dev/null; then
+if ! bench_torch_python; then
     bench_skip replica-1 "$t, every=1" "no python3 with torch (DCK_TORCH_PYTHON; ci/venv.sh torch)"
     bench_skip replica-10 "$t, every=10" "no python3 with torch (DCK_TORCH_PYTHON; ci/venv.sh torch)"
     bench_finish
 fi
 bench_header replica "$t"
-out=$(DETCHECK_LIB="$top/$BUILD/libdetcheck.so.0" PYTHONPATH="$top/python/src" \
-    timeout "$BENCH_TIMEOUT" "$PY" "$top/bench/replica_cost.py" --device cpu --ranks 2 --rounds "$ROUNDS" \
-    --batch "$BATCH" --width "$WIDTH" --layers 6 2> "$work/err")
-rc=$?
-echo "$out" | sed 's/^/   /'
+bench_py_cost replica "$t" replica_cost.py --device cpu --ranks 2 --rounds "$ROUNDS" --batch "$BATCH" \
+    --width "$WIDTH" --layers 6 || bench_finish
 r1=$(echo "$out" | sed -n 's/^ratio 1 *\([0-9.]*\) (CPU).*/\1/p')
 r10=$(echo "$out" | sed -n 's/^ratio 10 *\([0-9.]*\) (CPU).*/\1/p')
 gb=$(echo "$out" | sed -n 's/^gathered *\([0-9]*\) bytes.*/\1/p')
-# exit 3: a goal of the script missed; the verdicts below are the rows'
-if { [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ]; } || [ -z "$r1" ] || [ -z "$r10" ] || [ -z "$gb" ]; then
-    tail -n 5 "$work/err" | sed 's/^/   | /' >&2
-    bench_row_failed="the replica benchmark exited $rc"
-    [ "$rc" -eq 124 ] && bench_row_failed="timed out after $BENCH_TIMEOUT s"
+if [ -z "$r1" ] || [ -z "$r10" ] || [ -z "$gb" ]; then
+    bench_row_failed="no ratios in bench/replica_cost.py's output"
     bench_row_fail replica "$t"
     bench_finish
 fi

@@ -59,6 +59,34 @@ bench_init() {
     mkdir -p "$work/res"
 }
 
+# bench_torch_python: PY, a python3 with torch (DCK_TORCH_PYTHON, else
+# ci/venv.sh torch); 1 when there is none.
+bench_torch_python() {
+    PY=${DCK_TORCH_PYTHON:-}
+    [ -n "$PY" ] || PY=$(sh "$top/ci/venv.sh" torch 2> "$work/venv.err") || PY=
+    [ -n "$PY" ] && "$PY" -c "import torch, torch.distributed" 2> /dev/null
+}
+
+# bench_py_cost ID TITLE SCRIPT ARGS...: runs a Python cost benchmark
+# (bench/SCRIPT with the package from python/src and this build's library,
+# under the timeout), prints its output indented and sets out. Its exit 3
+# is its own goal missed (the row's verdict is the caller's); any other
+# failure is the row's: FAILED (or timed out), and 1.
+bench_py_cost() {
+    _id=$1 _t=$2 _s=$3
+    shift 3
+    out=$(DETCHECK_LIB="$top/$BUILD/libdetcheck.so.0" PYTHONPATH="$top/python/src" \
+        timeout "$BENCH_TIMEOUT" "$PY" -W ignore "$top/bench/$_s" "$@" 2> "$work/err")
+    _rc=$?
+    echo "$out" | sed 's/^/   /'
+    [ "$_rc" -eq 0 ] || [ "$_rc" -eq 3 ] && return 0
+    tail -n 5 "$work/err" | sed 's/^/   | /' >&2
+    bench_row_failed="bench/$_s exited $_rc"
+    [ "$_rc" -eq 124 ] && bench_row_failed="timed out after $BENCH_TIMEOUT s"
+    bench_row_fail "$_id" "$_t"
+    return 1
+}
+
 # bench_size FULL QUICK
 bench_size() {
     if [ "${QUICK:-0}" = 1 ]; then echo "$2"; else echo "$1"; fi
