@@ -123,7 +123,7 @@ dck_status dck_safetensors_write(const char *path, const dck_st_tensor *tensors,
         ZSTD_CCtx_setParameter(o.cz, ZSTD_c_checksumFlag, 1);
         ZSTD_CCtx_setPledgedSrcSize(o.cz, 8 + padded + pos);
     }
-    static const char spaces[8] = "        ";
+    static const char spaces[] = "        "; /* 8 spaces and the NUL */
     if ((s = out_write(&o, lenb, 8, 0)) || (s = out_write(&o, text, tl, 0)) ||
         (s = out_write(&o, spaces, padded - tl, 0)))
         goto done;
