@@ -61,7 +61,7 @@ $(error detcheck must give the same bits from any build: remove $(filter $(FAST_
 endif
 override CFLAGS  += -std=c11 -Wall -Wextra -Werror -ffp-contract=off -fPIC -pthread \
            -D_GNU_SOURCE -Iinclude -Isrc $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(MPI_CFLAGS)
-override LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(MPI_LIBS) -lpthread -lm
+override LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(MPI_LIBS) -ldl -lpthread -lm
 ifeq ($(SANITIZE),1)
 override CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 override LDFLAGS += -fsanitize=address,undefined

@@ -3,6 +3,7 @@
 
 #ifdef DCK_HAVE_MPI
 
+#include "common/libfind.h"
 #include "common/mpi_loader.h"
 
 #include <dlfcn.h>
@@ -32,7 +33,8 @@ _Static_assert(offsetof(dck_mpi_api, comm_world) == NFNS * sizeof(void *),
                "one function pointer per name, then the handles");
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int loaded;
-static char why[512]; /* the failure, when !loaded */
+static dck_libfind found; /* what the search loaded, or every place it tried */
+static char why[2048];    /* the failure, when !loaded */
 
 /* The handles: with Open MPI the address of a global of libmpi (the value
  * its header's OMPI_PREDEFINED_GLOBAL would take at link time); otherwise
@@ -46,8 +48,8 @@ static int resolve_handles(void *h) {
     void *p;
 #define DCK_MPI_HANDLE_(field, type, macro, global)                                             \
     if (!(p = dlsym(RTLD_DEFAULT, #global)) && !(p = dlsym(h, #global))) {                      \
-        snprintf(why, sizeof why, "the MPI library has no %s (for %s): not Open MPI?", #global, \
-                 #macro);                                                                       \
+        dck_libfind_lacks(&found, "the MPI library", #global, "not Open MPI? (for " #macro ")",  \
+                          why, sizeof why);                                                     \
         return 0;                                                                               \
     }                                                                                           \
     api.field = (type)p;
@@ -63,43 +65,27 @@ static int resolve_handles(void *h) {
 }
 
 static void load(void) {
-    const char *over = getenv("DETCHECK_MPI_LIB");
-    const char *const mine[] = {DCK_MPI_SONAME, "libmpi.so", NULL};
-    const char *const one[] = {over, NULL};
-    const char *const *names = over && *over ? one : mine;
-    void *h = NULL;
-    const char *err = "";
-    char tried[256] = "";
-    for (size_t i = 0; names[i] && !h; i++) {
-        /* GLOBAL: Open MPI's plugins resolve libmpi's symbols from the
-         * global scope when MPI_Init dlopens them */
-        h = dlopen(names[i], RTLD_NOW | RTLD_GLOBAL);
-        if (!h) {
-            err = dlerror();
-            size_t n = strlen(tried);
-            snprintf(tried + n, sizeof tried - n, "%s%s", n ? ", " : "", names[i]);
-        }
-    }
-    if (!h) {
-        snprintf(why, sizeof why, "cannot load the MPI library (%s): %s", tried,
-                 err ? err : "not found");
+    /* GLOBAL: Open MPI's plugins resolve libmpi's symbols from the global
+     * scope when MPI_Init dlopens them. No wheel ships MPI. */
+    const dck_libfind_spec spec = {"DETCHECK_MPI_LIB", {DCK_MPI_SONAME, "libmpi.so", NULL}, {NULL}, NULL, 1, 0};
+    if (!dck_libfind_load(&spec, &found)) {
+        dck_libfind_why(&spec, &found, "the MPI library", why, sizeof why);
         return;
     }
+    void *h = found.handle;
     void **table = (void **)&api;
     for (size_t i = 0; i < NFNS; i++) {
         /* POSIX: a function pointer converts from dlsym's void * */
         void *f = dlsym(h, fn_names[i]);
         if (!f) {
-            snprintf(why, sizeof why, "the MPI library has no %s: not MPI, or too old", fn_names[i]);
+            dck_libfind_lacks(&found, "the MPI library", fn_names[i], "not MPI, or too old", why, sizeof why);
             memset(&api, 0, sizeof api);
-            dlclose(h);
-            return;
+            return; /* the handle stays open: doctor names the library it found */
         }
         memcpy(&table[i], &f, sizeof f);
     }
     if (!resolve_handles(h)) {
         memset(&api, 0, sizeof api);
-        dlclose(h);
         return;
     }
     loaded = 1; /* the handle stays open for the life of the process */
@@ -109,6 +95,12 @@ dck_status dck_mpi_load(const dck_mpi_api **out) {
     pthread_once(&once, load);
     *out = loaded ? &api : NULL;
     return loaded ? DCK_OK : dck_set_error(DCK_ERR_COMM, "mpi: %s", why);
+}
+
+const dck_libfind *dck_mpi_found(const char **whynot) {
+    pthread_once(&once, load);
+    *whynot = loaded ? NULL : why;
+    return &found;
 }
 
 #endif /* DCK_HAVE_MPI */

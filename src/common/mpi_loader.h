@@ -12,7 +12,8 @@
  * from the global scope and fail to load otherwise. It is tried as
  * DETCHECK_MPI_LIB (a path or a soname; the tests point it at a missing
  * name), else the soname of the Open MPI built against (libmpi.so.40 for
- * Open MPI 3 to 5), else libmpi.so; the Makefile adds an rpath to mpicc's
+ * Open MPI 3 to 5), else libmpi.so, searched as common/libfind.h says
+ * (already loaded, $CONDA_PREFIX/lib, the loader's path); the Makefile adds an rpath to mpicc's
  * library folder, so an Open MPI outside the loader's path is found as the
  * linked one was. A library that cannot be loaded is DCK_ERR_COMM with a
  * message naming it; the CLI exits 2.
@@ -28,6 +29,7 @@
 
 #ifdef DCK_HAVE_MPI /* set by the Makefile when mpicc is found */
 
+#include "common/libfind.h"
 #include "detcheck.h"
 
 #include <mpi.h>
@@ -86,6 +88,9 @@ typedef struct {
  * same table afterwards. DCK_ERR_COMM, naming the library, when it cannot
  * be loaded or lacks a function or handle. */
 dck_status dck_mpi_load(const dck_mpi_api **out);
+/* What the search found (common/libfind.h), loading it if need be: for
+ * doctor. *why is NULL when the table loaded, else the message. */
+const dck_libfind *dck_mpi_found(const char **why);
 
 /* A barrier on MPI_COMM_WORLD that sleeps while it waits. Open MPI's
  * blocking calls poll (opal_progress) until the last rank arrives, burning a

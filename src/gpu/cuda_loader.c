@@ -19,6 +19,7 @@
 
 #ifdef DCK_HAVE_CUDA
 
+#include "common/libfind.h"
 #include "gpu/cuda_loader.h"
 
 #include <dlfcn.h>
@@ -33,16 +34,15 @@ extern const unsigned char dck_cuda_train_fatbin[];
 
 /* A library and its function table, loaded once. */
 typedef struct {
-    const char *env;        /* overrides the names below */
-    const char *names[3];   /* tried in order; NULL ends */
-    char versioned[32];     /* names[0] when names[0] is NULL: set before loading */
+    dck_libfind_spec spec;  /* where it is looked for (common/libfind.h) */
     const char *what;       /* for messages */
     const char *const *fns; /* function names, in table order */
     size_t nfns;
     void **table;
     pthread_once_t once;
     int ok;
-    char why[512]; /* the failure, when !ok */
+    dck_libfind found;      /* what the search loaded, or every place it tried */
+    char why[2048];         /* the failure, when !ok */
 } lib_loader;
 
 #define DCK_LOADER_NAME_(name) #name,
@@ -57,67 +57,54 @@ _Static_assert(sizeof cudart_table == sizeof cudart_names / sizeof cudart_names[
 _Static_assert(sizeof nccl_table == sizeof nccl_names / sizeof nccl_names[0] * sizeof(void *),
                "one function pointer per name");
 
+/* libcudart.so.MAJOR of the toolkit built against (its ABI), then any; the
+ * wheels' folder of that CUDA major (nvidia/cuMAJOR/lib): set by cuda_names */
+static char cudart_soname[32], cu_wheel_dir[32];
+static void cuda_names(void) {
+    snprintf(cudart_soname, sizeof cudart_soname, "libcudart.so.%d", CUDART_VERSION / 1000);
+    snprintf(cu_wheel_dir, sizeof cu_wheel_dir, "nvidia/cu%d/lib", CUDART_VERSION / 1000);
+}
 static lib_loader cudart = {
-    "DETCHECK_CUDART_LIB",
-    /* libcudart.so.MAJOR of the toolkit built against (its ABI), then any */
-    {NULL, "libcudart.so", NULL},
-    "",
+    /* CUDA 13's wheels put every library in nvidia/cu13/lib; CUDA 12's
+     * one package each (nvidia-cuda-runtime-cu12: nvidia/cuda_runtime/lib) */
+    {"DETCHECK_CUDART_LIB", {cudart_soname, "libcudart.so", NULL},
+     {cu_wheel_dir, "nvidia/cuda_runtime/lib", NULL}, NULL, 0, 1},
     "the CUDA runtime",
     cudart_names,
     sizeof cudart_names / sizeof cudart_names[0],
     (void **)&cudart_table,
     PTHREAD_ONCE_INIT,
     0,
+    {0},
     "",
 };
 
 static lib_loader nccl = {
-    "DETCHECK_NCCL_LIB",
-    {"libnccl.so.2", NULL, NULL},
-    "",
+    /* nvidia-nccl-cu12 and -cu13 both install nvidia/nccl/lib */
+    {"DETCHECK_NCCL_LIB", {"libnccl.so.2", NULL, NULL},
+     {"nvidia/nccl/lib", cu_wheel_dir, NULL}, NULL, 0, 1},
     "NCCL",
     nccl_names,
     sizeof nccl_names / sizeof nccl_names[0],
     (void **)&nccl_table,
     PTHREAD_ONCE_INIT,
     0,
+    {0},
     "",
 };
 
 static void load(lib_loader *l) {
-    const char *over = getenv(l->env);
-    const char *one[2] = {over, NULL};
-    if (!l->names[0]) l->names[0] = l->versioned;
-    const char *const *names = over && *over ? one : l->names;
-    void *h = NULL;
-    const char *err = "";
-    char tried[256] = "";
-    for (size_t i = 0; names[i] && !h; i++) {
-        h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (!h) {
-            err = dlerror();
-            size_t n = strlen(tried);
-            snprintf(tried + n, sizeof tried - n, "%s%s", n ? ", " : "", names[i]);
-        }
-    }
-    if (!h) {
-        snprintf(l->why, sizeof l->why, "cannot load %s (%s): %s", l->what, tried,
-                 err ? err : "not found");
+    if (!dck_libfind_load(&l->spec, &l->found)) {
+        dck_libfind_why(&l->spec, &l->found, l->what, l->why, sizeof l->why);
         return;
     }
     for (size_t i = 0; i < l->nfns; i++) {
         /* POSIX: a function pointer converts from dlsym's void * */
-        void *f = dlsym(h, l->fns[i]);
+        void *f = dlsym(l->found.handle, l->fns[i]);
         if (!f) {
-            char path[256] = "";
-            Dl_info di;
-            if (dladdr(dlsym(h, l->fns[0]), &di) && di.dli_fname)
-                snprintf(path, sizeof path, " (%s)", di.dli_fname);
-            snprintf(l->why, sizeof l->why, "%s%s has no %s: too old for this detcheck", l->what,
-                     path, l->fns[i]);
-            dlclose(h);
+            dck_libfind_lacks(&l->found, l->what, l->fns[i], "too old for this detcheck", l->why, sizeof l->why);
             memset(l->table, 0, l->nfns * sizeof(void *));
-            return;
+            return; /* the handle stays open: doctor names the library it found */
         }
         memcpy(&l->table[i], &f, sizeof f);
     }
@@ -125,10 +112,13 @@ static void load(lib_loader *l) {
 }
 
 static void load_cudart(void) {
-    snprintf(cudart.versioned, sizeof cudart.versioned, "libcudart.so.%d", CUDART_VERSION / 1000);
+    cuda_names();
     load(&cudart);
 }
-static void load_nccl(void) { load(&nccl); }
+static void load_nccl(void) {
+    cuda_names();
+    load(&nccl);
+}
 
 dck_status dck_cudart_load(const dck_cudart_api **out) {
     pthread_once(&cudart.once, load_cudart);
@@ -146,6 +136,18 @@ dck_status dck_nccl_load(const dck_nccl_api **out) {
     pthread_once(&nccl.once, load_nccl);
     *out = nccl.ok ? &nccl_table : NULL;
     return nccl.ok ? DCK_OK : dck_set_error(DCK_ERR_NODEVICE, "%s", nccl.why);
+}
+
+const dck_libfind *dck_cudart_found(const char **why) {
+    pthread_once(&cudart.once, load_cudart);
+    *why = cudart.ok ? NULL : cudart.why;
+    return &cudart.found;
+}
+
+const dck_libfind *dck_nccl_found(const char **why) {
+    pthread_once(&nccl.once, load_nccl);
+    *why = nccl.ok ? NULL : nccl.why;
+    return &nccl.found;
 }
 
 /* ------------------------------------------------------------------ kernels */

@@ -3,20 +3,23 @@
  * A detcheck built with CUDA links neither libcudart nor libnccl (218 MB):
  * a CPU call maps none of them and starts as fast as a CPU-only build
  * (`ldd detcheck` lists neither). The first GPU call loads the runtime
- * (libcudart.so.MAJOR of the toolkit built against, then libcudart.so),
+ * (libcudart.so.MAJOR of the toolkit built against, then libcudart.so,
+ * searched as common/libfind.h says: NVIDIA's wheels, conda, ...),
  * resolves the functions of the tables below once (thread-safe), and loads
  * the kernels (the fatbin that cuda/digest.cu compiles to, embedded in the
  * library) with cudaLibraryLoadData. NCCL is loaded only by the NCCL
  * reduction of `hash --distributed --device cuda`.
  *
  * A library that cannot be loaded is DCK_ERR_NODEVICE with a message that
- * names it. DETCHECK_CUDART_LIB / DETCHECK_NCCL_LIB name another library to
- * load instead (a path or a soname; the tests point them at missing names). */
+ * names it and every place tried. DETCHECK_CUDART_LIB / DETCHECK_NCCL_LIB
+ * name another library to load instead (a path or a soname; the tests point
+ * them at missing names). */
 #ifndef DCK_GPU_CUDA_LOADER_H
 #define DCK_GPU_CUDA_LOADER_H
 
 #ifdef DCK_HAVE_CUDA
 
+#include "common/libfind.h"
 #include "detcheck_static.h"
 
 #include <cuda_runtime_api.h>
@@ -28,6 +31,7 @@
     X(cudaGetErrorName)                                                                         \
     X(cudaGetLastError)                                                                         \
     X(cudaRuntimeGetVersion)                                                                    \
+    X(cudaDriverGetVersion)                                                                     \
     X(cudaGetDeviceCount)                                                                       \
     X(cudaGetDevice)                                                                            \
     X(cudaSetDevice)                                                                            \
@@ -86,6 +90,13 @@ dck_status dck_cudart_load(const dck_cudart_api **out);
  * runtime cannot be loaded: for code that runs after a successful load. */
 const dck_cudart_api *dck_cudart_loaded(void);
 dck_status dck_nccl_load(const dck_nccl_api **out);
+/* What the search for each found (common/libfind.h: its path, the step that
+ * found it, or every place tried), loading it if need be: for doctor. *why
+ * is NULL when the library loaded with every function of its table, else
+ * the loaders' message (a library found that lacks a function has a
+ * handle and a path). */
+const dck_libfind *dck_cudart_found(const char **why);
+const dck_libfind *dck_nccl_found(const char **why);
 
 /* Waits for an NCCL collective enqueued on stream as every collective is
  * waited (dck_comm_wait on c; NULL: the job's communicator, if any): until

@@ -158,6 +158,7 @@ dck_status dck_blas_cuda_selftest(size_t T, size_t in, size_t out, double *max_e
 
 #else
 
+#include "common/libfind.h"
 #include "gpu/cuda_loader.h"
 #include "gpu/gpu.h"
 
@@ -183,36 +184,45 @@ static struct {
     cublas_destroy_fn destroy;
     cublas_set_stream_fn set_stream;
     cublas_sgemm_fn sgemm;
-    char why[400];
-} cublas = {PTHREAD_ONCE_INIT, NULL, NULL, NULL, NULL, ""};
+    dck_libfind found; /* what the search loaded, or every place it tried */
+    char why[2048];
+} cublas = {PTHREAD_ONCE_INIT, NULL, NULL, NULL, NULL, {0}, ""};
 
 static void load_cublas(void) {
-    char versioned[32];
+    /* libcublas.so.MAJOR of the toolkit built against, then any; its
+     * libcublasLt.so.MAJOR (NEEDED by it) loaded first from the same
+     * folder, so a wheel's cuBLAS loads by its path alone */
+    char versioned[32], lt[32], cu_dir[32];
     snprintf(versioned, sizeof versioned, "libcublas.so.%d", CUDART_VERSION / 1000);
-    const char *over = getenv("DETCHECK_CUBLAS_LIB");
-    const char *names[] = {over && *over ? over : versioned, over && *over ? NULL : "libcublas.so",
-                           NULL};
-    void *h = NULL;
-    const char *err = "not found";
-    for (size_t i = 0; names[i] && !h; i++)
-        if (!(h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL))) err = dlerror();
-    if (!h) {
-        snprintf(cublas.why, sizeof cublas.why, "cannot load cuBLAS (%s%s%s): %s", names[0],
-                 names[1] ? ", " : "", names[1] ? names[1] : "", err);
+    snprintf(lt, sizeof lt, "libcublasLt.so.%d", CUDART_VERSION / 1000);
+    snprintf(cu_dir, sizeof cu_dir, "nvidia/cu%d/lib", CUDART_VERSION / 1000);
+    const dck_libfind_spec spec = {"DETCHECK_CUBLAS_LIB", {versioned, "libcublas.so", NULL},
+                                   {cu_dir, "nvidia/cublas/lib", NULL}, lt, 0, 1};
+    if (!dck_libfind_load(&spec, &cublas.found)) {
+        dck_libfind_why(&spec, &cublas.found, "cuBLAS", cublas.why, sizeof cublas.why);
         return;
     }
+    static const char *const fns[4] = {"cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2",
+                                       "cublasSgemm_v2"};
+    void *f[4];
+    for (int i = 0; i < 4; i++)
+        if (!(f[i] = dlsym(cublas.found.handle, fns[i]))) {
+            /* the handle stays open: doctor names the library it found */
+            dck_libfind_lacks(&cublas.found, "cuBLAS", fns[i], "lacks the v2 SGEMM API", cublas.why,
+                              sizeof cublas.why);
+            return;
+        }
     /* POSIX: a function pointer converts from dlsym's void * */
-    void *f[4] = {dlsym(h, "cublasCreate_v2"), dlsym(h, "cublasDestroy_v2"),
-                  dlsym(h, "cublasSetStream_v2"), dlsym(h, "cublasSgemm_v2")};
-    if (!f[0] || !f[1] || !f[2] || !f[3]) {
-        snprintf(cublas.why, sizeof cublas.why, "cuBLAS (%s) lacks the v2 SGEMM API", names[0]);
-        dlclose(h);
-        return;
-    }
     memcpy(&cublas.create, &f[0], sizeof f[0]);
     memcpy(&cublas.destroy, &f[1], sizeof f[1]);
     memcpy(&cublas.set_stream, &f[2], sizeof f[2]);
     memcpy(&cublas.sgemm, &f[3], sizeof f[3]);
+}
+
+const dck_libfind *dck_cublas_found(const char **why) {
+    pthread_once(&cublas.once, load_cublas);
+    *why = cublas.sgemm ? NULL : cublas.why;
+    return &cublas.found;
 }
 
 static double now_s(void) {

@@ -83,6 +83,15 @@ dck_status dck_blas_cuda_bench(uint32_t layers, uint32_t width, uint32_t vocab, 
  * bench runs it first and reports no baseline from wrong products. */
 dck_status dck_blas_cuda_selftest(size_t T, size_t in, size_t out, double *max_err);
 
+#ifdef DCK_HAVE_CUDA
+#include "common/libfind.h"
+/* What the search for cuBLAS found (libcublas.so.MAJOR, libcublasLt.so.MAJOR
+ * first from the same folder; common/libfind.h), loading it if need be:
+ * for doctor. *why is NULL when it loaded with the v2 SGEMM API, else the
+ * message. */
+const dck_libfind *dck_cublas_found(const char **why);
+#endif
+
 /* ------------------------------------------------------------------ the trainer's fast mode on cuBLAS
  * `train --bench` runs a third mode: the fast mode (one gradient buffer, the
  * ranks' sums in NCCL's or completion order) with every linear layer's
