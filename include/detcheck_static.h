@@ -428,6 +428,45 @@ DCK_API void dck_latest_result_release(dck_latest_result *r);
 DCK_API dck_status dck_replica_decide(const dck_digest *roots, int size, const dck_digest *digests, size_t n,
                                       dck_replica_result *out);
 
+/* ------------------------------------------------------------------ doctor
+ * What this detcheck finds at run time (detcheck-doctor(1)): its build, the
+ * digest's CPU kernel, and the libraries it loads but never bundles (CUDA
+ * driver and runtime, cuBLAS, NCCL, MPI), each looked for as a GPU hash or
+ * a distributed run would look (in order: DETCHECK_*_LIB, already loaded,
+ * NVIDIA's wheels in site-packages, $CONDA_PREFIX/lib, the system's loader
+ * path, $CUDA_HOME), with where it was found or why not. */
+typedef enum {
+    DCK_DOCTOR_FOUND,     /* loaded, with every function detcheck calls */
+    DCK_DOCTOR_UNUSABLE,  /* found, but it lacks a function or its first calls fail: why */
+    DCK_DOCTOR_ABSENT,    /* not found: why holds each place tried, one line each */
+    DCK_DOCTOR_NOT_BUILT, /* this detcheck was built without it */
+    DCK_DOCTOR_INFO       /* facts of detcheck itself (its version, the CPU) */
+} dck_doctor_state;
+
+typedef struct {
+    const char *key;        /* "detcheck", "cpu", "driver", "cuda", "cublas", "nccl", "mpi" (static) */
+    const char *name;       /* "CUDA runtime", ... (static) */
+    dck_doctor_state state;
+    char *version;          /* its version ("13.0", "2.27.3"; the CPU: the digest kernel), or NULL */
+    char *path;             /* the real path of the library loaded, or NULL */
+    char *from;             /* the step that found it ("NVIDIA wheel", ...), or NULL */
+    char *detail;           /* more facts, lines joined by '\n' (devices, kernels), or NULL */
+    char *why;              /* unusable, absent, not built: why, lines joined by '\n', or NULL */
+} dck_doctor_row;
+
+typedef struct {
+    dck_doctor_row *rows;   /* in the order above */
+    size_t n;
+} dck_doctor_result;
+
+/* Loads each library through detcheck's own loaders (once per process) and
+ * fills out; an error only when out of memory. Release out with
+ * dck_doctor_result_release. */
+DCK_API dck_status dck_doctor_probe(dck_doctor_result *out);
+DCK_API void dck_doctor_result_release(dck_doctor_result *r);
+/* "found", "unusable", "absent", "not built", "info" (static) */
+DCK_API const char *dck_doctor_state_name(dck_doctor_state s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -39,6 +39,7 @@ int cmd_bisect(int argc, char **argv);
 int cmd_canary(int argc, char **argv);
 int cmd_repro(int argc, char **argv);
 int cmd_latest(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
 /* resume-check -- CMD ARGS... (cmd_resume_user.c): the user's own training */
 int cmd_resume_user(int argc, char **argv);
 

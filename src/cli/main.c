@@ -17,6 +17,7 @@ static const dck_command commands[] = {
     {"canary", cmd_canary, "run the same training steps on every device and name the one that differs"},
     {"repro", cmd_repro, "run a training command N times and say whether it is bitwise reproducible"},
     {"latest", cmd_latest, "print the newest sealed checkpoint of a directory (--verify: whose files match)"},
+    {"doctor", cmd_doctor, "say what this detcheck finds at run time (CUDA, cuBLAS, NCCL, MPI, CPU) and from where"},
 };
 
 static int launcher_rank(void) {
@@ -43,7 +44,7 @@ static void usage(FILE *out) {
             "\n"
             "Options:\n"
             "  -h, --help     this help; 'detcheck COMMAND --help' for a command's\n"
-            "  --version      print the version\n"
+            "  --version      print the version (--version --verbose: as detcheck doctor)\n"
             "\n"
             "Exit status: 0 same, 1 different, 2 trouble. See detcheck(1).\n");
 }
@@ -67,6 +68,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(name, "--version") || !strcmp(name, "-V")) {
+        if (argc > 2 && (!strcmp(argv[2], "--verbose") || !strcmp(argv[2], "-v"))) {
+            char *dargv[] = {(char *)"doctor", NULL};
+            return cmd_doctor(1, dargv);
+        }
         printf("detcheck %s (digest v1)\n", dck_version());
         return 0;
     }
