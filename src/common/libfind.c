@@ -94,14 +94,16 @@ enum { MAX_SITES = 32 };
 typedef struct {
     char *dir[MAX_SITES];
     size_t n;
+    size_t dropped; /* beyond MAX_SITES (or out of memory): said in the places tried */
 } sites;
 
 static void site_add(sites *s, const char *dir) {
     char real[PATH_MAX];
-    if (s->n == MAX_SITES || !is_dir(dir) || !realpath(dir, real)) return;
+    if (!is_dir(dir) || !realpath(dir, real)) return;
     for (size_t i = 0; i < s->n; i++)
         if (!strcmp(s->dir[i], real)) return;
-    if ((s->dir[s->n] = dck_strdup(real))) s->n++;
+    if (s->n < MAX_SITES && (s->dir[s->n] = dck_strdup(real))) s->n++;
+    else s->dropped++;
 }
 
 /* The folders above file named site-packages or dist-packages, nearest first. */
@@ -162,7 +164,7 @@ static void sites_find(sites *s) {
 
 static int try_wheels(const dck_libfind_spec *s, dck_libfind *f) {
     if (!s->wheel_dirs[0]) return 0;
-    sites st = {{0}, 0};
+    sites st = {{0}, 0, 0};
     sites_find(&st);
     int found = 0;
     char dir[PATH_MAX];
@@ -183,6 +185,9 @@ static int try_wheels(const dck_libfind_spec *s, dck_libfind *f) {
             note(f, "NVIDIA wheel: %s has no %s", st.dir[i], subs);
         }
     }
+    if (st.dropped)
+        note(f, "NVIDIA wheel: %zu more site-packages folders not searched (the first %d were)", st.dropped,
+             MAX_SITES);
     if (!st.n)
         note(f, "NVIDIA wheel: no site-packages folder found (DETCHECK_SITE_PACKAGES, VIRTUAL_ENV, CONDA_PREFIX, "
                 "the executable's ../lib/python3.N, ~/.local)");
