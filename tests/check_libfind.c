@@ -253,6 +253,8 @@ START_TEST(site_packages_of_a_venv) {
     const char *first = strstr(f.tried, line);
     ck_assert_msg(first, "%s", f.tried);
     ck_assert_msg(!strstr(first + 1, line), "searched twice:\n%s", f.tried);
+    ck_assert_msg(strstr(f.tried, "NVIDIA wheel: DETCHECK_SITE_PACKAGES names "), "%s", f.tried);
+    ck_assert_msg(strstr(f.tried, "/nowhere: no such folder\n"), "%s", f.tried);
     free(site);
 }
 END_TEST

@@ -132,11 +132,14 @@ static void site_add_prefix(sites *s, const char *prefix) {
     }
 }
 
-static void sites_find(sites *s) {
+static void sites_find(sites *s, dck_libfind *f) {
     const char *list = getenv("DETCHECK_SITE_PACKAGES");
-    if (list) {
+    if (list) { /* the user's own list: a name that is no folder is said */
         char *copy = dck_strdup(list), *save = NULL;
-        for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save)) site_add(s, d);
+        for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save)) {
+            if (!is_dir(d)) note(f, "NVIDIA wheel: DETCHECK_SITE_PACKAGES names %s: no such folder", d);
+            site_add(s, d);
+        }
         free(copy);
     }
     Dl_info di;
@@ -165,7 +168,7 @@ static void sites_find(sites *s) {
 static int try_wheels(const dck_libfind_spec *s, dck_libfind *f) {
     if (!s->wheel_dirs[0]) return 0;
     sites st = {{0}, 0, 0};
-    sites_find(&st);
+    sites_find(&st, f);
     int found = 0;
     char dir[PATH_MAX];
     for (size_t i = 0; i < st.n && !found; i++) {
