@@ -9,8 +9,6 @@
 # This machine may have a real CUDA and MPI on the binary's rpath: each check
 # is on a stub that must win by the order, or holds either way.
 . "$DCK_TOP/tests/cli/lib.sh"
-# Open MPI's library allocates when loaded (SANITIZE=1 builds)
-export ASAN_OPTIONS=detect_leaks=0
 for v in DETCHECK_CUDART_LIB DETCHECK_NCCL_LIB DETCHECK_CUBLAS_LIB DETCHECK_MPI_LIB DETCHECK_SITE_PACKAGES \
          VIRTUAL_ENV CONDA_PREFIX CUDA_HOME CUDA_PATH PYTHONUSERBASE DETCHECK_DIGEST_KERNEL; do
     unset $v
