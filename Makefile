@@ -227,6 +227,13 @@ test: check
 
 gpu-tests: $(BUILD)/detcheck lib $(GPU_TEST_BIN)
 
+# the wheel and the tarball as users install them (ci/package-check.sh: builds
+# them with make wheel dist-tar; CI's first stage); the Debian 11 root's rows
+# need root and skip without it
+.PHONY: package-check
+package-check: deps
+	@sh ci/package-check.sh
+
 # ---------------------------------------------------------------- demo, bench, fuzz
 demo: deps
 	@$(MAKE) --no-print-directory all
@@ -282,6 +289,7 @@ help:
 	@echo '  test           the same as check'
 	@echo '  tests-built    builds the Check suites without running them'
 	@echo '  gpu-tests      builds the GPU test programs (run by ci/gpu-check.sh)'
+	@echo '  package-check  builds the wheel and tarball, checks them in fresh venvs and a Debian 11 root'
 	@echo '  demo           installs missing packages, builds, runs the built-in example'
 	@echo '  bench          installs missing packages, builds, runs the benchmarks'
 	@echo '  fuzz           installs missing packages, runs the libFuzzer targets (clang)'
