@@ -12,7 +12,8 @@
 #   wheel_tag    the wheel's file name and `auditwheel show`: py3-none,
 #                manylinux_2_28 or older, x86_64
 #   elf_deps     every ELF file of the wheel and the tarball: NEEDED only
-#                glibc's libraries, no GLIBC_ symbol version above 2.28,
+#                glibc's libraries, every undefined symbol glibc's, no
+#                GLIBC_ symbol version above 2.28,
 #                libdetcheck exports only dck_ symbols
 #   venv_host    the wheel pip-installed (--no-index) into a fresh venv here,
 #                libzstd/libyaml/libjansson/libxxhash (and any installed
@@ -232,6 +233,10 @@ row_elf_deps() {
             *) fail "$rel needs $lib (only glibc's libraries: $GLIBC_LIBS)" ;;
             esac
         done
+        # every symbol it takes from elsewhere is glibc's (versioned GLIBC_):
+        # an unversioned one (jansson's, zstd's) would be a library left out
+        missing=$(nm -D --undefined-only "$f" | awk '$1 == "U" && $2 !~ /@GLIBC_[0-9.]+$/ { print $2 }')
+        [ -z "$missing" ] || fail "$rel takes symbols no glibc library defines: $(echo $missing | cut -c1-200)"
         top_glibc=$(objdump -T "$f" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -t. -k1,1n -k2,2n -k3,3n -u | tail -n 1)
         [ -n "$top_glibc" ] || fail "$rel: no GLIBC_ symbol version (objdump -T)"
         newest=$(printf '%s\n%s\n' "$top_glibc" "$GLIBC_MAX" | sort -t. -k1,1n -k2,2n -k3,3n | tail -n 1)
