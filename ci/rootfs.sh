@@ -28,6 +28,11 @@ include=python3,python3-venv,python3-pip
 key=$(printf '%s %s %s' "$suite" "$include" "$mirror" | cksum | cut -d' ' -f1)
 cache=${DCK_VENV_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/detcheck}
 dir="$cache/root-$suite-$key"
+mkdir -p "$cache"
+# one maker at a time (two runs would debootstrap into the same temporary
+# folder); the second finds the root made
+exec 9> "$dir.lock"
+flock 9
 if [ -x "$dir/usr/bin/python3" ]; then echo "$dir"; exit 0; fi
 if ! command -v debootstrap > /dev/null 2>&1 && [ ! -x /usr/sbin/debootstrap ]; then
     echo "ci/rootfs.sh: installing debootstrap" >&2
@@ -38,7 +43,6 @@ if ! command -v debootstrap > /dev/null 2>&1 && [ ! -x /usr/sbin/debootstrap ]; 
 fi
 PATH=$PATH:/usr/sbin:/sbin
 echo "ci/rootfs.sh: making $dir (debootstrap $suite from $mirror, $include)" >&2
-mkdir -p "$cache"
 tmp="$dir.tmp"
 rm -rf "$tmp" "$tmp.log"
 trap 'rm -rf "$tmp" "$tmp.log"' EXIT
