@@ -96,8 +96,9 @@ endif
 override CFLAGS  += -std=c11 -Wall -Wextra -Werror -ffp-contract=off -fPIC -pthread \
            -D_GNU_SOURCE -Iinclude -Isrc $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(MPI_CFLAGS)
 ifeq ($(PORTABLE),1)
-override CFLAGS  += $(PORTABLE_CFLAGS)
-# (zig's own runtime objects carry debug info: 5 MB the packages need not ship)
+# No debug info: zig cc writes it unless told (5 MB the packages need not
+# ship), and its own runtime objects carry some (stripped at the link).
+override CFLAGS  += $(PORTABLE_CFLAGS) -g0
 override LDFLAGS += -Wl,--strip-debug
 override LDLIBS  += $(PORTABLE_DEPS) -ldl -lpthread -lm
 else
