@@ -320,7 +320,9 @@ row_sdist() {
     "$work/sdist/bin/python" -m pip install -q --disable-pip-version-check "$s" > "$work/sdist.log" 2>&1 ||
         { tail -n 30 "$work/sdist.log"; fail "pip install $s"; }
     fixtures "$work/sdist"
-    PATH="$work/sdist/bin:$PATH" python -c 'import sys, detcheck; print("  sdist:", detcheck.hash_files(sys.argv[1]))' \
+    PATH="$work/sdist/bin:$PATH" python -c 'import sys, detcheck
+assert detcheck.LIB_PATH.startswith(sys.prefix), "libdetcheck from %s, not the venv" % detcheck.LIB_PATH
+print("  sdist:", detcheck.hash_files(sys.argv[1]))' \
         "$work/sdist/fix/multi_layer.safetensors" || fail "detcheck.hash_files after pip install of the sdist"
     PATH="$work/sdist/bin:$PATH" detcheck --version || fail "detcheck --version after pip install of the sdist"
 }
