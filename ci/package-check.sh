@@ -28,7 +28,8 @@
 #
 # DCK_PACKAGE_DIST=DIR checks the artifacts in DIR as they are (nothing is
 # built; row tar_root then needs a host build in $BUILD). Rows that need
-# root (the chroot, mount namespaces) skip without it, saying why.
+# root (the chroot, mount namespaces) skip without it, saying why; the
+# fixtures are the public ones ($DCK_PUBLIC_FIXTURES, as tests/cli/lib.sh).
 set -u
 VENV_LIBS="libzstd libyaml libjansson libxxhash libdetcheck"
 GLIBC_LIBS="libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 ld-linux-x86-64.so.2"
@@ -154,11 +155,18 @@ need_root_ns() {
     [ "$(id -u)" -eq 0 ] || skip "not root: mount namespaces and chroot need root"
     unshare -m true 2> /dev/null || skip "unshare -m does not work here (no mount namespace)"
 }
-# fixtures: a small safetensors file and a torch .pt from the public fixtures
+# fixtures DIR: a small safetensors file and a torch .pt from the public
+# fixtures into DIR/fix (absent: skip, or fail with DCK_REQUIRE_FIXTURES, as
+# tests/cli/lib.sh's need_public_fixtures)
 fixtures() {
     mkdir -p "$1/fix"
     for f in multi_layer.safetensors checkpoint.pt; do
-        [ -f "$FIX/$f" ] || fail "no $FIX/$f (the public fixtures)"
+        if [ ! -f "$FIX/$f" ]; then
+            case ${DCK_REQUIRE_FIXTURES:-0} in
+            "" | 0) skip "public fixtures $FIX absent (DCK_REQUIRE_FIXTURES=1 makes this a failure)" ;;
+            *) fail "no $FIX/$f and DCK_REQUIRE_FIXTURES is set" ;;
+            esac
+        fi
         cp "$FIX/$f" "$1/fix/"
     done
 }
