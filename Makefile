@@ -355,7 +355,7 @@ uninstall:
 # checks what each holds: the wheel's platform tag by auditwheel, the same
 # detcheck binary in the wheel and the tarball).
 PORTABLE_BUILD := $(if $(filter 1,$(PORTABLE)),$(BUILD),build-portable)
-portable:
+portable: deps
 	@$(MAKE) --no-print-directory PORTABLE=1 BUILD=$(PORTABLE_BUILD) all
 
 wheel: portable
@@ -387,8 +387,8 @@ help:
 	@echo '  fuzz-long      every fuzz target for 10 minutes on inputs up to 1 MiB (not in CI)'
 	@echo '  install        binary, libraries, headers, pkg-config file, man pages, completions'
 	@echo '  uninstall      removes what install installed'
-	@echo '  portable       the portable build into build-portable (= make PORTABLE=1): zig cc for'
-	@echo '                 glibc 2.28, static zstd/xxHash/libyaml/zlib/jansson (HACKING.md)'
+	@echo '  portable       installs missing packages, the portable build into build-portable (make'
+	@echo '                 PORTABLE=1): zig cc for glibc 2.28, static zstd/xxHash/libyaml/zlib/jansson'
 	@echo '  wheel          dist/detcheck-$(VERSION)-py3-none-manylinux_2_28_x86_64.whl from the portable'
 	@echo '                 build: CLI on PATH, libdetcheck for the bindings, man pages, completions'
 	@echo '  dist-tar       dist/detcheck-$(VERSION)-linux-x86_64.tar.gz: the portable build as bin/ lib/'
