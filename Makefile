@@ -36,9 +36,8 @@ PKGS    := libxxhash libzstd yaml-0.1 jansson zlib
 # The portable build (make PORTABLE=1, into build-portable; HACKING.md):
 # zig cc for glibc 2.28 (ci/zigcc.sh, zig from `sh ci/venv.sh wheel`), the
 # dependencies linked statically (their .a beside their pkg-config libdir),
-# and no rpath to this
-# machine's CUDA or MPI (the run-time finder searches for them). The CLI's
-# relative rpath finds lib/ of the tarball.
+# and no rpath to this machine's CUDA or MPI (the run-time finder searches
+# for them). The CLI's relative rpath finds lib/ of the tarball.
 ifeq ($(PORTABLE),1)
 ifneq ($(filter-out help clean deps,$(or $(MAKECMDGOALS),all)),)
 WHEEL_PY := $(shell sh ci/venv.sh wheel)
