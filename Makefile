@@ -36,9 +36,8 @@ PKGS    := libxxhash libzstd yaml-0.1 jansson zlib
 # The portable build (make PORTABLE=1, into build-portable; HACKING.md):
 # zig cc for glibc 2.28 (ci/zigcc.sh, zig from `sh ci/venv.sh wheel`), the
 # dependencies linked statically (their .a beside their pkg-config libdir),
-# and no rpath to this
-# machine's CUDA or MPI (the run-time finder searches for them). The CLI's
-# relative rpath finds lib/ of the tarball.
+# and no rpath to this machine's CUDA or MPI (the run-time finder searches
+# for them). The CLI's relative rpath finds lib/ of the tarball.
 ifeq ($(PORTABLE),1)
 ifneq ($(filter-out help clean deps,$(or $(MAKECMDGOALS),all)),)
 WHEEL_PY := $(shell sh ci/venv.sh wheel)
@@ -362,7 +361,7 @@ uninstall:
 # checks what each holds: the wheel's platform tag by auditwheel, the same
 # detcheck binary in the wheel and the tarball).
 PORTABLE_BUILD := $(if $(filter 1,$(PORTABLE)),$(BUILD),build-portable)
-portable:
+portable: deps
 	@$(MAKE) --no-print-directory PORTABLE=1 BUILD=$(PORTABLE_BUILD) all
 
 wheel: portable
@@ -395,8 +394,8 @@ help:
 	@echo '  fuzz-long      every fuzz target for 10 minutes on inputs up to 1 MiB (not in CI)'
 	@echo '  install        binary, libraries, headers, pkg-config file, man pages, completions'
 	@echo '  uninstall      removes what install installed'
-	@echo '  portable       the portable build into build-portable (= make PORTABLE=1): zig cc for'
-	@echo '                 glibc 2.28, static zstd/xxHash/libyaml/zlib/jansson (HACKING.md)'
+	@echo '  portable       installs missing packages, the portable build into build-portable (make'
+	@echo '                 PORTABLE=1): zig cc for glibc 2.28, static zstd/xxHash/libyaml/zlib/jansson'
 	@echo '  wheel          dist/detcheck-$(VERSION)-py3-none-manylinux_2_28_x86_64.whl from the portable'
 	@echo '                 build: CLI on PATH, libdetcheck for the bindings, man pages, completions'
 	@echo '  dist-tar       dist/detcheck-$(VERSION)-linux-x86_64.tar.gz: the portable build as bin/ lib/'
