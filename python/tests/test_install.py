@@ -74,4 +74,4 @@ def test_pip_builds_in_makes_own_build_folder(tmp_path):
     calls = log.read_text().splitlines()
     assert len(calls) == 1, calls
     assert "BUILD=%s" % (repo / "build") in calls[0].split(), calls
-    assert (tmp_path / "site" / "detcheck" / "_native" / "detcheck").is_file()
+    assert (tmp_path / "site" / "bin" / "detcheck").is_file()

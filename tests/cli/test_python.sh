@@ -20,8 +20,8 @@ cp -r "$DCK_TOP/python" src
 rm -rf src/build src/*.egg-info src/src/*.egg-info
 DETCHECK_PREBUILT="$DCK_TOP/$BUILD" "$PY" -m pip install -q --no-build-isolation --no-deps --no-index \
     --disable-pip-version-check --target site ./src > pip.log 2>&1 || { cat pip.log; fail "pip install ./python"; }
-[ -f site/detcheck/_native/libdetcheck.so.0 ] && [ -x site/detcheck/_native/detcheck ] ||
-    fail "the installed package does not bundle libdetcheck.so.0 and detcheck"
+[ -f site/detcheck/_native/libdetcheck.so.0 ] && [ -x site/bin/detcheck ] ||
+    fail "the installed package does not bundle libdetcheck.so.0 and install the detcheck script"
 ok
 
 # preload the sanitizer runtimes an ASan build needs (Python itself is not

@@ -3,6 +3,8 @@
 - :func:`digest` -- digest v1 of a tensor (NumPy, torch CPU/CUDA, views,
   DTensors), equal to what ``detcheck hash`` gives the saved tensor.
 - :func:`digest_shard` -- the whole tensor's digest from each rank's shard.
+- :func:`hash_files` -- the manifest ``detcheck hash`` writes for checkpoint
+  files or directories (no NumPy or torch needed).
 - :func:`manifest` / :func:`verify` -- the manifest ``detcheck hash`` writes
   for a torch.save'd object, and its comparison with a golden one.
 - :class:`Recorder` -- per-step trajectory and per-tensor digests that
@@ -27,7 +29,7 @@ runs the bundled command-line tool.
 from ._lib import DetcheckError, LIB_PATH
 from ._digest import TensorDigest, digest
 from ._shard import digest_shard
-from ._manifest import Manifest, VerifyResult, Difference, manifest, verify
+from ._manifest import Manifest, VerifyResult, Difference, manifest, verify, hash_files
 from ._recorder import Recorder
 from ._runs import read_digests, read_trace, first_difference, TraceEvent, TraceStep, compare_runs, RunsComparison
 from ._seal import seal, verify_seal, SealError, SealResult
@@ -69,7 +71,7 @@ def library_version():
     return _lib.version().decode()
 
 
-__all__ = ["digest", "digest_shard", "manifest", "verify", "Manifest", "VerifyResult", "Difference",
+__all__ = ["digest", "digest_shard", "hash_files", "manifest", "verify", "Manifest", "VerifyResult", "Difference",
            "Recorder", "read_digests", "read_trace", "first_difference", "TraceEvent", "TraceStep",
            "compare_runs", "RunsComparison", "seal", "verify_seal", "SealError", "SealResult",
            "ReplicaGuard", "ReplicaMismatch",

@@ -71,6 +71,18 @@ class StTensor(ctypes.Structure):
                 ("offset", c_u64 * MAX_DIMS)]
 
 
+class Options(ctypes.Structure):
+    """dck_options (detcheck.h): how checkpoints are opened and hashed."""
+    _fields_ = [("threads", c_int), ("iteration", ctypes.c_long), ("hash_files", c_int),
+                ("progress", c_void_p), ("progress_ctx", c_void_p), ("megatron_merge", c_int),
+                ("tp_split_rules", ctypes.POINTER(c_char_p)), ("ntp_split_rules", c_size),
+                ("notice", c_void_p), ("notice_ctx", c_void_p)]
+
+
+# dck_options.notice: void (*)(void *ctx, const char *msg)
+NOTICE = ctypes.CFUNCTYPE(None, c_void_p, c_char_p)
+
+
 class KV(ctypes.Structure):
     """dck_kv: one metadata entry."""
     _fields_ = [("key", c_char_p), ("value", c_char_p)]
@@ -247,6 +259,9 @@ replica_decide = _fn("dck_replica_decide", c_int, ctypes.POINTER(Digest), ctypes
                      ctypes.POINTER(ReplicaResult))
 replica_result_release = _fn("dck_replica_result_release", None, ctypes.POINTER(ReplicaResult))
 
+options_init = _fn("dck_options_init", None, ctypes.POINTER(Options))
+hash_paths = _fn("dck_hash_paths", c_int, ctypes.POINTER(c_char_p), c_size, ctypes.POINTER(Options),
+                 ctypes.POINTER(c_void_p))
 manifest_create = _fn("dck_manifest_create", c_int, ctypes.POINTER(c_void_p))
 manifest_free = _fn("dck_manifest_free", None, c_void_p)
 manifest_add_tensor = _fn("dck_manifest_add_tensor", c_int, c_void_p, ctypes.POINTER(ManifestTensor))

@@ -224,7 +224,10 @@ class Manifest:
     """A finalized manifest (libdetcheck's dck_manifest): ``tensors`` (name ->
     (group, dtype, shape, digest)), ``values`` (name -> text), ``root``.
     ``save(path)`` writes it as ``detcheck hash -o`` does (YAML, or JSON when
-    the path ends in .json or fmt="json")."""
+    the path ends in .json or fmt="json"). ``notices``: what
+    :func:`hash_files` set aside as not a checkpoint file."""
+
+    notices = ()
 
     def __init__(self, handle):
         self._h = ctypes.c_void_p(handle)
@@ -293,6 +296,50 @@ class Manifest:
     def __repr__(self):
         return "<detcheck.Manifest %d tensors, %d values, root %s>" % (
             len(self.tensors), len(self.values), self.root)
+
+
+def hash_files(*paths, threads=0, files=True, iteration=None, megatron_merge=True, tp_split=()):
+    """The manifest ``detcheck hash PATH...`` writes: the library opens the
+    files or directories (any format it reads, found by content; several
+    paths are shards of one checkpoint) and digests every tensor
+    (dck_hash_paths). Needs neither NumPy nor torch.
+
+    ``threads``: worker threads (0: online CPUs; the digests are the same
+    for every count); ``files``: also the whole-file hashes (``--no-files``
+    when False); ``iteration``: a Megatron-LM root's iter_N (None: the
+    latest); ``megatron_merge``: legacy Megatron-LM rank directories merged
+    into the unsplit model (False: ``--megatron-per-rank``); ``tp_split``:
+    the ``--tp-split GLOB=DIM`` rules. Returns a :class:`Manifest` whose
+    ``notices`` are the notes ``detcheck hash`` prints (a file of a
+    directory skipped as not a checkpoint file). Raises DetcheckError with
+    the library's message (naming the file and the problem) for input it
+    cannot read."""
+    if not paths:
+        raise ValueError("detcheck.hash_files: no path given")
+    if tp_split and not megatron_merge:
+        raise ValueError("detcheck.hash_files: tp_split applies to merged rank directories, "
+                         "not with megatron_merge=False")
+    o = _lib.Options()
+    _lib.options_init(ctypes.byref(o))
+    o.threads = threads
+    o.hash_files = 1 if files else 0
+    o.megatron_merge = 1 if megatron_merge else 0
+    if iteration is not None:
+        o.iteration = iteration
+    rules = (ctypes.c_char_p * max(1, len(tp_split)))(*[r.encode() for r in tp_split])
+    o.tp_split_rules, o.ntp_split_rules = rules, len(tp_split)
+    notices = []
+    on_notice = _lib.NOTICE(lambda ctx, msg: notices.append(msg.decode("utf-8", "replace")))
+    o.notice = ctypes.cast(on_notice, ctypes.c_void_p)
+    names = [os.fsencode(str(p)) for p in paths]
+    h = ctypes.c_void_p()
+    _lib.check(_lib.hash_paths((ctypes.c_char_p * len(names))(*names), len(names), ctypes.byref(o),
+                               ctypes.byref(h)))
+    m = Manifest(h.value)
+    # source: the paths as given, as detcheck hash records them
+    _lib.check(_lib.manifest_set_meta(m._h, b"source", b" ".join(names)))
+    m.notices = notices
+    return m
 
 
 def manifest(obj, prefix=""):
