@@ -91,7 +91,25 @@ for name in sorted(os.listdir(sys.argv[1] + "/fix")):
     assert m.root == doc["root"], path
     print("  venv: %s: %d tensors, root %s, as the CLI" % (name, len(cli), m.root))
 EOF
-    say "detcheck $version: hash, verify (0, changed 1), diff (0, 1), hash_files = CLI"
+    # detcheck doctor finds a library in the NVIDIA wheels of the venv pip
+    # installed it into (its site-packages, found from the executable's own
+    # place), and lists that folder among the places tried for what is absent
+    sp=$(python -c 'import sysconfig; print(sysconfig.get_path("platlib"))')
+    mkdir -p "$sp/nvidia/nccl/lib" && cp "$dir/stub/libnccl.so.2" "$sp/nvidia/nccl/lib/"
+    detcheck doctor --json > "$dir/doctor.json" || die "detcheck doctor: exit $?"
+    python - "$dir/doctor.json" "$sp" <<'EOF' || die "detcheck doctor in the venv"
+import json, sys
+rows = {r["key"]: r for r in json.load(open(sys.argv[1]))["rows"]}
+sp = sys.argv[2]
+n = rows["nccl"]
+assert (n["state"], n["from"], n["path"], n["version"]) == (
+    "found", "NVIDIA wheel", sp + "/nvidia/nccl/lib/libnccl.so.2", "2.99.7"), n
+for key in ("cuda", "cublas"):
+    r = rows[key]
+    assert r["state"] == "found" or any(w.startswith("NVIDIA wheel: " + sp) for w in r["why"]), r
+print("  venv: doctor: NCCL %s from the venv's NVIDIA wheel; CUDA runtime %s" % (n["version"], rows["cuda"]["state"]))
+EOF
+    say "detcheck $version: hash, verify (0, changed 1), diff (0, 1), hash_files = CLI, doctor"
 }
 
 # tar_checks DIR VERSION: unpacks DIR/*.tar.gz in DIR/tar and checks its
@@ -158,6 +176,17 @@ need_root_ns() {
 # fixtures DIR: a small safetensors file and a torch .pt from the public
 # fixtures into DIR/fix (absent: skip, or fail with DCK_REQUIRE_FIXTURES, as
 # tests/cli/lib.sh's need_public_fixtures)
+# nccl_stub DIR: DIR/stub/libnccl.so.2, a stand-in with every function the
+# NCCL loader looks up (src/gpu/cuda_loader.h) and ncclGetVersion 2.99.7,
+# for the doctor check of venv_checks (no libc symbol: it loads anywhere)
+nccl_stub() {
+    mkdir -p "$1/stub"
+    { sed -n 's/^ *X(\(nccl[A-Za-z]*\)).*/int \1(void) { return 0; }/p' "$top/src/gpu/cuda_loader.h"
+      echo 'int ncclGetVersion(int *v) { *v = 29907; return 0; }'; } > "$1/stub/nccl.c"
+    cc -shared -fPIC -nostdlib -Wl,-soname,libnccl.so.2 -o "$1/stub/libnccl.so.2" "$1/stub/nccl.c" ||
+        fail "cc of the NCCL stub"
+}
+
 fixtures() {
     mkdir -p "$1/fix"
     for f in multi_layer.safetensors checkpoint.pt; do
@@ -270,6 +299,7 @@ row_venv_host() {
     mkdir "$d"
     cp "$w" "$d/"
     fixtures "$d"
+    nccl_stub "$d"
     # the real files of the -dev libraries (and of an installed libdetcheck)
     # (libyaml's soname is libyaml-0.so.2)
     hide=$(ldconfig -p | awk -v libs="$VENV_LIBS" '
@@ -297,6 +327,7 @@ row_venv_root() {
     mkdir "$d"
     cp "$w" "$self" "$d/"
     fixtures "$d"
+    nccl_stub "$d"
     in_root "$d" sh /mnt/package-check.sh --venv-checks /mnt python3 "$VERSION" ||
         fail "the wheel in a venv of the bullseye root"
 }
