@@ -59,6 +59,7 @@ static dck_doctor_row *row(probe *p, const char *key, const char *name) {
     return row;
 }
 
+#if defined(DCK_HAVE_CUDA) || defined(DCK_HAVE_MPI)
 /* A library's row from its loader's search: found and usable (why NULL),
  * found but unusable (a handle, why the loader's message), or absent
  * (every place tried, one line each). 1 when usable. */
@@ -77,6 +78,7 @@ static int from_search(probe *p, dck_doctor_row *w, const dck_libfind *f, const 
     else w->why = text(p, "%.*s", (int)(n - 1), f->tried); /* without the last "\n" */
     return 0;
 }
+#endif
 
 #if !defined(DCK_HAVE_CUDA) || !defined(DCK_HAVE_MPI)
 static void not_built(probe *p, dck_doctor_row *w, const char *what) {
