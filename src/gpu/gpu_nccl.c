@@ -112,6 +112,9 @@ dck_status dck_nccl_load_all(dck_comm *c, const dck_nccl_api **out) {
         return s;
     }
     if (!failed) return DCK_OK;
+    /* lists too long for their buffers end visibly cut */
+    if (nr >= sizeof ranks) memcpy(ranks + sizeof ranks - 5, " ...", 5);
+    if (nw >= sizeof reasons) memcpy(reasons + sizeof reasons - 5, " ...", 5);
     *out = NULL;
     return dck_set_error(worst, "NCCL could not be loaded on %d of %d ranks (rank%s %s), so no rank starts it%s",
                          failed, K, failed == 1 ? "" : "s", ranks, reasons);
