@@ -813,7 +813,7 @@ run_checks() {
     done
     PYLIBS=$work/lib-deb
     cudart=$(ls "$BA"/lib/libcudart.so.* 2> /dev/null | head -n 1)
-    [ -n "$cudart" ] && { DETCHECK_CUDART_LIB=${DETCHECK_CUDART_LIB:-$cudart}; export DETCHECK_CUDART_LIB; }
+    [ -n "$cudart" ] && { DETCHECK_CUDART_LIB=${DETCHECK_CUDART_LIB:-$(basename "$cudart")}; export DETCHECK_CUDART_LIB; }
     [ -n "$nd" ] && { DETCHECK_NCCL_LIB=${DETCHECK_NCCL_LIB:-$nd/libnccl.so.2}; export DETCHECK_NCCL_LIB; }
     printf '#!/bin/sh\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' \
         "$LIBPATH" "$BA/detcheck" > "$work/bin/detcheck"

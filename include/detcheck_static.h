@@ -93,7 +93,10 @@ DCK_API dck_status dck_gpu_segments_sum(const void *dev_data, size_t len, uint64
                                         dck_cuda_stream stream, dck_lanes *out);
 
 /* The same, asynchronous: adds the sums to dev_lanes, two uint64 (lo, hi)
- * in device memory, without waiting. Many tensors can be summed into one
+ * in device memory, 8-byte aligned (64-bit atomics add to them: a
+ * misaligned pointer is refused with DCK_ERR_INVALID before any launch,
+ * since the fault would end the caller's CUDA context), without waiting.
+ * Many tensors can be summed into one
  * array (or into an array of lanes) and read back, or reduced with NCCL on
  * uint64, once. */
 DCK_API dck_status dck_gpu_segments_sum_async(const void *dev_data, size_t len,

@@ -304,6 +304,24 @@ START_TEST(device_api_names_missing_runtime) {
 END_TEST
 
 #ifdef DCK_HAVE_CUDA
+/* The lanes of dck_gpu_segments_sum_async take 64-bit atomicAdds: a lane
+ * pointer that is not 8-byte aligned is refused before the runtime is
+ * needed (no GPU here: the answer would otherwise be DCK_ERR_NODEVICE), as
+ * on a GPU the misaligned atomic would end the caller's CUDA context. */
+START_TEST(misaligned_lanes_refused_before_launch) {
+    setenv("DETCHECK_CUDART_LIB", "libcudart-dck-missing.so.0", 1);
+    static uint64_t lanes[3];
+    static uint8_t data[256];
+    for (int off = 1; off < 8; off++) {
+        uint64_t *bad = (uint64_t *)((char *)lanes + off);
+        ck_assert_int_eq(dck_gpu_segments_sum_async(data, sizeof data, 0, bad, NULL), DCK_ERR_INVALID);
+        ck_assert_msg(strstr(dck_last_error(), "not 8-byte aligned"), "%s", dck_last_error());
+    }
+    /* aligned: past the check, to the missing runtime */
+    ck_assert_int_eq(dck_gpu_segments_sum_async(data, sizeof data, 0, lanes, NULL), DCK_ERR_NODEVICE);
+}
+END_TEST
+
 extern const unsigned char dck_cuda_digest_fatbin[];
 /* The kernels travel as a fatbin embedded in the library (the Makefile
  * turns cuda/digest.cu into it), loaded by name: it is there, it is a
@@ -471,6 +489,7 @@ int main(void) {
     tcase_add_test(tc, device_api_names_missing_runtime);
 #ifdef DCK_HAVE_CUDA
     tcase_add_test(tc, embedded_fatbin_holds_the_kernels);
+    tcase_add_test(tc, misaligned_lanes_refused_before_launch);
 #endif
     tcase_add_test(tc, device_names);
     tcase_add_test(tc, distributed_ranges_tile_the_stream);

@@ -181,6 +181,35 @@ START_TEST(already_loaded_first) {
 }
 END_TEST
 
+/* Inside a process that loaded the library already (torch's cudart): an
+ * override that names the soname reuses that copy, wherever other copies
+ * lie; one that names a path loads a second copy from it. So what a torch
+ * process is given is the soname (ci/gpu-check.sh: DETCHECK_CUDART_LIB). */
+START_TEST(soname_override_reuses_loaded_copy) {
+    char *lib = at("conda/lib/libdckfake.so.1");
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_ptr_nonnull(h);
+    set("DETCHECK_SITE_PACKAGES", "site");
+    setenv("DCK_TEST_LIB", "libdckfake.so.1", 1);
+    dck_libfind f;
+    ck_assert(dck_libfind_load(&fake, &f));
+    char *real = realpath(lib, NULL);
+    ck_assert_str_eq(f.path, real);
+    ck_assert_ptr_eq(f.handle, h);
+    dck_libfind_close(&f);
+    /* a path: another copy, the one this rule keeps out of torch processes */
+    set("DCK_TEST_LIB", "over/libdckfake-other.so");
+    ck_assert(dck_libfind_load(&fake, &f));
+    ck_assert_str_ne(f.path, real);
+    ck_assert_ptr_ne(f.handle, h);
+    dck_libfind_close(&f);
+    unsetenv("DCK_TEST_LIB");
+    free(real);
+    free(lib);
+    dlclose(h);
+}
+END_TEST
+
 /* the system's loader path comes after $CONDA_PREFIX/lib and before
  * $CUDA_HOME: a library every glibc has (libanl.so.1) */
 START_TEST(system_between_conda_and_cuda_home) {
@@ -295,6 +324,7 @@ int main(void) {
     tcase_add_test(tc, order);
     tcase_add_test(tc, override_only);
     tcase_add_test(tc, already_loaded_first);
+    tcase_add_test(tc, soname_override_reuses_loaded_copy);
     tcase_add_test(tc, system_between_conda_and_cuda_home);
     tcase_add_test(tc, companion_first);
     tcase_add_test(tc, site_packages_of_a_venv);

@@ -63,6 +63,7 @@
     X(ncclGetErrorString)                                                                       \
     X(ncclGetUniqueId)                                                                          \
     X(ncclCommInitRank)                                                                         \
+    X(ncclCommInitRankConfig)                                                                   \
     X(ncclCommDestroy)                                                                          \
     X(ncclReduce)                                                                               \
     X(ncclAllGather)                                                                            \
@@ -98,17 +99,38 @@ dck_status dck_nccl_load(const dck_nccl_api **out);
 const dck_libfind *dck_cudart_found(const char **why);
 const dck_libfind *dck_nccl_found(const char **why);
 
+struct dck_comm; /* common/common.h */
 /* Waits for an NCCL collective enqueued on stream as every collective is
  * waited (dck_comm_wait on c; NULL: the job's communicator, if any): until
+ * NCCL has enqueued it (a non-blocking communicator's ncclInProgress) and
  * the stream's work is done, NCCL reports a peer's failure apart
  * (ncclCommGetAsyncError), or the collective timeout passes. On a failure
  * the communicator is given up (ncclCommAbort, which also stops kernels
  * spinning on a peer that never comes) and *comm is set to NULL. enqueued:
  * what the call that enqueued the collective returned (a failure aborts at
  * once). what names the collective in messages. (src/gpu/gpu_nccl.c) */
-struct dck_comm; /* common/common.h */
 dck_status dck_nccl_wait(struct dck_comm *c, const dck_nccl_api *nc, ncclComm_t *comm, cudaStream_t stream,
                          ncclResult_t enqueued, const char *what);
+
+/* NCCL's start-up, which has no timeout of its own: a rank that never
+ * joins (it could not load NCCL, or died) leaves the others in
+ * ncclCommInitRank for good. (src/gpu/gpu_nccl.c)
+ *
+ * dck_nccl_load_all: every rank of c loads NCCL and learns at once whether
+ * every other rank could (one all-gather over c's MPI, waited as every
+ * collective). When one could not, every rank fails with the same message,
+ * naming the ranks and their reasons (DCK_ERR_NODEVICE), before any rank
+ * enters NCCL. */
+dck_status dck_nccl_load_all(struct dck_comm *c, const dck_nccl_api **out);
+/* dck_nccl_init: joins the communicator of id (rank of nranks) without
+ * blocking (ncclCommInitRankConfig, blocking = 0), waited as a collective
+ * (dck_comm_wait on c; NULL: the job's): until NCCL says it is ready
+ * (ncclCommGetAsyncError), reports a failure, or the collective timeout
+ * passes; on a failure the communicator is aborted (ncclCommAbort) and
+ * *comm is NULL. The communicator is non-blocking: an enqueue may answer
+ * ncclInProgress, which dck_nccl_wait takes as enqueued. */
+dck_status dck_nccl_init(struct dck_comm *c, const dck_nccl_api *nc, ncclComm_t *comm, int nranks,
+                         const ncclUniqueId *id, int rank);
 
 /* The kernels of cuda/digest.cu and cuda/train.cu, loaded into the runtime
  * once (by name from the embedded fatbins). A CUDA error (0 = success). */

@@ -250,6 +250,12 @@ dck_status dck_gpu_segments_sum_async(const void *dev_data, size_t len, uint64_t
                                       uint64_t *dev_lanes, dck_cuda_stream stream) {
     if (len == 0) return DCK_OK;
     if (!dev_data || !dev_lanes) return dck_set_error(DCK_ERR_INVALID, "gpu digest: NULL pointer");
+    /* the kernel adds to the lanes with 64-bit atomicAdd: a misaligned one
+     * is a sticky error that ends the caller's whole CUDA context (torch's),
+     * so it is refused here, before the runtime is even loaded */
+    if ((uintptr_t)dev_lanes % 8)
+        return dck_set_error(DCK_ERR_INVALID, "gpu digest: the lane sums at %p are not 8-byte aligned "
+                             "(two uint64 of device memory wanted)", (void *)dev_lanes);
     dev_guard g;
     dck_status s = guard_enter(dev_data, &g);
     if (s) return s;

@@ -613,8 +613,8 @@ static dck_status no_nccl(const dck_gt *g) {
     return dck_set_error(DCK_ERR_NODEVICE, "train: the %s backend has no NCCL", g->be.name);
 }
 
-dck_status dck_gt_nccl_id(dck_gt *g, void *id) {
-    return g->be.nccl_id ? g->be.nccl_id(g->be.ctx, id) : no_nccl(g);
+dck_status dck_gt_nccl_id(dck_gt *g, dck_comm *comm, void *id) {
+    return g->be.nccl_id ? g->be.nccl_id(g->be.ctx, comm, id) : no_nccl(g);
 }
 
 dck_status dck_gt_nccl_join(dck_gt *g, const void *id, int K, int rank, dck_comm *comm) {

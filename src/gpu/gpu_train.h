@@ -64,12 +64,15 @@ typedef struct {
     dck_status (*sync)(void *ctx);
     void (*destroy)(void *ctx);
     int device; /* the GPU's index; -1: none (twin) */
-    /* NCCL between the ranks' GPUs (NULL: not this backend): rank 0 makes the
-     * id (DCK_TK_NCCL_ID bytes), every rank joins with it; then collectives
+    /* NCCL between the ranks' GPUs (NULL: not this backend): every rank of
+     * comm calls nccl_id (NCCL loaded on every rank, or a failure on every
+     * rank naming those without it), rank 0 makes the id (DCK_TK_NCCL_ID
+     * bytes), every rank joins with it (non-blocking start-up, waited as a
+     * collective); then collectives
      * on the backend's stream, each waited by dck_comm_wait on comm (the
      * collective timeout, ncclCommGetAsyncError, ncclCommAbort, the missing
      * rank named) */
-    dck_status (*nccl_id)(void *ctx, void *id);
+    dck_status (*nccl_id)(void *ctx, dck_comm *comm, void *id);
     dck_status (*nccl_join)(void *ctx, const void *id, int nranks, int rank, dck_comm *comm);
     dck_status (*nccl_allgather)(void *ctx, const void *send, void *recv, size_t bytes);
     dck_status (*nccl_allreduce_f32)(void *ctx, float *data, size_t n);
@@ -157,7 +160,7 @@ dck_status dck_gt_scale_sumsq(dck_gt *g, float inv_m, float *sumsq);
  * fixed tree on the device, as dck_gt_tree_host; fast: ncclAllReduce (float
  * sum, NCCL's order) of buffer 0. */
 int dck_gt_device_index(const dck_gt *g);
-dck_status dck_gt_nccl_id(dck_gt *g, void *id);
+dck_status dck_gt_nccl_id(dck_gt *g, dck_comm *comm, void *id);
 dck_status dck_gt_nccl_join(dck_gt *g, const void *id, int K, int rank, dck_comm *comm);
 dck_status dck_gt_nccl_tree(dck_gt *g, int K);
 dck_status dck_gt_nccl_allreduce(dck_gt *g);

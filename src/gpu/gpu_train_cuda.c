@@ -101,16 +101,13 @@ static dck_status c_sync(void *ctx) {
     return err(c->rt->cudaStreamSynchronize(c->stream), "train step");
 }
 
-static dck_status nccl_err(const cuda_ctx *c, ncclResult_t r, const char *what) {
-    if (r == ncclSuccess) return DCK_OK;
-    return dck_set_error(DCK_ERR_DEVICE, "train: %s: %s", what,
-                         c->nc ? c->nc->ncclGetErrorString(r) : "NCCL error");
-}
-
-static dck_status c_nccl_id(void *ctx, void *id) {
+/* every rank: NCCL loaded on all of them (one rank's failure is every
+ * rank's, named, before any enters NCCL); then rank 0 makes the id */
+static dck_status c_nccl_id(void *ctx, dck_comm *comm, void *id) {
     cuda_ctx *c = ctx;
     const dck_nccl_api *nc;
-    DCK_TRY(dck_nccl_load(&nc));
+    DCK_TRY(dck_nccl_load_all(comm, &nc));
+    if (dck_comm_rank(comm) != 0) return DCK_OK;
     _Static_assert(sizeof(ncclUniqueId) == DCK_TK_NCCL_ID, "NCCL's unique id is 128 bytes");
     ncclResult_t r = nc->ncclGetUniqueId((ncclUniqueId *)id);
     return r == ncclSuccess ? DCK_OK
@@ -118,6 +115,7 @@ static dck_status c_nccl_id(void *ctx, void *id) {
                                             nc->ncclGetErrorString(r), c->device);
 }
 
+/* start-up without blocking, waited as the collectives (dck_nccl_init) */
 static dck_status c_nccl_join(void *ctx, const void *id, int nranks, int rank, dck_comm *comm) {
     cuda_ctx *c = ctx;
     const dck_nccl_api *nc;
@@ -126,47 +124,17 @@ static dck_status c_nccl_join(void *ctx, const void *id, int nranks, int rank, d
     c->ranks = comm;
     ncclUniqueId u;
     memcpy(&u, id, sizeof u);
-    return nccl_err(c, nc->ncclCommInitRank(&c->comm, nranks, u, rank), "ncclCommInitRank");
+    return dck_nccl_init(comm, nc, &c->comm, nranks, &u, rank);
 }
 
-/* The wait after every collective (dck_comm_wait): the stream's work done;
- * a peer's failure that NCCL reports apart; on a timeout or a failure,
- * ncclCommAbort, which also stops the collective's kernels spinning on a
- * peer that never comes. A collective that is only enqueued could
- * otherwise hang the next copy from the device for good. */
-static dck_status nccl_done(void *ctx, bool *done) {
-    cuda_ctx *c = ctx;
-    cudaError_t e = c->rt->cudaStreamQuery(c->stream);
-    *done = e == cudaSuccess;
-    if (e == cudaErrorNotReady) return DCK_OK;
-    return err(e, "a NCCL collective's stream");
-}
-
-static dck_status nccl_async(void *ctx) {
-    cuda_ctx *c = ctx;
-    ncclResult_t a = ncclSuccess, r = c->nc->ncclCommGetAsyncError(c->comm, &a);
-    if (r != ncclSuccess) return nccl_err(c, r, "ncclCommGetAsyncError");
-    if (a == ncclSuccess || a == ncclInProgress) return DCK_OK;
-    return dck_set_error(DCK_ERR_COMM, "NCCL reports %s (ncclCommGetAsyncError)",
-                         c->nc->ncclGetErrorString(a));
-}
-
-static void nccl_abort(void *ctx) {
-    cuda_ctx *c = ctx;
-    if (c->comm) (void)c->nc->ncclCommAbort(c->comm);
-    c->comm = NULL; /* freed by the abort: c_destroy leaves it */
-}
-
+/* The wait after every collective (dck_nccl_wait): a collective that is
+ * only enqueued could otherwise hang the next copy from the device for
+ * good; on a failure the communicator is aborted (c->comm NULL: c_destroy
+ * leaves it). */
 static dck_status nccl_wait(cuda_ctx *c, ncclResult_t r, const char *what) {
-    if (r != ncclSuccess) {
-        dck_status s = nccl_err(c, r, what);
-        nccl_abort(c);
-        return s;
-    }
-    dck_comm_op op = {c, nccl_done, nccl_async, nccl_abort, false};
     char label[96];
     snprintf(label, sizeof label, "train: %s", what);
-    return dck_comm_wait(c->ranks, &op, label);
+    return dck_nccl_wait(c->ranks, c->nc, &c->comm, c->stream, r, label);
 }
 
 static dck_status c_nccl_allgather(void *ctx, const void *send, void *recv, size_t bytes) {

@@ -590,8 +590,11 @@ dck_status dck_checkpoint_hash_plan(dck_checkpoint *ck, const dck_options *opt,
         ncclComm_t comm = NULL;
         ncclResult_t nr_ = ncclSuccess;
         const dck_nccl_api *nc = NULL;
-        /* every rank loads NCCL; a rank without it fails them all (agree) */
-        s = agree(&w, dck_nccl_load(&nc));
+        /* every rank loads NCCL; a rank without it fails them all, named
+         * (the job's communicator: the caller's own MPI has none, then a
+         * plain agreement), before any rank waits in NCCL's start-up */
+        dck_comm *jc = dck_comm_job();
+        s = agree(&w, jc ? dck_nccl_load_all(jc, &nc) : dck_nccl_load(&nc));
         if (!s && w.rank == 0) nr_ = nc->ncclGetUniqueId(&id);
         int ok = nr_ == ncclSuccess;
         if (!s)
@@ -601,14 +604,12 @@ dck_status dck_checkpoint_hash_plan(dck_checkpoint *ck, const dck_options *opt,
             s = dck_mpi_check(
                 w.m->MPI_Bcast(&id, sizeof id, w.m->byte, 0, w.m->comm_world), "MPI_Bcast");
         if (!s) {
-            nr_ = nc->ncclCommInitRank(&comm, w.size, id, w.rank);
+            /* start-up and reduce as the trainer's collectives: the
+             * timeout, NCCL's asynchronous errors, ncclCommAbort, the
+             * missing rank named */
+            s = dck_nccl_init(NULL, nc, &comm, w.size, &id, w.rank);
             cudaStream_t st = (cudaStream_t)dck_gpu_job_stream(job);
-            /* as the trainer's collectives: the timeout, NCCL's
-             * asynchronous errors, ncclCommAbort, the missing rank named */
-            if (nr_ != ncclSuccess)
-                s = dck_set_error(DCK_ERR_DEVICE, "nccl reduce of lane sums: %s",
-                                  nc->ncclGetErrorString(nr_));
-            else
+            if (!s)
                 s = dck_nccl_wait(NULL, nc, &comm, st,
                                   nc->ncclReduce(dck_gpu_job_device_lanes(job), dck_gpu_job_device_lanes(job),
                                                  2 * nt, ncclUint64, ncclSum, 0, comm, st),

@@ -465,9 +465,10 @@ static dck_status dev_nccl_setup(trainer *tr) {
     if (s || !distinct) return s;
     unsigned char id[DCK_TK_NCCL_ID];
     memset(id, 0, sizeof id);
-    s = dck_comm_agree(tr->comm, tr->rank == 0 ? dck_gt_nccl_id(tr->dev, id) : DCK_OK);
+    s = dck_comm_agree(tr->comm, dck_gt_nccl_id(tr->dev, tr->comm, id));
     if (!s) s = dck_comm_bcast(tr->comm, id, sizeof id, 0);
     if (!s) s = dck_comm_agree(tr->comm, dck_gt_nccl_join(tr->dev, id, tr->K, tr->rank, tr->comm));
+    if (s && dck_comm_broken(tr->comm)) return s; /* a rank is missing: MPI cannot carry on either */
     if (s) {
         say(tr, 1, "no NCCL between the GPUs (%s): gradients between ranks through MPI",
             dck_last_error());
