@@ -10,7 +10,11 @@
 #      the C example (examples/gpu_hash.c) and, when PyTorch is there, the
 #      ctypes example on live CUDA tensors (examples/torch_cuda_hash.py --check)
 #      and the Python package's digests of live CUDA tensors
-#      (python/tests/test_digest.py -k cuda; detcheck-gpu(7), LIBRARY).
+#      (python/tests/test_digest.py -k cuda; detcheck-gpu(7), LIBRARY);
+#      cuBLAS, train --bench's baselines, in its own program and row
+#      (tests/gpu/check_cublas: the trainer's products through cuBLAS ==
+#      the reference GEMM's; TF32 mode accepted), so that a machine without
+#      cuBLAS skips that row only, never the digest suite.
 #   2. `detcheck hash --device cuda` against the CPU path: identical manifests
 #      (a small mixed checkpoint, the CLI tests test_distributed*)
 #   3. the benchmark: digest throughput over an 8 GiB device buffer vs a
@@ -24,10 +28,12 @@
 #      detcheck.ReplicaGuard.step every step after the AdamW step of the 1B
 #      model under DDP (bench/replica_cost.py, goal < 1%; python/README.md, "Replica guard").
 #   4. the trainer on the GPU (detcheck-gpu(7), TRAINING): `train --device cuda` == CPU at
-#      every step (fp32, bf16; tiny and shortened small presets), 2 and 4 ranks
+#      every step (fp32, bf16; the tiny preset, and GPT-2 small's shapes in
+#      2 layers: SMALL), 2 and 4 ranks
 #      on one GPU, resumes across devices (the schedule given explicitly: a
 #      resumed run keeps the checkpoint's decay_steps), fast mode differs,
-#      `train --bench`.
+#      `train --bench` (determinism tax, FMA-peak share: at most 50% with
+#      --fmad=false; rows "cuBLAS FP32 (no TF32)" and "cuBLAS TF32").
 #   5. detcheck canary on the GPU (detcheck-canary(1)): record == the CPU golden, an
 #      injected bit flip is caught and named, 2 ranks on one GPU.
 #   6. op tracing on the GPU (detcheck-bisect(1), TRACE FILES), when PyTorch with CUDA is there: a
@@ -40,7 +46,8 @@
 #      6b. with torch.use_deterministic_algorithms(True) (and
 #          CUBLAS_WORKSPACE_CONFIG=:4096:8) the same script is reproducible;
 #      6c. the cost of module tracing, every step, on the 1B model of 3
-#          (bench/recorder_cost.py --tracing, goal < 5%).
+#          (bench/recorder_cost.py --tracing, 2 rounds, goal < 5%).
+#      The two runs of 6a and of 6b run at once.
 #
 # RESULTS. Every check is one row of the summary table printed at the end
 # (section, PASS/FAIL/SKIP, figure, goal): PASS only when the check ran and
@@ -536,9 +543,24 @@ sec_4() {
         if [ -z "$goals" ]; then failed "$l" "no goal line in its output"
         elif twin_only; then skipped "$l" "ran on the twin; its figures mean nothing (${goals})"
         else
-            case $out in *unavailable*) goals="$goals; the cuBLAS goal not judged (baseline unavailable)" ;; esac
+            case $out in *"cuBLAS FP32 (no TF32) unavailable"*) goals="$goals; the cuBLAS goal not judged (baseline unavailable)" ;; esac
             pass "$l" "$fig" "$goals"
         fi
+        # the cuBLAS baselines, a row each (detcheck-train(1), --bench): FP32
+        # (no TF32), the exact peer with its goal; TF32 on tensor cores, what
+        # Hopper users run, a figure only. Unavailable: a SKIP saying why.
+        for m in "cuBLAS FP32 (no TF32)" "cuBLAS TF32"; do
+            line=$(echo "$out" | grep -F "$m " | head -n 1)
+            case $line in
+            "") failed "4b $m" "no '$m' line in train --bench's output" ;;
+            *unavailable*) skipped "4b $m" "${line#"$m "}" ;;
+            *) if twin_only; then skipped "4b $m" "ran on the twin: $line"
+               else
+                   g=$(echo "$line" | sed -n 's/.*(goal \(.*\))[^)]*$/\1/p' | sed 's/: *missed$/: NOT met/')
+                   pass "4b $m" "$(echo "$line" | sed 's/ *(goal [^)]*)[^)]*$//; s/  */ /g')" "${g:-a figure, no goal}"
+               fi ;;
+            esac
+        done
     else failed "$l" "train --bench --device $DEV failed"; fi
 }
 

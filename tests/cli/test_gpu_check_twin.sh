@@ -56,6 +56,9 @@ case $full_sections in *4*)
         has_row full.log PASS "$s"
     done
     has_row full.log SKIP "4b train --bench --device twin"
+    has_row full.log SKIP "4b cuBLAS FP32 (no TF32)"
+    has_row full.log SKIP "4b cuBLAS TF32"
+    expect_grep '^4b cuBLAS TF32 *| SKIP | unavailable (device twin has no cuBLAS)' full.log
     has_row full.log SKIP "4 trainer kernels stage by stage"
 esac
 # checks with no twin are SKIPs saying so, never PASSes; the hash sections'
