@@ -86,7 +86,7 @@ for n in $full_sections; do
     expect_grep "^$n  *| *[0-9.]* | .* | ok$" est.log
 done
 expect_grep '^whole run: estimate .* budget 290 s: ok$' est.log
-awk -F '\t' -v OFS='\t' '$1 == 4 { $4 = 40 } 1' times.tsv > grown.tsv
+{ awk -F '\t' '$1 != 4' times.tsv; printf '4\t90\t40\t40\n'; } > grown.tsv
 set +e
 sh "$S" estimate grown.tsv > grown.log 2>&1
 rc=$?
