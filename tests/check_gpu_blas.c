@@ -137,10 +137,14 @@ START_TEST(no_cublas_is_unavailable_never_faked) {
      * figure; DETCHECK_CUBLAS_LIB pointing nowhere says cuBLAS */
     setenv("DETCHECK_CUBLAS_LIB", "libcublas-dck-missing.so.0", 1);
     double sec = -1, fl = -1;
-    dck_status s = dck_blas_cuda_bench(1, 8, 16, 4, 1, &sec, &fl);
-    unsetenv("DETCHECK_CUBLAS_LIB");
+    dck_status s = dck_blas_cuda_bench(1, 8, 16, 4, 1, DCK_BLAS_FP32, &sec, &fl);
     if (s == DCK_OK) TU_SKIP("a GPU with cuBLAS answered: nothing to refuse here");
     ck_assert_int_eq(s, DCK_ERR_NODEVICE);
+    ck_assert(sec == 0 && fl == 0);
+    /* the TF32 row likewise */
+    sec = fl = -1;
+    ck_assert_int_eq(dck_blas_cuda_bench(1, 8, 16, 4, 1, DCK_BLAS_TF32, &sec, &fl), DCK_ERR_NODEVICE);
+    unsetenv("DETCHECK_CUBLAS_LIB");
     ck_assert(sec == 0 && fl == 0);
 }
 END_TEST

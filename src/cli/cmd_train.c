@@ -149,22 +149,28 @@ static int bench(dck_train_config *c, dck_comm *comm, bool json) {
     /* The real fast baseline: what a user would otherwise run, cuBLAS SGEMM
      * on the same products (gpu_blas.h). Its absence is said, never filled in
      * with an estimate; the twin has no cuBLAS. */
-    double blas_s = 0, blas_flops = 0;
-    char blas_why[256] = "";
+    /* Two rows: FP32 (no TF32), the exact peer and the goal's, and TF32 on
+     * tensor cores (cublasSetMathMode), what Ampere and Hopper users run:
+     * other products, a figure only. */
+    const dck_blas_math maths[2] = {DCK_BLAS_FP32, DCK_BLAS_TF32};
+    double blas_s[2] = {0, 0}, blas_flops[2] = {0, 0};
+    char blas_why[2][256] = {"", ""};
     int ranks = dck_comm_size(comm);
     uint32_t rank_mbs = (uint32_t)(c->microbatches / (ranks > 0 ? ranks : 1));
-    /* one rank's microbatches on its own GPU, as the deterministic step */
-    if (on_gpu && dck_blas_cuda_bench(c->layers, c->width, c->vocab,
-                                      (size_t)c->batch * c->seq, rank_mbs ? rank_mbs : 1, &blas_s,
-                                      &blas_flops) != DCK_OK)
-        snprintf(blas_why, sizeof blas_why, "%s", dck_last_error());
-    else if (on_device && !on_gpu)
-        snprintf(blas_why, sizeof blas_why, "device %s has no cuBLAS", c->device);
+    for (int m = 0; m < 2; m++)
+        /* one rank's microbatches on its own GPU, as the deterministic step */
+        if (on_gpu && dck_blas_cuda_bench(c->layers, c->width, c->vocab, (size_t)c->batch * c->seq,
+                                          rank_mbs ? rank_mbs : 1, maths[m], &blas_s[m],
+                                          &blas_flops[m]) != DCK_OK)
+            snprintf(blas_why[m], sizeof blas_why[m], "%s", dck_last_error());
+        else if (on_device && !on_gpu)
+            snprintf(blas_why[m], sizeof blas_why[m], "device %s has no cuBLAS", c->device);
     /* the FLOP share against cuBLAS on the same products: cuBLAS's time for
      * one rank's linear layers over the whole deterministic step time (a
      * lower bound of the linear layers' own share: the step holds
      * everything else too); goal within 1.5x (>= 2/3) */
-    double blas_share = blas_flops > 0 ? blas_s * best[0] : 0;
+    double blas_share = blas_flops[0] > 0 ? blas_s[0] * best[0] : 0;
+    double tf32_share = blas_flops[1] > 0 ? blas_s[1] * best[0] : 0;
     if (cli_rank == 0) {
         int K = dck_comm_size(comm);
         if (json) {
@@ -185,14 +191,22 @@ static int bench(dck_train_config *c, dck_comm *comm, bool json) {
             if (peak > 0) {
                 cli_jset(o, "fma_peak_flops_per_s", cli_json_number("%.4g", peak), &oom);
                 cli_jset(o, "linear_fraction_of_peak", cli_json_number("%.4f", flops / peak), &oom);
+                cli_jset(o, "fma_peak_fraction_cap", cli_json_number("%.2f", 0.5), &oom);
             }
-            if (blas_flops > 0) {
-                cli_jset(o, "cublas_linear_flops_per_s", cli_json_number("%.4g", blas_flops), &oom);
-                cli_jset(o, "cublas_linear_step_s", cli_json_number("%.6g", blas_s), &oom);
+            if (blas_flops[0] > 0) {
+                cli_jset(o, "cublas_linear_flops_per_s", cli_json_number("%.4g", blas_flops[0]), &oom);
+                cli_jset(o, "cublas_linear_step_s", cli_json_number("%.6g", blas_s[0]), &oom);
                 cli_jset(o, "linear_fraction_of_cublas", cli_json_number("%.4f", blas_share), &oom);
                 cli_jset(o, "cublas_goal", cli_json_number("%.4f", 1.0 / 1.5), &oom);
-            } else if (blas_why[0]) {
-                cli_jset(o, "cublas_unavailable", json_string(blas_why), &oom);
+            } else if (blas_why[0][0]) {
+                cli_jset(o, "cublas_unavailable", json_string(blas_why[0]), &oom);
+            }
+            if (blas_flops[1] > 0) {
+                cli_jset(o, "cublas_tf32_linear_flops_per_s", cli_json_number("%.4g", blas_flops[1]), &oom);
+                cli_jset(o, "cublas_tf32_linear_step_s", cli_json_number("%.6g", blas_s[1]), &oom);
+                cli_jset(o, "linear_fraction_of_cublas_tf32", cli_json_number("%.4f", tf32_share), &oom);
+            } else if (blas_why[1][0]) {
+                cli_jset(o, "cublas_tf32_unavailable", json_string(blas_why[1]), &oom);
             }
             if (tax_blas > 0) {
                 cli_jset(o, "fast_cublas_steps_per_s", cli_json_number("%.3f", best[2]), &oom);
@@ -211,17 +225,27 @@ static int bench(dck_train_config *c, dck_comm *comm, bool json) {
                    K, c->threads, c->steps, best[0], best[1], tax, tax <= 1.10 ? "met" : "missed");
         if (!json) {
             printf("linear layers  %8.3g FLOP/s (deterministic step)\n", flops);
+            /* the kernels are built with --fmad=false: each multiply-add
+             * is a multiply and an add, two instructions where the peak
+             * kernel's FMA is one, so 50% of the peak is their ceiling */
             if (peak > 0)
-                printf("FP32 FMA peak  %8.3g FLOP/s (measured now): linear layers at %.1f%% "
-                       "(goal >= 25%%: %s)\n",
+                printf("FP32 FMA peak  %8.3g FLOP/s (measured now; --fmad=false caps the share at "
+                       "50%%): linear layers at %.1f%% (goal >= 25%%: %s)\n",
                        peak, 100.0 * flops / peak, flops >= 0.25 * peak ? "met" : "missed");
-            if (blas_flops > 0)
-                printf("cuBLAS SGEMM   %8.3g FLOP/s (same products, FP32, %.3g ms a step): "
-                       "linear layers at %.1f%% (goal >= 66.7%%, within 1.5x: %s)\n",
-                       blas_flops, 1e3 * blas_s, 100.0 * blas_share,
+            if (blas_flops[0] > 0)
+                printf("cuBLAS FP32 (no TF32) %8.3g FLOP/s (same products, default math mode, "
+                       "%.3g ms a step): linear layers at %.1f%% (goal >= 66.7%%, within 1.5x: %s)\n",
+                       blas_flops[0], 1e3 * blas_s[0], 100.0 * blas_share,
                        blas_share * 1.5 >= 1.0 ? "met" : "missed");
-            else if (blas_why[0])
-                printf("cuBLAS SGEMM   unavailable (%s)\n", blas_why);
+            else if (blas_why[0][0])
+                printf("cuBLAS FP32 (no TF32) unavailable (%s)\n", blas_why[0]);
+            if (blas_flops[1] > 0)
+                printf("cuBLAS TF32 %8.3g FLOP/s (same shapes on tensor cores, "
+                       "CUBLAS_TF32_TENSOR_OP_MATH: 10-bit mantissas, other products; %.3g ms a "
+                       "step): linear layers at %.1f%%, a figure, no goal\n",
+                       blas_flops[1], 1e3 * blas_s[1], 100.0 * tf32_share);
+            else if (blas_why[1][0])
+                printf("cuBLAS TF32 unavailable (%s)\n", blas_why[1]);
             if (tax_blas > 0)
                 printf("fast (cuBLAS)  %8.2f steps/s (fast mode, linear layers on cuBLAS SGEMM)\n"
                        "determinism tax against cuBLAS %.3fx (goal <= 1.50x: %s)\n",

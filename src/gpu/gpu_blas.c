@@ -142,8 +142,9 @@ static dck_status cublas_gt_gemm(void *handle, const dck_blas_call *c, const flo
 }
 
 dck_status dck_blas_cuda_bench(uint32_t layers, uint32_t width, uint32_t vocab, size_t tokens,
-                               uint32_t microbatches, double *seconds, double *flops) {
-    (void)layers, (void)width, (void)vocab, (void)tokens, (void)microbatches;
+                               uint32_t microbatches, dck_blas_math math, double *seconds,
+                               double *flops) {
+    (void)layers, (void)width, (void)vocab, (void)tokens, (void)microbatches, (void)math;
     *seconds = *flops = 0;
     return dck_set_error(DCK_ERR_NODEVICE, "cuBLAS unavailable: this detcheck was built without "
                                            "CUDA (make CUDA=0)");
@@ -177,6 +178,7 @@ typedef int (*cublas_destroy_fn)(dck_cublas_handle);
 typedef int (*cublas_set_stream_fn)(dck_cublas_handle, cudaStream_t);
 typedef int (*cublas_sgemm_fn)(dck_cublas_handle, int, int, int, int, int, const float *,
                                const float *, int, const float *, int, const float *, float *, int);
+typedef int (*cublas_set_math_mode_fn)(dck_cublas_handle, int); /* cublasMath_t */
 
 static struct {
     pthread_once_t once;
@@ -184,9 +186,10 @@ static struct {
     cublas_destroy_fn destroy;
     cublas_set_stream_fn set_stream;
     cublas_sgemm_fn sgemm;
+    cublas_set_math_mode_fn set_math_mode; /* NULL: no TF32 row (FP32 is the default mode) */
     dck_libfind found; /* what the search loaded, or every place it tried */
     char why[2048];
-} cublas = {PTHREAD_ONCE_INIT, NULL, NULL, NULL, NULL, {0}, ""};
+} cublas = {PTHREAD_ONCE_INIT, NULL, NULL, NULL, NULL, NULL, {0}, ""};
 
 static void load_cublas(void) {
     /* libcublas.so.MAJOR of the toolkit built against, then any; its
@@ -217,6 +220,8 @@ static void load_cublas(void) {
     memcpy(&cublas.destroy, &f[1], sizeof f[1]);
     memcpy(&cublas.set_stream, &f[2], sizeof f[2]);
     memcpy(&cublas.sgemm, &f[3], sizeof f[3]);
+    void *mm = dlsym(cublas.found.handle, "cublasSetMathMode");
+    if (mm) memcpy(&cublas.set_math_mode, &mm, sizeof mm);
 }
 
 const dck_libfind *dck_cublas_found(const char **why) {
@@ -334,10 +339,14 @@ static dck_status cublas_gt_gemm(void *handle, const dck_blas_call *c, const flo
 }
 
 dck_status dck_blas_cuda_bench(uint32_t layers, uint32_t width, uint32_t vocab, size_t tokens,
-                               uint32_t microbatches, double *seconds, double *flops) {
+                               uint32_t microbatches, dck_blas_math math, double *seconds,
+                               double *flops) {
     *seconds = *flops = 0;
     const dck_cudart_api *rt;
     DCK_TRY(blas_ready(&rt));
+    if (math != DCK_BLAS_FP32 && !cublas.set_math_mode)
+        return dck_set_error(DCK_ERR_NODEVICE, "cuBLAS %s lacks cublasSetMathMode: no TF32 "
+                                               "figure", cublas.found.path);
     /* a baseline from products that are not the trainer's would be a false
      * figure: cuBLAS must first give the reference's products on odd shapes
      * (FP32 sums in another order: a relative 1e-4 is generous, a wrong
@@ -381,6 +390,10 @@ dck_status dck_blas_cuda_bench(uint32_t layers, uint32_t width, uint32_t vocab, 
         s = dck_set_error(DCK_ERR_DEVICE, "cublasCreate: status %d", cs);
     if (!s && (cs = cublas.set_stream(h, st)) != 0)
         s = dck_set_error(DCK_ERR_DEVICE, "cublasSetStream: status %d", cs);
+    /* the mode said, never the handle's default taken on trust: FP32 is
+     * CUBLAS_DEFAULT_MATH (no TF32), TF32 CUBLAS_TF32_TENSOR_OP_MATH */
+    if (!s && cublas.set_math_mode && (cs = cublas.set_math_mode(h, (int)math)) != 0)
+        s = dck_set_error(DCK_ERR_DEVICE, "cublasSetMathMode(%d): status %d", (int)math, cs);
     double best = 0, work = 0;
     const float one = 1.0f;
     for (int round = 0; !s && round < 4; round++) { /* round 0 warms up */

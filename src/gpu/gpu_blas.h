@@ -68,14 +68,24 @@ void dck_blas_linear(size_t tokens, size_t in, size_t out, dck_blas_rm three[3])
 size_t dck_blas_trainer_linears(uint32_t layers, uint32_t width, uint32_t vocab, size_t shapes[][2],
                                 size_t cap);
 
+/* cuBLAS's math mode for the bench (the values of cublasMath_t): FP32 the
+ * exact baseline (CUBLAS_DEFAULT_MATH: FP32 FMA, no TF32), TF32 what a user
+ * on Ampere or Hopper runs by default in frameworks that allow it
+ * (CUBLAS_TF32_TENSOR_OP_MATH: tensor cores, 10-bit mantissas: another
+ * product, a speed figure only). */
+typedef enum { DCK_BLAS_FP32 = 0, DCK_BLAS_TF32 = 3 } dck_blas_math;
+
 /* One step's linear layers with cuBLAS on the current CUDA device
  * (microbatches x, for each dck_blas_trainer_linears shape, the three
- * products of dck_blas_linear over `tokens` rows): the best of a few timed
- * rounds after a warm-up. *seconds: per step; *flops: 2 M N K summed over
- * the products, per second. DCK_ERR_NODEVICE, saying why, without CUDA or
- * without cuBLAS: the baseline is then unavailable, never estimated. */
+ * products of dck_blas_linear over `tokens` rows) in math mode `math`
+ * (cublasSetMathMode): the best of a few timed rounds after a warm-up.
+ * *seconds: per step; *flops: 2 M N K summed over the products, per second.
+ * DCK_ERR_NODEVICE, saying why, without CUDA or without cuBLAS (or, for
+ * TF32, without cublasSetMathMode): the baseline is then unavailable, never
+ * estimated. */
 dck_status dck_blas_cuda_bench(uint32_t layers, uint32_t width, uint32_t vocab, size_t tokens,
-                               uint32_t microbatches, double *seconds, double *flops);
+                               uint32_t microbatches, dck_blas_math math, double *seconds,
+                               double *flops);
 
 /* The three products of one layer (T tokens, in -> out) with cuBLAS on the
  * current device against dck_blas_ref_sgemm on the same random operands:

@@ -5,7 +5,8 @@
 # SKIP, never a PASS), that the CPU -> device resume section passes only
 # because the schedule is explicit (the script as it was, with decay_steps
 # taken from the 6-step checkpoint, fails), and that a section over its time
-# limit is a FAIL and a section past the budget a SKIP.
+# limit is a FAIL and a section past the budget a SKIP; that the estimate of a
+# GPU run from this twin run's times fits every limit and the budget.
 . "$DCK_TOP/tests/cli/lib.sh"
 export ASAN_OPTIONS=detect_leaks=0
 export OUT="$TESTTMP"
@@ -55,17 +56,56 @@ case $full_sections in *4*)
         has_row full.log PASS "$s"
     done
     has_row full.log SKIP "4b train --bench --device twin"
+    has_row full.log SKIP "4b cuBLAS FP32 (no TF32)"
+    has_row full.log SKIP "4b cuBLAS TF32"
+    expect_grep '^4b cuBLAS TF32 *| SKIP | unavailable (device twin has no cuBLAS)' full.log
     has_row full.log SKIP "4 trainer kernels stage by stage"
 esac
 # checks with no twin are SKIPs saying so, never PASSes; the hash sections'
 # plumbing ran (a FAIL otherwise) and still says SKIP
-for s in "0 GPU probe" "1 CUDA suite" "1 C example" "1 PyTorch ctypes example" \
+for s in "0 GPU probe" "1 CUDA suite" "1 cuBLAS baseline products" "1 C example" "1 PyTorch ctypes example" \
     "1 Python package on CUDA tensors" "3 digest throughput" "3b Recorder cost" \
     "6 op tracing" "2 mixed checkpoint" "3 hash of a 64 MiB file"; do
     has_row full.log SKIP "$s"
 done
 expect_grep '^2 mixed checkpoint.* | SKIP | no twin of hash --device cuda: plumbing run with the CPU path, manifests equal' full.log
 expect_no_grep ' | PASS | .*no CPU twin' full.log
+# the time estimate (ci/gpu-check.sh, TIME): each section's CPU seconds in
+# this twin run plus its GPU-only seconds within its limit, the sum within
+# the whole budget; a section whose twin part grew past its limit fails it
+[ -s "$OUT/gpu-check-times.tsv" ] || fail "the twin run wrote no $OUT/gpu-check-times.tsv"
+cp "$OUT/gpu-check-times.tsv" times.tsv
+set +e
+sh "$S" estimate times.tsv > est.log 2>&1
+rc=$?
+set -e
+cat est.log
+[ "$rc" -eq 0 ] || fail "the estimate from this twin run: exit $rc"
+ok
+for n in $full_sections; do
+    expect_grep "^$n  *| *[0-9.]* | .* | ok$" est.log
+done
+expect_grep '^whole run: estimate .* budget 290 s: ok$' est.log
+{ awk -F '\t' '$1 != 4' times.tsv; printf '4\t90\t40\t40\n'; } > grown.tsv
+set +e
+sh "$S" estimate grown.tsv > grown.log 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 1 ] || { cat grown.log; fail "section 4 at 40 CPU s: exit $rc, wanted 1"; }
+ok
+expect_grep '^4  *| *40.00 | .* | OVER$' grown.log
+set +e
+DCK_GPU_CHECK_BUDGET=200 sh "$S" estimate times.tsv > small.log 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 1 ] || { cat small.log; fail "a 200 s budget: exit $rc, wanted 1"; }
+ok
+expect_grep '^whole run: estimate .* budget 200 s: OVER$' small.log
+
+# cuBLAS has its own program and row: the digest suite calls none of it, so
+# a machine without cuBLAS cannot turn the suite into a SKIP
+expect_no_grep 'dck_blas\|gpu_blas\.h' "$DCK_TOP/tests/gpu/check_cuda.c"
+expect_grep 'dck_blas_cuda_selftest' "$DCK_TOP/tests/gpu/check_cublas.c"
 # multi-rank rows: PASS with mpirun, SKIP naming why without
 if [ -z "${DCK_NO_MPI_TESTS:-}" ] && command -v mpirun > /dev/null; then
     case $full_sections in *4*) has_row full.log PASS "4 train: 4 ranks on one device == 1 rank" ;; esac

@@ -6,7 +6,6 @@
  *   check_cuda [--quick]   --quick: skip the 8 GiB tensors */
 #include "detcheck.h"
 #include "gpu/cuda_loader.h" /* dck_gpu_pools_memo_set */
-#include "gpu/gpu_blas.h"
 #include "gpu/gpu.h"
 
 #include <cuda_runtime_api.h>
@@ -315,25 +314,9 @@ static void test_no_pools(void) {
     free(h);
 }
 
-/* ------------------------------------------------------------------ cuBLAS
- * The fast baseline of `train --bench` (src/gpu/gpu_blas.c): the trainer's
- * row-major products through cuBLAS give the reference GEMM's, so the
- * prototypes restated there and the transposes hold on a real cuBLAS. */
-static void test_cublas(void) {
-    const size_t shapes[][3] = {{37, 19, 53}, {5, 64, 192}, {128, 256, 64}, {1, 3, 2}};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        double err = 0;
-        dck_status s = dck_blas_cuda_selftest(shapes[i][0], shapes[i][1], shapes[i][2], &err);
-        if (s == DCK_ERR_NODEVICE) {
-            char why[200];
-            snprintf(why, sizeof why, "cuBLAS products: %s", dck_last_error());
-            skip_part(why);
-            return;
-        }
-        CHECK(s == DCK_OK && err <= 1e-4, "cuBLAS products %zu x %zu -> %zu: relative error %.3g",
-              shapes[i][0], shapes[i][1], shapes[i][2], err);
-    }
-}
+/* cuBLAS (the fast baseline of `train --bench`): tests/gpu/check_cublas.c,
+ * its own row in ci/gpu-check.sh, so that a machine without cuBLAS cannot
+ * make this digest suite a SKIP. */
 
 /* ------------------------------------------------------------------ replica check
  * dck_replica_check on device memory: the root of tensors digested on the
@@ -442,7 +425,6 @@ int main(int argc, char **argv) {
                  {"random fragment offsets", test_fragments},
                  {"API misuse, managed memory, streams", test_misuse},
                  {"scratch memory without memory pools", test_no_pools},
-                 {"cuBLAS baseline products", test_cublas},
                  {"replica check on device memory, over NCCL", test_replica},
                  {"8 GiB tensors", test_big}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
