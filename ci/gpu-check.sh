@@ -928,7 +928,13 @@ run_checks() {
     PYLIBS=$work/lib-deb
     cudart=$(ls "$BA"/lib/libcudart.so.* 2> /dev/null | head -n 1)
     [ -n "$cudart" ] && { DETCHECK_CUDART_LIB=${DETCHECK_CUDART_LIB:-$(basename "$cudart")}; export DETCHECK_CUDART_LIB; }
-    [ -n "$nd" ] && { DETCHECK_NCCL_LIB=${DETCHECK_NCCL_LIB:-$nd/libnccl.so.2}; export DETCHECK_NCCL_LIB; }
+    # the soname, not a path: a torch process reuses the NCCL torch loaded;
+    # detcheck and the tests/gpu programs find it in LIBPATH
+    [ -n "$nd" ] && { DETCHECK_NCCL_LIB=${DETCHECK_NCCL_LIB:-libnccl.so.2}; export DETCHECK_NCCL_LIB; }
+    # cuBLAS and cuBLASLt are too big to carry (600 MB): the finder looks
+    # in the NVIDIA wheels of the image's python (its site-packages step)
+    sp=$(python3 -c 'import site; print(":".join(site.getsitepackages() + [site.getusersitepackages()]))' 2> /dev/null)
+    [ -n "$sp" ] && { DETCHECK_SITE_PACKAGES=${DETCHECK_SITE_PACKAGES:+$DETCHECK_SITE_PACKAGES:}$sp; export DETCHECK_SITE_PACKAGES; }
     printf '#!/bin/sh\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' \
         "$LIBPATH" "$BA/detcheck" > "$work/bin/detcheck"
     chmod +x "$work/bin/detcheck"
