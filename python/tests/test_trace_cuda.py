@@ -139,3 +139,19 @@ def test_cpu_traces_count_no_cuda_digest(tmp_path):
     assert seen == [(0, 0), (0, 0)]
     ev = detcheck.read_trace(tmp_path / "r")[1].events
     assert ev and any(s is not None for e in ev for s in e.outputs)
+
+
+def test_bisect_refuses_traces_whose_outputs_all_lack_digests(tmp_path, monkeypatch):
+    """Whatever wrote them (here every digest fails on the CPU, which the
+    Recorder's CUDA rule does not see): two traces whose steps have no
+    output digest in either run compared nothing; bisect exits 2 saying
+    so, and first_difference raises, rather than calling them identical."""
+    def fail(t):
+        raise _lib.DetcheckError("DCK_ERR_IO", "digest failed (simulated)")
+    monkeypatch.setattr(_trace, "digest_torch_parts", fail)
+    a, b = train(tmp_path / "a", "modules"), train(tmp_path / "b", "modules")
+    r = subprocess.run([cli_path(), "bisect", a, b], capture_output=True, text=True)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "step 0 (and 1 more) traced in both runs, but none of its events' outputs has a digest" in r.stderr
+    with pytest.raises(ValueError, match="nothing was compared"):
+        detcheck.first_difference(detcheck.read_trace(a), detcheck.read_trace(b))
