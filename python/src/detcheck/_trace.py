@@ -355,6 +355,7 @@ class Tracer:
         """Forgets the events collected so far in this step (those before
         its start), keeping whether it is traced."""
         self.events = []
+        self.cuda = _CudaTally()  # their CUDA digests go with them
         self.truncated = False
         self.calls = {}
         self.dump = []
