@@ -239,6 +239,8 @@ typedef struct {
     size_t agreeing;            /* of those, compared and agreeing before the difference */
     size_t truncated[2];        /* steps compared that run A, run B truncated */
     long first_truncated[2];    /* the first of them (-1: none) */
+    size_t blind;               /* agreeing steps whose outputs have no digest in either run: nothing compared */
+    long first_blind;           /* the first of them (-1: none) */
 } dck_trace_diff;
 
 /* Reads RUN/trace.bin at path into out (released on failure). */

@@ -4,6 +4,7 @@
  * byte offset), and trajectory.jsonl's reader and writer. */
 #include "testutil.h"
 #include "runs/recording.h"
+#include "runs/compare.h"
 #include "runs/trace.h"
 #include "runs/trajectory.h"
 
@@ -68,8 +69,9 @@ static void trace_name(buf *b, uint32_t id, const char *name, size_t len) {
 }
 
 /* a step of one forward event per module id below n, each with its
- * parameters' input and one output */
-static void trace_step(buf *b, long step, uint32_t n) {
+ * parameters' input and one output; present: bit k set, slot k (0 the
+ * input, 1 the output) has a digest, else it is absent (digest zero) */
+static void trace_step_slots(buf *b, long step, uint32_t n, unsigned present) {
     put(b, 2, 1);
     put(b, (uint64_t)step, 8);
     put(b, n, 4);
@@ -83,11 +85,16 @@ static void trace_step(buf *b, long step, uint32_t n) {
         put(b, 1, 1);
         put(b, 1, 1);
         for (int k = 0; k < 2; k++) {
-            put(b, 1, 1);
-            put(b, 0x2000 + id, 8);
-            put(b, (uint64_t)(step * 2 + k), 8);
+            bool has = present >> k & 1;
+            put(b, has, 1);
+            put(b, has ? 0x2000 + id : 0, 8);
+            put(b, has ? (uint64_t)(step * 2 + k) : 0, 8);
         }
     }
+}
+
+static void trace_step(buf *b, long step, uint32_t n) {
+    trace_step_slots(b, step, n, 3);
 }
 
 /* ------------------------------------------------------------------ the two formats */
@@ -487,6 +494,54 @@ START_TEST(trajectory_full_disk) {
 }
 END_TEST
 
+/* Outputs absent in both traces are equal, but no evidence: a step both
+ * traced where every output is absent (digests that failed, as CUDA
+ * tensors without a working GPU digest) compared nothing, and the
+ * comparison of the runs refuses it rather than calling them identical. */
+START_TEST(trace_absent_outputs_are_no_agreement) {
+    static const struct {
+        unsigned step2[2]; /* step 2's present bits in trace A, B */
+        bool found;
+        size_t blind;
+    } cases[] = {
+        {{3, 3}, false, 0}, /* everything present: agreement with evidence */
+        {{1, 1}, false, 1}, /* outputs absent in both: nothing compared at step 2 */
+        {{0, 0}, false, 1}, /* every slot absent */
+        {{3, 1}, true, 0},  /* present in one run only: a difference, as before */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dck_trace t[2];
+        for (int k = 0; k < 2; k++) {
+            buf b = {.n = 0};
+            trace_header(&b, 2, 0);
+            trace_name(&b, 0, "m", 1);
+            trace_name(&b, 1, "n", 1);
+            trace_step(&b, 1, 2);
+            trace_step_slots(&b, 2, 2, cases[i].step2[k]);
+            trace_step(&b, 3, 2);
+            ck_assert_int_eq(dck_trace_parse("T", b.b, b.n, &t[k]), DCK_OK);
+        }
+        dck_trace_diff d;
+        ck_assert_int_eq(dck_trace_compare(&t[0], &t[1], &d), cases[i].found);
+        ck_assert_uint_eq(d.blind, cases[i].blind);
+        ck_assert_int_eq(d.first_blind, cases[i].blind ? 2 : -1);
+        dck_runs_trace r;
+        memset(&r, 0, sizeof r);
+        dck_status st = dck_runs_trace_from(&t[0], &t[1], &d, &r);
+        if (cases[i].blind) {
+            ck_assert_int_eq(st, DCK_ERR_FORMAT);
+            ck_assert_str_eq(dck_last_error(), "trace.bin: step 2 (and 0 more) traced in both runs, but none of its "
+                                               "events' outputs has a digest in either (the recorder could not digest "
+                                               "them): nothing was compared there");
+        } else {
+            ck_assert_int_eq(st, DCK_OK);
+        }
+        dck_runs_trace_release(&r);
+        for (int k = 0; k < 2; k++) dck_trace_release(&t[k]);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("runs");
     TCase *tc = tcase_create("core");
@@ -500,6 +555,7 @@ int main(void) {
     tcase_add_test(tc, trajectory_written_reads_back);
     tcase_add_test(tc, trajectory_torn_and_damaged);
     tcase_add_test(tc, trajectory_full_disk);
+    tcase_add_test(tc, trace_absent_outputs_are_no_agreement);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -916,7 +916,8 @@ def test_op_trace_slot_cache_digests_each_layout_once(tmp_path, monkeypatch):
     """A weight and views showing its bytes again are digested once a step."""
     calls = []
     real = _trace._slot
-    monkeypatch.setattr(_trace, "_slot", lambda t: calls.append(t.shape if t is not None else None) or real(t))
+    monkeypatch.setattr(_trace, "_slot", lambda t, tally=None: calls.append(t.shape if t is not None else None)
+                        or real(t, tally))
     torch.manual_seed(0)
     model = torch.nn.Linear(64, 64)
     with detcheck.Recorder(tmp_path / "r", model=model, trace="ops") as rec:

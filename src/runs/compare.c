@@ -163,6 +163,14 @@ static dck_status event_from(const dck_trace *t, const dck_trace_event *e, dck_r
 }
 
 dck_status dck_runs_trace_from(const dck_trace *a, const dck_trace *b, const dck_trace_diff *d, dck_runs_trace *out) {
+    /* outputs absent in both runs agree without evidence: a step where
+     * that is all there is (digests that failed, CUDA tensors without a
+     * working GPU digest) compared nothing, and is never agreement */
+    if (d->blind)
+        return dck_set_error(DCK_ERR_FORMAT,
+                             "%s: step %ld (and %zu more) traced in both runs, but none of its events' outputs has a "
+                             "digest in either (the recorder could not digest them): nothing was compared there",
+                             DCK_TRACE_FILE, d->first_blind, d->blind - 1);
     out->found = d->how != DCK_TRACE_AGREE;
     out->common = d->common;
     out->agreeing = d->agreeing;

@@ -193,9 +193,10 @@ bool dck_trace_same_event(const dck_trace *ta, const dck_trace_event *a, const d
 }
 
 /* One step traced in both: fills d and returns true at its first
- * difference. */
+ * difference; else counts in seen[0] the outputs compared, in seen[1]
+ * those with a digest (absent in both runs: equal, but no evidence). */
 static bool compare_step(const dck_trace *ta, const dck_trace_step *sa, const dck_trace *tb, const dck_trace_step *sb,
-                         dck_trace_diff *d) {
+                         dck_trace_diff *d, size_t seen[2]) {
     size_t n = sa->n < sb->n ? sa->n : sb->n;
     for (size_t i = 0; i <= n; i++) {
         const dck_trace_event *a = i < sa->n ? &ta->events[sa->first + i] : NULL;
@@ -209,7 +210,11 @@ static bool compare_step(const dck_trace *ta, const dck_trace_step *sa, const dc
             int out = -1, in = -1;
             for (int k = 0; k < a->nout && out < 0; k++)
                 if (!slot_equal(&xa[a->nin + k], &xb[b->nin + k])) out = k;
-            if (out < 0) continue;
+            if (out < 0) {
+                seen[0] += a->nout;
+                for (int k = 0; k < a->nout; k++) seen[1] += xa[a->nin + k].present;
+                continue;
+            }
             for (int k = 0; k < a->nin && in < 0; k++)
                 if (!slot_equal(&xa[k], &xb[k])) in = k;
             d->how = DCK_TRACE_OUTPUT;
@@ -234,7 +239,7 @@ static bool compare_step(const dck_trace *ta, const dck_trace_step *sa, const dc
 bool dck_trace_compare(const dck_trace *a, const dck_trace *b, dck_trace_diff *d) {
     memset(d, 0, sizeof *d);
     d->output = d->input = -1;
-    d->first_truncated[0] = d->first_truncated[1] = -1;
+    d->first_truncated[0] = d->first_truncated[1] = d->first_blind = -1;
     for (size_t i = 0, j = 0; i < a->nsteps && j < b->nsteps;) {
         if (a->steps[i].step < b->steps[j].step) i++;
         else if (b->steps[j].step < a->steps[i].step) j++;
@@ -252,7 +257,9 @@ bool dck_trace_compare(const dck_trace *a, const dck_trace *b, dck_trace_diff *d
         const dck_trace_step *s[2] = {&a->steps[i], &b->steps[j]};
         for (int k = 0; k < 2; k++)
             if (s[k]->truncated && !d->truncated[k]++) d->first_truncated[k] = s[k]->step;
-        if (compare_step(a, s[0], b, s[1], d)) return true;
+        size_t seen[2] = {0, 0};
+        if (compare_step(a, s[0], b, s[1], d, seen)) return true;
+        if (seen[0] && !seen[1] && !d->blind++) d->first_blind = s[0]->step;
         d->agreeing++;
         i++;
         j++;

@@ -7,8 +7,8 @@ import sys
 
 from . import _lib
 from ._shard import digest_dtensor
-from ._tensors import (TensorDigest, _is_dtensor, _plain, _cuda_stream, _torch, check_expansion, is_numpy_array,
-                       is_torch_tensor, numpy_dtype_name, torch_dtype_name)
+from ._tensors import (TensorDigest, _is_dtensor, _plain, _cuda_stream, _torch, check_expansion, host_bytes,
+                       is_numpy_array, is_torch_tensor, numpy_dtype_name, torch_dtype_name)
 
 # Non-contiguous tensors and arrays larger than this are copied to row-major
 # order one block at a time, never whole (the digest streams over the blocks).
@@ -111,7 +111,7 @@ def _streamed_torch(x, dt):
         for b in _blocks(shape, rows, take):
             flat = b.reshape(-1).view(_torch().uint8)
             ls.feed(b.data_ptr(), flat.numel(),
-                    lambda a, c, flat=flat: bytearray(flat[a:c].cpu().numpy().tobytes()))
+                    lambda a, c, flat=flat: host_bytes(flat[a:c]))
     return ls.finish(dt, shape)
 
 

@@ -131,7 +131,8 @@ class TraceDiff(ctypes.Structure):
     _fields_ = [("how", c_int), ("step", ctypes.c_long), ("event", c_size),
                 ("a", ctypes.POINTER(TraceEvent)), ("b", ctypes.POINTER(TraceEvent)),
                 ("output", c_int), ("input", c_int), ("common", c_size), ("agreeing", c_size),
-                ("truncated", c_size * 2), ("first_truncated", ctypes.c_long * 2)]
+                ("truncated", c_size * 2), ("first_truncated", ctypes.c_long * 2), ("blind", c_size),
+                ("first_blind", ctypes.c_long)]
 
 
 class DetcheckError(RuntimeError):

@@ -560,6 +560,8 @@ class Recorder:
         # everything is computed before anything is written: a step that
         # raises leaves the files and the Recorder as they were
         root = None
+        if self._tracer is not None and self._traced(step):
+            self._tracer.check_step(step)  # CUDA tensors traced, none digested: refused, not written
         has_model = model is not None or optimizer is not None
         if step % self.every == 0 and (has_model or batch is not None):
             recs = self._collect(model, optimizer, grads, True) if has_model else []

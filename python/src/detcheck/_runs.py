@@ -265,11 +265,18 @@ def first_difference(a, b):
     (presence or digest) is returned, with the first differing output,
     ``inputs_equal`` True when every input is equal (this event computed
     other bits: the culprit) and False when an input already differed
-    (inherited: ``input`` names the first such input)."""
+    (inherited: ``input`` names the first such input). A step both traced
+    where no event's output has a digest in either trace (all absent: the
+    recorder could not digest them) compared nothing: ValueError, as
+    ``detcheck bisect`` refuses it."""
     digests = {}
     ca, cb = _CTrace(a, digests), _CTrace(b, digests)
     d = _lib.TraceDiff()
-    if not _lib.trace_compare(ctypes.byref(ca.c), ctypes.byref(cb.c), ctypes.byref(d)):
+    found = _lib.trace_compare(ctypes.byref(ca.c), ctypes.byref(cb.c), ctypes.byref(d))
+    if d.blind:  # as bisect: outputs absent in both runs are no evidence of agreement
+        raise ValueError("detcheck.first_difference: step %d (and %d more) traced in both, but none of its events' "
+                         "outputs has a digest in either: nothing was compared there" % (d.first_blind, d.blind - 1))
+    if not found:
         return None
     xa, xb = a[d.step].events, b[d.step].events
     x = xa[d.event] if d.a else None

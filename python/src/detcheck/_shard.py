@@ -6,7 +6,7 @@ is the whole tensor's digest for any sharding (man detcheck-digest(7))."""
 import ctypes
 
 from . import _lib
-from ._tensors import TensorDigest, _plain, _cuda_stream, torch_dtype_name
+from ._tensors import TensorDigest, _plain, _cuda_stream, host_bytes, torch_dtype_name
 
 SEG = _lib.SEGMENT
 _MASK = (1 << 64) - 1
@@ -188,7 +188,7 @@ def _shard_part(local, global_shape, offset, contribute):
     flat = x.reshape(-1).view(torch.uint8) if x.numel() and edges else None
     p = _Part()
     p.dt, p.global_shape, p.total = dt, global_shape, total
-    p.pieces = [(g, bytes(flat[l:l + n].cpu().numpy().tobytes())) for g, l, n in edges]
+    p.pieces = [(g, bytes(host_bytes(flat[l:l + n]))) for g, l, n in edges]
     p.vec = _limbs(lanes_lo) + _limbs(lanes_hi) + _limbs(covered)
     p.box = (offset, tuple(int(s) for s in x.shape)) if contribute else None
     return p

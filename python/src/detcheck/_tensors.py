@@ -122,6 +122,13 @@ def _plain(x, copy=True):
     return x
 
 
+def host_bytes(u8):
+    """The bytes of a 1-d uint8 tensor on any device, through torch alone:
+    torch does not require NumPy (``.numpy()`` fails where it is absent)."""
+    h = u8.detach().cpu().contiguous()
+    return bytearray(ctypes.string_at(h.data_ptr(), h.numel())) if h.numel() else bytearray()
+
+
 def _cuda_stream(x):
     torch = _torch()
     return ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)

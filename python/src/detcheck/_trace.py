@@ -99,18 +99,43 @@ def _torch():
     return torch
 
 
-def _slot(t):
+def _on_cuda(t):
+    """Whether t's digest is taken on a CUDA device (tests fake it)."""
+    return getattr(getattr(t, "device", None), "type", None) == "cuda"
+
+
+class _CudaTally:
+    """The CUDA tensors a traced step tried to digest and how many it could:
+    a step whose CUDA slots are all absent compared nothing on the device
+    (the digest failed, e.g. no CUDA runtime for the library), and is
+    refused rather than written as a trace that bisect finds identical."""
+    __slots__ = ("tried", "digested", "error")
+
+    def __init__(self):
+        self.tried = self.digested = 0
+        self.error = None  # the first failure: "shape dtype: message"
+
+
+def _slot(t, tally=None):
     """The 17 bytes of one slot: present + digest, or absent (None, or a
     tensor detcheck cannot digest: a sparse or meta tensor, a dtype it does
-    not read)."""
+    not read). tally: counts the CUDA tensors tried and digested."""
     if t is None:
         return _ABSENT
+    cuda = False
     try:
         if _is_dtensor(t):
             t = t.to_local()  # no collective inside a hook: the rank's shard
+        cuda = tally is not None and _on_cuda(t)
+        if cuda:
+            tally.tried += 1
         d = digest_torch_parts(t)[2]
-    except (TypeError, ValueError, RuntimeError, NotImplementedError, _lib.DetcheckError):
+    except (TypeError, ValueError, RuntimeError, NotImplementedError, _lib.DetcheckError) as e:
+        if cuda and tally.error is None:
+            tally.error = "%s %s: %s" % (tuple(t.shape), t.dtype, e)
         return _ABSENT
+    if cuda:
+        tally.digested += 1
     return _SLOT.pack(1, d.high64, d.low64)
 
 
@@ -134,7 +159,8 @@ class _SlotCache:
     pointer) between two ops of a traced step are not seen: the later op's
     input slot keeps the earlier digest."""
 
-    def __init__(self):
+    def __init__(self, digest=None):
+        self.digest = digest or _slot  # t -> its slot (the Tracer's: counts CUDA digests)
         self.slots = {}  # layout key -> [weakref, version or None, slot]
         self.by_storage = {}  # storage ptr -> keys
         self.unset = {}  # storage ptr -> weakref: memory an op allocated and nothing has written yet
@@ -171,7 +197,7 @@ class _SlotCache:
                     del self.unset[sp]  # that allocation was freed: sp is other memory now
             key = (sp, t.get_device(), t.storage_offset(), t.dtype, t.shape, t.stride(), t.is_conj(), t.is_neg())
         except (TypeError, RuntimeError, NotImplementedError, AttributeError):
-            return _slot(t)  # no storage (a DTensor, a sparse or meta tensor, a subclass)
+            return self.digest(t)  # no storage (a DTensor, a sparse or meta tensor, a subclass)
         e = self.slots.get(key)
         if e is not None:
             o = e[0]()
@@ -181,7 +207,7 @@ class _SlotCache:
                     return e[2]
                 if o._version == e[1]:
                     return e[2]
-        s = _slot(t)
+        s = self.digest(t)
         if s is _ABSENT:
             return s
         try:
@@ -291,7 +317,9 @@ class Tracer:
         self.in_opt = 0  # inside optimizer.step(): the optimizer's phase
         self._handles = []
         self._dispatch = None
-        self.cache = _SlotCache()
+        self.cuda = _CudaTally()  # this step's CUDA digests
+        self.cuda_checked = False  # a CUDA tensor of the model was digested when tracing started
+        self.cache = _SlotCache(self.slot)
         self._state_slots = {}  # id(tensor) -> [weakref, version, slot]: parameters and buffers this step
         _TRACERS.add(self)
         _pause_in_loaders()
@@ -313,6 +341,7 @@ class Tracer:
         self.dump_full = False
         self._fstack = []
         self._seqs, self._seqnames = [], []
+        self.cuda = _CudaTally()
         self.cache.clear()
         self._state_slots.clear()
         self.active = active
@@ -326,6 +355,7 @@ class Tracer:
         """Forgets the events collected so far in this step (those before
         its start), keeping whether it is traced."""
         self.events = []
+        self.cuda = _CudaTally()  # their CUDA digests go with them
         self.truncated = False
         self.calls = {}
         self.dump = []
@@ -333,7 +363,7 @@ class Tracer:
         self.dump_full = False
 
     _STATE = ("events", "truncated", "calls", "dump", "dump_bytes", "dump_full", "_fstack", "_seqs", "_seqnames",
-              "active", "dumping")
+              "active", "dumping", "cuda")
 
     def snapshot(self):
         """The collected state (by reference: reset() starts new lists)."""
@@ -346,6 +376,50 @@ class Tracer:
         self._state_slots.clear()
         if self.active:
             self._arm()
+
+    def slot(self, t):
+        """t's slot, its CUDA digest counted in this step's tally."""
+        return _slot(t, self.cuda)
+
+    def check_cuda(self):
+        """Digests the model's first CUDA parameter or buffer now, when
+        tracing starts, so that a CUDA digest that cannot work raises with
+        its own message (inside a traced step it would be an absent slot)."""
+        if self.cuda_checked:
+            return
+        torch = _torch()
+        self.paused += 1  # the digest's own ops are no events
+        try:
+            self._check_cuda(torch)
+        finally:
+            self.paused -= 1
+
+    def _check_cuda(self, torch):
+        for name, t in list(self.model.named_parameters()) + list(self.model.named_buffers()):
+            if _is_dtensor(t) or not _on_cuda(t) or t.layout != torch.strided:
+                continue
+            try:
+                torch_dtype_name(t)
+            except TypeError:  # a dtype detcheck does not read: absent by design, not a failure
+                continue
+            try:
+                digest_torch_parts(t.detach())
+            except Exception as e:
+                raise RuntimeError("detcheck.Recorder: trace: the digest of CUDA tensor %s %s %s failed: %s "
+                                   "(a trace without the digests of its CUDA tensors compares nothing)"
+                                   % (name, tuple(t.shape), t.dtype, e)) from e
+            self.cuda_checked = True
+            return
+
+    def check_step(self, step):
+        """Refuses step's events when it tried to digest CUDA tensors and
+        could digest none: every CUDA slot absent, the trace would compare
+        nothing there (bisect would find it identical)."""
+        c = self.cuda
+        if c.tried and not c.digested:
+            raise RuntimeError("detcheck.Recorder: trace step %d: none of the %d CUDA tensor digests it took "
+                               "succeeded (first: %s); a trace whose CUDA tensors have no digest compares "
+                               "nothing, so the step is not recorded" % (step, c.tried, c.error))
 
     def _arm(self):
         if self._handles:
@@ -423,7 +497,7 @@ class Tracer:
             except (AttributeError, RuntimeError):
                 v = None
             if e is None or e[0]() is not t or v is None or e[1] != v:
-                e = [weakref.ref(t), v, _slot(t)]
+                e = [weakref.ref(t), v, self.slot(t)]
                 if v is not None:
                     self._state_slots[id(t)] = e
             slots.append(e[2])
@@ -436,9 +510,10 @@ class Tracer:
         """A module event's inputs: (count, slot bytes) of the tensors (the
         first MAX_SLOTS - 1), then its parameters and buffers."""
         tensors = tensors[:MAX_SLOTS - 1]
-        return len(tensors) + 1, b"".join(_slot(t) for t in tensors) + self.state_slot(module)
+        return len(tensors) + 1, b"".join(self.slot(t) for t in tensors) + self.state_slot(module)
 
-    def add_digested(self, phase, kind, module, op, nin, ib, outs, slot=_slot):
+    def add_digested(self, phase, kind, module, op, nin, ib, outs, slot=None):
+        slot = slot or self.slot
         key = (phase, module, op)
         call = self.calls.get(key, 0)
         self.calls[key] = call + 1
@@ -475,6 +550,8 @@ class Tracer:
     def _fpre(self, nm, module, args, kwargs):
         if not self.active or self.paused or self.in_opt:
             return None
+        if nm == ROOT_NAME and not self.cuda_checked:
+            self.check_cuda()  # when tracing starts: the model's forward
         if self.mode == "ops":
             self._fstack.append((id(module), nm, None))
             self._transition(nm)
