@@ -43,12 +43,23 @@ static char *text(probe *p, const char *fmt, ...) {
     return s;
 }
 
-/* Appends a line to *lines ("a\nb"). */
-static void add_line(probe *p, char **lines, const char *line) {
-    char *s = *lines ? text(p, "%s\n%s", *lines, line) : text(p, "%s", line);
+/* Appends a formatted line to the row's detail ("a\nb"). */
+static void add_line(probe *p, dck_doctor_row *w, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add_line(probe *p, dck_doctor_row *w, const char *fmt, ...) {
+    char *line = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&line, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        p->oom = true;
+        return;
+    }
+    char *s = w->detail ? text(p, "%s\n%s", w->detail, line) : line;
+    if (s != line) free(line);
     if (!s) return;
-    free(*lines);
-    *lines = s;
+    free(w->detail);
+    w->detail = s;
 }
 
 static dck_doctor_row *row(probe *p, const char *key, const char *name) {
@@ -92,25 +103,21 @@ static void not_built(probe *p, dck_doctor_row *w, const char *what) {
 static void probe_detcheck(probe *p) {
     dck_doctor_row *w = row(p, "detcheck", "detcheck");
     w->version = text(p, "%s", dck_version());
-    add_line(p, &w->detail, "digest: v1 (detcheck-digest(7))");
+    add_line(p, w, "digest: v1 (detcheck-digest(7))");
 #ifdef DCK_HAVE_CUDA
-    char *c = text(p, "CUDA: built with CUDA %d.%d's headers (loads libcudart.so.%d at run time)",
-                   CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10, CUDART_VERSION / 1000);
+    add_line(p, w, "CUDA: built with CUDA %d.%d's headers (loads libcudart.so.%d at run time)",
+             CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10, CUDART_VERSION / 1000);
 #else
-    char *c = text(p, "CUDA: not built in (make CUDA=0, or no nvcc at build time)");
+    add_line(p, w, "CUDA: not built in (make CUDA=0, or no nvcc at build time)");
 #endif
 #if defined(DCK_HAVE_MPI) && defined(OMPI_MAJOR_VERSION)
-    char *m = text(p, "MPI: built with Open MPI %d.%d.%d's headers (loads libmpi at run time)", OMPI_MAJOR_VERSION,
-                   OMPI_MINOR_VERSION, OMPI_RELEASE_VERSION);
+    add_line(p, w, "MPI: built with Open MPI %d.%d.%d's headers (loads libmpi at run time)", OMPI_MAJOR_VERSION,
+             OMPI_MINOR_VERSION, OMPI_RELEASE_VERSION);
 #elif defined(DCK_HAVE_MPI)
-    char *m = text(p, "MPI: built in (loads libmpi at run time)");
+    add_line(p, w, "MPI: built in (loads libmpi at run time)");
 #else
-    char *m = text(p, "MPI: not built in (make MPI=0, or no mpicc at build time)");
+    add_line(p, w, "MPI: not built in (make MPI=0, or no mpicc at build time)");
 #endif
-    if (c) add_line(p, &w->detail, c);
-    if (m) add_line(p, &w->detail, m);
-    free(c);
-    free(m);
 }
 
 static void probe_cpu(probe *p) {
@@ -121,10 +128,8 @@ static void probe_cpu(probe *p) {
     w->from = want && *want ? text(p, "DETCHECK_DIGEST_KERNEL=%s", want) : text(p, "the widest the CPU runs");
     for (size_t i = 0; i < dck_digest_kernel_count(); i++) {
         const dck_digest_kernel *ki = dck_digest_kernel_at(i);
-        char *l = text(p, "kernel %s (needs %s): %s", ki->name, ki->needs,
-                       dck_digest_kernel_supported(ki) ? "runs here" : "not on this CPU");
-        if (l) add_line(p, &w->detail, l);
-        free(l);
+        add_line(p, w, "kernel %s (needs %s): %s", ki->name, ki->needs,
+                 dck_digest_kernel_supported(ki) ? "runs here" : "not on this CPU");
     }
 }
 
@@ -183,16 +188,12 @@ static void probe_driver(probe *p) {
         w->why = cu_error(p, h, "cuInit", e);
         return;
     }
-    char *l = text(p, "%d device%s", n, n == 1 ? "" : "s");
-    if (l) add_line(p, &w->detail, l);
-    free(l);
+    add_line(p, w, "%d device%s", n, n == 1 ? "" : "s");
     for (int i = 0; i < n && i < 64; i++) {
         char nm[256] = "";
         int dev = 0;
-        l = get(&dev, i) == 0 && name(nm, (int)sizeof nm, dev) == 0 ? text(p, "GPU %d: %s", i, nm)
-                                                                    : text(p, "GPU %d: (no name)", i);
-        if (l) add_line(p, &w->detail, l);
-        free(l);
+        bool named = get(&dev, i) == 0 && name(nm, (int)sizeof nm, dev) == 0;
+        add_line(p, w, "GPU %d: %s", i, named ? nm : "(no name)");
     }
 }
 
@@ -206,16 +207,12 @@ static void probe_cudart(probe *p) {
     if (rt->cudaRuntimeGetVersion(&v) == cudaSuccess) w->version = text(p, "%d.%d", v / 1000, v % 1000 / 10);
     int dv = 0;
     if (rt->cudaDriverGetVersion(&dv) == cudaSuccess) {
-        char *l = dv ? text(p, "the driver supports CUDA %d.%d", dv / 1000, dv % 1000 / 10)
-                     : text(p, "no driver (cudaDriverGetVersion: 0)");
-        if (l) add_line(p, &w->detail, l);
-        free(l);
+        if (dv) add_line(p, w, "the driver supports CUDA %d.%d", dv / 1000, dv % 1000 / 10);
+        else add_line(p, w, "no driver (cudaDriverGetVersion: 0)");
     }
     cudaError_t e = rt->cudaGetDeviceCount(&n);
-    char *l = e == cudaSuccess ? text(p, "cudaGetDeviceCount: %d device%s", n, n == 1 ? "" : "s")
-                               : text(p, "cudaGetDeviceCount: %s: %s", rt->cudaGetErrorName(e), rt->cudaGetErrorString(e));
-    if (l) add_line(p, &w->detail, l);
-    free(l);
+    if (e == cudaSuccess) add_line(p, w, "cudaGetDeviceCount: %d device%s", n, n == 1 ? "" : "s");
+    else add_line(p, w, "cudaGetDeviceCount: %s: %s", rt->cudaGetErrorName(e), rt->cudaGetErrorString(e));
 }
 
 static void probe_cublas(probe *p) {
@@ -231,9 +228,7 @@ static void probe_cublas(probe *p) {
     if (prop && prop(0, &v[0]) == 0 && prop(1, &v[1]) == 0 && prop(2, &v[2]) == 0)
         w->version = text(p, "%d.%d.%d", v[0], v[1], v[2]);
     if (f->companion) {
-        char *l = text(p, "cuBLASLt loaded first from the same folder");
-        if (l) add_line(p, &w->detail, l);
-        free(l);
+        add_line(p, w, "cuBLASLt loaded first from the same folder");
     }
 }
 
