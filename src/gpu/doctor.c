@@ -29,32 +29,34 @@ typedef struct {
     bool oom;
 } probe;
 
-static char *text(probe *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static char *text(probe *p, const char *fmt, ...) {
+/* vasprintf, noting a failure in p->oom (NULL then) */
+static char *vtext(probe *p, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+static char *vtext(probe *p, const char *fmt, va_list ap) {
     char *s = NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vasprintf(&s, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
+    if (vasprintf(&s, fmt, ap) < 0) {
         p->oom = true;
         return NULL;
     }
     return s;
 }
 
+static char *text(probe *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *text(probe *p, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = vtext(p, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
 /* Appends a formatted line to the row's detail ("a\nb"). */
 static void add_line(probe *p, dck_doctor_row *w, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void add_line(probe *p, dck_doctor_row *w, const char *fmt, ...) {
-    char *line = NULL;
     va_list ap;
     va_start(ap, fmt);
-    int n = vasprintf(&line, fmt, ap);
+    char *line = vtext(p, fmt, ap);
     va_end(ap);
-    if (n < 0) {
-        p->oom = true;
-        return;
-    }
+    if (!line) return;
     char *s = w->detail ? text(p, "%s\n%s", w->detail, line) : line;
     if (s != line) free(line);
     if (!s) return;
